@@ -1,0 +1,54 @@
+# The two commands of the README: `make demo` and `make test`. Each installs what it needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+NODE_STAMP := node_modules/.installed-stamp
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+
+.PHONY: venv test test-long lint typecheck synth demo local-up clean bench
+
+venv: $(STAMP) $(NODE_STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt lambdas/requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+# The whole suite: lint, types, synth + infrastructure gates, unit, integration, end-to-end, CLI.
+test: lint typecheck
+	$(BIN)/pytest -q
+
+# Long campaigns (more hypothesis examples, more concurrency rounds).
+test-long: venv
+	SAGA_LONG_TESTS=1 $(BIN)/pytest -q -m slow
+
+synth: venv
+	$(BIN)/python app.py
+
+demo: venv
+	$(BIN)/sagactl local demo
+
+local-up: venv
+	$(BIN)/sagactl local up
+
+bench: venv
+	$(BIN)/python -m sagactl.bench
+
+clean:
+	rm -rf cdk.out .local .build .mypy_cache .ruff_cache .pytest_cache

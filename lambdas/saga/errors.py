@@ -1,0 +1,117 @@
+"""The typed errors every tool raises.
+
+The Lambda Python runtime reports an unhandled exception's class name as the error type, and the
+state machine's `ErrorEquals` matches that name (design.md §4). So the class names here are part
+of the external contract: renaming one is a breaking change to the ASL.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class SagaError(Exception):
+    """Base of every error a tool raises on purpose.
+
+    `retryable` says whether the workflow may repeat the same attempt; `permanent` says the
+    outcome is final and is recorded in the ledger so that a replay raises it again.
+    """
+
+    retryable: ClassVar[bool] = False
+    permanent: ClassVar[bool] = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def error_type(self) -> str:
+        return type(self).__name__
+
+    def to_record(self) -> dict[str, str]:
+        """The shape stored in the ledger's `error` attribute."""
+        return {"type": self.error_type, "message": self.message}
+
+
+# --- safe to repeat -------------------------------------------------------------------------
+class TransientError(SagaError):
+    """Nothing was dispatched, or the downstream honours the key: repeating is safe."""
+
+    retryable = True
+
+
+class ActionPending(SagaError):
+    """Another live attempt owns the action; try again later within the shared deadline."""
+
+    retryable = True
+
+
+# --- uncertain: go to reconciliation ----------------------------------------------------------
+class OutcomeUnknown(SagaError):
+    """The effect may or may not have happened: reconcile before doing anything else."""
+
+
+class BudgetExhausted(SagaError):
+    """The action's lifetime attempt budget (in the ledger) is spent: no further dispatch."""
+
+
+class ReplayWindowExpired(SagaError):
+    """The ledger record is past its retention window and no longer protects the action."""
+
+
+# --- rejections: never retried, explicit Fail ------------------------------------------------
+class InvalidRequest(SagaError):
+    """The input is malformed; the message names the offending field."""
+
+
+class AuthorizationDenied(SagaError):
+    """The caller or approver is not allowed to act for this tenant."""
+
+
+class KeyConflict(SagaError):
+    """The same action key was used with different parameters (request digest differs)."""
+
+
+class ApprovalMismatch(SagaError):
+    """The approval digest does not match the parameters that are about to be executed."""
+
+
+# --- permanent business failures: recorded, then compensation / outcome ----------------------
+class BusinessRejection(SagaError):
+    """A downstream said no, for good. Recorded in the ledger and replayed as the same error."""
+
+    permanent = True
+
+
+class OutOfStock(BusinessRejection):
+    """Not enough stock to reserve."""
+
+
+class RefundRejected(BusinessRejection):
+    """The payment provider refused the refund."""
+
+
+class ShipmentRejected(BusinessRejection):
+    """The carrier refused the shipment."""
+
+
+class ReservationNotHeld(BusinessRejection):
+    """A release was asked for a reservation that is no longer held (shipped or gone)."""
+
+
+_REGISTRY: dict[str, type[SagaError]] = {}
+
+
+def _register(cls: type[SagaError]) -> None:
+    _REGISTRY[cls.__name__] = cls
+    for sub in cls.__subclasses__():
+        _register(sub)
+
+
+_register(SagaError)
+
+
+def error_from_record(record: dict[str, str]) -> SagaError:
+    """Rebuild a recorded error so a replay raises exactly the same type and message."""
+    cls = _REGISTRY.get(record.get("type", ""), SagaError)
+    return cls(record.get("message", ""))
