@@ -1,0 +1,212 @@
+"""The payment-provider interface the refund tool codes against, and its sandbox implementation.
+
+The tool passes the action key as the provider's idempotency key, so a repeat of the same refund
+(a retry, a redrive, a takeover) is one refund at the provider for as long as the provider keeps
+the key (24 h at Stripe). After that only the business reference protects the action: the tool
+reconciles with `find_refunds(business_ref)` instead of sending again.
+
+A real provider plugs in behind the same Protocol. Sketch for Stripe (no network code here):
+
+    class StripePaymentProvider:
+        def __init__(self, api_key: str, timeout_seconds: float) -> None:
+            # One HTTP client, zero automatic retries (a repeat is the ledger's and the
+            # workflow's decision, never the SDK's), explicit connect and read timeouts that fit
+            # inside the Lambda timeout.
+            ...
+
+        def refund(self, request, *, idempotency_key):
+            # POST /v1/refunds  charge/payment_intent=request.payment_reference,
+            #   amount=request.amount_minor, metadata[business_ref]=request.business_ref,
+            #   metadata[case_id]=request.case_id
+            #   header Idempotency-Key: idempotency_key  (the action key)
+            # 200 -> RefundReceipt(refund.id, ...)
+            # 402 / card_error / invalid_request_error -> DownstreamRejected(message)
+            # 400 idempotency_error (key reused with other parameters) -> DownstreamKeyMismatch
+            # 409 idempotency key in use (concurrent request) -> DownstreamConflict
+            # 429, or no connection before the request was sent -> DownstreamNotDispatched
+            # read timeout, connection reset after sending, 5xx -> DownstreamTimeout
+            # DNS failure / provider outage with no response -> DownstreamUnavailable
+            ...
+
+        def find_refunds(self, business_ref):
+            # GET /v1/refunds/search?query=metadata['business_ref']:'<ref>'
+            # Stripe's search is eventually consistent (about a minute): an empty answer shortly
+            # after a lost response is not proof of absence. A real adapter returns "cannot
+            # tell" (raise DownstreamUnavailable) inside that window instead of an empty list.
+            ...
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import boto3
+
+from saga.adapters.errors import (
+    DownstreamConflict,
+    DownstreamKeyMismatch,
+    DownstreamRejected,
+    DownstreamTimeout,
+)
+from saga.sandbox.faults import Clock, FaultInjector
+from saga.sandbox.payments import (
+    PAYMENT_KEY_RETENTION_SECONDS,
+    ProviderResponse,
+    SandboxPaymentsService,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+DOWNSTREAM = "refund"
+
+
+@dataclass(frozen=True)
+class RefundRequest:
+    case_id: str
+    business_ref: str  # the action id: what reconciliation looks the refund up by
+    payment_reference: str
+    amount_minor: int
+    currency: str
+
+
+@dataclass(frozen=True)
+class RefundReceipt:
+    refund_id: str
+    business_ref: str
+    amount_minor: int
+    currency: str
+    status: str
+
+    def to_result(self) -> dict[str, Any]:
+        """JSON-able form (for the ledger's recorded result)."""
+        return {
+            "refund_id": self.refund_id,
+            "business_ref": self.business_ref,
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "status": self.status,
+        }
+
+
+class PaymentProvider(Protocol):
+    def refund(self, request: RefundRequest, *, idempotency_key: str) -> RefundReceipt:
+        """Make the refund once per idempotency key; raises only saga.adapters.errors."""
+        ...
+
+    def find_refunds(self, business_ref: str) -> list[RefundReceipt]:
+        """Every refund made for the reference; raising means "cannot tell"."""
+        ...
+
+
+class SandboxPaymentProvider:
+    """PaymentProvider over the sandbox provider, with the faults of one case."""
+
+    def __init__(self, service: SandboxPaymentsService, faults: FaultInjector) -> None:
+        if faults.downstream != DOWNSTREAM:
+            raise ValueError(f"the payment provider draws from the {DOWNSTREAM!r} fault list")
+        self._service = service
+        self._faults = faults
+
+    @classmethod
+    def create(
+        cls,
+        client: DynamoDBClient,
+        *,
+        payments_table: str,
+        sandbox_table: str,
+        case_id: str,
+        faults: Sequence[str] = (),
+        key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS,
+        clock: Clock = time.time,
+    ) -> SandboxPaymentProvider:
+        """Explicit construction (tests, tools that already hold a client)."""
+        service = SandboxPaymentsService(
+            client,
+            payments_table=payments_table,
+            sandbox_table=sandbox_table,
+            key_retention_seconds=key_retention_seconds,
+            clock=clock,
+        )
+        injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
+        return cls(service, injector)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        case_id: str,
+        faults: Sequence[str] = (),
+        client: DynamoDBClient | None = None,
+        clock: Clock = time.time,
+    ) -> SandboxPaymentProvider:
+        """From PAYMENTS_TABLE, SANDBOX_TABLE, PAYMENT_KEY_RETENTION_SECONDS and
+        DOWNSTREAM_TIMEOUT_SECONDS (the client gets no retries and those timeouts)."""
+        from saga.aws import downstream_config
+        from saga.settings import Settings
+
+        settings = Settings.from_env()
+        if client is None:
+            client = boto3.client(
+                "dynamodb", config=downstream_config(settings.downstream_timeout_seconds)
+            )
+        return cls.create(
+            client,
+            payments_table=settings.payments_table,
+            sandbox_table=settings.sandbox_table,
+            case_id=case_id,
+            faults=faults,
+            key_retention_seconds=settings.payment_key_retention_seconds,
+            clock=clock,
+        )
+
+    def refund(self, request: RefundRequest, *, idempotency_key: str) -> RefundReceipt:
+        response = self._service.create_refund(
+            idempotency_key=idempotency_key,
+            case_id=request.case_id,
+            business_ref=request.business_ref,
+            payment_reference=request.payment_reference,
+            amount_minor=request.amount_minor,
+            currency=request.currency,
+            faults=self._faults,
+        )
+        return _receipt_or_raise(response)
+
+    def find_refunds(self, business_ref: str) -> list[RefundReceipt]:
+        return [
+            RefundReceipt(
+                refund_id=str(found["refund_id"]),
+                business_ref=str(found["business_ref"]),
+                amount_minor=int(found["amount_minor"]),
+                currency=str(found["currency"]),
+                status=str(found["status"]),
+            )
+            for found in self._service.list_refunds(business_ref, faults=self._faults)
+        ]
+
+
+def _receipt_or_raise(response: ProviderResponse) -> RefundReceipt:
+    """Map the provider's HTTP-like answer to a receipt or exactly one adapter error."""
+    body = response.body
+    if response.ok:
+        return RefundReceipt(
+            refund_id=str(body["id"]),
+            business_ref=str(body["business_ref"]),
+            amount_minor=int(body["amount_minor"]),
+            currency=str(body["currency"]),
+            status=str(body["status"]),
+        )
+    error = body.get("error", {})
+    code = str(error.get("code", ""))
+    message = str(error.get("message", f"HTTP {response.status}"))
+    if response.status == 409:
+        raise DownstreamConflict(message, downstream=DOWNSTREAM)
+    if code == "idempotency_key_mismatch":
+        raise DownstreamKeyMismatch(message, downstream=DOWNSTREAM)
+    if 400 <= response.status < 500:
+        raise DownstreamRejected(message, downstream=DOWNSTREAM)
+    # A (possibly replayed) server error: the provider itself could not say what happened.
+    raise DownstreamTimeout(f"server error {response.status}: {message}", downstream=DOWNSTREAM)

@@ -1,0 +1,69 @@
+"""Fault handling shared by the sandbox downstreams."""
+
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga.adapters.errors import (
+    DownstreamNotDispatched,
+    DownstreamRejected,
+    DownstreamTimeout,
+    DownstreamUnavailable,
+)
+from saga.sandbox.faults import (
+    FAIL_BEFORE_COMMIT,
+    LOSE_RESPONSE,
+    REJECT,
+    TIMEOUT,
+    UNAVAILABLE,
+    FaultInjector,
+)
+
+
+def draw_fault(faults: FaultInjector, *, action: str) -> str | None:
+    """Consume this call's fault and raise for the ones that stop it before any effect.
+
+    Returns None, `reject` or `lose_response`: the faults the downstream itself acts out.
+    """
+    downstream = faults.downstream
+    try:
+        fault = faults.next()
+    except (BotoCoreError, ClientError) as exc:
+        # The sandbox could not even start handling the call: nothing was done.
+        raise DownstreamNotDispatched(
+            f"{action}: sandbox control unavailable ({exc})", downstream=downstream
+        ) from exc
+    if fault == UNAVAILABLE:
+        raise DownstreamUnavailable(
+            f"{action}: {downstream} is unavailable (sandbox fault)", downstream=downstream
+        )
+    if fault == TIMEOUT:
+        raise DownstreamTimeout(
+            f"{action}: no response from {downstream} (sandbox fault: timeout)",
+            downstream=downstream,
+        )
+    if fault == FAIL_BEFORE_COMMIT:
+        raise DownstreamNotDispatched(
+            f"{action}: {downstream} failed before committing anything (sandbox fault)",
+            downstream=downstream,
+        )
+    return fault
+
+
+def draw_lookup_fault(faults: FaultInjector, *, action: str) -> None:
+    """Lookups consume faults too; every fault leaves the caller without an answer."""
+    fault = draw_fault(faults, action=action)
+    if fault == REJECT:
+        raise DownstreamRejected(
+            f"{action}: {faults.downstream} refused the lookup (sandbox fault)",
+            downstream=faults.downstream,
+        )
+    if fault == LOSE_RESPONSE:
+        raise lost_response(faults, action=action)
+
+
+def lost_response(faults: FaultInjector, *, action: str) -> DownstreamTimeout:
+    return DownstreamTimeout(
+        f"{action}: the response from {faults.downstream} was lost (sandbox fault: lose_response)",
+        downstream=faults.downstream,
+    )

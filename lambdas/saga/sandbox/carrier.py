@@ -1,0 +1,133 @@
+"""The sandbox carrier: shipments WITHOUT any idempotency, but lookup by business reference.
+
+Every create call makes a new shipment item in SHIPMENTS_TABLE, even with a reference that
+already has one: exactly the kind of downstream for which the caller must look the reference up
+before re-sending anything after an uncertain outcome (design.md §1).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga.adapters.errors import DownstreamRejected
+from saga.sandbox import _dynamo
+from saga.sandbox._common import draw_fault, draw_lookup_fault, lost_response
+from saga.sandbox.faults import LOSE_RESPONSE, REJECT, FaultInjector
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+REFERENCE_KIND: Final = "shipments"
+ADDRESS_FIELDS: Final = ("name", "line1", "city", "postal_code", "country")
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class SandboxCarrierService:
+    """The carrier's server side, backed by DynamoDB."""
+
+    client: DynamoDBClient
+    shipments_table: str
+    sandbox_table: str
+    clock: Clock = time.time
+    new_shipment_id: Callable[[], str] = field(default=lambda: f"shp_{uuid.uuid4().hex}")
+
+    def create_shipment(
+        self,
+        *,
+        case_id: str,
+        business_ref: str,
+        address: Mapping[str, str],
+        sku: str,
+        quantity: int,
+        faults: FaultInjector,
+    ) -> dict[str, Any]:
+        """POST /shipments: returns the created shipment. No idempotency whatsoever."""
+        action = f"create shipment {business_ref}"
+        fault = draw_fault(faults, action=action)
+        invalid = _invalid_shipment(case_id, business_ref, address, sku, quantity)
+        if invalid is not None:
+            raise DownstreamRejected(invalid, downstream=faults.downstream)
+        if fault == REJECT:
+            raise DownstreamRejected(
+                "the carrier refused the shipment (sandbox fault: reject)",
+                downstream=faults.downstream,
+            )
+
+        now = int(self.clock())
+        shipment_id = self.new_shipment_id()
+        shipment = {
+            "shipment_id": shipment_id,
+            "case_id": case_id,
+            "business_ref": business_ref,
+            "address": dict(address),
+            "sku": sku,
+            "quantity": quantity,
+            "status": "created",
+            "created_at": now,
+        }
+        receipt = {
+            "shipment_id": shipment_id,
+            "business_ref": business_ref,
+            "status": "created",
+            "created_at": now,
+        }
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.shipments_table,
+                            "Item": _dynamo.to_item(shipment),
+                            "ConditionExpression": "attribute_not_exists(shipment_id)",
+                        }
+                    },
+                    _dynamo.append_reference_update(
+                        self.sandbox_table, REFERENCE_KIND, business_ref, receipt
+                    ),
+                ]
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise _dynamo.classify_failure(
+                exc, downstream=faults.downstream, action=action
+            ) from exc
+        if fault == LOSE_RESPONSE:
+            raise lost_response(faults, action=action)
+        return receipt
+
+    def find_shipments(self, business_ref: str, *, faults: FaultInjector) -> list[dict[str, Any]]:
+        """GET /shipments?reference=...: every shipment created for it, oldest first."""
+        action = f"find shipments {business_ref}"
+        draw_lookup_fault(faults, action=action)
+        try:
+            return _dynamo.read_references(
+                self.client, self.sandbox_table, REFERENCE_KIND, business_ref
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise _dynamo.classify_failure(
+                exc, downstream=faults.downstream, action=action
+            ) from exc
+
+
+def _invalid_shipment(
+    case_id: str, business_ref: str, address: Mapping[str, str], sku: str, quantity: int
+) -> str | None:
+    for name, value in (("case_id", case_id), ("business_ref", business_ref), ("sku", sku)):
+        if not isinstance(value, str) or not value:
+            return f"invalid shipment: {name} must be a non-empty string"
+    if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity <= 0:
+        return "invalid shipment: quantity must be a positive integer"
+    if not isinstance(address, Mapping):
+        return "invalid shipment: address must be an object"
+    for name in ADDRESS_FIELDS:
+        line = address.get(name)
+        if not isinstance(line, str) or not line.strip():
+            return f"invalid shipment: address.{name} is required"
+    return None

@@ -1,0 +1,382 @@
+"""The sandbox payment provider: refunds with a Stripe-like idempotency contract.
+
+Refunds are items in PAYMENTS_TABLE (one per refund made; a rejected call makes none). Each
+idempotency key is an item `idem#<key>` in SANDBOX_TABLE:
+
+- first use: the key is claimed IN_FLIGHT (conditional put), the request runs, and its response
+  (status + body) is stored on the key **in the same transaction** as the refund item;
+- same key + same parameters: the stored status and body are replayed (a stored rejection too);
+- same key + other parameters: 400 `idempotency_key_mismatch`, nothing stored;
+- same key while the first request is still in flight: 409 `idempotency_key_in_use`, nothing
+  stored (safe to repeat later);
+- after `key_retention_seconds` (24 h by default, as Stripe) the key is forgotten: the same key
+  makes a NEW refund. That is why callers reconcile by business reference after the retention.
+
+Responses are HTTP-like (`ProviderResponse`); faults that leave the caller without a response
+are raised as `saga.adapters.errors` exceptions, as a real HTTP client would see them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga.adapters.errors import DownstreamConflict, DownstreamNotDispatched
+from saga.identity import sha256_hex
+from saga.sandbox import _dynamo
+from saga.sandbox._common import draw_fault, draw_lookup_fault, lost_response
+from saga.sandbox.faults import LOSE_RESPONSE, REJECT, FaultInjector
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import UpdateTypeDef
+
+PAYMENT_KEY_RETENTION_SECONDS: Final = 24 * 3600
+# A claimed key whose request died mid-flight (nothing committed: the refund and the response are
+# one transaction) may be taken over by a retry with the same parameters after this long.
+IN_FLIGHT_LOCK_SECONDS: Final = 30
+
+IN_FLIGHT: Final = "IN_FLIGHT"
+COMPLETED: Final = "COMPLETED"
+REFERENCE_KIND: Final = "refunds"
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class ProviderResponse:
+    """What the provider answered: an HTTP-like status and a JSON body."""
+
+    status: int
+    body: dict[str, Any]
+    # Stripe's `Idempotent-Replayed: true`: the body is the stored answer of an earlier request.
+    replayed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+def idempotency_item_key(idempotency_key: str) -> str:
+    return f"idem#{idempotency_key}"
+
+
+def _error_body(kind: str, code: str, message: str) -> dict[str, Any]:
+    return {"error": {"type": kind, "code": code, "message": message}}
+
+
+@dataclass
+class SandboxPaymentsService:
+    """The provider's server side, backed by DynamoDB."""
+
+    client: DynamoDBClient
+    payments_table: str
+    sandbox_table: str
+    key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS
+    clock: Clock = time.time
+    new_refund_id: Callable[[], str] = field(default=lambda: f"re_{uuid.uuid4().hex}")
+
+    def __post_init__(self) -> None:
+        if self.key_retention_seconds <= 0:
+            raise ValueError("key_retention_seconds must be positive")
+
+    # --- refunds ----------------------------------------------------------------------------
+    def create_refund(
+        self,
+        *,
+        idempotency_key: str,
+        case_id: str,
+        business_ref: str,
+        payment_reference: str,
+        amount_minor: int,
+        currency: str,
+        faults: FaultInjector,
+    ) -> ProviderResponse:
+        """POST /refunds with an Idempotency-Key."""
+        action = f"refund {business_ref}"
+        fault = draw_fault(faults, action=action)
+        params = {
+            "case_id": case_id,
+            "business_ref": business_ref,
+            "payment_reference": payment_reference,
+            "amount_minor": amount_minor,
+            "currency": currency,
+        }
+        invalid = _invalid_parameter(params) or (
+            None if idempotency_key else "idempotency_key: must not be empty"
+        )
+        if invalid is not None:
+            # Failed validation: the endpoint never ran, so nothing is stored for the key.
+            return ProviderResponse(400, _error_body("invalid_request_error", "invalid", invalid))
+
+        response = self._handle(idempotency_key, params, fault=fault, action=action)
+        if fault == LOSE_RESPONSE:
+            # Whatever happened (a refund, a replay) has happened; only the answer is lost.
+            raise lost_response(faults, action=action)
+        return response
+
+    def list_refunds(self, business_ref: str, *, faults: FaultInjector) -> list[dict[str, Any]]:
+        """GET /refunds?business_ref=...: every refund made for the reference, oldest first."""
+        action = f"list refunds {business_ref}"
+        draw_lookup_fault(faults, action=action)
+        try:
+            return _dynamo.read_references(
+                self.client, self.sandbox_table, REFERENCE_KIND, business_ref
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise _dynamo.classify_failure(
+                exc, downstream=faults.downstream, action=action
+            ) from exc
+
+    # --- the idempotency-key state machine -----------------------------------------------
+    def _handle(
+        self, idempotency_key: str, params: dict[str, Any], *, fault: str | None, action: str
+    ) -> ProviderResponse:
+        digest = "sha256:" + sha256_hex(params)
+        owner = uuid.uuid4().hex
+        now = int(self.clock())
+        existing = self._claim(
+            idempotency_key=idempotency_key,
+            params=params,
+            digest=digest,
+            owner=owner,
+            now=now,
+            action=action,
+        )
+        if existing is not None:
+            return self._answer_for_existing(existing, digest)
+        if fault == REJECT:
+            return self._store_rejection(idempotency_key, owner, action)
+        return self._commit_refund(idempotency_key, params, owner, now, action)
+
+    def _claim(
+        self,
+        *,
+        idempotency_key: str,
+        params: dict[str, Any],
+        digest: str,
+        owner: str,
+        now: int,
+        action: str,
+    ) -> dict[str, Any] | None:
+        """Claim the key; returns None when claimed, else the existing key record."""
+        item = {
+            "pk": idempotency_item_key(idempotency_key),
+            "kind": "payment_idempotency_key",
+            "idempotency_key": idempotency_key,
+            "state": IN_FLIGHT,
+            "request_digest": digest,
+            "owner": owner,
+            "locked_until": now + IN_FLIGHT_LOCK_SECONDS,
+            "case_id": params["case_id"],
+            "business_ref": params["business_ref"],
+            "created_at": now,
+            "expires_at": now + self.key_retention_seconds,
+        }
+        try:
+            self.client.put_item(
+                TableName=self.sandbox_table,
+                Item=_dynamo.to_item(item),
+                # New key, a key past its retention (TTL deletion lags, so check it here), or a
+                # request that died in flight with the same parameters (nothing was committed).
+                ConditionExpression=(
+                    "attribute_not_exists(pk) OR expires_at <= :now OR "
+                    "(#state = :in_flight AND locked_until <= :now AND request_digest = :digest)"
+                ),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":now": {"N": str(now)},
+                    ":in_flight": {"S": IN_FLIGHT},
+                    ":digest": {"S": digest},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _dynamo.error_code(exc) == "ConditionalCheckFailedException":
+                old: Any = exc.response.get("Item")
+                if old:
+                    return _dynamo.from_item(old)
+            # Claiming writes no refund: whatever the claim did, no money moved.
+            raise DownstreamNotDispatched(
+                f"{action}: idempotency key not claimed ({exc})", downstream="refund"
+            ) from exc
+        except BotoCoreError as exc:
+            raise DownstreamNotDispatched(
+                f"{action}: idempotency key not claimed ({exc})", downstream="refund"
+            ) from exc
+        return None
+
+    @staticmethod
+    def _answer_for_existing(record: dict[str, Any], digest: str) -> ProviderResponse:
+        if record.get("request_digest") != digest:
+            return ProviderResponse(
+                400,
+                _error_body(
+                    "idempotency_error",
+                    "idempotency_key_mismatch",
+                    "Keys for idempotent requests can only be used with the same parameters "
+                    "they were first used with.",
+                ),
+            )
+        if record.get("state") != COMPLETED:
+            return ProviderResponse(
+                409,
+                _error_body(
+                    "idempotency_error",
+                    "idempotency_key_in_use",
+                    "There is currently another in-progress request using this idempotency "
+                    "key. Try again later.",
+                ),
+            )
+        return ProviderResponse(
+            int(record["response_status"]), dict(record["response_body"]), replayed=True
+        )
+
+    def _complete_key_update(
+        self, idempotency_key: str, owner: str, response: ProviderResponse
+    ) -> UpdateTypeDef:
+        """The conditional update that stores the response on the key this request owns."""
+        return {
+            "TableName": self.sandbox_table,
+            "Key": {"pk": {"S": idempotency_item_key(idempotency_key)}},
+            "UpdateExpression": (
+                "SET #state = :completed, response_status = :status, response_body = :body "
+                "REMOVE locked_until"
+            ),
+            "ConditionExpression": "#state = :in_flight AND #owner = :owner",
+            "ExpressionAttributeNames": {"#state": "state", "#owner": "owner"},
+            "ExpressionAttributeValues": {
+                ":completed": {"S": COMPLETED},
+                ":in_flight": {"S": IN_FLIGHT},
+                ":owner": {"S": owner},
+                ":status": {"N": str(response.status)},
+                ":body": _dynamo.to_attr(response.body),
+            },
+        }
+
+    def _store_rejection(self, idempotency_key: str, owner: str, action: str) -> ProviderResponse:
+        response = ProviderResponse(
+            402,
+            _error_body(
+                "refund_error", "refund_rejected", "the refund was declined (sandbox fault: reject)"
+            ),
+        )
+        try:
+            self.client.update_item(**self._complete_key_update(idempotency_key, owner, response))
+        except ClientError as exc:
+            if _dynamo.error_code(exc) == "ConditionalCheckFailedException":
+                raise _lost_key(action) from exc
+            raise _dynamo.classify_failure(exc, downstream="refund", action=action) from exc
+        except BotoCoreError as exc:
+            raise _dynamo.classify_failure(exc, downstream="refund", action=action) from exc
+        return response
+
+    def _commit_refund(
+        self,
+        idempotency_key: str,
+        params: dict[str, Any],
+        owner: str,
+        now: int,
+        action: str,
+    ) -> ProviderResponse:
+        refund_id = self.new_refund_id()
+        refund = {
+            "refund_id": refund_id,
+            **params,
+            "idempotency_key": idempotency_key,
+            "status": "succeeded",
+            "created_at": now,
+        }
+        body = {
+            "id": refund_id,
+            "object": "refund",
+            "status": "succeeded",
+            "amount_minor": params["amount_minor"],
+            "currency": params["currency"],
+            "payment_reference": params["payment_reference"],
+            "business_ref": params["business_ref"],
+            "created": now,
+        }
+        response = ProviderResponse(200, body)
+        receipt = {
+            "refund_id": refund_id,
+            "business_ref": params["business_ref"],
+            "amount_minor": params["amount_minor"],
+            "currency": params["currency"],
+            "status": "succeeded",
+            "created_at": now,
+        }
+        try:
+            # The refund, the stored response and the reference index commit together: a request
+            # that dies before this line leaves nothing behind but an in-flight key.
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.payments_table,
+                            "Item": _dynamo.to_item(refund),
+                            "ConditionExpression": "attribute_not_exists(refund_id)",
+                        }
+                    },
+                    {"Update": self._complete_key_update(idempotency_key, owner, response)},
+                    _dynamo.append_reference_update(
+                        self.sandbox_table, REFERENCE_KIND, params["business_ref"], receipt
+                    ),
+                ]
+            )
+        except ClientError as exc:
+            codes = _dynamo.cancellation_codes(exc)
+            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                raise _lost_key(action) from exc
+            failure = _dynamo.classify_failure(exc, downstream="refund", action=action)
+            if isinstance(failure, DownstreamNotDispatched):
+                self._release_key(idempotency_key, owner)
+            raise failure from exc
+        except BotoCoreError as exc:
+            failure = _dynamo.classify_failure(exc, downstream="refund", action=action)
+            if isinstance(failure, DownstreamNotDispatched):
+                self._release_key(idempotency_key, owner)
+            raise failure from exc
+        return response
+
+    def _release_key(self, idempotency_key: str, owner: str) -> None:
+        """Nothing committed: free the key so a retry need not wait for the lock to expire."""
+        with contextlib.suppress(BotoCoreError, ClientError):  # the lock expires on its own
+            self.client.delete_item(
+                TableName=self.sandbox_table,
+                Key={"pk": {"S": idempotency_item_key(idempotency_key)}},
+                ConditionExpression="#state = :in_flight AND #owner = :owner",
+                ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":in_flight": {"S": IN_FLIGHT},
+                    ":owner": {"S": owner},
+                },
+            )
+
+
+def _lost_key(action: str) -> DownstreamConflict:
+    # Our in-flight lock was taken over by a retry of the same request: it owns the key now.
+    return DownstreamConflict(
+        f"{action}: the idempotency key is now held by another request", downstream="refund"
+    )
+
+
+def _invalid_parameter(params: dict[str, Any]) -> str | None:
+    for name in ("case_id", "business_ref", "payment_reference"):
+        if not isinstance(params[name], str) or not params[name]:
+            return f"{name}: must be a non-empty string"
+    amount = params["amount_minor"]
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        return "amount_minor: must be a positive integer (minor units)"
+    currency = params["currency"]
+    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
+        return "currency: must be a three-letter ISO 4217 code"
+    if not currency.isupper():
+        return "currency: must be upper case"
+    return None

@@ -1,0 +1,205 @@
+"""The sandbox carrier against moto DynamoDB: no idempotency, lookup by reference, every fault."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from saga.adapters.carrier import SandboxCarrier, ShipmentReceipt, ShipmentRequest
+from saga.adapters.errors import (
+    DownstreamNotDispatched,
+    DownstreamRejected,
+    DownstreamTimeout,
+    DownstreamUnavailable,
+)
+from saga.sandbox.schema import SandboxTables, create_sandbox_tables
+
+TABLES = SandboxTables()
+CASE = "case-0001"
+REF = "case-0001.ship"
+ADDRESS = {
+    "name": "Ada Li",
+    "line1": "1 Main St",
+    "city": "Springfield",
+    "postal_code": "12345",
+    "country": "US",
+}
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        create_sandbox_tables(dynamodb, TABLES)
+        yield dynamodb
+
+
+def carrier(client: Any, faults: list[str] | None = None, case_id: str = CASE) -> SandboxCarrier:
+    return SandboxCarrier.create(
+        client,
+        shipments_table=TABLES.shipments,
+        sandbox_table=TABLES.sandbox,
+        case_id=case_id,
+        faults=faults or [],
+        clock=lambda: 1_700_000_000,
+    )
+
+
+def shipment_request(case_id: str = CASE, business_ref: str = REF) -> ShipmentRequest:
+    return ShipmentRequest(
+        case_id=case_id, business_ref=business_ref, address=ADDRESS, sku="SKU-RED-MUG", quantity=1
+    )
+
+
+def shipments_of(client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
+    return list(
+        client.scan(
+            TableName=TABLES.shipments,
+            FilterExpression="case_id = :c",
+            ExpressionAttributeValues={":c": {"S": case_id}},
+            ConsistentRead=True,
+        )["Items"]
+    )
+
+
+def test_create_makes_one_shipment_item_with_the_case_id(client: Any) -> None:
+    receipt = carrier(client).create_shipment(shipment_request())
+
+    items = shipments_of(client)
+    assert len(items) == 1
+    item = items[0]
+    assert item["shipment_id"] == {"S": receipt.shipment_id}
+    assert item["case_id"] == {"S": CASE}
+    assert item["business_ref"] == {"S": REF}
+    assert item["address"]["M"]["city"] == {"S": "Springfield"}
+    assert item["sku"] == {"S": "SKU-RED-MUG"}
+    assert item["quantity"] == {"N": "1"}
+    assert item["created_at"] == {"N": "1700000000"}
+    assert receipt == ShipmentReceipt(receipt.shipment_id, REF, "created")
+
+
+def test_no_idempotency_two_creates_with_one_reference_make_two_shipments(client: Any) -> None:
+    ships = carrier(client)
+    first = ships.create_shipment(shipment_request())
+    second = ships.create_shipment(shipment_request())
+
+    assert first.shipment_id != second.shipment_id
+    assert len(shipments_of(client)) == 2
+    assert ships.find_shipments(REF) == [first, second]
+
+
+def test_find_shipments_is_empty_for_an_unknown_reference_and_separates_references(
+    client: Any,
+) -> None:
+    ships = carrier(client)
+    assert ships.find_shipments(REF) == []
+    other = ships.create_shipment(shipment_request(business_ref="case-0001.other"))
+
+    assert ships.find_shipments(REF) == []
+    assert ships.find_shipments("case-0001.other") == [other]
+
+
+def test_the_by_business_ref_index_also_holds_the_shipment(client: Any) -> None:
+    receipt = carrier(client).create_shipment(shipment_request())
+
+    items = client.query(
+        TableName=TABLES.shipments,
+        IndexName="by-business-ref",
+        KeyConditionExpression="business_ref = :r",
+        ExpressionAttributeValues={":r": {"S": REF}},
+    )["Items"]
+    assert [item["shipment_id"]["S"] for item in items] == [receipt.shipment_id]
+
+
+def test_lose_response_creates_the_shipment_then_times_out_and_lookup_finds_it(
+    client: Any,
+) -> None:
+    ships = carrier(client, ["lose_response"])
+
+    with pytest.raises(DownstreamTimeout, match="lost"):
+        ships.create_shipment(shipment_request())
+
+    items = shipments_of(client)
+    assert len(items) == 1
+    assert [r.shipment_id for r in ships.find_shipments(REF)] == [items[0]["shipment_id"]["S"]]
+
+
+def test_reject_creates_nothing(client: Any) -> None:
+    with pytest.raises(DownstreamRejected, match="refused the shipment") as caught:
+        carrier(client, ["reject"]).create_shipment(shipment_request())
+
+    assert caught.value.downstream == "shipment"
+    assert shipments_of(client) == []
+
+
+def test_timeout_creates_nothing(client: Any) -> None:
+    ships = carrier(client, ["timeout"])
+    with pytest.raises(DownstreamTimeout, match="no response"):
+        ships.create_shipment(shipment_request())
+
+    assert shipments_of(client) == []
+    assert ships.find_shipments(REF) == []
+
+
+def test_fail_before_commit_creates_nothing_and_the_retry_creates_one(client: Any) -> None:
+    ships = carrier(client, ["fail_before_commit"])
+    with pytest.raises(DownstreamNotDispatched):
+        ships.create_shipment(shipment_request())
+    assert shipments_of(client) == []
+
+    ships.create_shipment(shipment_request())
+    assert len(shipments_of(client)) == 1
+
+
+def test_unavailable_is_sticky_for_creates_and_lookups(client: Any) -> None:
+    ships = carrier(client, ["lose_response", "unavailable"])
+    with pytest.raises(DownstreamTimeout):
+        ships.create_shipment(shipment_request())  # the shipment exists ...
+
+    for _ in range(3):  # ... but from now on nobody can tell
+        with pytest.raises(DownstreamUnavailable):
+            ships.find_shipments(REF)
+        with pytest.raises(DownstreamUnavailable):
+            ships.create_shipment(shipment_request())
+    assert len(shipments_of(client)) == 1
+
+
+def test_faults_are_consumed_in_order_across_creates_and_lookups(client: Any) -> None:
+    ships = carrier(client, ["timeout", "reject", "lose_response"])
+
+    with pytest.raises(DownstreamTimeout, match="no response"):  # 1: create, no effect
+        ships.create_shipment(shipment_request())
+    with pytest.raises(DownstreamRejected, match="refused the lookup"):  # 2: lookup refused
+        ships.find_shipments(REF)
+    with pytest.raises(DownstreamTimeout, match="lost"):  # 3: create, effect, answer lost
+        ships.create_shipment(shipment_request())
+    found = ships.find_shipments(REF)  # 4: exhausted, normal
+
+    assert len(shipments_of(client)) == 1
+    assert [r.shipment_id for r in found] == [shipments_of(client)[0]["shipment_id"]["S"]]
+
+
+def test_an_incomplete_address_is_rejected_and_creates_nothing(client: Any) -> None:
+    request = ShipmentRequest(
+        case_id=CASE,
+        business_ref=REF,
+        address={**ADDRESS, "postal_code": " "},
+        sku="SKU-RED-MUG",
+        quantity=1,
+    )
+    with pytest.raises(DownstreamRejected, match=r"address\.postal_code"):
+        carrier(client).create_shipment(request)
+
+    assert shipments_of(client) == []
