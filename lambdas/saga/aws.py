@@ -1,0 +1,52 @@
+"""boto3 clients with explicit retry and timeout settings (design.md §4, the budget by layer).
+
+- The ledger's DynamoDB calls retry in botocore's `standard` mode a few times: every ledger write
+  is conditional, so repeating one whose response was lost is safe (the ledger recognises its
+  own earlier write in the returned old item).
+- Calls that cause a downstream side effect get 0 automatic retries and explicit connect/read
+  timeouts that fit inside the Lambda timeout: a repeat there is a decision for the ledger and
+  the workflow, never for the SDK.
+
+Endpoints are not configured here: boto3 reads `AWS_ENDPOINT_URL` (and the per-service
+`AWS_ENDPOINT_URL_<SERVICE>`) from the environment itself, which is how the local emulator and
+the AWS CLI are pointed at the same moto server.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+LEDGER_MAX_ATTEMPTS = 3
+LEDGER_CONNECT_TIMEOUT_SECONDS = 2.0
+LEDGER_READ_TIMEOUT_SECONDS = 5.0
+
+LEDGER_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": LEDGER_MAX_ATTEMPTS},
+    connect_timeout=LEDGER_CONNECT_TIMEOUT_SECONDS,
+    read_timeout=LEDGER_READ_TIMEOUT_SECONDS,
+)
+
+
+def dynamodb_client() -> DynamoDBClient:
+    """A low-level DynamoDB client for the ledger and the tables written next to it."""
+    return boto3.client("dynamodb", config=LEDGER_CONFIG)
+
+
+def downstream_config(timeout_seconds: float) -> Config:
+    """Config for a side-effecting downstream call: one attempt, bounded connect/read time."""
+    if timeout_seconds <= 0:
+        raise ValueError(f"downstream timeout must be positive, got {timeout_seconds}")
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 1},
+        connect_timeout=timeout_seconds,
+        read_timeout=timeout_seconds,
+    )
+
+
+__all__ = ["LEDGER_CONFIG", "downstream_config", "dynamodb_client"]

@@ -1,0 +1,31 @@
+"""IssueRefundFunction: the refund through the PaymentProvider adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from saga.models import ToolPayload, parse_model, verify_approval
+from saga.observability import logger, metrics, tracer
+from saga.tools.refund import issue_refund
+from saga.tools.wiring import Runtime, attempt_of
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    payload = parse_model(ToolPayload, event, what="IssueRefund payload")
+    case = payload.case
+    verify_approval(case)
+    logger.append_keys(case_id=case.case_id)
+    runtime = Runtime.from_env()
+    result = issue_refund(
+        case,
+        attempt_of(payload.attempt, context),
+        execution_arn=payload.attempt.execution,
+        ledger=runtime.ledger(),
+        provider=runtime.payment_provider(case),
+    )
+    return result.model_dump(mode="json")

@@ -1,0 +1,32 @@
+"""ReconcileActionFunction: reconcile one forward step by business reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from saga.models import ReconcilePayload, parse_model, verify_approval
+from saga.observability import logger, metrics, tracer
+from saga.tools.reconcile import reconcile_action
+from saga.tools.wiring import Runtime, attempt_of
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    payload = parse_model(ReconcilePayload, event, what="ReconcileStep payload")
+    case = payload.case
+    verify_approval(case)
+    logger.append_keys(case_id=case.case_id, step=payload.step)
+    runtime = Runtime.from_env()
+    result = reconcile_action(
+        case,
+        payload.step,
+        attempt_of(payload.attempt, context),
+        execution_arn=payload.attempt.execution,
+        ledger=runtime.ledger(),
+        reconcile=runtime.reconciler(case, payload.step),
+    )
+    return result.model_dump(mode="json")

@@ -1,0 +1,23 @@
+"""RecordOutcomeFunction: the terminal case record and the execution output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from saga.models import OutcomePayload, parse_model, verify_approval
+from saga.observability import logger, metrics, tracer
+from saga.tools.outcome import record_outcome
+from saga.tools.wiring import Runtime
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    payload = parse_model(OutcomePayload, event, what="RecordOutcome payload")
+    verify_approval(payload.case)
+    logger.append_keys(case_id=payload.case.case_id, outcome=payload.outcome)
+    result = record_outcome(payload, cases=Runtime.from_env().cases())
+    return result.model_dump(mode="json")

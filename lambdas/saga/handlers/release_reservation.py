@@ -1,0 +1,33 @@
+"""ReleaseReservationFunction: the compensation of the reservation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from saga.models import ToolPayload, parse_model, verify_approval
+from saga.observability import logger, metrics, tracer
+from saga.tools.release import release_reservation
+from saga.tools.wiring import Runtime, attempt_of
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    payload = parse_model(ToolPayload, event, what="ReleaseReservation payload")
+    case = payload.case
+    verify_approval(case)
+    logger.append_keys(case_id=case.case_id)
+    runtime = Runtime.from_env()
+    result = release_reservation(
+        case,
+        attempt_of(payload.attempt, context),
+        execution_arn=payload.attempt.execution,
+        ledger=runtime.ledger(),
+        tables=runtime.inventory(),
+        cases=runtime.cases(),
+        faults=runtime.faults(case, "release"),
+    )
+    return result.model_dump(mode="json")

@@ -1,0 +1,46 @@
+"""SweepStuckActionsFunction (scheduled): escalate ledger actions stuck IN_PROGRESS or UNKNOWN.
+
+Emits the StuckActions metric on every sweep, zero included, so its alarm sees a steady series.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+
+from saga.aws import dynamodb_client
+from saga.observability import logger, metrics, tracer
+from saga.settings import Settings
+from saga.tools.sweeper import StuckActionSweeper, grace_seconds_from_env
+
+# Sending an escalation twice is harmless (messages carry a stable escalation_id).
+SQS_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5
+)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = Settings.from_env()
+    sweeper = StuckActionSweeper(
+        dynamodb=dynamodb_client(),
+        sqs=boto3.client("sqs", config=SQS_CONFIG),
+        ledger_table=settings.ledger_table,
+        escalation_queue_url=settings.escalation_queue,
+        grace_seconds=grace_seconds_from_env(os.environ),
+    )
+    report = sweeper.sweep()
+    metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=len(report.stuck))
+    summary = report.summary()
+    if report.stuck:
+        logger.warning("stuck ledger actions escalated", extra=summary)
+    else:
+        logger.info("no stuck ledger actions")
+    return summary

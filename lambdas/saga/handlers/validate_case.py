@@ -1,0 +1,22 @@
+"""ValidateCaseFunction: validate, authorize, verify the approval, record the case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from saga.models import ValidatePayload, parse_model
+from saga.observability import logger, metrics, tracer
+from saga.tools.validate import validate_case
+from saga.tools.wiring import Runtime
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    payload = parse_model(ValidatePayload, event, what="ValidateCase payload")
+    runtime = Runtime.from_env()
+    result = validate_case(payload.case, tenants=runtime.settings.tenants, cases=runtime.cases())
+    return result.model_dump(mode="json")

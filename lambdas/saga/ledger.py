@@ -1,0 +1,1115 @@
+"""The action ledger: one approved action, at most one effect, whatever fails (design.md §2-§4, §6).
+
+Every side-effecting tool runs its effect through `ActionLedger`. A delivery *claims* the action
+with one conditional `PutItem` (`attribute_not_exists(action_key)`,
+`ReturnValuesOnConditionCheckFailure=ALL_OLD`); when the condition fails, the returned old item
+is the whole answer (no follow-up read) and `decide()` maps it to one row of the decision table
+in design.md §3. Outcomes (COMPLETED, FAILED, UNKNOWN, a released lease) are conditional
+`UpdateItem`s that require `owner = this attempt`, so a worker that lost its lease can never
+overwrite the new owner's outcome. A takeover of an expired lease (or of an UNKNOWN outcome) is a
+conditional update on the old owner, lease, status and attempt count, and always reconciles
+with the downstream before anything is re-dispatched. `attempts` counts every delivery over the
+action's lifetime: workflow retries, redrives and manual replays all start from the same record,
+so the budget is the one counter a redrive cannot reset (§6).
+
+Request counts (DynamoDB requests, measured in tests with botocore event hooks): first execution
+of an external effect = 2 (claim, complete); replay of a completed action = 1 (the claim whose
+condition fails returns the record); a DynamoDB-native effect = 1 `TransactWriteItems`.
+
+Why not only Powertools' idempotency utility
+--------------------------------------------
+`aws_lambda_powertools.utilities.idempotency` stores a hash of the event and replays the
+response, which is the right tool for a pure function of its input. The ledger needs more:
+
+- When the decorated function raises, the utility *deletes* its record so the next call runs
+  again. For a payment whose call timed out that is exactly wrong: the refund may have happened,
+  and running again is a second refund. The ledger keeps the record and marks it UNKNOWN.
+- It has no UNKNOWN state and no reconciliation step: a record is INPROGRESS, COMPLETED or gone.
+- It has no lifetime attempt budget that survives workflow retries and redrives.
+- Its in-progress expiry is tied to the Lambda's remaining time, and an expired in-progress
+  record simply lets the next call run the function again: a blind re-run, where the ledger
+  takes over the lease conditionally and reconciles first.
+- Its key is a hash of (part of) the payload; an action key here is the case's own identity, and
+  the payload digest is checked separately so a changed request under the same key is rejected
+  (KeyConflict) instead of being treated as a different action.
+
+Where it does fit: read-only or naturally idempotent steps with no downstream effect, e.g.
+guarding the reconcile tool's lookups or ValidateCase's case-record write against duplicate
+deliveries. The ledger does not use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError, ConnectionError, ReadTimeoutError
+
+from saga.errors import (
+    ActionPending,
+    BudgetExhausted,
+    BusinessRejection,
+    KeyConflict,
+    OutcomeUnknown,
+    ReplayWindowExpired,
+    SagaError,
+    TransientError,
+    error_from_record,
+)
+from saga.identity import action_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+    TransactWriteItem = TransactWriteItemTypeDef
+else:
+    TransactWriteItem = dict
+
+Item = Mapping[str, Any]  # a DynamoDB item in low-level (AttributeValue) format
+
+_SERIALIZER = TypeSerializer()
+_DESERIALIZER = TypeDeserializer()
+_MAX_DECISION_ROUNDS = 4  # a contended takeover re-decides from the winner's record
+_TRANSIENT_DYNAMODB_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+CLAIM_CONDITION = "attribute_not_exists(action_key)"
+_ALIASED = ("status", "owner", "result", "error")  # reserved words in DynamoDB expressions
+
+
+class LedgerStatus(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+
+
+OPEN_STATUSES = frozenset({LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN})
+
+
+class Decision(StrEnum):
+    """The decision-table rows of design.md §3 (plus the ledger's own outcome events)."""
+
+    CLAIMED = "claimed"
+    OWN_CLAIM = "own_claim"  # our claim's response was lost and the SDK retried it
+    REPLAYED = "replayed"  # COMPLETED: return the recorded result
+    RECORDED_FAILURE = "recorded_failure"  # FAILED: raise the recorded error again
+    CONFLICT = "conflict"
+    PENDING = "pending"
+    TAKEOVER = "takeover"  # expired lease or UNKNOWN: take over, reconcile first
+    RESUME_RELEASED = "resume_released"  # lease given up after a TransientError: take over
+    LATE_REPLAY = "late_replay"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    # outcome events
+    COMPLETED = "completed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    RELEASED = "released"
+    LEASE_LOST = "lease_lost"
+    RECONCILED = "reconciled"
+
+
+# decisions that end a delivery without any write: raised as typed errors
+_REJECTIONS = frozenset(
+    {Decision.CONFLICT, Decision.LATE_REPLAY, Decision.RECORDED_FAILURE, Decision.PENDING}
+)
+
+
+@dataclass(frozen=True)
+class LedgerPolicy:
+    attempt_budget: int = 5  # lifetime deliveries per action (claims + takeovers)
+    retention_seconds: int = 30 * 86400
+    lease_margin_seconds: int = 30  # lease = attempt.remaining_seconds + margin
+    min_lease_seconds: int = 5
+
+    def __post_init__(self) -> None:
+        if self.attempt_budget < 1:
+            raise ValueError("attempt_budget must be at least 1")
+        if self.retention_seconds <= 0:
+            raise ValueError("retention_seconds must be positive")
+        if self.lease_margin_seconds < 0 or self.min_lease_seconds <= 0:
+            raise ValueError("lease margin must be >= 0 and min lease > 0")
+
+    def lease_seconds(self, remaining_seconds: float) -> float:
+        """A lease outlives the attempt that holds it, so a live lease means a live owner."""
+        return max(float(self.min_lease_seconds), remaining_seconds + self.lease_margin_seconds)
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    tenant_id: str
+    operation: str  # saga.identity.Operation value
+    action_id: str
+    digest: str  # saga.identity.request_digest(...)
+    case_id: str
+    execution_arn: str | None = None
+    compensates: str | None = None  # action key of the compensated action
+    business_ref: str | None = None  # defaults to action_id
+
+    @property
+    def key(self) -> str:
+        return action_key(self.tenant_id, self.operation, self.action_id)
+
+    @property
+    def reference(self) -> str:
+        return self.business_ref or self.action_id
+
+
+@dataclass(frozen=True)
+class Attempt:
+    attempt_id: str  # lease owner; never the action identity
+    remaining_seconds: float  # from the Lambda context; sizes the lease
+
+
+@dataclass(frozen=True)
+class EffectResult:
+    result: dict[str, Any]  # JSON-able business result (replayed to duplicates)
+    downstream_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    result: dict[str, Any]
+    downstream_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Absent:
+    pass
+
+
+@dataclass(frozen=True)
+class Undeterminable:
+    reason: str
+
+
+Reconciliation = Found | Absent | Undeterminable
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    action_key: str
+    status: str  # "COMPLETED"
+    result: dict[str, Any]
+    downstream_ref: str | None
+    replayed: bool  # True when returned from the record, no effect run now
+    reconciled: bool  # True when the result came from reconciliation
+    attempts: int
+
+
+@dataclass(frozen=True)
+class ReconcileDecision:
+    decision: str  # "RESUME" | "RETRY" | "ESCALATE"
+    reason: str
+    outcome: ActionOutcome | None  # set when RESUME
+    attempts: int
+    budget: int
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """One ledger item, decoded. `item` keeps the raw attributes for exact conditions."""
+
+    action_key: str
+    status: LedgerStatus
+    request_digest: str
+    owner: str | None
+    lease_expires_at: float
+    attempts: int
+    result: dict[str, Any] | None
+    error: dict[str, str] | None
+    downstream_ref: str | None
+    business_ref: str | None
+    case_id: str | None
+    execution_arn: str | None
+    compensates: str | None
+    created_at: float
+    updated_at: float
+    expires_at: int
+    item: Item = field(repr=False, compare=False, default_factory=dict)
+
+    @classmethod
+    def from_item(cls, item: Item) -> LedgerRecord:
+        values = {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
+        return cls(
+            action_key=str(values["action_key"]),
+            status=LedgerStatus(values["status"]),
+            request_digest=str(values["request_digest"]),
+            owner=_optional_str(values.get("owner")),
+            lease_expires_at=float(values.get("lease_expires_at", 0)),
+            attempts=int(values.get("attempts", 0)),
+            result=_from_dynamo(values["result"]) if "result" in values else None,
+            error=_from_dynamo(values["error"]) if "error" in values else None,
+            downstream_ref=_optional_str(values.get("downstream_ref")),
+            business_ref=_optional_str(values.get("business_ref")),
+            case_id=_optional_str(values.get("case_id")),
+            execution_arn=_optional_str(values.get("execution_arn")),
+            compensates=_optional_str(values.get("compensates")),
+            created_at=float(values.get("created_at", 0)),
+            updated_at=float(values.get("updated_at", 0)),
+            expires_at=int(values.get("expires_at", 0)),
+            item=dict(item),
+        )
+
+    def lease_live(self, now: float) -> bool:
+        return self.owner is not None and self.lease_expires_at > now
+
+
+class LedgerObserver(Protocol):
+    def on_decision(
+        self, name: str, request: ActionRequest, record: LedgerRecord | None
+    ) -> None: ...
+
+
+_METRIC_BY_DECISION: dict[str, str] = {
+    Decision.CLAIMED: "ActionClaimed",
+    Decision.REPLAYED: "ActionReplayed",
+    Decision.RECORDED_FAILURE: "ActionReplayed",
+    Decision.CONFLICT: "KeyConflict",
+    Decision.PENDING: "ActionPending",
+    Decision.TAKEOVER: "LeaseTakeover",
+    Decision.RESUME_RELEASED: "LeaseTakeover",
+    Decision.UNKNOWN: "OutcomeUnknown",
+    Decision.LEASE_LOST: "OutcomeUnknown",
+    Decision.BUDGET_EXHAUSTED: "BudgetExhausted",
+    Decision.LATE_REPLAY: "LateReplay",
+}
+
+
+class PowertoolsObserver:
+    """Logs every decision with `action_key`, `case_id`, `status`; emits the EMF metrics."""
+
+    def on_decision(self, name: str, request: ActionRequest, record: LedgerRecord | None) -> None:
+        from aws_lambda_powertools.metrics import MetricUnit
+
+        from saga.observability import logger, metrics
+
+        logger.info(
+            f"ledger decision: {name}",
+            extra={
+                "action_key": request.key,
+                "case_id": request.case_id,
+                "status": record.status.value if record else None,
+                "decision": name,
+                "attempts": record.attempts if record else None,
+                "owner": record.owner if record else None,
+            },
+        )
+        metric = _METRIC_BY_DECISION.get(name)
+        if metric is not None:
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+
+
+def decide(
+    record: LedgerRecord, *, digest: str, attempt_id: str, now: float, budget: int
+) -> Decision:
+    """Map an existing record to a row of the decision table (design.md §3). Pure."""
+    if record.request_digest != digest:
+        return Decision.CONFLICT
+    # TTL deletion lags by up to days: an expired record still in the table protects nothing.
+    if record.expires_at <= now:
+        return Decision.LATE_REPLAY
+    if record.status is LedgerStatus.COMPLETED:
+        return Decision.REPLAYED
+    if record.status is LedgerStatus.FAILED:
+        return Decision.RECORDED_FAILURE
+    if record.status is LedgerStatus.IN_PROGRESS:
+        if record.owner == attempt_id:
+            return Decision.OWN_CLAIM
+        if record.lease_live(now):
+            return Decision.PENDING
+    # expired or released IN_PROGRESS, or UNKNOWN: a new delivery would be one more attempt
+    if record.attempts + 1 > budget:
+        return Decision.BUDGET_EXHAUSTED
+    if record.status is LedgerStatus.IN_PROGRESS and record.owner is None:
+        return Decision.RESUME_RELEASED
+    return Decision.TAKEOVER
+
+
+def client_request_token(key: str, digest: str) -> str:
+    """TransactWriteItems idempotency token (<= 36 chars), stable for one key and digest."""
+    return hashlib.sha256(f"{key}\n{digest}".encode()).hexdigest()[:36]
+
+
+class ActionLedger:
+    """Claim / decide / record for one ledger table (design.md §3)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient,
+        policy: LedgerPolicy,
+        clock: Callable[[], float] = time.time,
+        observer: LedgerObserver | None = None,
+    ) -> None:
+        self.table_name = table_name
+        self.client = client
+        self.policy = policy
+        self.clock = clock
+        self.observer: LedgerObserver = observer or PowertoolsObserver()
+
+    # --- external effects ------------------------------------------------------------------
+    def execute(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        *,
+        effect: Callable[[], EffectResult],
+        reconcile: Callable[[], Reconciliation],
+    ) -> ActionOutcome:
+        """Run `effect` at most once for the action, or replay / reject per design.md §3.
+
+        effect() raising: BusinessRejection -> recorded FAILED, re-raised; TransientError ->
+        lease given up, re-raised; OutcomeUnknown -> recorded UNKNOWN, re-raised; anything
+        else -> recorded UNKNOWN, raised as OutcomeUnknown. After a takeover (expired lease or
+        UNKNOWN) reconcile() is asked first: Found -> COMPLETED without an effect; Absent ->
+        effect() with the same key; Undeterminable -> UNKNOWN and OutcomeUnknown.
+        """
+        existing = self._claim(request, attempt)
+        if existing is None:
+            self._observe(Decision.CLAIMED, request, None)
+            return self._dispatch(request, attempt, 1, effect)
+        record = existing
+        for _ in range(_MAX_DECISION_ROUNDS):
+            decision = self._decide(request, attempt, record)
+            if decision is Decision.OWN_CLAIM:
+                return self._dispatch(request, attempt, record.attempts, effect)
+            if decision not in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
+                return self._replay_or_raise(decision, request, record)
+            taken, current = self._take_over(request, attempt, record)
+            if taken is None:
+                if current is None:
+                    raise ReplayWindowExpired(
+                        f"ledger record {request.key} disappeared (retention passed); "
+                        "not executing, reconcile instead"
+                    )
+                record = current
+                continue
+            if decision is Decision.RESUME_RELEASED:
+                return self._dispatch(request, attempt, taken.attempts, effect)
+            return self._reconcile_then_dispatch(request, attempt, taken, effect, reconcile)
+        raise ActionPending(f"action {request.key} is contended; try again later")
+
+    # --- DynamoDB-native effects -----------------------------------------------------------
+    def execute_transaction(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        *,
+        effect_items: list[TransactWriteItem],
+        result: dict[str, Any],
+        downstream_ref: str | None = None,
+        explain_failure: Callable[[int, dict[str, Any]], SagaError],
+    ) -> ActionOutcome:
+        """The ledger record (written COMPLETED) and the effect items in ONE TransactWriteItems.
+
+        Both commit or neither does, so the effect happened iff the COMPLETED record exists.
+        `ClientRequestToken` (derived from key + digest) makes an SDK retry of the same request
+        idempotent, but DynamoDB honours it for 10 minutes only (and rejects a reuse with other
+        items as IdempotentParameterMismatch, mapped to KeyConflict). What protects every later
+        replay is the ledger condition `attribute_not_exists(action_key)`: a repeat is cancelled
+        and decided from the record returned in the cancellation reasons (ALL_OLD).
+
+        explain_failure(i, reason) turns a failed condition of effect_items[i] into an error; a
+        BusinessRejection is recorded FAILED (see record_failure) and raised. Cancellations for
+        other reasons (a conflicting transaction, throttling) wrote nothing: TransientError.
+        """
+        now = self.clock()
+        item = self._new_item(
+            request,
+            attempt,
+            now,
+            status=LedgerStatus.COMPLETED,
+            attempts=1,
+            result=result,
+            downstream_ref=downstream_ref,
+        )
+        ledger_put: TransactWriteItem = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": item,
+                "ConditionExpression": CLAIM_CONDITION,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        try:
+            self.client.transact_write_items(
+                TransactItems=[ledger_put, *effect_items],
+                ClientRequestToken=client_request_token(request.key, request.digest),
+            )
+        except ClientError as exc:
+            return self._decide_cancelled_transaction(request, attempt, exc, explain_failure)
+        except (ConnectionError, ReadTimeoutError) as exc:
+            # Committed or not, a repeat is safe: the token or the ledger condition catches it.
+            raise TransientError(f"ledger transaction for {request.key}: {exc}") from exc
+        record = LedgerRecord.from_item(item)
+        self._observe(Decision.CLAIMED, request, record)
+        self._observe(Decision.COMPLETED, request, record)
+        return _outcome(record, replayed=False, reconciled=False)
+
+    def record_failure(
+        self, request: ActionRequest, attempt: Attempt, error: BusinessRejection
+    ) -> ActionOutcome:
+        """Record a rejection decided before the native transaction, then raise it.
+
+        Writes FAILED if no record exists (a conditional PutItem) and raises `error`. If a record
+        exists, it decides: the recorded failure, a conflict, pending, ... are raised; only a
+        record that is already COMPLETED (an earlier delivery did commit) is returned, because
+        the action did happen and a later rejection does not undo it.
+        """
+        now = self.clock()
+        item = self._new_item(
+            request,
+            attempt,
+            now,
+            status=LedgerStatus.FAILED,
+            attempts=1,
+            error=error.to_record(),
+        )
+        existing = self._put_new(item)
+        if existing is None:
+            self._observe(Decision.FAILED, request, LedgerRecord.from_item(item))
+            raise error
+        decision = self._decide(request, attempt, existing)
+        if decision in (Decision.OWN_CLAIM, Decision.TAKEOVER, Decision.RESUME_RELEASED):
+            raise OutcomeUnknown(
+                f"action {request.key} is open ({existing.status.value}) and cannot be marked "
+                f"FAILED by this attempt; reconcile it"
+            )
+        return self._replay_or_raise(decision, request, existing)
+
+    # --- reconciliation --------------------------------------------------------------------
+    def reconcile(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        *,
+        reconcile: Callable[[], Reconciliation],
+    ) -> ReconcileDecision:
+        """For the Reconcile tool: settle an uncertain action from the downstream. Never dispatches.
+
+        COMPLETED -> RESUME (replayed); FAILED -> the recorded error; a live lease of another
+        owner -> ActionPending; otherwise reconcile(): Found -> COMPLETED, RESUME; Absent ->
+        RETRY inside the budget, else ESCALATE; Undeterminable -> UNKNOWN, ESCALATE.
+        """
+        budget = self.policy.attempt_budget
+        for _ in range(_MAX_DECISION_ROUNDS):
+            record = self.get(request.key)
+            if record is None:
+                return self._reconcile_without_record(request, attempt, reconcile)
+            decision = decide(
+                record,
+                digest=request.digest,
+                attempt_id=attempt.attempt_id,
+                now=self.clock(),
+                budget=budget,
+            )
+            if decision is Decision.REPLAYED:
+                self._observe(decision, request, record)
+                return ReconcileDecision(
+                    "RESUME",
+                    "already completed",
+                    _outcome(record, replayed=True, reconciled=False),
+                    record.attempts,
+                    budget,
+                )
+            if decision in _REJECTIONS:
+                self._observe(decision, request, record)
+                self._replay_or_raise(decision, request, record)
+            # open and not held by a live attempt (budget or not): ask the downstream
+            answer = _ask(reconcile)
+            if isinstance(answer, Found):
+                written = self._settle_seen(request, record, found=answer)
+                if written is None:
+                    continue  # the record changed under us: decide again from the new state
+                self._observe(Decision.RECONCILED, request, written)
+                return ReconcileDecision(
+                    "RESUME",
+                    "found at the downstream",
+                    _outcome(written, replayed=False, reconciled=True),
+                    written.attempts,
+                    budget,
+                )
+            if isinstance(answer, Absent):
+                if record.attempts < budget:
+                    return ReconcileDecision(
+                        "RETRY",
+                        f"not found at the downstream; attempt {record.attempts + 1} of {budget}",
+                        None,
+                        record.attempts,
+                        budget,
+                    )
+                self._observe(Decision.BUDGET_EXHAUSTED, request, record)
+                return ReconcileDecision(
+                    "ESCALATE",
+                    f"not found at the downstream and the budget of {budget} attempts is spent",
+                    None,
+                    record.attempts,
+                    budget,
+                )
+            written = self._settle_seen(request, record, unknown_reason=answer.reason)
+            if written is None:
+                continue
+            self._observe(Decision.UNKNOWN, request, written)
+            return ReconcileDecision(
+                "ESCALATE",
+                f"outcome cannot be determined: {answer.reason}",
+                None,
+                written.attempts,
+                budget,
+            )
+        raise ActionPending(f"action {request.key} is contended; try again later")
+
+    def get(self, action_key: str) -> LedgerRecord | None:
+        """Consistent read of one record, for tools and the CLI."""
+        response = self.client.get_item(
+            TableName=self.table_name,
+            Key={"action_key": {"S": action_key}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return LedgerRecord.from_item(item) if item else None
+
+    # --- internals: claim and decide -------------------------------------------------------
+    def _claim(self, request: ActionRequest, attempt: Attempt) -> LedgerRecord | None:
+        """The claim PutItem. None = claimed; otherwise the record that was already there."""
+        now = self.clock()
+        lease = now + self.policy.lease_seconds(attempt.remaining_seconds)
+        item = self._new_item(
+            request,
+            attempt,
+            now,
+            status=LedgerStatus.IN_PROGRESS,
+            attempts=1,
+            lease_expires_at=lease,
+        )
+        return self._put_new(item)
+
+    def _put_new(self, item: dict[str, Any]) -> LedgerRecord | None:
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression=CLAIM_CONDITION,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            old = _condition_failed_item(exc)
+            if old is None:
+                raise
+            return LedgerRecord.from_item(old)
+        return None
+
+    def _decide(self, request: ActionRequest, attempt: Attempt, record: LedgerRecord) -> Decision:
+        decision = decide(
+            record,
+            digest=request.digest,
+            attempt_id=attempt.attempt_id,
+            now=self.clock(),
+            budget=self.policy.attempt_budget,
+        )
+        self._observe(decision, request, record)
+        return decision
+
+    def _replay_or_raise(
+        self, decision: Decision, request: ActionRequest, record: LedgerRecord
+    ) -> ActionOutcome:
+        """The decisions that need no write: return a replay or raise the decided error."""
+        if decision is Decision.REPLAYED:
+            return _outcome(record, replayed=True, reconciled=False)
+        if decision is Decision.CONFLICT:
+            raise KeyConflict(
+                f"action {request.key} was already requested with different parameters "
+                f"(recorded {record.request_digest}, now {request.digest}); not executed"
+            )
+        if decision is Decision.LATE_REPLAY:
+            raise ReplayWindowExpired(
+                f"ledger record {request.key} expired at {record.expires_at}; it no longer "
+                "protects the action, so it is not executed: reconcile instead"
+            )
+        if decision is Decision.RECORDED_FAILURE:
+            raise error_from_record(record.error or {})
+        if decision is Decision.PENDING:
+            raise ActionPending(
+                f"action {request.key} is held by another attempt until "
+                f"{record.lease_expires_at:.3f}; try again later"
+            )
+        if decision is Decision.BUDGET_EXHAUSTED:
+            raise BudgetExhausted(
+                f"action {request.key} has used {record.attempts} of "
+                f"{self.policy.attempt_budget} attempts; not dispatched: reconcile or escalate"
+            )
+        raise OutcomeUnknown(
+            f"action {request.key} is {record.status.value}; it must be reconciled"
+        )
+
+    def _take_over(
+        self, request: ActionRequest, attempt: Attempt, old: LedgerRecord
+    ) -> tuple[LedgerRecord | None, LedgerRecord | None]:
+        """Conditional takeover: (new record, None) if won, else (None, the current record)."""
+        now = self.clock()
+        lease = now + self.policy.lease_seconds(attempt.remaining_seconds)
+        values: dict[str, Any] = {
+            ":me": {"S": attempt.attempt_id},
+            ":lease": _n(lease),
+            ":one": {"N": "1"},
+            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+            ":now": _n(now),
+            ":old_status": {"S": old.status.value},
+        }
+        condition = "#status = :old_status" + self._same_as_seen(old, values)
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=(
+                    "SET #owner = :me, lease_expires_at = :lease, attempts = attempts + :one, "
+                    "#status = :in_progress, open_status = :in_progress, updated_at = :now"
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            current = _condition_failed_item(exc)
+            return None, LedgerRecord.from_item(current) if current else None
+        return LedgerRecord.from_item(response["Attributes"]), None
+
+    @staticmethod
+    def _same_as_seen(old: LedgerRecord, values: dict[str, Any]) -> str:
+        """Condition clauses that hold only while the record is exactly as `old` saw it."""
+        values[":old_lease"] = old.item.get("lease_expires_at", {"N": "0"})
+        values[":old_attempts"] = old.item.get("attempts", {"N": "0"})
+        clauses = " AND lease_expires_at = :old_lease AND attempts = :old_attempts"
+        if old.owner is None:
+            return clauses + " AND attribute_not_exists(#owner)"
+        values[":old_owner"] = {"S": old.owner}
+        return clauses + " AND #owner = :old_owner"
+
+    # --- internals: dispatch and outcome writes --------------------------------------------
+    def _reconcile_then_dispatch(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        record: LedgerRecord,
+        effect: Callable[[], EffectResult],
+        reconcile: Callable[[], Reconciliation],
+    ) -> ActionOutcome:
+        # An expired lease proves lost ownership, not a failed effect: ask before re-running.
+        answer = _ask(reconcile)
+        if isinstance(answer, Found):
+            written = self._finish(
+                request,
+                attempt,
+                LedgerStatus.COMPLETED,
+                result=answer.result,
+                downstream_ref=answer.downstream_ref,
+            )
+            self._observe(Decision.RECONCILED, request, written)
+            return _outcome(written, replayed=False, reconciled=True)
+        if isinstance(answer, Absent):
+            return self._dispatch(request, attempt, record.attempts, effect)
+        unknown = OutcomeUnknown(
+            f"action {request.key}: outcome of an earlier attempt cannot be determined: "
+            f"{answer.reason}"
+        )
+        self._finish(request, attempt, LedgerStatus.UNKNOWN, error=unknown.to_record())
+        raise unknown
+
+    def _dispatch(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        attempts: int,
+        effect: Callable[[], EffectResult],
+    ) -> ActionOutcome:
+        try:
+            done = effect()
+        except BusinessRejection as rejection:
+            self._finish(request, attempt, LedgerStatus.FAILED, error=rejection.to_record())
+            raise
+        except TransientError:
+            self._release(request, attempt)
+            raise
+        except OutcomeUnknown as uncertain:
+            self._finish(request, attempt, LedgerStatus.UNKNOWN, error=uncertain.to_record())
+            raise
+        except Exception as exc:
+            unknown = OutcomeUnknown(
+                f"action {request.key}: effect ended with {type(exc).__name__}: {exc}"
+            )
+            self._finish(request, attempt, LedgerStatus.UNKNOWN, error=unknown.to_record())
+            raise unknown from exc
+        written = self._finish(
+            request,
+            attempt,
+            LedgerStatus.COMPLETED,
+            result=done.result,
+            downstream_ref=done.downstream_ref,
+        )
+        return _outcome(written, replayed=False, reconciled=False)
+
+    def _finish(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        status: LedgerStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        downstream_ref: str | None = None,
+        error: dict[str, str] | None = None,
+    ) -> LedgerRecord:
+        """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record."""
+        now = self.clock()
+        values: dict[str, Any] = {
+            ":me": {"S": attempt.attempt_id},
+            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+            ":status": {"S": status.value},
+            ":now": _n(now),
+        }
+        sets = ["#status = :status", "updated_at = :now"]
+        removes: list[str] = []
+        if status is LedgerStatus.COMPLETED:
+            values[":result"] = _to_dynamo(result or {})
+            sets.append("#result = :result")
+            removes += ["open_status", "#error"]
+            if downstream_ref is not None:
+                values[":ref"] = {"S": downstream_ref}
+                sets.append("downstream_ref = :ref")
+        elif status is LedgerStatus.FAILED:
+            values[":error"] = _to_dynamo(error or {})
+            sets.append("#error = :error")
+            removes.append("open_status")
+        else:  # UNKNOWN stays open for the sweeper (GSI sorted by when it became unknown)
+            values[":error"] = _to_dynamo(error or {})
+            sets += ["#error = :error", "open_status = :status", "lease_expires_at = :now"]
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=expression,
+                ConditionExpression="#owner = :me AND #status = :in_progress",
+                ExpressionAttributeNames=_names(expression, "#owner #status"),
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            current_item = _condition_failed_item(exc)
+            current = LedgerRecord.from_item(current_item) if current_item else None
+            if current and current.owner == attempt.attempt_id and current.status is status:
+                return current  # our own write, retried by the SDK after a lost response
+            self._observe(Decision.LEASE_LOST, request, current)
+            raise OutcomeUnknown(
+                f"lease lost on {request.key}: now "
+                f"{current.status.value if current else 'gone'}, owner "
+                f"{current.owner if current else None}; the {status.value} outcome of attempt "
+                f"{attempt.attempt_id} was not recorded and is left to reconciliation"
+            ) from exc
+        written = LedgerRecord.from_item(response["Attributes"])
+        self._observe(Decision(status.value.lower()), request, written)
+        return written
+
+    def _release(self, request: ActionRequest, attempt: Attempt) -> None:
+        """Give the lease up after a TransientError: nothing happened, a repeat is safe.
+
+        The record stays IN_PROGRESS (its `attempts` is the budget) with no owner and an expired
+        lease, so the next delivery takes it over and dispatches without a reconcile round.
+        """
+        now = self.clock()
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression="SET lease_expires_at = :now, updated_at = :now REMOVE #owner",
+                ConditionExpression="#owner = :me AND #status = :in_progress",
+                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":me": {"S": attempt.attempt_id},
+                    ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+                    ":now": _n(now),
+                },
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            self._observe(Decision.LEASE_LOST, request, None)
+            return
+        self._observe(Decision.RELEASED, request, None)
+
+    def _settle_seen(
+        self,
+        request: ActionRequest,
+        seen: LedgerRecord,
+        *,
+        found: Found | None = None,
+        unknown_reason: str | None = None,
+    ) -> LedgerRecord | None:
+        """Reconcile tool's write: COMPLETED or UNKNOWN, only if the record is still as seen."""
+        now = self.clock()
+        values: dict[str, Any] = {":seen_status": {"S": seen.status.value}, ":now": _n(now)}
+        condition = "#status = :seen_status" + self._same_as_seen(seen, values)
+        if found is not None:
+            values[":completed"] = {"S": LedgerStatus.COMPLETED.value}
+            values[":result"] = _to_dynamo(found.result)
+            expression = "SET #status = :completed, #result = :result, updated_at = :now"
+            if found.downstream_ref is not None:
+                values[":ref"] = {"S": found.downstream_ref}
+                expression += ", downstream_ref = :ref"
+            expression += " REMOVE open_status, #error"
+        else:
+            error = OutcomeUnknown(unknown_reason or "undeterminable").to_record()
+            values[":unknown"] = {"S": LedgerStatus.UNKNOWN.value}
+            values[":error"] = _to_dynamo(error)
+            expression = (
+                "SET #status = :unknown, open_status = :unknown, #error = :error, "
+                "lease_expires_at = :now, updated_at = :now"
+            )
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_names(expression, condition),
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                return None
+            raise
+        return LedgerRecord.from_item(response["Attributes"])
+
+    def _reconcile_without_record(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        reconcile: Callable[[], Reconciliation],
+    ) -> ReconcileDecision:
+        budget = self.policy.attempt_budget
+        answer = _ask(reconcile)
+        now = self.clock()
+        if isinstance(answer, Absent):
+            return ReconcileDecision("RETRY", "no record and not found", None, 0, budget)
+        if isinstance(answer, Found):
+            item = self._new_item(
+                request,
+                attempt,
+                now,
+                status=LedgerStatus.COMPLETED,
+                attempts=1,
+                result=answer.result,
+                downstream_ref=answer.downstream_ref,
+            )
+        else:
+            # Recorded so that a later delivery reconciles first instead of dispatching blind.
+            item = self._new_item(
+                request,
+                attempt,
+                now,
+                status=LedgerStatus.UNKNOWN,
+                attempts=0,
+                error=OutcomeUnknown(answer.reason).to_record(),
+                owner=False,
+            )
+        existing = self._put_new(item)
+        if existing is not None:  # someone wrote it meanwhile: let the caller decide again
+            raise ActionPending(f"action {request.key} changed during reconciliation; retry")
+        written = LedgerRecord.from_item(item)
+        if isinstance(answer, Found):
+            self._observe(Decision.RECONCILED, request, written)
+            return ReconcileDecision(
+                "RESUME",
+                "found at the downstream",
+                _outcome(written, replayed=False, reconciled=True),
+                written.attempts,
+                budget,
+            )
+        self._observe(Decision.UNKNOWN, request, written)
+        return ReconcileDecision(
+            "ESCALATE", f"outcome cannot be determined: {answer.reason}", None, 0, budget
+        )
+
+    def _new_item(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        now: float,
+        *,
+        status: LedgerStatus,
+        attempts: int,
+        lease_expires_at: float | None = None,
+        result: dict[str, Any] | None = None,
+        error: dict[str, str] | None = None,
+        downstream_ref: str | None = None,
+        owner: bool = True,
+    ) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "action_key": {"S": request.key},
+            "status": {"S": status.value},
+            "request_digest": {"S": request.digest},
+            "lease_expires_at": _n(now if lease_expires_at is None else lease_expires_at),
+            "attempts": {"N": str(attempts)},
+            "business_ref": {"S": request.reference},
+            "case_id": {"S": request.case_id},
+            "created_at": _n(now),
+            "updated_at": _n(now),
+            "expires_at": {"N": str(int(now) + self.policy.retention_seconds)},
+        }
+        if owner is True:
+            item["owner"] = {"S": attempt.attempt_id}
+        if status in OPEN_STATUSES:
+            item["open_status"] = {"S": status.value}
+        if result is not None:
+            item["result"] = _to_dynamo(result)
+        if error is not None:
+            item["error"] = _to_dynamo(error)
+        optional = {
+            "downstream_ref": downstream_ref,
+            "execution_arn": request.execution_arn,
+            "compensates": request.compensates,
+        }
+        for name, value in optional.items():
+            if value is not None:
+                item[name] = {"S": value}
+        return item
+
+    def _decide_cancelled_transaction(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        exc: ClientError,
+        explain_failure: Callable[[int, dict[str, Any]], SagaError],
+    ) -> ActionOutcome:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "IdempotentParameterMismatchException":
+            self._observe(Decision.CONFLICT, request, None)
+            raise KeyConflict(
+                f"action {request.key}: the transaction token was used within the last 10 "
+                "minutes with different items; not executed"
+            ) from exc
+        if code == "TransactionInProgressException":
+            raise ActionPending(f"action {request.key}: the same transaction is in flight") from exc
+        if code in _TRANSIENT_DYNAMODB_CODES:
+            raise TransientError(f"ledger transaction for {request.key}: {code}") from exc
+        if code != "TransactionCanceledException":
+            raise exc
+        reasons = cast("list[dict[str, Any]]", exc.response.get("CancellationReasons", []))
+        ledger_reason = reasons[0] if reasons else {}
+        if ledger_reason.get("Code") == "ConditionalCheckFailed":
+            old_item = ledger_reason.get("Item")
+            record = LedgerRecord.from_item(old_item) if old_item else self.get(request.key)
+            if record is None:
+                raise TransientError(f"action {request.key}: record vanished; retry") from exc
+            decision = self._decide(request, attempt, record)
+            return self._replay_or_raise(decision, request, record)
+        for index, reason in enumerate(reasons[1:]):
+            if reason.get("Code") == "ConditionalCheckFailed":
+                error = explain_failure(index, reason)
+                if isinstance(error, BusinessRejection):
+                    return self.record_failure(request, attempt, error)
+                raise error from exc
+        codes = ", ".join(str(reason.get("Code")) for reason in reasons)
+        raise TransientError(
+            f"ledger transaction for {request.key} cancelled ({codes}); nothing was written"
+        ) from exc
+
+    def _observe(
+        self, decision: Decision, request: ActionRequest, record: LedgerRecord | None
+    ) -> None:
+        self.observer.on_decision(decision.value, request, record)
+
+
+# --- helpers -------------------------------------------------------------------------------
+def _ask(reconcile: Callable[[], Reconciliation]) -> Reconciliation:
+    """A reconciliation that itself fails has not determined anything."""
+    try:
+        return reconcile()
+    except Exception as exc:
+        return Undeterminable(f"reconciliation failed: {type(exc).__name__}: {exc}")
+
+
+def _outcome(record: LedgerRecord, *, replayed: bool, reconciled: bool) -> ActionOutcome:
+    return ActionOutcome(
+        action_key=record.action_key,
+        status=record.status.value,
+        result=dict(record.result or {}),
+        downstream_ref=record.downstream_ref,
+        replayed=replayed,
+        reconciled=reconciled,
+        attempts=record.attempts,
+    )
+
+
+def _is_condition_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _condition_failed_item(exc: ClientError) -> Item | None:
+    """The old item a failed condition returned (ALL_OLD); None if it was another error."""
+    if not _is_condition_failure(exc):
+        return None
+    item: Item = exc.response.get("Item", {})  # type: ignore[assignment]
+    return item
+
+
+def _names(*expressions: str) -> dict[str, str]:
+    """ExpressionAttributeNames for the placeholders used (DynamoDB rejects unused ones)."""
+    used = " ".join(expressions)
+    return {f"#{name}": name for name in _ALIASED if f"#{name}" in used}
+
+
+def _n(value: float) -> dict[str, str]:
+    """A DynamoDB number with millisecond precision, in plain (non-exponent) notation."""
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return {"N": text if text not in ("", "-0") else "0"}
+
+
+def _to_dynamo(value: dict[str, Any]) -> dict[str, Any]:
+    return cast("dict[str, Any]", _SERIALIZER.serialize(_floats_to_decimal(value)))
+
+
+def _floats_to_decimal(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {key: _floats_to_decimal(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_floats_to_decimal(item) for item in value]
+    return value
+
+
+def _from_dynamo(value: Any) -> Any:
+    """Decimals back to int/float so a replayed result equals the original one."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _from_dynamo(item) for key, item in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [_from_dynamo(item) for item in value]
+    return value
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)

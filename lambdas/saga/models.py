@@ -1,0 +1,303 @@
+"""Typed models of the case (design.md §8, the external contract) and of the tool payloads.
+
+Every model is strict: unknown fields are refused, numbers are never coerced from strings or
+floats (amounts are integers in minor units), and a validation failure becomes one
+`InvalidRequest` whose message names each offending field by its path (`refund.amount_minor`).
+
+The approval digest covers the immutable, consequential parameters of the case and the approved
+revision. `sandbox.faults` is test-only steering for the sandbox downstreams and is never
+digested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+from saga.errors import ApprovalMismatch, InvalidRequest
+from saga.identity import sha256_hex
+from saga.sandbox.faults import validate_fault_plan
+
+# A Step Functions execution name is 1-80 characters without whitespace, brackets, wildcards or
+# most punctuation. The case id is the execution name (design.md §2), and it is also a component
+# of action keys (no `#`) and of carrier references, so it is kept to a portable subset.
+CASE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+REFERENCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+SKU_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+CURRENCY_PATTERN = r"^[A-Z]{3}$"
+COUNTRY_PATTERN = r"^[A-Z]{2}$"
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+$"
+
+MAX_QUANTITY = 1_000
+MAX_AMOUNT_MINOR = 100_000_000
+MAX_FAULTS_PER_DOWNSTREAM = 50
+
+CaseId = Annotated[str, StringConstraints(pattern=CASE_ID_PATTERN)]
+TenantId = Annotated[str, StringConstraints(pattern=TENANT_ID_PATTERN)]
+Reference = Annotated[str, StringConstraints(pattern=REFERENCE_PATTERN)]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Digest = Annotated[str, StringConstraints(pattern=DIGEST_PATTERN)]
+
+Step = Literal["reserve", "refund", "ship"]
+Outcome = Literal["COMPLETED", "ESCALATED"]
+
+
+class StrictModel(BaseModel):
+    """Base of every model: strict types, unknown fields refused, immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --- the case (design.md §8) --------------------------------------------------------------------
+class Order(StrictModel):
+    order_id: Reference
+    customer_id: Reference
+
+
+class Reserve(StrictModel):
+    sku: Annotated[str, StringConstraints(pattern=SKU_PATTERN)]
+    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY)]
+
+
+class Refund(StrictModel):
+    payment_reference: Reference
+    amount_minor: Annotated[int, Field(ge=1, le=MAX_AMOUNT_MINOR)]
+    currency: Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN)]
+
+
+class Address(StrictModel):
+    name: Text
+    line1: Text
+    city: Text
+    postal_code: Annotated[str, StringConstraints(min_length=1, max_length=20)]
+    country: Annotated[str, StringConstraints(pattern=COUNTRY_PATTERN)]
+
+
+class Shipment(StrictModel):
+    address: Address
+
+
+class Approval(StrictModel):
+    revision: Annotated[int, Field(ge=1)]
+    approved_by: Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
+    digest: Digest
+
+
+class Sandbox(StrictModel):
+    """Faults per downstream, consumed by the sandbox one entry per call (design.md §8)."""
+
+    faults: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("faults")
+    @classmethod
+    def _known_downstreams_and_faults(cls, faults: dict[str, list[str]]) -> dict[str, list[str]]:
+        # The sandbox owns the vocabulary; its message names the bad entry.
+        validate_fault_plan(faults)
+        for downstream, names in faults.items():
+            if len(names) > MAX_FAULTS_PER_DOWNSTREAM:
+                raise ValueError(
+                    f"{downstream}: at most {MAX_FAULTS_PER_DOWNSTREAM} faults per downstream"
+                )
+        return faults
+
+    def faults_for(self, downstream: str) -> list[str]:
+        return list(self.faults.get(downstream, []))
+
+
+class Case(StrictModel):
+    case_id: CaseId
+    tenant_id: TenantId
+    order: Order
+    reserve: Reserve
+    refund: Refund
+    shipment: Shipment
+    approval: Approval
+    sandbox: Sandbox = Field(default_factory=Sandbox)
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalized case as the state machine carries it."""
+        return self.model_dump(mode="json")
+
+
+class ApprovedParameters(StrictModel):
+    """The part of a case the approval digest covers (everything but approval and sandbox)."""
+
+    case_id: CaseId
+    tenant_id: TenantId
+    order: Order
+    reserve: Reserve
+    refund: Refund
+    shipment: Shipment
+    revision: Annotated[int, Field(ge=1)]
+
+
+def approval_digest(case: Case | Mapping[str, Any]) -> str:
+    """`sha256:` + hex SHA-256 of the canonical JSON of the approved parameters.
+
+    Accepts a parsed `Case` or a raw case mapping (for `sagactl case approve`, where the digest is
+    still missing or stale); the raw mapping's approved parameters are validated first.
+    """
+    if isinstance(case, Case):
+        parameters = ApprovedParameters(
+            case_id=case.case_id,
+            tenant_id=case.tenant_id,
+            order=case.order,
+            reserve=case.reserve,
+            refund=case.refund,
+            shipment=case.shipment,
+            revision=case.approval.revision,
+        )
+    else:
+        approval = case.get("approval")
+        raw = {
+            name: case.get(name)
+            for name in ("case_id", "tenant_id", "order", "reserve", "refund", "shipment")
+        }
+        raw["revision"] = approval.get("revision") if isinstance(approval, Mapping) else None
+        parameters = parse_model(ApprovedParameters, raw, what="case")
+    return "sha256:" + sha256_hex(parameters.model_dump(mode="json"))
+
+
+def with_approval_digest(case: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a raw case with `approval.digest` filled in, then checked as a whole case."""
+    approved = dict(case)
+    approval = dict(case.get("approval") or {})
+    approval["digest"] = approval_digest(case)
+    approved["approval"] = approval
+    parse_case(approved)
+    return approved
+
+
+def verify_approval(case: Case) -> None:
+    """Refuse a case whose parameters are not exactly the approved ones."""
+    expected = approval_digest(case)
+    if case.approval.digest != expected:
+        raise ApprovalMismatch(
+            f"case {case.case_id}: approval.digest does not match the case parameters "
+            f"(approved revision {case.approval.revision}); re-approve the case"
+        )
+
+
+# --- tool payloads ------------------------------------------------------------------------------
+class AttemptInfo(StrictModel):
+    """One delivery of a task, as the state machine describes it (never an action identity)."""
+
+    execution: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    state: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    retry: Annotated[int, Field(ge=0)]
+    redrive: Annotated[int, Field(ge=0)] | None = None
+
+    def attempt_id(self, request_id: str) -> str:
+        """`execution#state#redrive#retry:request_id`: unique per delivery, used as lease owner."""
+        return f"{self.execution}#{self.state}#{self.redrive or 0}#{self.retry}:{request_id}"
+
+
+class ValidatePayload(StrictModel):
+    """ValidateCase gets the raw execution input; the case is parsed by the tool itself so that
+    its messages name fields as they appear in the case file (`refund.amount_minor`)."""
+
+    case: dict[str, Any]
+    attempt: AttemptInfo
+
+
+class ToolPayload(StrictModel):
+    case: Case
+    attempt: AttemptInfo
+
+
+class ReconcilePayload(ToolPayload):
+    step: Step
+
+
+class OutcomePayload(StrictModel):
+    case: Case
+    outcome: Outcome
+    steps: dict[str, Any] = Field(default_factory=dict)
+    compensations: list[Any] = Field(default_factory=list)
+    escalation: dict[str, Any] | None = None
+    attempt: AttemptInfo | None = None
+
+
+# --- tool results -------------------------------------------------------------------------------
+class ActionRef(StrictModel):
+    action_id: str
+    action_key: str
+
+
+class CaseActions(StrictModel):
+    reserve: ActionRef
+    refund: ActionRef
+    ship: ActionRef
+    release: ActionRef
+
+
+class ValidateResult(StrictModel):
+    case: dict[str, Any]
+    actions: CaseActions
+
+
+class StepResult(StrictModel):
+    """What every ledger-guarded step returns to the state machine."""
+
+    action_key: str
+    status: Literal["COMPLETED"]
+    downstream_ref: str | None
+    result: dict[str, Any]
+    replayed: bool
+    reconciled: bool
+    attempts: int
+
+
+class ReconcileResult(StrictModel):
+    step: Step
+    decision: Literal["RESUME", "RETRY", "ESCALATE"]
+    reason: str
+    result: StepResult | None
+    attempts: int
+    budget: int
+
+
+class OutcomeResult(StrictModel):
+    case_id: str
+    outcome: Outcome
+    steps: dict[str, Any]
+    compensations: list[Any]
+    escalation: dict[str, Any] | None
+
+
+# --- parsing ------------------------------------------------------------------------------------
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_model(model: type[ModelT], data: Any, *, what: str) -> ModelT:
+    """Validate `data` as `model`; failures become one `InvalidRequest` naming every field."""
+    if not isinstance(data, Mapping):
+        raise InvalidRequest(f"invalid {what}: expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise InvalidRequest(f"invalid {what}: {describe_errors(exc)}") from None
+
+
+def parse_case(data: Any) -> Case:
+    return parse_model(Case, data, what="case")
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """`refund.amount_minor: Input should be greater than or equal to 1; ...` (no input echo)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        path = ".".join(str(item) for item in error["loc"]) or "<root>"
+        parts.append(f"{path}: {error['msg']}")
+    return "; ".join(parts)

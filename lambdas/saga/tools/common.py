@@ -1,0 +1,326 @@
+"""What every tool shares: action requests per step, attempts, results and the case record.
+
+The action identity of every step comes from the case alone (design.md §2): `<case_id>.<op>`
+under the case's tenant, and the release of a reservation reuses the reserve action's id under
+its own operation. The request digest covers the step's consequential parameters plus the
+approved revision, so the same key with other parameters is a KeyConflict in the ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from saga.errors import KeyConflict
+from saga.identity import (
+    Operation,
+    action_id_for,
+    action_key,
+    compensation_action_id,
+    request_digest,
+)
+from saga.ledger import ActionOutcome, ActionRequest, Attempt
+from saga.models import ActionRef, AttemptInfo, Case, CaseActions, StepResult
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+Clock = Callable[[], float]
+
+_SERIALIZER = TypeSerializer()
+_DESERIALIZER = TypeDeserializer()
+
+
+class FaultSource(Protocol):
+    """The sandbox's fault cursor for one downstream of one case (saga.sandbox.faults)."""
+
+    def next(self) -> str | None: ...
+
+
+class NoFaults:
+    """A downstream without injected faults (a real provider, or a case without `sandbox`)."""
+
+    def next(self) -> str | None:
+        return None
+
+
+# --- identity -----------------------------------------------------------------------------------
+def step_parameters(case: Case, operation: Operation) -> dict[str, Any]:
+    """The consequential parameters of one action: what the digest and the approval cover."""
+    if operation is Operation.RESERVE:
+        return {"sku": case.reserve.sku, "quantity": case.reserve.quantity}
+    if operation is Operation.REFUND:
+        return {
+            "order_id": case.order.order_id,
+            "payment_reference": case.refund.payment_reference,
+            "amount_minor": case.refund.amount_minor,
+            "currency": case.refund.currency,
+        }
+    if operation is Operation.SHIP:
+        return {
+            "order_id": case.order.order_id,
+            "address": case.shipment.address.model_dump(mode="json"),
+            "sku": case.reserve.sku,
+            "quantity": case.reserve.quantity,
+        }
+    return {
+        "reservation_id": reserve_key(case),
+        "sku": case.reserve.sku,
+        "quantity": case.reserve.quantity,
+    }
+
+
+def reserve_key(case: Case) -> str:
+    """The reserve action's key, which is also the reservation item's id."""
+    return action_key(
+        case.tenant_id, Operation.RESERVE, action_id_for(case.case_id, Operation.RESERVE)
+    )
+
+
+def action_request(
+    case: Case, operation: Operation, *, execution_arn: str | None = None
+) -> ActionRequest:
+    """The ledger request of one action of the case."""
+    if operation is Operation.RELEASE:
+        reserve_id = action_id_for(case.case_id, Operation.RESERVE)
+        return ActionRequest(
+            tenant_id=case.tenant_id,
+            operation=Operation.RELEASE.value,
+            action_id=compensation_action_id(reserve_id),
+            digest=request_digest(step_parameters(case, operation), case.approval.revision),
+            case_id=case.case_id,
+            execution_arn=execution_arn,
+            compensates=reserve_key(case),
+        )
+    return ActionRequest(
+        tenant_id=case.tenant_id,
+        operation=operation.value,
+        action_id=action_id_for(case.case_id, operation),
+        digest=request_digest(step_parameters(case, operation), case.approval.revision),
+        case_id=case.case_id,
+        execution_arn=execution_arn,
+    )
+
+
+def case_actions(case: Case) -> CaseActions:
+    refs = {
+        operation.value: ActionRef(
+            action_id=(request := action_request(case, operation)).action_id,
+            action_key=request.key,
+        )
+        for operation in Operation
+    }
+    return CaseActions(
+        reserve=refs["reserve"], refund=refs["refund"], ship=refs["ship"], release=refs["release"]
+    )
+
+
+# --- attempts and results -----------------------------------------------------------------------
+def make_attempt(info: AttemptInfo, request_id: str, remaining_millis: int) -> Attempt:
+    """One delivery: the lease owner id and the time it has left (which sizes the lease)."""
+    return Attempt(
+        attempt_id=info.attempt_id(request_id), remaining_seconds=max(remaining_millis, 0) / 1000
+    )
+
+
+def step_result(outcome: ActionOutcome) -> StepResult:
+    return StepResult(
+        action_key=outcome.action_key,
+        status="COMPLETED",
+        downstream_ref=outcome.downstream_ref,
+        result=outcome.result,
+        replayed=outcome.replayed,
+        reconciled=outcome.reconciled,
+        attempts=outcome.attempts,
+    )
+
+
+# --- the case record (CASES_TABLE) --------------------------------------------------------------
+class CaseOutcome(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPENSATION_PENDING = "COMPENSATION_PENDING"
+    COMPLETED = "COMPLETED"
+    ESCALATED = "ESCALATED"
+
+
+@dataclass(frozen=True)
+class CaseRecords:
+    """The cases table: one item per case, `outcome` says where the case stands (design.md §8).
+
+    `outcome` is IN_PROGRESS from validation until the saga ends, COMPENSATION_PENDING while a
+    compensation is unfinished, then COMPLETED or ESCALATED.
+    """
+
+    client: DynamoDBClient
+    table_name: str
+    clock: Clock = time.time
+
+    def get(self, case_id: str) -> dict[str, Any] | None:
+        response = self.client.get_item(
+            TableName=self.table_name, Key={"case_id": {"S": case_id}}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def create(self, case: Case, digest: str) -> bool:
+        """Write the IN_PROGRESS record once. True if created, False if it was already there.
+
+        The same case validated again with the same digest (a retry, a redrive) is a no-op; the
+        same case id with another digest is a different request under the same identity.
+        """
+        now = now_iso(self.clock)
+        item = to_item(
+            {
+                "case_id": case.case_id,
+                "tenant_id": case.tenant_id,
+                "digest": digest,
+                "outcome": CaseOutcome.IN_PROGRESS.value,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ConditionExpression="attribute_not_exists(case_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            old = _condition_failed_item(exc)
+            if old is None:
+                raise
+            self._check_same_case(case, digest, from_item(old))
+            return False
+        return True
+
+    def mark_compensation_pending(self, case: Case, digest: str) -> None:
+        """Say COMPENSATION_PENDING until the saga records its terminal outcome (idempotent).
+
+        Written before the compensation runs, so an execution that ends FAILED at the
+        compensation task leaves a record that says so. A terminal record is left alone.
+        """
+        now = now_iso(self.clock)
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"case_id": {"S": case.case_id}},
+                UpdateExpression=(
+                    "SET outcome = :pending, updated_at = :now, tenant_id = :tenant, "
+                    "digest = :digest, created_at = if_not_exists(created_at, :now)"
+                ),
+                ConditionExpression=(
+                    "attribute_not_exists(case_id) OR "
+                    "(digest = :digest AND NOT outcome IN (:completed, :escalated))"
+                ),
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":pending": CaseOutcome.COMPENSATION_PENDING.value,
+                        ":now": now,
+                        ":tenant": case.tenant_id,
+                        ":digest": digest,
+                        ":completed": CaseOutcome.COMPLETED.value,
+                        ":escalated": CaseOutcome.ESCALATED.value,
+                    }
+                ),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            old = _condition_failed_item(exc)
+            if old is None:
+                raise
+            # Terminal already (a late duplicate delivery): nothing to mark.
+            self._check_same_case(case, digest, from_item(old))
+
+    def record_outcome(
+        self,
+        case: Case,
+        digest: str,
+        *,
+        outcome: str,
+        steps: Mapping[str, Any],
+        compensations: list[Any],
+        escalation: Mapping[str, Any] | None,
+    ) -> None:
+        """The terminal record. Repeating it with the same data is harmless."""
+        now = now_iso(self.clock)
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"case_id": {"S": case.case_id}},
+                UpdateExpression=(
+                    "SET outcome = :outcome, steps = :steps, compensations = :compensations, "
+                    "escalation = :escalation, updated_at = :now, tenant_id = :tenant, "
+                    "digest = :digest, created_at = if_not_exists(created_at, :now)"
+                ),
+                ConditionExpression="attribute_not_exists(case_id) OR digest = :digest",
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":outcome": outcome,
+                        ":steps": dict(steps),
+                        ":compensations": list(compensations),
+                        ":escalation": dict(escalation) if escalation is not None else None,
+                        ":now": now,
+                        ":tenant": case.tenant_id,
+                        ":digest": digest,
+                    }
+                ),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            old = _condition_failed_item(exc)
+            if old is None:
+                raise
+            self._check_same_case(case, digest, from_item(old))
+            raise  # unreachable: a failed condition with the same digest cannot happen
+
+    @staticmethod
+    def _check_same_case(case: Case, digest: str, old: Mapping[str, Any]) -> None:
+        if old.get("digest") != digest:
+            raise KeyConflict(
+                f"case {case.case_id} is already recorded with approval digest "
+                f"{old.get('digest')}, not {digest}: one case id, one approved request"
+            )
+
+
+def _condition_failed_item(exc: ClientError) -> Mapping[str, Any] | None:
+    if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+        return None
+    item: Mapping[str, Any] = exc.response.get("Item", {})  # type: ignore[assignment]
+    return item
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain JSON-able mapping in DynamoDB's low-level format (floats are not accepted)."""
+    return {name: _SERIALIZER.serialize(value) for name, value in values.items()}
+
+
+def to_attribute(value: Any) -> Any:
+    return _SERIALIZER.serialize(value)
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    """Decimals back to ints (every number we store is an integer count or epoch second)."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def now_iso(clock: Clock) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock()))

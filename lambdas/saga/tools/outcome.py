@@ -1,0 +1,25 @@
+"""RecordOutcome: the terminal case record and the execution output (design.md §8)."""
+
+from __future__ import annotations
+
+from saga.models import OutcomePayload, OutcomeResult, approval_digest
+from saga.tools.common import CaseRecords
+
+
+def record_outcome(payload: OutcomePayload, *, cases: CaseRecords) -> OutcomeResult:
+    case = payload.case
+    cases.record_outcome(
+        case,
+        approval_digest(case),
+        outcome=payload.outcome,
+        steps=payload.steps,
+        compensations=payload.compensations,
+        escalation=payload.escalation,
+    )
+    return OutcomeResult(
+        case_id=case.case_id,
+        outcome=payload.outcome,
+        steps=payload.steps,
+        compensations=payload.compensations,
+        escalation=payload.escalation,
+    )

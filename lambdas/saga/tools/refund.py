@@ -1,0 +1,93 @@
+"""IssueRefund: a refund through the PaymentProvider, guarded by the ledger.
+
+The action key goes to the provider as its idempotency key, so a repeat inside the provider's
+key retention is one refund. Reconciliation asks by business reference (the action id), which
+also covers repeats after the provider has forgotten the key.
+"""
+
+from __future__ import annotations
+
+from saga.adapters.errors import (
+    DownstreamError,
+    DownstreamKeyMismatch,
+    DownstreamNotDispatched,
+    DownstreamRejected,
+)
+from saga.adapters.payments import PaymentProvider, RefundRequest
+from saga.errors import OutcomeUnknown, RefundRejected, SagaError, TransientError
+from saga.identity import Operation
+from saga.ledger import (
+    Absent,
+    ActionLedger,
+    ActionRequest,
+    Attempt,
+    EffectResult,
+    Found,
+    Reconciliation,
+    Undeterminable,
+)
+from saga.models import Case, StepResult
+from saga.tools.common import action_request, step_result
+
+
+def issue_refund(
+    case: Case,
+    attempt: Attempt,
+    *,
+    execution_arn: str | None,
+    ledger: ActionLedger,
+    provider: PaymentProvider,
+) -> StepResult:
+    request = action_request(case, Operation.REFUND, execution_arn=execution_arn)
+    outcome = ledger.execute(
+        request,
+        attempt,
+        effect=lambda: _refund(case, request, provider),
+        reconcile=lambda: reconcile_refund(request.reference, provider),
+    )
+    return step_result(outcome)
+
+
+def reconcile_refund(business_ref: str, provider: PaymentProvider) -> Reconciliation:
+    try:
+        refunds = provider.find_refunds(business_ref)
+    except DownstreamError as exc:
+        return Undeterminable(f"refund lookup for {business_ref} got no answer: {exc.message}")
+    if not refunds:
+        return Absent()
+    if len(refunds) > 1:
+        ids = ", ".join(refund.refund_id for refund in refunds)
+        return Undeterminable(f"duplicate refunds for {business_ref}: {ids}")
+    return Found(result=refunds[0].to_result(), downstream_ref=refunds[0].refund_id)
+
+
+def _refund(case: Case, request: ActionRequest, provider: PaymentProvider) -> EffectResult:
+    refund = RefundRequest(
+        case_id=case.case_id,
+        business_ref=request.reference,
+        payment_reference=case.refund.payment_reference,
+        amount_minor=case.refund.amount_minor,
+        currency=case.refund.currency,
+    )
+    try:
+        receipt = provider.refund(refund, idempotency_key=request.key)
+    except DownstreamError as exc:
+        raise refund_error(request.key, exc) from exc
+    return EffectResult(result=receipt.to_result(), downstream_ref=receipt.refund_id)
+
+
+def refund_error(key: str, exc: DownstreamError) -> SagaError:
+    """What the caller knows after a failed refund call, as the workflow's error type."""
+    if isinstance(exc, DownstreamRejected):
+        return RefundRejected(f"refund {key} rejected by the payment provider: {exc.reason}")
+    if isinstance(exc, DownstreamKeyMismatch):
+        # Not raised as KeyConflict: inside the ledger's effect any non-ledger error becomes
+        # UNKNOWN anyway, and that is the truth here (a refund under this key may exist).
+        return OutcomeUnknown(
+            f"refund {key}: the provider holds this idempotency key for other parameters; "
+            "reconcile by business reference"
+        )
+    # DownstreamConflict is a DownstreamNotDispatched: the key makes a later repeat one refund.
+    if isinstance(exc, DownstreamNotDispatched):
+        return TransientError(f"refund {key} not dispatched: {exc.message}")
+    return OutcomeUnknown(f"refund {key}: outcome unknown: {exc.message}")

@@ -1,0 +1,80 @@
+"""CreateShipment: a shipment at a carrier WITHOUT idempotency, guarded by the ledger.
+
+Every create call makes a new parcel, so the only protection is the ledger plus the business
+reference (the action id) sent with every request: after any uncertain outcome (an UNKNOWN
+record, an expired lease) the ledger makes this tool look the reference up before anything is
+sent again, and a carrier that cannot answer leaves the outcome UNKNOWN for reconciliation.
+"""
+
+from __future__ import annotations
+
+from saga.adapters.carrier import Carrier, ShipmentRequest
+from saga.adapters.errors import DownstreamError, DownstreamNotDispatched, DownstreamRejected
+from saga.errors import OutcomeUnknown, SagaError, ShipmentRejected, TransientError
+from saga.identity import Operation
+from saga.ledger import (
+    Absent,
+    ActionLedger,
+    ActionRequest,
+    Attempt,
+    EffectResult,
+    Found,
+    Reconciliation,
+    Undeterminable,
+)
+from saga.models import Case, StepResult
+from saga.tools.common import action_request, step_result
+
+
+def create_shipment(
+    case: Case,
+    attempt: Attempt,
+    *,
+    execution_arn: str | None,
+    ledger: ActionLedger,
+    carrier: Carrier,
+) -> StepResult:
+    request = action_request(case, Operation.SHIP, execution_arn=execution_arn)
+    outcome = ledger.execute(
+        request,
+        attempt,
+        effect=lambda: _ship(case, request, carrier),
+        reconcile=lambda: reconcile_shipment(request.reference, carrier),
+    )
+    return step_result(outcome)
+
+
+def reconcile_shipment(business_ref: str, carrier: Carrier) -> Reconciliation:
+    try:
+        shipments = carrier.find_shipments(business_ref)
+    except DownstreamError as exc:
+        return Undeterminable(f"shipment lookup for {business_ref} got no answer: {exc.message}")
+    if not shipments:
+        return Absent()
+    if len(shipments) > 1:
+        ids = ", ".join(shipment.shipment_id for shipment in shipments)
+        return Undeterminable(f"duplicate shipments for {business_ref}: {ids}")
+    return Found(result=shipments[0].to_result(), downstream_ref=shipments[0].shipment_id)
+
+
+def _ship(case: Case, request: ActionRequest, carrier: Carrier) -> EffectResult:
+    shipment = ShipmentRequest(
+        case_id=case.case_id,
+        business_ref=request.reference,
+        address=case.shipment.address.model_dump(mode="json"),
+        sku=case.reserve.sku,
+        quantity=case.reserve.quantity,
+    )
+    try:
+        receipt = carrier.create_shipment(shipment)
+    except DownstreamError as exc:
+        raise shipment_error(request.key, exc) from exc
+    return EffectResult(result=receipt.to_result(), downstream_ref=receipt.shipment_id)
+
+
+def shipment_error(key: str, exc: DownstreamError) -> SagaError:
+    if isinstance(exc, DownstreamRejected):
+        return ShipmentRejected(f"shipment {key} rejected by the carrier: {exc.reason}")
+    if isinstance(exc, DownstreamNotDispatched):
+        return TransientError(f"shipment {key} not dispatched: {exc.message}")
+    return OutcomeUnknown(f"shipment {key}: outcome unknown: {exc.message}")

@@ -1,0 +1,190 @@
+"""The stuck-action sweeper: open ledger actions nobody is finishing (design.md §3, §5).
+
+The ledger sets `open_status` (= the status) only while an action is IN_PROGRESS or UNKNOWN, so
+its sparse index `open-actions` (pk `open_status`, sk `lease_expires_at`) holds exactly the open
+actions, ordered by when their lease ended (an UNKNOWN record's `lease_expires_at` is the moment
+it became UNKNOWN). An action is stuck when that moment lies more than `grace_seconds` in the
+past: no live attempt holds it, and the workflow's own retry or reconciliation has had time to
+pick it up. A key condition `lease_expires_at < now - grace` reads only those items.
+
+Each sweep sends one escalation message per stuck action. The sweeper does not write the
+ledger, so a still-stuck action is reported again by the next sweep; every message carries a
+stable `escalation_id` (the action key and the lease end it was stuck since) so the consumer
+can recognise a repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_sqs.client import SQSClient
+
+OPEN_ACTIONS_INDEX = "open-actions"
+OPEN_STATUSES = ("IN_PROGRESS", "UNKNOWN")
+DEFAULT_GRACE_SECONDS = 300
+ESCALATION_KIND = "STUCK_ACTION"
+
+_DESERIALIZER = TypeDeserializer()
+
+
+@dataclass(frozen=True)
+class StuckAction:
+    action_key: str
+    status: str
+    lease_expires_at: float
+    stuck_seconds: float
+    attempts: int
+    owner: str | None
+    case_id: str | None
+    execution_arn: str | None
+    business_ref: str | None
+    compensates: str | None
+
+    @property
+    def escalation_id(self) -> str:
+        return f"{self.action_key}@{self.lease_expires_at:.3f}"
+
+    def escalation_message(self) -> dict[str, Any]:
+        return {
+            "kind": ESCALATION_KIND,
+            "escalation_id": self.escalation_id,
+            "decision_needed": (
+                "The action may or may not have taken effect and no attempt is finishing it: "
+                "reconcile it with its downstream by business reference, then resume, redrive "
+                "or compensate the case."
+            ),
+            **asdict(self),
+        }
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any], now: float) -> StuckAction:
+        values = {name: _plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
+        lease = float(values.get("lease_expires_at", 0))
+        return cls(
+            action_key=str(values["action_key"]),
+            status=str(values.get("status", values.get("open_status", ""))),
+            lease_expires_at=lease,
+            stuck_seconds=round(max(0.0, now - lease), 3),
+            attempts=int(values.get("attempts", 0)),
+            owner=_optional(values.get("owner")),
+            case_id=_optional(values.get("case_id")),
+            execution_arn=_optional(values.get("execution_arn")),
+            business_ref=_optional(values.get("business_ref")),
+            compensates=_optional(values.get("compensates")),
+        )
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    stuck: tuple[StuckAction, ...]
+    escalated: int
+
+    def summary(self) -> dict[str, Any]:
+        by_status = {s: sum(1 for a in self.stuck if a.status == s) for s in OPEN_STATUSES}
+        return {
+            "stuck": len(self.stuck),
+            "escalated": self.escalated,
+            "by_status": by_status,
+            "action_keys": [a.action_key for a in self.stuck],
+        }
+
+
+class StuckActionSweeper:
+    """Find stuck actions on the ledger's open-actions index and escalate each one."""
+
+    def __init__(
+        self,
+        *,
+        dynamodb: DynamoDBClient,
+        sqs: SQSClient,
+        ledger_table: str,
+        escalation_queue_url: str,
+        grace_seconds: int = DEFAULT_GRACE_SECONDS,
+        clock: Callable[[], float] = time.time,
+        index_name: str = OPEN_ACTIONS_INDEX,
+        page_size: int | None = None,
+    ) -> None:
+        if grace_seconds < 0:
+            raise ValueError(f"grace_seconds must be >= 0, got {grace_seconds}")
+        self._dynamodb = dynamodb
+        self._sqs = sqs
+        self._table = ledger_table
+        self._queue_url = escalation_queue_url
+        self._grace = grace_seconds
+        self._clock = clock
+        self._index = index_name
+        self._page_size = page_size
+
+    def find_stuck(self) -> list[StuckAction]:
+        now = self._clock()
+        stuck = [
+            StuckAction.from_item(item, now)
+            for status in OPEN_STATUSES
+            for item in self._open_items(status, stuck_before=now - self._grace)
+        ]
+        return sorted(stuck, key=lambda a: (a.lease_expires_at, a.action_key))
+
+    def sweep(self) -> SweepReport:
+        stuck = self.find_stuck()
+        for action in stuck:
+            self._sqs.send_message(
+                QueueUrl=self._queue_url,
+                MessageBody=json.dumps(action.escalation_message(), sort_keys=True),
+            )
+        return SweepReport(stuck=tuple(stuck), escalated=len(stuck))
+
+    def _open_items(self, status: str, *, stuck_before: float) -> Iterator[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": self._index,
+            "KeyConditionExpression": "open_status = :status AND lease_expires_at < :before",
+            "ExpressionAttributeValues": {
+                ":status": {"S": status},
+                ":before": {"N": repr(round(stuck_before, 3))},
+            },
+        }
+        if self._page_size is not None:
+            request["Limit"] = self._page_size
+        while True:
+            page = self._dynamodb.query(**request)
+            # The index is eventually consistent: skip an item whose status already moved on.
+            for item in page.get("Items", []):
+                if item.get("open_status", {}).get("S") == status:
+                    yield item
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def grace_seconds_from_env(environ: dict[str, str] | Any) -> int:
+    """STUCK_GRACE_SECONDS (set by the stack from cdk context), default 300."""
+    raw = environ.get("STUCK_GRACE_SECONDS")
+    if raw is None or raw == "":
+        return DEFAULT_GRACE_SECONDS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"STUCK_GRACE_SECONDS must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"STUCK_GRACE_SECONDS must be >= 0, got {value}")
+    return value

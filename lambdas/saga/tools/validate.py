@@ -1,0 +1,35 @@
+"""ValidateCase: validate, authorize, verify the approval, record the case, derive action ids.
+
+Nothing here trusts the case for *who* may act: the tenant's approvers come from trusted
+configuration (TENANTS), never from the input or from model output. Only after all checks pass is
+anything written, so a rejected case has no effect anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from saga.errors import AuthorizationDenied
+from saga.models import Case, ValidateResult, approval_digest, parse_case, verify_approval
+from saga.tools.common import CaseRecords, case_actions
+
+
+def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
+    approvers = tenants.get(case.tenant_id)
+    if approvers is None:
+        raise AuthorizationDenied(f"tenant {case.tenant_id!r} is not configured for this saga")
+    if case.approval.approved_by not in approvers:
+        raise AuthorizationDenied(
+            f"{case.approval.approved_by!r} may not approve cases for tenant {case.tenant_id!r}"
+        )
+
+
+def validate_case(
+    raw_case: Any, *, tenants: Mapping[str, frozenset[str]], cases: CaseRecords
+) -> ValidateResult:
+    case = parse_case(raw_case)
+    authorize(case, tenants)
+    verify_approval(case)
+    cases.create(case, approval_digest(case))
+    return ValidateResult(case=case.to_json(), actions=case_actions(case))

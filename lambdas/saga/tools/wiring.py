@@ -1,0 +1,128 @@
+"""Builds the tools' collaborators from Settings: ledger, tables, downstream adapters, faults.
+
+The handlers stay thin (parse, wire, call) and the tools stay free of environment lookups, so
+tests hand the tools fakes or moto-backed objects directly.
+
+Retry layers (design.md §4): the ledger and the same-account inventory writes use
+`saga.aws.dynamodb_client()` (botocore standard mode, a few attempts: every write is
+conditional or transactional); the payment provider and the carrier get a client with ONE
+attempt and explicit timeouts (`DOWNSTREAM_TIMEOUT_SECONDS`), since repeating a side effect is
+the ledger's and the workflow's decision, never the SDK's. Clients are made per invocation:
+handlers in the local emulator share one process and must not keep another function's endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
+
+import boto3
+
+from saga.adapters.carrier import SandboxCarrier
+from saga.adapters.payments import SandboxPaymentProvider
+from saga.aws import downstream_config, dynamodb_client
+from saga.identity import Operation
+from saga.ledger import ActionLedger, Attempt
+from saga.models import AttemptInfo, Case, Step
+from saga.sandbox.faults import FaultInjector
+from saga.settings import ConfigurationError, Settings
+from saga.tools.common import CaseRecords, FaultSource, NoFaults, action_request, make_attempt
+from saga.tools.refund import reconcile_refund
+from saga.tools.reserve import InventoryTables, reconcile_reserve
+from saga.tools.ship import reconcile_shipment
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+    from saga.ledger import Reconciliation
+
+
+class LambdaContextLike(Protocol):
+    """The parts of the Lambda context object a tool needs."""
+
+    @property
+    def aws_request_id(self) -> str: ...
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+def attempt_of(info: AttemptInfo, context: LambdaContextLike) -> Attempt:
+    """This delivery: the lease owner id and the remaining time that sizes its lease."""
+    return make_attempt(info, context.aws_request_id, context.get_remaining_time_in_millis())
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+
+    @classmethod
+    def from_env(cls) -> Runtime:
+        return cls(Settings.from_env())
+
+    @cached_property
+    def client(self) -> DynamoDBClient:
+        return dynamodb_client()
+
+    @cached_property
+    def downstream_client(self) -> DynamoDBClient:
+        config = downstream_config(self.settings.downstream_timeout_seconds)
+        return boto3.client("dynamodb", config=config)
+
+    def ledger(self) -> ActionLedger:
+        return ActionLedger(self.settings.ledger_table, self.client, self.settings.ledger_policy())
+
+    def cases(self) -> CaseRecords:
+        return CaseRecords(self.client, self.settings.cases_table)
+
+    def inventory(self) -> InventoryTables:
+        return InventoryTables(
+            self.client, self.settings.inventory_table, self.settings.reservations_table
+        )
+
+    def faults(self, case: Case, downstream: str) -> FaultSource:
+        """The case's sandbox faults for one downstream; no faults costs no request."""
+        faults = case.sandbox.faults_for(downstream)
+        if not faults:
+            return NoFaults()
+        if not self.settings.tables.get("SANDBOX_TABLE"):
+            raise ConfigurationError(
+                f"case {case.case_id} asks for sandbox faults on {downstream!r}, but this "
+                "function has no SANDBOX_TABLE (the sandbox is not deployed)"
+            )
+        return FaultInjector(
+            self.client, self.settings.sandbox_table, case.case_id, downstream, faults
+        )
+
+    def payment_provider(self, case: Case) -> SandboxPaymentProvider:
+        return SandboxPaymentProvider.create(
+            self.downstream_client,
+            payments_table=self.settings.payments_table,
+            sandbox_table=self.settings.sandbox_table,
+            case_id=case.case_id,
+            faults=case.sandbox.faults_for("refund"),
+            key_retention_seconds=self.settings.payment_key_retention_seconds,
+        )
+
+    def carrier(self, case: Case) -> SandboxCarrier:
+        return SandboxCarrier.create(
+            self.downstream_client,
+            shipments_table=self.settings.shipments_table,
+            sandbox_table=self.settings.sandbox_table,
+            case_id=case.case_id,
+            faults=case.sandbox.faults_for("shipment"),
+        )
+
+    def reconciler(self, case: Case, step: Step) -> Callable[[], Reconciliation]:
+        """The lookup by business reference for one forward step."""
+        if step == "reserve":
+            inventory, faults = self.inventory(), self.faults(case, "reserve")
+            return lambda: reconcile_reserve(case, tables=inventory, faults=faults)
+        reference = action_request(case, Operation(step)).reference
+        if step == "refund":
+            provider = self.payment_provider(case)
+            return lambda: reconcile_refund(reference, provider)
+        carrier = self.carrier(case)
+        return lambda: reconcile_shipment(reference, carrier)

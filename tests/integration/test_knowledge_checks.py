@@ -1,0 +1,262 @@
+"""The knowledge checks of issue 4, at tool level, effects counted in the sandbox tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from saga.errors import BudgetExhausted, OutcomeUnknown, ReplayWindowExpired, TransientError
+from saga.ledger import Attempt, LedgerStatus
+from saga.models import Case
+from saga.tools.common import NoFaults
+from saga.tools.reconcile import reconcile_action
+from saga.tools.refund import issue_refund, reconcile_refund
+from saga.tools.release import release_reservation
+from saga.tools.reserve import reserve_stock
+from saga.tools.ship import create_shipment, reconcile_shipment
+from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
+
+
+@pytest.fixture
+def env() -> Iterator[ToolsEnv]:
+    with tools_env() as tools:
+        yield tools
+
+
+def refund(env: ToolsEnv, case: Case, attempt: Attempt, **provider: int):  # type: ignore[no-untyped-def]
+    return issue_refund(
+        case,
+        attempt,
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        provider=env.provider(case, **provider),
+    )
+
+
+def test_two_approved_20_usd_refunds_on_different_orders_both_happen(env: ToolsEnv) -> None:
+    first = make_case("case-a", order={"order_id": "ord-1", "customer_id": "cus-42"})
+    second = make_case("case-b", order={"order_id": "ord-2", "customer_id": "cus-42"})
+    one = refund(env, first, Delivery("IssueRefund", "case-a").next())
+    two = refund(env, second, Delivery("IssueRefund", "case-b").next())
+    assert one.action_key != two.action_key
+    assert one.downstream_ref != two.downstream_ref
+    assert (env.refunds("case-a"), env.refunds("case-b")) == (1, 1)
+
+
+def test_crash_after_payment_call_lease_expires_next_worker_reconciles(env: ToolsEnv) -> None:
+    case = make_case()
+    delivery = Delivery("IssueRefund", case.case_id, remaining_seconds=25)
+    crashed = delivery.next()
+    ledger = env.ledger
+    request_key = "acme#refund#case-0001.refund"
+
+    class Crash(BaseException):
+        """The worker dies after the provider call returned and before it is recorded."""
+
+    provider = env.provider(case)
+    original = provider.refund
+
+    def refund_then_crash(*args, **kwargs):  # type: ignore[no-untyped-def]
+        original(*args, **kwargs)
+        raise Crash
+
+    provider.refund = refund_then_crash  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        issue_refund(case, crashed, execution_arn="arn:e", ledger=ledger, provider=provider)
+    assert env.refunds(case.case_id) == 1
+    record = env.record(request_key)
+    assert record is not None and record.status is LedgerStatus.IN_PROGRESS
+
+    env.clock.advance(25 + 30 + 1)  # past the lease: remaining time + margin
+    result = refund(env, case, delivery.next())
+    assert result.reconciled and not result.replayed
+    assert result.attempts == 2
+    assert env.refunds(case.case_id) == 1
+    record = env.record(request_key)
+    assert record is not None and record.status is LedgerStatus.COMPLETED
+    assert record.downstream_ref == result.downstream_ref
+
+
+def test_late_replay_long_after_the_token_window_is_stopped_by_the_ledger(env: ToolsEnv) -> None:
+    """The transaction token covers 10 minutes (and moto ignores it entirely): what stops a
+    replay a day later is the ledger record's condition, so stock is taken exactly once."""
+    case = make_case()
+    delivery = Delivery("ReserveStock", case.case_id)
+    first = reserve_stock(
+        case,
+        delivery.next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        faults=NoFaults(),
+    )
+    env.clock.advance(24 * 3600)
+    replay = reserve_stock(
+        case,
+        delivery.next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        faults=NoFaults(),
+    )
+    assert replay.replayed and replay.result == first.result
+    assert env.available("SKU-RED-MUG") == 99
+    assert len(env.reservations(case.case_id)) == 1
+
+
+def test_replay_after_retention_is_refused_not_executed(env: ToolsEnv) -> None:
+    case = make_case()
+    delivery = Delivery("ReserveStock", case.case_id)
+    reserve_stock(
+        case,
+        delivery.next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        faults=NoFaults(),
+    )
+    env.clock.advance(env.policy.retention_seconds + 1)  # TTL deletion has not happened yet
+    with pytest.raises(ReplayWindowExpired):
+        reserve_stock(
+            case,
+            delivery.next(),
+            execution_arn="arn:e",
+            ledger=env.ledger,
+            tables=env.inventory,
+            faults=NoFaults(),
+        )
+    assert env.available("SKU-RED-MUG") == 99
+
+
+def release(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-untyped-def]
+    return release_reservation(
+        case,
+        attempt,
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        cases=env.cases,
+        faults=env.faults(case, "release"),
+    )
+
+
+def reserve_for(env: ToolsEnv, case: Case) -> None:
+    reserve_stock(
+        case,
+        Delivery("ReserveStock", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        faults=NoFaults(),
+    )
+    assert env.available("SKU-RED-MUG") == 99
+
+
+def test_compensation_with_lost_answer_is_retried_safely_stock_restored_once(env: ToolsEnv) -> None:
+    case = make_case(faults={"release": ["timeout", "lose_response", "timeout"]})
+    reserve_for(env, case)
+    delivery = Delivery("ReleaseReservation", case.case_id)
+    for _ in range(3):
+        with pytest.raises(TransientError):
+            release(env, case, delivery.next())
+    assert env.available("SKU-RED-MUG") == 100  # restored by the lost-answer delivery only
+    done = release(env, case, delivery.next())
+    assert done.result["status"] == "RELEASED"
+    assert env.available("SKU-RED-MUG") == 100
+    assert release(env, case, delivery.next()).replayed
+    assert env.available("SKU-RED-MUG") == 100
+
+
+def test_compensation_that_cannot_finish_is_unfinished_work_not_success(env: ToolsEnv) -> None:
+    case = make_case(faults={"release": ["timeout"] * 10})
+    reserve_for(env, case)
+    delivery = Delivery("ReleaseReservation", case.case_id)
+    for _ in range(env.policy.attempt_budget):
+        with pytest.raises(TransientError, match="did not answer"):
+            release(env, case, delivery.next())
+    with pytest.raises(BudgetExhausted):
+        release(env, case, delivery.next())
+    assert env.available("SKU-RED-MUG") == 99  # nothing restored, and nothing claims it was
+    record = env.case_record(case.case_id)
+    assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
+    ledger_record = env.record("acme#release#case-0001.reserve")
+    assert ledger_record is not None and ledger_record.status is not LedgerStatus.COMPLETED
+
+
+def ship(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-untyped-def]
+    return create_shipment(
+        case, attempt, execution_arn="arn:e", ledger=env.ledger, carrier=env.carrier(case)
+    )
+
+
+def test_carrier_never_gets_two_shipments_under_lost_responses_retries_and_takeovers(
+    env: ToolsEnv,
+) -> None:
+    case = make_case(faults={"shipment": ["timeout", "lose_response"]})
+    delivery = Delivery("CreateShipment", case.case_id, remaining_seconds=10)
+    with pytest.raises(OutcomeUnknown):  # timeout: nothing created
+        ship(env, case, delivery.next())
+    # the next delivery takes over the UNKNOWN record, looks up (consumes lose_response: no
+    # answer), and leaves it UNKNOWN instead of sending
+    with pytest.raises(OutcomeUnknown):
+        ship(env, case, delivery.next())
+    assert env.shipments(case.case_id) == 0
+    # now the lookup answers "absent": exactly one shipment is sent
+    first = ship(env, case, delivery.next())
+    assert env.shipments(case.case_id) == 1
+    # a duplicate delivery, and a takeover-style retry later, replay it
+    assert ship(env, case, delivery.next()).replayed
+    env.clock.advance(3600)
+    assert ship(env, case, delivery.next()).downstream_ref == first.downstream_ref
+    assert env.shipments(case.case_id) == 1
+
+
+def test_lost_carrier_response_then_crash_then_takeover_finds_the_shipment(env: ToolsEnv) -> None:
+    case = make_case(faults={"shipment": ["lose_response"]})
+    delivery = Delivery("CreateShipment", case.case_id, remaining_seconds=10)
+    with pytest.raises(OutcomeUnknown):
+        ship(env, case, delivery.next())
+    assert env.shipments(case.case_id) == 1
+    result = ship(env, case, delivery.next())
+    assert result.reconciled and env.shipments(case.case_id) == 1
+
+
+def test_unavailable_carrier_stays_unknown_and_reconcile_escalates(env: ToolsEnv) -> None:
+    case = make_case(faults={"shipment": ["unavailable"]})
+    delivery = Delivery("CreateShipment", case.case_id)
+    for _ in range(3):
+        with pytest.raises(OutcomeUnknown):
+            ship(env, case, delivery.next())
+    record = env.record("acme#ship#case-0001.ship")
+    assert record is not None and record.status is LedgerStatus.UNKNOWN
+    decision = reconcile_action(
+        case,
+        "ship",
+        Delivery("ReconcileStep", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        reconcile=lambda: reconcile_shipment("case-0001.ship", env.carrier(case)),
+    )
+    assert decision.decision == "ESCALATE" and decision.result is None
+    assert "unavailable" in decision.reason
+    assert env.shipments(case.case_id) == 0
+    record = env.record("acme#ship#case-0001.ship")
+    assert record is not None and record.status is LedgerStatus.UNKNOWN
+
+
+def test_lost_refund_response_is_reconciled_not_refunded_again(env: ToolsEnv) -> None:
+    case = make_case(faults={"refund": ["lose_response"]})
+    with pytest.raises(OutcomeUnknown):
+        refund(env, case, Delivery("IssueRefund", case.case_id).next())
+    decision = reconcile_action(
+        case,
+        "refund",
+        Delivery("ReconcileStep", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        reconcile=lambda: reconcile_refund("case-0001.refund", env.provider(case)),
+    )
+    assert decision.decision == "RESUME"
+    assert decision.result is not None and decision.result.reconciled
+    assert env.refunds(case.case_id) == 1

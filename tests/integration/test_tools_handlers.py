@@ -1,0 +1,130 @@
+"""The thin Lambda handlers against moto: payload parsing, wiring from the environment, and the
+saga's happy path plus typed errors exactly as the state machine sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from saga.errors import InvalidRequest, OutcomeUnknown, RefundRejected
+from saga.handlers import (
+    create_shipment,
+    issue_refund,
+    reconcile_action,
+    record_outcome,
+    release_reservation,
+    reserve_stock,
+    validate_case,
+)
+from tests.tools_harness import ToolsEnv, raw_case, tools_env
+
+
+@dataclass
+class FakeContext:
+    aws_request_id: str = "req-1"
+    function_name: str = "saga-tool"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:saga-tool"
+    function_version: str = "$LATEST"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 25_000
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[ToolsEnv]:
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
+    with tools_env() as tools:
+        for name, value in tools.env_vars().items():
+            monkeypatch.setenv(name, value)
+        yield tools
+
+
+def attempt(state: str, retry: int = 0) -> dict[str, Any]:
+    return {
+        "execution": "arn:aws:states:us-east-1:1:execution:sm:x",
+        "state": state,
+        "retry": retry,
+    }
+
+
+def test_the_happy_path_through_every_handler(env: ToolsEnv) -> None:
+    validated = validate_case.handler(
+        {"case": raw_case(), "attempt": attempt("ValidateCase")}, FakeContext()
+    )
+    case = validated["case"]
+    assert validated["actions"]["ship"]["action_key"] == "acme#ship#case-0001.ship"
+    steps = {}
+    for name, module, state in (
+        ("reserve", reserve_stock, "ReserveStock"),
+        ("refund", issue_refund, "IssueRefund"),
+        ("ship", create_shipment, "CreateShipment"),
+    ):
+        steps[name] = module.handler({"case": case, "attempt": attempt(state)}, FakeContext())
+        assert steps[name]["status"] == "COMPLETED" and steps[name]["attempts"] == 1
+    assert set(steps["refund"]) == {
+        "action_key",
+        "status",
+        "downstream_ref",
+        "result",
+        "replayed",
+        "reconciled",
+        "attempts",
+    }
+    output = record_outcome.handler(
+        {
+            "case": case,
+            "outcome": "COMPLETED",
+            "steps": steps,
+            "compensations": [],
+            "escalation": None,
+            "attempt": attempt("RecordOutcome"),
+        },
+        FakeContext(),
+    )
+    assert output["outcome"] == "COMPLETED" and output["escalation"] is None
+    assert (env.refunds("case-0001"), env.shipments("case-0001")) == (1, 1)
+    assert env.available("SKU-RED-MUG") == 99
+    record = env.case_record("case-0001")
+    assert record is not None and record["outcome"] == "COMPLETED"
+
+
+def test_invalid_payloads_are_invalid_requests_naming_the_field(env: ToolsEnv) -> None:
+    bad = raw_case()
+    bad["refund"]["amount_minor"] = "20"
+    with pytest.raises(InvalidRequest, match=r"invalid case: refund.amount_minor"):
+        validate_case.handler({"case": bad, "attempt": attempt("ValidateCase")}, FakeContext())
+    with pytest.raises(InvalidRequest, match=r"ReserveStock payload: attempt: Field required"):
+        reserve_stock.handler({"case": raw_case()}, FakeContext())
+    with pytest.raises(InvalidRequest, match=r"attempt.retry"):
+        issue_refund.handler(
+            {"case": raw_case(), "attempt": {**attempt("IssueRefund"), "retry": -1}}, FakeContext()
+        )
+    assert env.items("CASES_TABLE") == [] and env.items("LEDGER_TABLE") == []
+
+
+def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsEnv) -> None:
+    lost = raw_case("case-lost", faults={"refund": ["lose_response"]})
+    with pytest.raises(OutcomeUnknown):
+        issue_refund.handler({"case": lost, "attempt": attempt("IssueRefund")}, FakeContext())
+    answer = reconcile_action.handler(
+        {"case": lost, "attempt": attempt("ReconcileStep"), "step": "refund"}, FakeContext()
+    )
+    assert answer["decision"] == "RESUME" and answer["result"]["reconciled"] is True
+    assert env.refunds("case-lost") == 1
+
+    rejected = raw_case("case-rej", faults={"refund": ["reject"]})
+    reserve_stock.handler({"case": rejected, "attempt": attempt("ReserveStock")}, FakeContext())
+    with pytest.raises(RefundRejected):
+        issue_refund.handler({"case": rejected, "attempt": attempt("IssueRefund")}, FakeContext())
+    released = release_reservation.handler(
+        {"case": rejected, "attempt": attempt("ReleaseReservation")}, FakeContext()
+    )
+    assert released["result"]["status"] == "RELEASED"
+    assert env.available("SKU-RED-MUG") == 100
+    record = env.case_record("case-rej")
+    assert record is not None and record["outcome"] == "COMPENSATION_PENDING"

@@ -1,0 +1,216 @@
+"""ReleaseReservation, ReconcileStep and RecordOutcome against moto: every typed error path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
+from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
+from saga.models import Case, OutcomePayload
+from saga.tools.common import NoFaults
+from saga.tools.outcome import record_outcome
+from saga.tools.reconcile import reconcile_action
+from saga.tools.refund import issue_refund, reconcile_refund
+from saga.tools.release import release_reservation
+from saga.tools.reserve import reconcile_reserve, reserve_stock
+from saga.tools.ship import create_shipment
+from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
+
+
+@pytest.fixture
+def env() -> Iterator[ToolsEnv]:
+    with tools_env() as tools:
+        yield tools
+
+
+def reserve(env: ToolsEnv, case: Case) -> None:
+    reserve_stock(
+        case,
+        Delivery("ReserveStock", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        faults=NoFaults(),
+    )
+
+
+def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[no-untyped-def]
+    return release_reservation(
+        case,
+        Delivery("ReleaseReservation", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        tables=env.inventory,
+        cases=env.cases,
+        faults=faults if faults is not None else NoFaults(),  # type: ignore[arg-type]
+    )
+
+
+# --- release --------------------------------------------------------------------------------
+def test_release_restores_stock_once_and_records_its_own_key(env: ToolsEnv) -> None:
+    case = make_case(reserve={"sku": "SKU-RED-MUG", "quantity": 4})
+    reserve(env, case)
+    result = release(env, case)
+    assert result.action_key == "acme#release#case-0001.reserve"
+    assert env.available("SKU-RED-MUG") == 100
+    [reservation] = env.reservations(case.case_id)
+    assert reservation["status"]["S"] == "RELEASED"
+    assert reservation["released_by"]["S"] == "acme#release#case-0001.reserve"
+    record = env.record(result.action_key)
+    assert record is not None and record.compensates == "acme#reserve#case-0001.reserve"
+    assert release(env, case).replayed and env.available("SKU-RED-MUG") == 100
+
+
+def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -> None:
+    case = make_case()
+    with pytest.raises(ReservationNotHeld, match="no reservation"):
+        release(env, case)
+    with pytest.raises(ReservationNotHeld, match="no reservation"):
+        release(env, case)  # the recorded failure, replayed
+    record = env.case_record(case.case_id)
+    assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
+
+
+def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
+    case = make_case()
+    reserve(env, case)
+    create_shipment(
+        case,
+        Delivery("CreateShipment", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        carrier=env.carrier(case),
+    )
+    with pytest.raises(ReservationNotHeld, match="shipment action is COMPLETED"):
+        release(env, case)
+    assert env.available("SKU-RED-MUG") == 99
+
+
+def test_release_reject_fault_is_permanent(env: ToolsEnv) -> None:
+    case = make_case()
+    reserve(env, case)
+    with pytest.raises(ReservationNotHeld, match="reject"):
+        release(env, case, ListFaults("reject"))
+    assert env.available("SKU-RED-MUG") == 99
+
+
+def test_release_reconcile_answers(env: ToolsEnv) -> None:
+    from saga.tools.release import reconcile_release
+
+    case = make_case()
+    reserve(env, case)
+    assert isinstance(reconcile_release(case, tables=env.inventory, faults=NoFaults()), Absent)
+    release(env, case)
+    found = reconcile_release(case, tables=env.inventory, faults=NoFaults())
+    assert isinstance(found, Found) and found.result["status"] == "RELEASED"
+    failed = reconcile_release(case, tables=env.inventory, faults=ListFaults("timeout"))
+    assert isinstance(failed, Undeterminable)
+
+
+# --- reconcile --------------------------------------------------------------------------------
+def reconcile(env: ToolsEnv, case: Case, step: str, answer):  # type: ignore[no-untyped-def]
+    return reconcile_action(
+        case,
+        step,
+        Delivery("ReconcileStep", case.case_id).next(),  # type: ignore[arg-type]
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        reconcile=answer,
+    )
+
+
+def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
+    case = make_case()
+    nothing = reconcile(
+        env,
+        case,
+        "reserve",
+        lambda: reconcile_reserve(case, tables=env.inventory, faults=NoFaults()),
+    )
+    assert (nothing.decision, nothing.attempts, nothing.budget) == ("RETRY", 0, 5)
+    reserve(env, case)
+    done = reconcile(env, case, "reserve", Absent)
+    assert done.decision == "RESUME" and done.result is not None and done.result.replayed
+    assert done.result.result["reservation_id"] == "acme#reserve#case-0001.reserve"
+    unclear = reconcile(env, case, "refund", lambda: Undeterminable("provider down"))
+    assert unclear.decision == "ESCALATE" and "provider down" in unclear.reason
+    record = env.record("acme#refund#case-0001.refund")
+    assert record is not None and record.status is LedgerStatus.UNKNOWN
+
+
+def test_reconcile_of_a_recorded_failure_raises_the_business_error(env: ToolsEnv) -> None:
+    case = make_case(reserve={"sku": "SKU-EMPTY", "quantity": 1}, faults={"refund": ["reject"]})
+    with pytest.raises(OutOfStock):
+        reserve(env, case)
+    with pytest.raises(OutOfStock, match="SKU-EMPTY"):
+        reconcile(env, case, "reserve", Absent)
+    with pytest.raises(RefundRejected):
+        issue_refund(
+            case,
+            Delivery("IssueRefund", case.case_id).next(),
+            execution_arn="arn:e",
+            ledger=env.ledger,
+            provider=env.provider(case),
+        )
+    with pytest.raises(RefundRejected):
+        reconcile(
+            env, case, "refund", lambda: reconcile_refund("case-0001.refund", env.provider(case))
+        )
+    assert env.refunds(case.case_id) == 0
+
+
+# --- outcome ----------------------------------------------------------------------------------
+def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: ToolsEnv) -> None:
+    case = make_case()
+    env.cases.create(case, case.approval.digest)
+    steps = {
+        "reserve": {
+            "action_key": "k",
+            "status": "COMPLETED",
+            "downstream_ref": None,
+            "result": {"quantity": 1},
+            "replayed": False,
+            "reconciled": False,
+            "attempts": 1,
+        }
+    }
+    escalation = {
+        "reason": "SHIPMENT_REJECTED",
+        "step": "ship",
+        "detail": "no",
+        "decision_needed": "x",
+    }
+    payload = OutcomePayload(
+        case=case,
+        outcome="ESCALATED",
+        steps=steps,
+        compensations=[{"action_key": "r"}],
+        escalation=escalation,
+    )
+    output = record_outcome(payload, cases=env.cases)
+    assert output.model_dump() == {
+        "case_id": "case-0001",
+        "outcome": "ESCALATED",
+        "steps": steps,
+        "compensations": [{"action_key": "r"}],
+        "escalation": escalation,
+    }
+    record = env.case_record("case-0001")
+    assert record is not None
+    assert record["outcome"] == "ESCALATED" and record["steps"] == steps
+    assert record["escalation"] == escalation and record["created_at"]
+    record_outcome(payload, cases=env.cases)  # a repeat is harmless
+    assert env.case_record("case-0001") == record
+
+
+def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts(
+    env: ToolsEnv,
+) -> None:
+    env.cases.create(make_case(), make_case().approval.digest)
+    other = make_case(order={"order_id": "ord-9", "customer_id": "cus-42"})
+    with pytest.raises(KeyConflict):
+        record_outcome(OutcomePayload(case=other, outcome="COMPLETED"), cases=env.cases)
+    record = env.case_record("case-0001")
+    assert record is not None and record["outcome"] == "IN_PROGRESS"

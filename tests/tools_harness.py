@@ -1,0 +1,261 @@
+"""Test support for the saga's tools: approved cases, moto tables, and effect counters.
+
+Effects are counted where they land: refunds and shipments are items in the sandbox payments /
+shipments tables (one item per business effect, each carrying `case_id`), stock is the inventory
+item's `available`. "Exactly once" in a tools test means exactly one such item.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto import mock_aws
+
+from saga.adapters.carrier import SandboxCarrier
+from saga.adapters.payments import SandboxPaymentProvider
+from saga.aws import dynamodb_client
+from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
+from saga.models import Case, parse_case, with_approval_digest
+from saga.sandbox.faults import FaultInjector
+from saga.sandbox.inventory import seed_inventory
+from saga.sandbox.schema import SandboxTables, create_sandbox_tables
+from saga.tools.common import CaseRecords, FaultSource, NoFaults
+from saga.tools.reserve import InventoryTables
+from sagactl.bench_ledger import create_ledger_table
+
+START = 1_700_000_000.0
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
+TABLE_NAMES = {
+    "LEDGER_TABLE": "t-ledger",
+    "CASES_TABLE": "t-cases",
+    "INVENTORY_TABLE": "t-inventory",
+    "RESERVATIONS_TABLE": "t-reservations",
+    "PAYMENTS_TABLE": "t-payments",
+    "SHIPMENTS_TABLE": "t-shipments",
+    "SANDBOX_TABLE": "t-sandbox",
+}
+STOCK = {"SKU-RED-MUG": 100, "SKU-BLUE-MUG": 5, "SKU-EMPTY": 0}
+TENANTS_JSON = '{"acme": ["supervisor@acme"], "globex": ["boss@globex"]}'
+
+BASE_CASE: dict[str, Any] = {
+    "case_id": "case-0001",
+    "tenant_id": "acme",
+    "order": {"order_id": "ord-1001", "customer_id": "cus-42"},
+    "reserve": {"sku": "SKU-RED-MUG", "quantity": 1},
+    "refund": {"payment_reference": "pay-777", "amount_minor": 2000, "currency": "USD"},
+    "shipment": {
+        "address": {
+            "name": "Ada Li",
+            "line1": "1 Main St",
+            "city": "Springfield",
+            "postal_code": "12345",
+            "country": "US",
+        }
+    },
+    "approval": {"revision": 1, "approved_by": "supervisor@acme", "digest": ""},
+}
+
+
+def raw_case(
+    case_id: str = "case-0001", *, faults: dict[str, list[str]] | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """An approved raw case; `overrides` replace top-level sections before approval."""
+    data = copy.deepcopy(BASE_CASE)
+    data["case_id"] = case_id
+    data.update(copy.deepcopy(overrides))
+    if faults is not None:
+        data["sandbox"] = {"faults": faults}
+    return with_approval_digest(data)
+
+
+def make_case(
+    case_id: str = "case-0001", *, faults: dict[str, list[str]] | None = None, **overrides: Any
+) -> Case:
+    return parse_case(raw_case(case_id, faults=faults, **overrides))
+
+
+class FakeClock:
+    def __init__(self, now: float = START) -> None:
+        self.now = now
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+class ListFaults:
+    """A fault source for unit tests: hands out the listed faults, then None."""
+
+    def __init__(self, *faults: str) -> None:
+        self.remaining = list(faults)
+        self.drawn = 0
+
+    def next(self) -> str | None:
+        self.drawn += 1
+        return self.remaining.pop(0) if self.remaining else None
+
+
+@dataclass
+class Delivery:
+    """Numbered deliveries of one task: each is a distinct attempt (lease owner)."""
+
+    state: str
+    case_id: str
+    remaining_seconds: float = 30.0
+    count: int = 0
+
+    def next(self) -> Attempt:
+        self.count += 1
+        return Attempt(
+            attempt_id=f"{EXECUTION.format(case_id=self.case_id)}#{self.state}#0#{self.count}:"
+            f"req-{self.count}",
+            remaining_seconds=self.remaining_seconds,
+        )
+
+
+@dataclass
+class ToolsEnv:
+    """Every table a tool touches, in moto, with the ledger on a fake clock."""
+
+    client: Any
+    clock: FakeClock
+    policy: LedgerPolicy
+    names: dict[str, str] = field(default_factory=lambda: dict(TABLE_NAMES))
+
+    @property
+    def ledger(self) -> ActionLedger:
+        return ActionLedger(self.names["LEDGER_TABLE"], self.client, self.policy, clock=self.clock)
+
+    @property
+    def inventory(self) -> InventoryTables:
+        return InventoryTables(
+            self.client,
+            self.names["INVENTORY_TABLE"],
+            self.names["RESERVATIONS_TABLE"],
+            clock=self.clock,
+        )
+
+    @property
+    def cases(self) -> CaseRecords:
+        return CaseRecords(self.client, self.names["CASES_TABLE"], clock=self.clock)
+
+    def faults(self, case: Case, downstream: str) -> FaultSource:
+        faults = case.sandbox.faults_for(downstream)
+        if not faults:
+            return NoFaults()
+        return FaultInjector(
+            self.client,
+            self.names["SANDBOX_TABLE"],
+            case.case_id,
+            downstream,
+            faults,
+            clock=self.clock,
+        )
+
+    def provider(self, case: Case, *, key_retention_seconds: int = 86400) -> SandboxPaymentProvider:
+        return SandboxPaymentProvider.create(
+            self.client,
+            payments_table=self.names["PAYMENTS_TABLE"],
+            sandbox_table=self.names["SANDBOX_TABLE"],
+            case_id=case.case_id,
+            faults=case.sandbox.faults_for("refund"),
+            key_retention_seconds=key_retention_seconds,
+            clock=self.clock,
+        )
+
+    def carrier(self, case: Case) -> SandboxCarrier:
+        return SandboxCarrier.create(
+            self.client,
+            shipments_table=self.names["SHIPMENTS_TABLE"],
+            sandbox_table=self.names["SANDBOX_TABLE"],
+            case_id=case.case_id,
+            faults=case.sandbox.faults_for("shipment"),
+            clock=self.clock,
+        )
+
+    # --- where effects land ---------------------------------------------------------------------
+    def items(self, variable: str, case_id: str | None = None) -> list[dict[str, Any]]:
+        response = self.client.scan(TableName=self.names[variable], ConsistentRead=True)
+        items = response["Items"]
+        if case_id is not None:
+            items = [item for item in items if item.get("case_id", {}).get("S") == case_id]
+        return list(items)
+
+    def refunds(self, case_id: str) -> int:
+        return len(self.items("PAYMENTS_TABLE", case_id))
+
+    def shipments(self, case_id: str) -> int:
+        return len(self.items("SHIPMENTS_TABLE", case_id))
+
+    def available(self, sku: str) -> int:
+        item = self.client.get_item(
+            TableName=self.names["INVENTORY_TABLE"], Key={"sku": {"S": sku}}, ConsistentRead=True
+        )["Item"]
+        return int(item["available"]["N"])
+
+    def reservations(self, case_id: str) -> list[dict[str, Any]]:
+        return self.items("RESERVATIONS_TABLE", case_id)
+
+    def record(self, action_key: str) -> LedgerRecord | None:
+        return self.ledger.get(action_key)
+
+    def case_record(self, case_id: str) -> dict[str, Any] | None:
+        return self.cases.get(case_id)
+
+    def env_vars(self) -> dict[str, str]:
+        return {
+            **self.names,
+            "TENANTS": TENANTS_JSON,
+            "ATTEMPT_BUDGET": str(self.policy.attempt_budget),
+        }
+
+
+def create_tables(client: Any, names: dict[str, str]) -> None:
+    create_ledger_table(client, names["LEDGER_TABLE"])
+    create_sandbox_tables(
+        client,
+        SandboxTables(
+            payments=names["PAYMENTS_TABLE"],
+            shipments=names["SHIPMENTS_TABLE"],
+            sandbox=names["SANDBOX_TABLE"],
+            inventory=names["INVENTORY_TABLE"],
+        ),
+    )
+    for variable, key in (("CASES_TABLE", "case_id"), ("RESERVATIONS_TABLE", "reservation_id")):
+        client.create_table(
+            TableName=names[variable],
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        )
+    seed_inventory(client, names["INVENTORY_TABLE"], STOCK)
+
+
+@contextmanager
+def tools_env(
+    *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
+) -> Iterator[ToolsEnv]:
+    """moto DynamoDB with every table created and the inventory seeded."""
+    with mock_aws():
+        client = dynamodb_client()
+        create_tables(client, TABLE_NAMES)
+        yield ToolsEnv(
+            client=client,
+            clock=FakeClock(),
+            policy=LedgerPolicy(
+                attempt_budget=attempt_budget,
+                retention_seconds=retention_seconds,
+                lease_margin_seconds=30,
+                min_lease_seconds=5,
+            ),
+        )
