@@ -77,7 +77,7 @@ class Saga:
         else:
             action_id = action_id_for(self.case_id, operation)
         key = action_key(self.tenant, operation, action_id)
-        item = self.ddb.get_item(
+        item: dict[str, Any] | None = self.ddb.get_item(
             TableName=self.local.outputs["LedgerTableName"],
             Key={"action_key": {"S": key}},
             ConsistentRead=True,
