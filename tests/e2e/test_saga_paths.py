@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from saga.identity import Operation, action_id_for, action_key
+from sagactl.bench import count_dynamodb_requests
 from sagactl.local.environment import LocalAws
 from stacks.config import SagaConfig
 
@@ -126,10 +127,16 @@ def stock_before(local_aws: LocalAws) -> int:
 def test_happy_path_runs_five_states_with_one_effect_each(
     local_aws: LocalAws, stock_before: int
 ) -> None:
-    saga = Saga(local_aws, load_example("happy-path"))
+    with count_dynamodb_requests() as requests:
+        saga = Saga(local_aws, load_example("happy-path"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == HAPPY_PATH
+    assert saga.path == HAPPY_PATH  # 5 states entered: 6 billed transitions with the start
+    assert len(saga.events("TaskScheduled")) == 5  # one Lambda invocation per state
+    # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 2
+    # (validate, outcome); sandbox downstreams 3 (payment key claim + refund, shipment).
+    assert sum(requests.values()) == 10, requests
+    assert requests["TransactWriteItems"] == 3
     assert saga.output["outcome"] == "COMPLETED"
     assert saga.output["escalation"] is None
     assert set(saga.output["steps"]) == {"reserve", "refund", "ship"}

@@ -1,0 +1,201 @@
+"""Saga benchmark: counts, not timings, for every example case in the local AWS.
+
+    python -m sagactl.bench            (or `make bench`)
+
+For each example case it runs the real state machine in the local emulator and reports:
+- states entered and state transitions (what a STANDARD workflow is billed for),
+- Lambda invocations (TaskScheduled events, retries included),
+- DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
+  the executor itself makes none, so these are the handlers' requests),
+- effects counted in the sandbox tables.
+Then, per handler module, the number of modules its import pulls in and its import time as
+measured by `python -X importtime` in a fresh interpreter (the one figure here that is a
+duration: it is reported, never asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import botocore.client
+
+from sagactl.local.emulator import client_environment
+from sagactl.local.environment import StackSource, run_local
+from sagactl.local.synth import PROJECT_ROOT
+
+EXAMPLES = PROJECT_ROOT / "examples"
+HANDLERS = (
+    "validate_case",
+    "reserve_stock",
+    "issue_refund",
+    "create_shipment",
+    "release_reservation",
+    "reconcile_action",
+    "record_outcome",
+    "sweep_stuck_actions",
+)
+
+
+@dataclass(frozen=True)
+class CaseCounts:
+    case: str
+    status: str
+    outcome: str | None
+    states_entered: int
+    state_transitions: int
+    lambda_invocations: int
+    dynamodb_requests: int
+    refunds: int
+    shipments: int
+
+
+@contextmanager
+def count_dynamodb_requests() -> Iterator[Counter[str]]:
+    """Counts every DynamoDB API call made by any botocore client in this process."""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+    client_class: Any = botocore.client.BaseClient
+    original = client_class._make_api_call
+
+    def counting(self: Any, operation_name: str, api_params: Any) -> Any:
+        if self.meta.service_model.service_name == "dynamodb":
+            with lock:
+                counts[operation_name] += 1
+        return original(self, operation_name, api_params)
+
+    client_class._make_api_call = counting
+    try:
+        yield counts
+    finally:
+        client_class._make_api_call = original
+
+
+def _count_items(client: Any, table: str, case_id: str) -> int:
+    response = client.scan(
+        TableName=table,
+        FilterExpression="case_id = :c",
+        ExpressionAttributeValues={":c": {"S": case_id}},
+        Select="COUNT",
+        ConsistentRead=True,
+    )
+    return int(response["Count"])
+
+
+def measure_cases(time_scale: float) -> list[CaseCounts]:
+    results: list[CaseCounts] = []
+    source = StackSource.synthesized()
+    with run_local(source, time_scale=time_scale) as local:
+        os.environ.update(client_environment(local.endpoint))
+        ddb = local.client("dynamodb")
+        for path in sorted(EXAMPLES.glob("*.json")):
+            case = json.loads(path.read_text(encoding="utf-8"))
+            with count_dynamodb_requests() as counts:
+                arn = local.start_case(case)
+                description = local.wait_for_execution(arn)
+                requests = sum(counts.values())
+            history = local.history(arn)
+            entered = [e for e in history if e["type"].endswith("StateEntered")]
+            outcome = None
+            if description.get("output"):
+                outcome = json.loads(description["output"]).get("outcome")
+            results.append(
+                CaseCounts(
+                    case=path.stem,
+                    status=description["status"],
+                    outcome=outcome,
+                    states_entered=len(entered),
+                    # Step Functions bills each state entered plus the start of the execution.
+                    state_transitions=len(entered) + 1,
+                    lambda_invocations=sum(1 for e in history if e["type"] == "TaskScheduled"),
+                    dynamodb_requests=requests,
+                    refunds=_count_items(ddb, local.outputs["PaymentsTableName"], case["case_id"]),
+                    shipments=_count_items(
+                        ddb, local.outputs["ShipmentsTableName"], case["case_id"]
+                    ),
+                )
+            )
+    return results
+
+
+_IMPORTTIME = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|\s+(.*)$")
+
+
+def measure_handler_imports() -> list[dict[str, Any]]:
+    """Modules pulled in and cumulative import time of each handler, in a fresh interpreter."""
+    rows: list[dict[str, Any]] = []
+    for name in HANDLERS:
+        module = f"saga.handlers.{name}"
+        code = (
+            f"import sys; before = len(sys.modules); import {module}; "
+            "print(len(sys.modules) - before)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", code],
+            cwd=PROJECT_ROOT / "lambdas",
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        cumulative_us = 0
+        for line in done.stderr.splitlines():
+            match = _IMPORTTIME.match(line)
+            if match and match.group(3).strip() == module:
+                cumulative_us = int(match.group(2))
+        rows.append(
+            {
+                "handler": module,
+                "modules_imported": int(done.stdout.strip()),
+                "import_ms": round(cumulative_us / 1000, 1),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sagactl.bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.05,
+        help="scale for the ASL Retry sleeps in the emulator (counts do not depend on it)",
+    )
+    args = parser.parse_args(argv)
+
+    cases = measure_cases(args.time_scale)
+    imports = measure_handler_imports()
+    if args.json:
+        print(json.dumps({"cases": [asdict(c) for c in cases], "imports": imports}, indent=2))
+        return 0
+
+    header = f"{'case':<24} {'status':<10} {'outcome':<11} {'states':>6} {'transitions':>11} "
+    header += f"{'lambda':>6} {'ddb req':>7} {'refunds':>7} {'shipments':>9}"
+    print(header)
+    for c in cases:
+        print(
+            f"{c.case:<24} {c.status:<10} {c.outcome or '-':<11} {c.states_entered:>6} "
+            f"{c.state_transitions:>11} {c.lambda_invocations:>6} {c.dynamodb_requests:>7} "
+            f"{c.refunds:>7} {c.shipments:>9}"
+        )
+    print()
+    print(f"{'handler':<40} {'modules imported':>16} {'import ms':>9}")
+    for row in imports:
+        print(f"{row['handler']:<40} {row['modules_imported']:>16} {row['import_ms']:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
