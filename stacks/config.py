@@ -1,0 +1,407 @@
+"""SagaConfig: the typed view of the cdk context, the one configuration place (design.md §4).
+
+Every policy value the stack and the state machine use comes from here: retry policies, task
+timeouts, lease margin, attempt budget, retention, sandbox on/off. `SagaConfig.from_context`
+reads a plain mapping (what `node.try_get_context` returns for each key) and raises
+`ConfigError` naming the offending key when a value is missing or wrong, so a bad `cdk.json`
+or `-c key=value` fails the synth with a clear message instead of deploying nonsense.
+
+Retry policies (`retry`) are named classes; each has IntervalSeconds, MaxAttempts,
+BackoffRate, MaxDelaySeconds and optionally ErrorEquals (default: TransientError plus the
+Lambda invoke-level errors). JitterStrategy is always FULL. Which class a Task state uses is
+decided by `task_retry_class`, looked up in this order: the state's name, then the
+`${...}` substitution its Arguments target (for example `ReleaseReservationFunctionArn`),
+then `default`. The `pending` class is special: it is added to every Lambda task as the Retry
+for `ActionPending` (another live attempt owns the action).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+# Lambda invoke-level faults (design.md §4): the invoke itself failed, the tool never decided.
+LAMBDA_INVOKE_ERRORS: tuple[str, ...] = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+)
+DEFAULT_RETRY_ERRORS: tuple[str, ...] = ("TransientError", *LAMBDA_INVOKE_ERRORS)
+PENDING_ERRORS: tuple[str, ...] = ("ActionPending",)
+PENDING_CLASS = "pending"
+DEFAULT_CLASS_KEY = "default"
+
+# Step Functions limits on retrier fields.
+_MAX_RETRY_ATTEMPTS = 99_999_999
+_MAX_DELAY_SECONDS = 31_622_400
+_STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+_CONTEXT_KEYS = (
+    "stage",
+    "sandbox",
+    "retain_data_stages",
+    "tenants",
+    "ledger",
+    "payment_key_retention_hours",
+    "downstream_timeout_seconds",
+    "functions",
+    "workflow",
+    "retry",
+    "task_retry_class",
+    "monitoring",
+)
+_LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557}
+    | {2922, 3288, 3653}
+)
+
+
+class ConfigError(ValueError):
+    """A cdk context value is missing or invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """One retrier of the ASL, minus ErrorEquals' placement: JitterStrategy is always FULL."""
+
+    name: str
+    error_equals: tuple[str, ...]
+    interval_seconds: int
+    max_attempts: int
+    backoff_rate: float
+    max_delay_seconds: int
+
+    def to_retrier(self, error_equals: Sequence[str] | None = None) -> dict[str, Any]:
+        """The ASL Retry entry, with all six fields."""
+        return {
+            "ErrorEquals": list(error_equals if error_equals is not None else self.error_equals),
+            "IntervalSeconds": self.interval_seconds,
+            "MaxAttempts": self.max_attempts,
+            "BackoffRate": self.backoff_rate,
+            "MaxDelaySeconds": self.max_delay_seconds,
+            "JitterStrategy": "FULL",
+        }
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    attempt_budget: int
+    retention_days: int
+    lease_margin_seconds: int
+
+    @property
+    def retention_seconds(self) -> int:
+        return self.retention_days * 86_400
+
+
+@dataclass(frozen=True)
+class FunctionsConfig:
+    timeout_seconds: int
+    memory_mb: int
+    log_retention_days: int
+    log_level: str
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    execution_timeout_minutes: int
+    # Shorter than the function timeout on purpose: a hung tool surfaces as States.Timeout
+    # (caught -> reconciliation) rather than as Lambda's own Sandbox.Timedout error.
+    lambda_task_timeout_seconds: int
+    service_task_timeout_seconds: int
+
+
+@dataclass(frozen=True)
+class MonitoringConfig:
+    sweep_every_minutes: int
+    escalation_age_alarm_minutes: int
+    # An open action whose lease ended longer ago than this is stuck (the workflow's own
+    # retries and reconciliation have had their chance).
+    stuck_grace_seconds: int
+
+
+@dataclass(frozen=True)
+class SagaConfig:
+    stage: str
+    sandbox: bool
+    retain_data: bool
+    tenants: Mapping[str, tuple[str, ...]]
+    ledger: LedgerConfig
+    payment_key_retention_hours: int
+    downstream_timeout_seconds: int
+    functions: FunctionsConfig
+    workflow: WorkflowConfig
+    retry: Mapping[str, RetryPolicy]
+    task_retry_class: Mapping[str, str]
+    monitoring: MonitoringConfig
+
+    @property
+    def stack_name(self) -> str:
+        return f"ReplacementOrderSaga-{self.stage}"
+
+    @property
+    def tenants_json(self) -> str:
+        """The TENANTS environment value: `{"tenant": ["approver", ...]}`."""
+        return json.dumps({t: list(a) for t, a in self.tenants.items()}, sort_keys=True)
+
+    def retry_class_for(self, state_name: str, target: str | None) -> RetryPolicy:
+        """The retry policy of a Task: by state name, then by the substitution it targets."""
+        for key in (state_name, target):
+            if key is not None and key in self.task_retry_class:
+                return self.retry[self.task_retry_class[key]]
+        return self.retry[self.task_retry_class[DEFAULT_CLASS_KEY]]
+
+    @property
+    def pending_policy(self) -> RetryPolicy:
+        return self.retry[PENDING_CLASS]
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> SagaConfig:
+        """Build from a context getter (`app.node.try_get_context`); raises ConfigError."""
+        raw = {key: get(key) for key in _CONTEXT_KEYS}
+        return cls.from_mapping(raw)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> SagaConfig:
+        stage = raw.get("stage") or "dev"
+        if not isinstance(stage, str) or not _STAGE_PATTERN.match(stage):
+            raise ConfigError(
+                f"context 'stage' must match {_STAGE_PATTERN.pattern} (it names the stack and "
+                f"its resources), got {stage!r}"
+            )
+        retain_raw = raw.get("retain_data_stages")
+        retain_stages = _string_list(
+            ["prod"] if retain_raw is None else retain_raw, "retain_data_stages"
+        )
+        ledger = _section(raw, "ledger")
+        functions = _section(raw, "functions")
+        workflow = _section(raw, "workflow")
+        monitoring = _section(raw, "monitoring")
+        config = cls(
+            stage=stage,
+            sandbox=_boolean(True if raw.get("sandbox") is None else raw["sandbox"], "sandbox"),
+            retain_data=stage in retain_stages,
+            tenants=_tenants(raw.get("tenants")),
+            ledger=LedgerConfig(
+                attempt_budget=_positive_int(ledger, "attempt_budget", "ledger"),
+                retention_days=_positive_int(ledger, "retention_days", "ledger"),
+                lease_margin_seconds=_positive_int(ledger, "lease_margin_seconds", "ledger"),
+            ),
+            payment_key_retention_hours=_positive_int(raw, "payment_key_retention_hours"),
+            downstream_timeout_seconds=_positive_int(raw, "downstream_timeout_seconds"),
+            functions=FunctionsConfig(
+                timeout_seconds=_positive_int(functions, "timeout_seconds", "functions", 900),
+                memory_mb=_positive_int(functions, "memory_mb", "functions", 10_240),
+                log_retention_days=_log_retention(functions),
+                log_level=_log_level(functions),
+            ),
+            workflow=WorkflowConfig(
+                execution_timeout_minutes=_positive_int(
+                    workflow, "execution_timeout_minutes", "workflow", 525_600
+                ),
+                lambda_task_timeout_seconds=_positive_int(
+                    workflow, "lambda_task_timeout_seconds", "workflow"
+                ),
+                service_task_timeout_seconds=_positive_int(
+                    workflow, "service_task_timeout_seconds", "workflow"
+                ),
+            ),
+            retry=_retry_policies(raw.get("retry")),
+            task_retry_class=_task_retry_class(raw.get("task_retry_class")),
+            monitoring=MonitoringConfig(
+                sweep_every_minutes=_positive_int(monitoring, "sweep_every_minutes", "monitoring"),
+                escalation_age_alarm_minutes=_positive_int(
+                    monitoring, "escalation_age_alarm_minutes", "monitoring"
+                ),
+                stuck_grace_seconds=_positive_int(monitoring, "stuck_grace_seconds", "monitoring"),
+            ),
+        )
+        config._check_consistency()
+        return config
+
+    def _check_consistency(self) -> None:
+        if self.workflow.lambda_task_timeout_seconds >= self.functions.timeout_seconds:
+            raise ConfigError(
+                "context 'workflow.lambda_task_timeout_seconds' "
+                f"({self.workflow.lambda_task_timeout_seconds}) must be shorter than "
+                f"'functions.timeout_seconds' ({self.functions.timeout_seconds}) so a hung tool "
+                "surfaces as States.Timeout and goes to reconciliation"
+            )
+        if self.downstream_timeout_seconds >= self.functions.timeout_seconds:
+            raise ConfigError(
+                f"context 'downstream_timeout_seconds' ({self.downstream_timeout_seconds}) must "
+                f"fit inside 'functions.timeout_seconds' ({self.functions.timeout_seconds})"
+            )
+        if PENDING_CLASS not in self.retry:
+            raise ConfigError(f"context 'retry' must define the {PENDING_CLASS!r} policy")
+        pending = set(self.retry[PENDING_CLASS].error_equals)
+        for name, policy in self.retry.items():
+            if name != PENDING_CLASS and pending & set(policy.error_equals):
+                raise ConfigError(
+                    f"context 'retry.{name}.ErrorEquals' must not list {sorted(pending)}: "
+                    f"those are retried by the {PENDING_CLASS!r} policy"
+                )
+        for key, class_name in self.task_retry_class.items():
+            if class_name not in self.retry:
+                raise ConfigError(
+                    f"context 'task_retry_class.{key}' names unknown retry policy "
+                    f"{class_name!r}; known: {sorted(self.retry)}"
+                )
+
+
+def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = raw.get(key)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"context '{key}' must be an object, got {value!r}")
+    return value
+
+
+def _where(key: str, section: str | None) -> str:
+    return f"{section}.{key}" if section else key
+
+
+def _positive_int(
+    raw: Mapping[str, Any], key: str, section: str | None = None, maximum: int | None = None
+) -> int:
+    value = raw.get(key)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # `-c key=30` arrives as a string
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(
+            f"context '{_where(key, section)}' must be a positive integer, got {value!r}"
+        )
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"context '{_where(key, section)}' must be <= {maximum}, got {value}")
+    return value
+
+
+def _boolean(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in {"true", "false"}:
+        return value.lower() == "true"
+    raise ConfigError(f"context '{key}' must be true or false, got {value!r}")
+
+
+def _string_list(value: Any, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = json.loads(value) if value.startswith("[") else [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"context '{key}' must be a list of non-empty strings, got {value!r}")
+    return tuple(value)
+
+
+def _tenants(value: Any) -> Mapping[str, tuple[str, ...]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"context 'tenants' is not valid JSON: {exc}") from exc
+    if not isinstance(value, Mapping) or not value:
+        raise ConfigError(
+            "context 'tenants' must be a non-empty object {tenant: [approver, ...]}, "
+            f"got {value!r}"
+        )
+    tenants: dict[str, tuple[str, ...]] = {}
+    for tenant, approvers in value.items():
+        if not isinstance(tenant, str) or not tenant or "#" in tenant:
+            raise ConfigError(
+                f"context 'tenants' key {tenant!r} must be a non-empty string without '#' "
+                "(it is part of the action key)"
+            )
+        tenants[tenant] = _string_list(approvers, f"tenants.{tenant}")
+    return MappingProxyType(tenants)
+
+
+def _log_retention(functions: Mapping[str, Any]) -> int:
+    days = _positive_int(functions, "log_retention_days", "functions")
+    if days not in _LOG_RETENTION_DAYS:
+        raise ConfigError(
+            f"context 'functions.log_retention_days' must be one of CloudWatch's values "
+            f"{sorted(_LOG_RETENTION_DAYS)}, got {days}"
+        )
+    return days
+
+
+def _log_level(functions: Mapping[str, Any]) -> str:
+    level = functions.get("log_level", "INFO")
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ConfigError(
+            f"context 'functions.log_level' must be DEBUG, INFO, WARNING or ERROR, got {level!r}"
+        )
+    return str(level)
+
+
+def _retry_policies(value: Any) -> Mapping[str, RetryPolicy]:
+    if not isinstance(value, Mapping) or not value:
+        raise ConfigError(f"context 'retry' must be an object of named policies, got {value!r}")
+    return MappingProxyType({name: _retry_policy(name, spec) for name, spec in value.items()})
+
+
+def _retry_policy(name: str, spec: Any) -> RetryPolicy:
+    where = f"retry.{name}"
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"context '{where}' must be an object, got {spec!r}")
+    allowed = {"IntervalSeconds", "MaxAttempts", "BackoffRate", "MaxDelaySeconds", "ErrorEquals"}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ConfigError(
+            f"context '{where}' has unknown fields {sorted(unknown)}; allowed: {sorted(allowed)} "
+            "(JitterStrategy is always FULL)"
+        )
+    max_attempts = spec.get("MaxAttempts")
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 0 <= max_attempts <= _MAX_RETRY_ATTEMPTS
+    ):
+        raise ConfigError(
+            f"context '{where}.MaxAttempts' must be an integer in 0..{_MAX_RETRY_ATTEMPTS}, "
+            f"got {max_attempts!r}"
+        )
+    backoff = spec.get("BackoffRate")
+    if isinstance(backoff, bool) or not isinstance(backoff, int | float) or backoff < 1.0:
+        raise ConfigError(f"context '{where}.BackoffRate' must be a number >= 1.0, got {backoff!r}")
+    interval = _positive_int(spec, "IntervalSeconds", where, _MAX_DELAY_SECONDS)
+    max_delay = _positive_int(spec, "MaxDelaySeconds", where, _MAX_DELAY_SECONDS)
+    if max_delay < interval:
+        raise ConfigError(
+            f"context '{where}.MaxDelaySeconds' ({max_delay}) must be >= IntervalSeconds "
+            f"({interval})"
+        )
+    if name == PENDING_CLASS:
+        default_errors: tuple[str, ...] = PENDING_ERRORS
+    else:
+        default_errors = DEFAULT_RETRY_ERRORS
+    errors = _string_list(spec.get("ErrorEquals", list(default_errors)), f"{where}.ErrorEquals")
+    if "States.ALL" in errors:
+        raise ConfigError(
+            f"context '{where}.ErrorEquals' must not use States.ALL: rejections and uncertain "
+            "outcomes are never blindly retried (design.md §4)"
+        )
+    return RetryPolicy(
+        name=name,
+        error_equals=errors,
+        interval_seconds=interval,
+        max_attempts=max_attempts,
+        backoff_rate=float(backoff),
+        max_delay_seconds=max_delay,
+    )
+
+
+def _task_retry_class(value: Any) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or DEFAULT_CLASS_KEY not in value:
+        raise ConfigError(
+            "context 'task_retry_class' must be an object mapping state names or substitution "
+            f"names to retry policy names, with a {DEFAULT_CLASS_KEY!r} entry; got {value!r}"
+        )
+    for key, class_name in value.items():
+        if not isinstance(class_name, str):
+            raise ConfigError(
+                f"context 'task_retry_class.{key}' must be a policy name, got {class_name!r}"
+            )
+    return MappingProxyType(dict(value))

@@ -1,0 +1,75 @@
+"""Small helpers shared by the constructs: log groups and explicit-action table grants."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.config import SagaConfig
+
+_RETENTION = logs.RetentionDays
+RETENTION_BY_DAYS: dict[int, logs.RetentionDays] = {
+    1: _RETENTION.ONE_DAY,
+    3: _RETENTION.THREE_DAYS,
+    5: _RETENTION.FIVE_DAYS,
+    7: _RETENTION.ONE_WEEK,
+    14: _RETENTION.TWO_WEEKS,
+    30: _RETENTION.ONE_MONTH,
+    60: _RETENTION.TWO_MONTHS,
+    90: _RETENTION.THREE_MONTHS,
+    120: _RETENTION.FOUR_MONTHS,
+    150: _RETENTION.FIVE_MONTHS,
+    180: _RETENTION.SIX_MONTHS,
+    365: _RETENTION.ONE_YEAR,
+    400: _RETENTION.THIRTEEN_MONTHS,
+    545: _RETENTION.EIGHTEEN_MONTHS,
+    731: _RETENTION.TWO_YEARS,
+    1096: _RETENTION.THREE_YEARS,
+    1827: _RETENTION.FIVE_YEARS,
+    2192: _RETENTION.SIX_YEARS,
+    2557: _RETENTION.SEVEN_YEARS,
+    2922: _RETENTION.EIGHT_YEARS,
+    3288: _RETENTION.NINE_YEARS,
+    3653: _RETENTION.TEN_YEARS,
+}
+
+
+def log_group(scope: Construct, construct_id: str, config: SagaConfig) -> logs.LogGroup:
+    """An explicit log group with the configured retention (no never-expiring default)."""
+    return logs.LogGroup(
+        scope,
+        construct_id,
+        retention=RETENTION_BY_DAYS[config.functions.log_retention_days],
+        removal_policy=RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY,
+    )
+
+
+def grant_table_actions(
+    grantee: iam.IGrantable,
+    table: dynamodb.ITable,
+    actions: Sequence[str],
+    *,
+    index: str | None = None,
+) -> None:
+    """Allow exactly `actions` on the table (or on one named index), never a wildcard."""
+    if not actions:
+        raise ValueError("grant_table_actions needs at least one action")
+    for action in actions:
+        if not action.startswith("dynamodb:") or "*" in action:
+            raise ValueError(f"not an explicit DynamoDB action: {action!r}")
+    resources = [table.table_arn if index is None else f"{table.table_arn}/index/{index}"]
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=sorted(set(actions)), resources=resources)
+    )
+
+
+def acknowledge(scope: Construct, rule_id: str, reason: str) -> None:
+    """Acknowledge one cdk-nag finding on `scope` (and below) with a specific written reason."""
+    if len(reason) < 40:
+        raise ValueError(f"acknowledging {rule_id} needs a specific reason, got {reason!r}")
+    Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))

@@ -1,0 +1,177 @@
+"""Monitoring: the scheduled stuck-action sweeper, alarms and a dashboard of the saga.
+
+Alarms: executions that failed or timed out, an escalation message waiting too long (nobody is
+picking up decisions), anything in the escalation dead-letter queue, and actions stuck in the
+ledger (the sweeper's StuckActions metric). Missing data is "not breaching": no executions and
+no sweeps in a quiet period is not an incident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.config import SagaConfig
+
+STUCK_ACTIONS_METRIC = "StuckActions"
+LEDGER_METRICS = (
+    "ActionClaimed",
+    "ActionReplayed",
+    "ActionPending",
+    "LeaseTakeover",
+    "OutcomeUnknown",
+    "BudgetExhausted",
+    "KeyConflict",
+    "LateReplay",
+)
+_PERIOD = Duration.minutes(5)
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SagaConfig,
+        state_machine: sfn.IStateMachine,
+        escalation_queue: sqs.IQueue,
+        escalation_dead_letter_queue: sqs.IQueue,
+        sweeper: lambda_.IFunction,
+        sweeper_service: str,
+        metrics_namespace: str,
+        functions: Mapping[str, lambda_.IFunction],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        sweep_period = Duration.minutes(config.monitoring.sweep_every_minutes)
+        self.sweep_schedule = events.Rule(
+            self,
+            "SweepSchedule",
+            description="Find ledger actions stuck IN_PROGRESS past their lease or UNKNOWN",
+            schedule=events.Schedule.rate(sweep_period),
+            targets=[targets.LambdaFunction(sweeper, retry_attempts=2)],
+        )
+
+        failed = state_machine.metric_failed(period=_PERIOD, statistic="Sum")
+        timed_out = state_machine.metric_timed_out(period=_PERIOD, statistic="Sum")
+        queue_age = escalation_queue.metric_approximate_age_of_oldest_message(
+            period=_PERIOD, statistic="Maximum"
+        )
+        dead_letters = escalation_dead_letter_queue.metric_approximate_number_of_messages_visible(
+            period=_PERIOD, statistic="Maximum"
+        )
+        self.stuck_actions = cw.Metric(
+            namespace=metrics_namespace,
+            metric_name=STUCK_ACTIONS_METRIC,
+            dimensions_map={"service": sweeper_service},
+            period=sweep_period,
+            statistic="Maximum",
+        )
+        self.alarms = {
+            "ExecutionsFailed": self._alarm(
+                "ExecutionsFailedAlarm", failed, 1, "A saga execution FAILED (see escalation queue)"
+            ),
+            "ExecutionsTimedOut": self._alarm(
+                "ExecutionsTimedOutAlarm", timed_out, 1, "A saga execution TIMED_OUT"
+            ),
+            "EscalationAge": self._alarm(
+                "EscalationQueueAgeAlarm",
+                queue_age,
+                config.monitoring.escalation_age_alarm_minutes * 60,
+                "An escalation has waited longer than the agreed pick-up time",
+            ),
+            "EscalationDeadLetters": self._alarm(
+                "EscalationDeadLetterAlarm",
+                dead_letters,
+                1,
+                "Escalations could not be processed or delivered (dead-letter queue)",
+            ),
+            "StuckActions": self._alarm(
+                "StuckActionsAlarm",
+                self.stuck_actions,
+                1,
+                "Ledger actions are stuck IN_PROGRESS past their lease or UNKNOWN",
+            ),
+        }
+
+        self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(24))
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Executions",
+                left=[
+                    state_machine.metric_started(period=_PERIOD, statistic="Sum"),
+                    state_machine.metric_succeeded(period=_PERIOD, statistic="Sum"),
+                    failed,
+                    timed_out,
+                ],
+                width=12,
+            ),
+            cw.GraphWidget(
+                title="Escalations",
+                left=[
+                    escalation_queue.metric_approximate_number_of_messages_visible(
+                        period=_PERIOD, statistic="Maximum"
+                    ),
+                    dead_letters,
+                ],
+                right=[queue_age],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Action ledger decisions",
+                left=[
+                    cw.MathExpression(
+                        expression=f"SUM(SEARCH('{{{metrics_namespace},service}} "
+                        f"MetricName=\"{name}\"', 'Sum', 300))",
+                        label=name,
+                        using_metrics={},
+                        period=_PERIOD,
+                    )
+                    for name in LEDGER_METRICS
+                ],
+                width=12,
+            ),
+            cw.GraphWidget(title="Stuck actions", left=[self.stuck_actions], width=12),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Tool errors",
+                left=[
+                    fn.metric_errors(period=_PERIOD, statistic="Sum", label=fid)
+                    for fid, fn in functions.items()
+                ],
+                width=12,
+            ),
+            cw.GraphWidget(
+                title="Tool duration p99",
+                left=[
+                    fn.metric_duration(period=_PERIOD, statistic="p99", label=fid)
+                    for fid, fn in functions.items()
+                ],
+                width=12,
+            ),
+        )
+
+    def _alarm(
+        self, construct_id: str, metric: cw.IMetric, threshold: float, description: str
+    ) -> cw.Alarm:
+        return cw.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )

@@ -1,0 +1,75 @@
+"""The saga's own tables: action ledger, cases, inventory, reservations.
+
+Inventory and reservations belong here, not to the sandbox: the ReserveStock step is the
+same-account DynamoDB archetype (design.md §1), written in one transaction with the ledger, so
+the saga needs them whether or not the sandbox downstreams are deployed.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from stacks.config import SagaConfig
+
+OPEN_ACTIONS_INDEX = "open-actions"
+TTL_ATTRIBUTE = "expires_at"
+
+
+def saga_table(
+    scope: Construct,
+    construct_id: str,
+    *,
+    config: SagaConfig,
+    partition_key: str,
+    ttl_attribute: str | None = None,
+    point_in_time_recovery: bool = True,
+) -> dynamodb.Table:
+    """An on-demand table whose physical name CloudFormation derives from the stack (stage)."""
+    retain = config.retain_data
+    return dynamodb.Table(
+        scope,
+        construct_id,
+        partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        time_to_live_attribute=ttl_attribute,
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=point_in_time_recovery
+        ),
+        # Production data (stages in `retain_data_stages`) survives a stack deletion;
+        # development stages clean up after themselves.
+        removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        deletion_protection=retain,
+    )
+
+
+class SagaTables(Construct):
+    """Ledger (TTL, PITR, sparse open-actions index), cases, inventory, reservations."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: SagaConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.ledger = saga_table(
+            self,
+            "LedgerTable",
+            config=config,
+            partition_key="action_key",
+            ttl_attribute=TTL_ATTRIBUTE,
+        )
+        # Sparse: the ledger sets `open_status` only while an action is IN_PROGRESS or UNKNOWN,
+        # so the sweeper reads only open actions, ordered by when their lease ended.
+        self.ledger.add_global_secondary_index(
+            index_name=OPEN_ACTIONS_INDEX,
+            partition_key=dynamodb.Attribute(
+                name="open_status", type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=dynamodb.Attribute(
+                name="lease_expires_at", type=dynamodb.AttributeType.NUMBER
+            ),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.cases = saga_table(self, "CasesTable", config=config, partition_key="case_id")
+        self.inventory = saga_table(self, "InventoryTable", config=config, partition_key="sku")
+        self.reservations = saga_table(
+            self, "ReservationsTable", config=config, partition_key="reservation_id"
+        )

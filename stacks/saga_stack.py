@@ -1,0 +1,105 @@
+"""The production stack: a thin composition of one construct per concern, plus its outputs.
+
+Outputs carry the keys of design.md §8 (the local emulator writes the same keys to
+`.local/outputs.json`). Physical names are left to CloudFormation, which derives them from the
+stack name, and the stack name carries the stage: two stages deploy side by side.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from stacks.config import SagaConfig
+from stacks.constructs.escalation import Escalation
+from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.sandbox import SandboxDownstreams
+from stacks.constructs.tables import SagaTables
+from stacks.constructs.tools import ToolFunctions, metrics_namespace
+from stacks.constructs.workflow import ASL_PATH, SagaWorkflow
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BUILD_CACHE = PROJECT_ROOT / ".build"
+SWEEPER_ID = "SweepStuckActionsFunction"
+
+
+class SagaStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SagaConfig,
+        build_cache: Path = DEFAULT_BUILD_CACHE,
+        asl_path: Path = ASL_PATH,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        self.tables = SagaTables(self, "Tables", config=config)
+        table_map: dict[str, dynamodb.ITable] = {
+            "ledger": self.tables.ledger,
+            "cases": self.tables.cases,
+            "inventory": self.tables.inventory,
+            "reservations": self.tables.reservations,
+        }
+        self.sandbox: SandboxDownstreams | None = None
+        if config.sandbox:
+            self.sandbox = SandboxDownstreams(self, "Sandbox", config=config)
+            table_map |= {
+                "payments": self.sandbox.payments,
+                "shipments": self.sandbox.shipments,
+                "sandbox": self.sandbox.control,
+            }
+        self.escalation = Escalation(self, "Escalation")
+        self.tools = ToolFunctions(
+            self,
+            "Tools",
+            config=config,
+            tables=table_map,
+            escalation_queue=self.escalation.queue,
+            build_cache=build_cache,
+        )
+        saga_functions = {fid: fn for fid, fn in self.tools.functions.items() if fid != SWEEPER_ID}
+        self.workflow = SagaWorkflow(
+            self,
+            "Workflow",
+            config=config,
+            functions=saga_functions,
+            escalation_queue=self.escalation.queue,
+            asl_path=asl_path,
+        )
+        self.escalation.route_unsuccessful_executions(self.workflow.state_machine)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            config=config,
+            state_machine=self.workflow.state_machine,
+            escalation_queue=self.escalation.queue,
+            escalation_dead_letter_queue=self.escalation.dead_letter_queue,
+            sweeper=self.tools.functions[SWEEPER_ID],
+            sweeper_service=self.tools.services[SWEEPER_ID],
+            metrics_namespace=metrics_namespace(config),
+            functions=self.tools.functions,
+        )
+
+        outputs = {
+            "StateMachineArn": self.workflow.state_machine.state_machine_arn,
+            "EscalationQueueUrl": self.escalation.queue.queue_url,
+            "LedgerTableName": self.tables.ledger.table_name,
+            "CasesTableName": self.tables.cases.table_name,
+            "InventoryTableName": self.tables.inventory.table_name,
+            "ReservationsTableName": self.tables.reservations.table_name,
+        }
+        if self.sandbox is not None:
+            outputs |= {
+                "PaymentsTableName": self.sandbox.payments.table_name,
+                "ShipmentsTableName": self.sandbox.shipments.table_name,
+                "SandboxTableName": self.sandbox.control.table_name,
+            }
+        for key, value in outputs.items():
+            CfnOutput(self, key, value=value)

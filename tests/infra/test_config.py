@@ -1,0 +1,121 @@
+"""SagaConfig: cdk.json parses into typed values; bad values fail with the key's name."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.config import ConfigError, SagaConfig
+
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
+
+
+def _context() -> dict[str, Any]:
+    return dict(json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"])
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    context = copy.deepcopy(_context())
+    *parents, leaf = path.split(".")
+    node = context
+    for part in parents:
+        node = node[part]
+    if value is _DELETE:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return context
+
+
+_DELETE = object()
+
+
+def test_cdk_json_context_parses_into_typed_values() -> None:
+    raw = _context()
+    config = SagaConfig.from_mapping(raw)
+    assert config.stage == "dev"
+    assert config.stack_name == "ReplacementOrderSaga-dev"
+    assert config.sandbox is True
+    assert config.retain_data is False
+    assert dict(config.tenants) == {"acme": ("supervisor@acme",), "globex": ("ops@globex",)}
+    assert config.ledger.retention_seconds == raw["ledger"]["retention_days"] * 86400
+    assert config.ledger.attempt_budget == raw["ledger"]["attempt_budget"]
+    assert config.retry["compensation"].max_attempts == raw["retry"]["compensation"]["MaxAttempts"]
+    assert set(config.retry) >= {"tool", "pending", "compensation", "reconcile"}
+    assert config.pending_policy.error_equals == ("ActionPending",)
+    assert json.loads(config.tenants_json) == {
+        "acme": ["supervisor@acme"],
+        "globex": ["ops@globex"],
+    }
+
+
+def test_retry_class_is_chosen_by_state_name_then_target_then_default() -> None:
+    context = _with("task_retry_class.ReserveStock", "reconcile")
+    config = SagaConfig.from_mapping(context)
+    assert config.retry_class_for("ReserveStock", "ReserveStockFunctionArn").name == "reconcile"
+    assert (
+        config.retry_class_for("Anything", "ReleaseReservationFunctionArn").name == "compensation"
+    )
+    assert config.retry_class_for("Anything", None).name == "tool"
+
+
+def test_retrier_has_all_six_fields_with_full_jitter() -> None:
+    retrier = SagaConfig.from_mapping(_context()).retry["tool"].to_retrier()
+    assert retrier == {
+        "ErrorEquals": [
+            "TransientError",
+            "Lambda.ServiceException",
+            "Lambda.AWSLambdaException",
+            "Lambda.SdkClientException",
+            "Lambda.TooManyRequestsException",
+        ],
+        "IntervalSeconds": 1,
+        "MaxAttempts": 3,
+        "BackoffRate": 2.0,
+        "MaxDelaySeconds": 8,
+        "JitterStrategy": "FULL",
+    }
+
+
+def test_cli_string_values_are_accepted() -> None:
+    context = _with("sandbox", "false")
+    context["stage"] = "prod"
+    context["payment_key_retention_hours"] = "48"
+    config = SagaConfig.from_mapping(context)
+    assert (config.sandbox, config.retain_data, config.payment_key_retention_hours) == (
+        False,
+        True,
+        48,
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("stage", "Prod_1", "context 'stage' must match"),
+        ("sandbox", "maybe", "context 'sandbox' must be true or false"),
+        ("ledger.attempt_budget", 0, "context 'ledger.attempt_budget' must be a positive integer"),
+        ("ledger", _DELETE, "context 'ledger' must be an object"),
+        ("tenants", {}, "context 'tenants' must be a non-empty object"),
+        ("tenants", {"a#b": ["x"]}, "without '#'"),
+        ("functions.log_retention_days", 31, "CloudWatch's values"),
+        ("retry.tool.MaxAttempts", -1, "context 'retry.tool.MaxAttempts' must be an integer"),
+        ("retry.tool.BackoffRate", 0.5, "context 'retry.tool.BackoffRate' must be a number >= 1.0"),
+        ("retry.tool.MaxDelaySeconds", _DELETE, "'retry.tool.MaxDelaySeconds' must be a positive"),
+        ("retry.tool.JitterStrategy", "NONE", "unknown fields ['JitterStrategy']"),
+        ("retry.tool.ErrorEquals", ["States.ALL"], "must not use States.ALL"),
+        ("retry.tool.ErrorEquals", ["ActionPending"], "retried by the 'pending' policy"),
+        ("retry.pending", _DELETE, "must define the 'pending' policy"),
+        ("task_retry_class.default", _DELETE, "with a 'default' entry"),
+        ("task_retry_class.Escalate", "nope", "'task_retry_class.Escalate' names unknown"),
+        ("workflow.lambda_task_timeout_seconds", 30, "must be shorter than"),
+        ("downstream_timeout_seconds", 45, "must fit inside 'functions.timeout_seconds'"),
+    ],
+)
+def test_bad_values_fail_with_the_key_named(path: str, value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        SagaConfig.from_mapping(_with(path, value))

@@ -1,0 +1,473 @@
+"""Assertions on the synthesized template: what is deployed is what the design asks for."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from stacks.config import LAMBDA_INVOKE_ERRORS
+from stacks.constructs.tools import TABLE_VARIABLES, TOOL_SPECS
+from stacks.constructs.workflow import ASL_PATH
+from stacks.workflow_policy import iter_states, placeholders
+from tests.infra.synth import Synthesized
+
+DESIGN_OUTPUT_KEYS = {
+    "StateMachineArn",
+    "LedgerTableName",
+    "CasesTableName",
+    "InventoryTableName",
+    "PaymentsTableName",
+    "ShipmentsTableName",
+    "EscalationQueueUrl",
+}
+RETRIER_FIELDS = {
+    "ErrorEquals",
+    "IntervalSeconds",
+    "MaxAttempts",
+    "BackoffRate",
+    "MaxDelaySeconds",
+    "JitterStrategy",
+}
+
+
+def _table(synth: Synthesized, construct: Any) -> dict[str, Any]:
+    return dict(synth.template_json["Resources"][synth.logical_id(construct)])
+
+
+def _state_machine(synth: Synthesized) -> dict[str, Any]:
+    (machine,) = synth.resources("AWS::StepFunctions::StateMachine").values()
+    return dict(machine["Properties"])
+
+
+def _definition(synth: Synthesized) -> dict[str, Any]:
+    definition = _state_machine(synth)["DefinitionString"]
+    assert isinstance(definition, str), "the definition must be a plain string with ${...}"
+    return dict(json.loads(definition))
+
+
+def _tables_by_key(synth: Synthesized) -> dict[str, str]:
+    stack = synth.saga.stack
+    tables = {
+        "ledger": stack.tables.ledger,
+        "cases": stack.tables.cases,
+        "inventory": stack.tables.inventory,
+        "reservations": stack.tables.reservations,
+    }
+    if stack.sandbox is not None:
+        tables |= {
+            "payments": stack.sandbox.payments,
+            "shipments": stack.sandbox.shipments,
+            "sandbox": stack.sandbox.control,
+        }
+    return {key: synth.logical_id(table) for key, table in tables.items()}
+
+
+# --- tables ----------------------------------------------------------------------------------
+def test_ledger_table_has_key_ttl_pitr_and_sparse_open_actions_index(
+    synthesized: Synthesized,
+) -> None:
+    ledger = _table(synthesized, synthesized.saga.stack.tables.ledger)["Properties"]
+    assert ledger["KeySchema"] == [{"AttributeName": "action_key", "KeyType": "HASH"}]
+    assert ledger["BillingMode"] == "PAY_PER_REQUEST"
+    assert ledger["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert ledger["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    (index,) = ledger["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "open-actions"
+    assert index["KeySchema"] == [
+        {"AttributeName": "open_status", "KeyType": "HASH"},
+        {"AttributeName": "lease_expires_at", "KeyType": "RANGE"},
+    ]
+    types = {a["AttributeName"]: a["AttributeType"] for a in ledger["AttributeDefinitions"]}
+    assert types == {"action_key": "S", "open_status": "S", "lease_expires_at": "N"}
+
+
+@pytest.mark.parametrize(
+    "table_spec",
+    [
+        ("tables.cases", "case_id", None, False, True),
+        ("tables.inventory", "sku", None, False, True),
+        ("tables.reservations", "reservation_id", None, False, True),
+        ("sandbox.payments", "refund_id", "by-business-ref", False, False),
+        ("sandbox.shipments", "shipment_id", "by-business-ref", False, False),
+        ("sandbox.control", "pk", None, True, False),
+    ],
+)
+def test_table_key_schemas(
+    synthesized: Synthesized, table_spec: tuple[str, str, str | None, bool, bool]
+) -> None:
+    construct_path, key, index, ttl, pitr = table_spec
+    owner, attribute = construct_path.split(".")
+    construct = getattr(getattr(synthesized.saga.stack, owner), attribute)
+    props = _table(synthesized, construct)["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": key, "KeyType": "HASH"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    if index is None:
+        assert "GlobalSecondaryIndexes" not in props
+    else:
+        (gsi,) = props["GlobalSecondaryIndexes"]
+        assert gsi["IndexName"] == index
+        assert gsi["KeySchema"] == [{"AttributeName": "business_ref", "KeyType": "HASH"}]
+    assert ("TimeToLiveSpecification" in props) is ttl
+    if ttl:
+        assert props["TimeToLiveSpecification"]["AttributeName"] == "expires_at"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is pitr
+
+
+def test_dev_tables_are_deleted_with_the_stack_and_have_no_physical_names(
+    synthesized: Synthesized,
+) -> None:
+    tables = synthesized.resources("AWS::DynamoDB::Table")
+    assert len(tables) == 7
+    for table in tables.values():
+        assert table["DeletionPolicy"] == "Delete"
+        assert "TableName" not in table["Properties"], "names come from the stage's stack"
+
+
+def test_prod_tables_are_retained_and_protected(
+    synthesized_without_sandbox: Synthesized,
+) -> None:
+    assert synthesized_without_sandbox.saga.stack.stack_name == "ReplacementOrderSaga-prod"
+    for table in synthesized_without_sandbox.resources("AWS::DynamoDB::Table").values():
+        assert table["DeletionPolicy"] == "Retain"
+        assert table["Properties"]["DeletionProtectionEnabled"] is True
+
+
+def test_without_sandbox_only_the_sandbox_tables_and_their_grants_go(
+    synthesized_without_sandbox: Synthesized,
+) -> None:
+    synth = synthesized_without_sandbox
+    assert synth.saga.stack.sandbox is None
+    keys = sorted(
+        p["Properties"]["KeySchema"][0]["AttributeName"]
+        for p in synth.resources("AWS::DynamoDB::Table").values()
+    )
+    assert keys == ["action_key", "case_id", "reservation_id", "sku"]
+    for function in synth.resources("AWS::Lambda::Function").values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert not {"PAYMENTS_TABLE", "SHIPMENTS_TABLE", "SANDBOX_TABLE"} & set(variables)
+    outputs = set(synth.template_json["Outputs"])
+    assert "PaymentsTableName" not in outputs
+    assert {"InventoryTableName", "ReservationsTableName"} <= outputs
+
+
+PHYSICAL_NAME_PROPERTIES = {
+    "AWS::DynamoDB::Table": "TableName",
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::Lambda::LayerVersion": "LayerName",
+    "AWS::SQS::Queue": "QueueName",
+    "AWS::Logs::LogGroup": "LogGroupName",
+    "AWS::StepFunctions::StateMachine": "StateMachineName",
+    "AWS::IAM::Role": "RoleName",
+    "AWS::CloudWatch::Alarm": "AlarmName",
+    "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::Events::Rule": "Name",
+}
+
+
+def test_no_resource_hard_codes_a_physical_name(synthesized: Synthesized) -> None:
+    """CloudFormation derives names from the stack name, which carries the stage."""
+    named = [
+        (logical_id, resource["Type"])
+        for logical_id, resource in synthesized.template_json["Resources"].items()
+        if PHYSICAL_NAME_PROPERTIES.get(resource["Type"]) in resource.get("Properties", {})
+    ]
+    assert named == []
+
+
+# --- state machine ---------------------------------------------------------------------------
+def test_state_machine_logs_all_without_execution_data_and_traces(
+    synthesized: Synthesized,
+) -> None:
+    props = _state_machine(synthesized)
+    assert props["StateMachineType"] == "STANDARD"
+    logging = props["LoggingConfiguration"]
+    assert logging["Level"] == "ALL"
+    assert logging["IncludeExecutionData"] is False
+    (destination,) = logging["Destinations"]
+    log_group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    log_group = synthesized.template_json["Resources"][log_group_id]
+    assert log_group["Type"] == "AWS::Logs::LogGroup"
+    assert log_group["Properties"]["RetentionInDays"] == 30
+    assert props["TracingConfiguration"] == {"Enabled": True}
+
+
+def test_execution_timeout_comes_from_context(synthesized: Synthesized) -> None:
+    config = synthesized.saga.config
+    assert _definition(synthesized)["TimeoutSeconds"] == (
+        config.workflow.execution_timeout_minutes * 60
+    )
+
+
+def test_every_placeholder_in_the_asl_has_a_substitution(synthesized: Synthesized) -> None:
+    in_file = placeholders(json.loads(ASL_PATH.read_text(encoding="utf-8")))
+    substitutions = _state_machine(synthesized)["DefinitionSubstitutions"]
+    assert in_file, "the ASL names its resources through ${...} placeholders"
+    assert in_file == set(substitutions)
+    assert placeholders(_definition(synthesized)) == in_file
+    for name, value in substitutions.items():
+        if name.endswith("FunctionArn"):
+            function_id = value["Fn::GetAtt"][0]
+            resource = synthesized.template_json["Resources"][function_id]
+            assert resource["Type"] == "AWS::Lambda::Function"
+            expected_handler = next(s.handler for s in TOOL_SPECS if name == f"{s.construct_id}Arn")
+            assert resource["Properties"]["Handler"] == expected_handler
+        else:
+            assert name == "EscalationQueueUrl"
+            assert value == {"Ref": synthesized.logical_id(synthesized.saga.stack.escalation.queue)}
+
+
+def test_every_task_has_injected_retry_with_six_fields_and_full_jitter(
+    synthesized: Synthesized,
+) -> None:
+    config = synthesized.saga.config
+    tasks = [(n, s) for n, s in iter_states(_definition(synthesized)) if s["Type"] == "Task"]
+    assert len(tasks) >= 2
+    for name, state in tasks:
+        assert state["Retry"], f"{name} has no Retry"
+        for retrier in state["Retry"]:
+            assert set(retrier) == RETRIER_FIELDS, name
+            assert retrier["JitterStrategy"] == "FULL"
+            assert retrier["MaxDelaySeconds"] >= retrier["IntervalSeconds"]
+            assert "States.ALL" not in retrier["ErrorEquals"]
+        errors = [e for r in state["Retry"] for e in r["ErrorEquals"]]
+        assert len(errors) == len(set(errors)), f"{name} retries an error twice"
+        if state["Resource"] == "arn:aws:states:::lambda:invoke":
+            assert set(LAMBDA_INVOKE_ERRORS) <= set(errors), name
+            assert "ActionPending" in errors, name
+            assert state["TimeoutSeconds"] == config.workflow.lambda_task_timeout_seconds
+            assert state["TimeoutSeconds"] < config.functions.timeout_seconds
+        else:
+            assert state["TimeoutSeconds"] == config.workflow.service_task_timeout_seconds
+
+
+def test_retry_values_come_from_the_context_policy_of_each_task(
+    synthesized: Synthesized,
+) -> None:
+    config = synthesized.saga.config
+    states = dict(iter_states(_definition(synthesized)))
+    release = states["ReleaseReservation"]["Retry"][0]
+    policy = config.retry["compensation"]
+    assert (release["IntervalSeconds"], release["MaxAttempts"], release["BackoffRate"]) == (
+        policy.interval_seconds,
+        policy.max_attempts,
+        policy.backoff_rate,
+    )
+    assert states["ValidateCase"]["Retry"][0]["MaxAttempts"] == config.retry["tool"].max_attempts
+    pending = states["ReserveStock"]["Retry"][1]
+    assert pending["ErrorEquals"] == ["ActionPending"]
+    assert pending["MaxDelaySeconds"] == config.retry["pending"].max_delay_seconds
+
+
+def test_every_transition_target_exists(synthesized: Synthesized) -> None:
+    def check(scope: dict[str, Any]) -> int:
+        names = set(scope["States"])
+        assert scope["StartAt"] in names
+        checked = 0
+        for name, state in scope["States"].items():
+            targets = [c["Next"] for c in state.get("Catch", [])]
+            targets += [c["Next"] for c in state.get("Choices", [])]
+            targets += [state[k] for k in ("Next", "Default") if k in state]
+            for target in targets:
+                assert target in names, f"{name} -> {target} does not exist"
+                checked += 1
+            for branch in state.get("Branches", []):
+                checked += check(branch)
+            if "ItemProcessor" in state:
+                checked += check(state["ItemProcessor"])
+        return checked
+
+    assert check(_definition(synthesized)) > 0
+
+
+# --- functions and IAM -----------------------------------------------------------------------
+def _policy_statements(synth: Synthesized) -> dict[str, list[dict[str, Any]]]:
+    """Role logical id -> its inline policy statements."""
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            statements = policy["Properties"]["PolicyDocument"]["Statement"]
+            by_role.setdefault(role["Ref"], []).extend(statements)
+    return by_role
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else list(actions)
+
+
+def test_no_policy_grants_a_wildcard_action_or_a_managed_policy(
+    synthesized: Synthesized,
+) -> None:
+    statements = [s for ss in _policy_statements(synthesized).values() for s in ss]
+    assert statements
+    for statement in statements:
+        assert statement["Effect"] == "Allow"
+        for action in _actions(statement):
+            assert "*" not in action, statement
+    for role in synthesized.resources("AWS::IAM::Role").values():
+        assert "ManagedPolicyArns" not in role["Properties"]
+
+
+def test_each_function_gets_only_its_tables_actions_and_environment(
+    synthesized: Synthesized,
+) -> None:
+    tables = _tables_by_key(synthesized)
+    table_of_logical_id = {lid: key for key, lid in tables.items()}
+    statements_by_role = _policy_statements(synthesized)
+    functions = synthesized.saga.stack.tools.functions
+    for spec in TOOL_SPECS:
+        props = synthesized.resources("AWS::Lambda::Function")[
+            synthesized.logical_id(functions[spec.construct_id])
+        ]["Properties"]
+        role_id = props["Role"]["Fn::GetAtt"][0]
+        granted: dict[tuple[str, str | None], set[str]] = {}
+        for statement in statements_by_role[role_id]:
+            dynamo = [a for a in _actions(statement) if a.startswith("dynamodb:")]
+            if not dynamo:
+                continue
+            resource = statement["Resource"]
+            if "Fn::Join" in resource:
+                table_ref, suffix = resource["Fn::Join"][1]
+                lid = table_ref["Fn::GetAtt"][0]
+                index = re.fullmatch(r"/index/([\w-]+)", suffix)
+                assert index, f"{spec.construct_id}: unexpected resource {resource}"
+                key = (table_of_logical_id[lid], index.group(1))
+            else:
+                key = (table_of_logical_id[resource["Fn::GetAtt"][0]], None)
+            granted.setdefault(key, set()).update(dynamo)
+        expected = {(a.table, a.index): set(a.actions) for a in spec.access}
+        assert granted == expected, spec.construct_id
+        variables = props["Environment"]["Variables"]
+        table_variables = {v for v in variables if v in TABLE_VARIABLES.values()}
+        assert table_variables == {TABLE_VARIABLES[a.table] for a in spec.access}
+        assert ("TENANTS" in variables) is spec.tenants
+        assert ("ESCALATION_QUEUE_URL" in variables) is spec.escalation_queue
+
+
+def test_functions_are_arm64_traced_json_logged_with_explicit_log_groups(
+    synthesized: Synthesized,
+) -> None:
+    functions = synthesized.resources("AWS::Lambda::Function")
+    assert len(functions) == len(TOOL_SPECS)
+    resources = synthesized.template_json["Resources"]
+    for function in functions.values():
+        props = function["Properties"]
+        assert props["Architectures"] == ["arm64"]
+        assert props["Runtime"] == "python3.12"
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["LoggingConfig"]["LogFormat"] == "JSON"
+        log_group = resources[props["LoggingConfig"]["LogGroup"]["Ref"]]
+        assert log_group["Properties"]["RetentionInDays"] == 30
+        (layer,) = props["Layers"]
+        assert resources[layer["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
+        assert props["Timeout"] == synthesized.saga.config.functions.timeout_seconds
+        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == (
+            "ReplacementOrderSaga-dev"
+        )
+
+
+def test_state_machine_may_invoke_exactly_the_functions_its_definition_names(
+    synthesized: Synthesized,
+) -> None:
+    props = _state_machine(synthesized)
+    role_id = props["RoleArn"]["Fn::GetAtt"][0]
+    (invoke,) = [
+        s
+        for s in _policy_statements(synthesized)[role_id]
+        if "lambda:InvokeFunction" in s["Action"]
+    ]
+    invoked = {r["Fn::GetAtt"][0] for r in invoke["Resource"]}
+    named = {
+        v["Fn::GetAtt"][0]
+        for k, v in props["DefinitionSubstitutions"].items()
+        if k.endswith("FunctionArn")
+    }
+    assert invoked == named
+    sweeper = synthesized.logical_id(
+        synthesized.saga.stack.tools.functions["SweepStuckActionsFunction"]
+    )
+    assert sweeper not in invoked
+
+
+# --- escalation and monitoring ---------------------------------------------------------------
+def test_escalation_queue_is_encrypted_tls_only_with_a_dead_letter_queue(
+    synthesized: Synthesized,
+) -> None:
+    escalation = synthesized.saga.stack.escalation
+    queue_id = synthesized.logical_id(escalation.queue)
+    dlq_id = synthesized.logical_id(escalation.dead_letter_queue)
+    queues = synthesized.resources("AWS::SQS::Queue")
+    assert set(queues) == {queue_id, dlq_id}
+    for queue in queues.values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    redrive = queues[queue_id]["Properties"]["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": [dlq_id, "Arn"]}
+    for policy in synthesized.resources("AWS::SQS::QueuePolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in statements
+        )
+
+
+def test_unsuccessful_executions_are_routed_to_the_escalation_queue(
+    synthesized: Synthesized,
+) -> None:
+    queue_id = synthesized.logical_id(synthesized.saga.stack.escalation.queue)
+    machine_id = synthesized.logical_id(synthesized.saga.stack.workflow.state_machine)
+    synthesized.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.states"],
+                "detail-type": ["Step Functions Execution Status Change"],
+                "detail": {
+                    "status": ["FAILED", "TIMED_OUT", "ABORTED"],
+                    "stateMachineArn": [{"Ref": machine_id}],
+                },
+            },
+            "Targets": [
+                Match.object_like(
+                    {
+                        "Arn": {"Fn::GetAtt": [queue_id, "Arn"]},
+                        "InputTransformer": Match.any_value(),
+                    }
+                )
+            ],
+        },
+    )
+
+
+def test_sweeper_runs_on_a_schedule(synthesized: Synthesized) -> None:
+    sweeper = synthesized.logical_id(
+        synthesized.saga.stack.tools.functions["SweepStuckActionsFunction"]
+    )
+    synthesized.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "ScheduleExpression": "rate(5 minutes)",
+            "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [sweeper, "Arn"]}})],
+        },
+    )
+
+
+def test_alarms_dashboard_and_outputs(synthesized: Synthesized) -> None:
+    alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
+    metrics = {(a["Properties"]["Namespace"], a["Properties"]["MetricName"]) for a in alarms}
+    assert ("AWS/States", "ExecutionsFailed") in metrics
+    assert ("AWS/SQS", "ApproximateAgeOfOldestMessage") in metrics
+    assert ("ReplacementOrderSaga-dev", "StuckActions") in metrics
+    stuck = next(a for a in alarms if a["Properties"]["MetricName"] == "StuckActions")
+    assert stuck["Properties"]["Dimensions"] == [
+        {"Name": "service", "Value": "sweep-stuck-actions"}
+    ]
+    assert len(synthesized.resources("AWS::CloudWatch::Dashboard")) == 1
+    outputs = synthesized.template_json["Outputs"]
+    assert set(outputs) >= DESIGN_OUTPUT_KEYS
+    assert outputs["StateMachineArn"]["Value"] == {
+        "Ref": synthesized.logical_id(synthesized.saga.stack.workflow.state_machine)
+    }

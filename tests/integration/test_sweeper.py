@@ -1,0 +1,201 @@
+"""The stuck-action sweeper against moto: real ledger records, the real open-actions index."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from saga.errors import OutcomeUnknown
+from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Found
+from saga.tools.sweeper import StuckActionSweeper, grace_seconds_from_env
+from tests.integration.ledger_harness import FakeClock, refund_request
+
+GRACE = 300
+LEASE_SECONDS = 60.0
+
+
+class WorkerCrashed(BaseException):
+    """A Lambda that died mid-effect: nothing after the claim runs, the lease stays."""
+
+
+def _crash() -> EffectResult:
+    raise WorkerCrashed
+
+
+def _lose_response() -> EffectResult:
+    raise OutcomeUnknown("the provider timed out")
+
+
+def _succeed() -> EffectResult:
+    return EffectResult({"refund_id": "re-1"}, "re-1")
+
+
+def _never_reconciled() -> Found:
+    raise AssertionError("no reconciliation in these tests")
+
+
+def _run(ledger: ActionLedger, request: ActionRequest, effect: Any, owner: str) -> None:
+    attempt = Attempt(attempt_id=owner, remaining_seconds=LEASE_SECONDS)
+    with contextlib.suppress(WorkerCrashed, OutcomeUnknown):
+        ledger.execute(request, attempt, effect=effect, reconcile=_never_reconciled)
+
+
+@pytest.fixture
+def queue_url(moto_aws: None) -> str:
+    return str(boto3.client("sqs").create_queue(QueueName="escalation")["QueueUrl"])
+
+
+@pytest.fixture
+def sweeper(
+    dynamodb: Any, ledger_table: str, queue_url: str, clock: FakeClock
+) -> StuckActionSweeper:
+    return StuckActionSweeper(
+        dynamodb=dynamodb,
+        sqs=boto3.client("sqs"),
+        ledger_table=ledger_table,
+        escalation_queue_url=queue_url,
+        grace_seconds=GRACE,
+        clock=clock,
+    )
+
+
+def _messages(queue_url: str) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs")
+    bodies: list[dict[str, Any]] = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        if not batch:
+            return bodies
+        for message in batch:
+            bodies.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_only_actions_stuck_past_lease_and_grace_are_escalated_once_each(
+    ledger: ActionLedger, sweeper: StuckActionSweeper, clock: FakeClock, queue_url: str
+) -> None:
+    crashed = refund_request("case-crashed")
+    unknown = refund_request("case-unknown")
+    done = refund_request("case-done")
+    _run(ledger, crashed, _crash, "attempt-crashed")
+    _run(ledger, unknown, _lose_response, "attempt-unknown")
+    _run(ledger, done, _succeed, "attempt-done")
+
+    # Still within the lease (crashed) and the grace period (unknown): nothing is stuck yet.
+    assert sweeper.sweep().stuck == ()
+    assert _messages(queue_url) == []
+
+    clock.advance(LEASE_SECONDS + GRACE + 60)
+    recent = refund_request("case-recent-unknown")
+    _run(ledger, recent, _lose_response, "attempt-recent")  # UNKNOWN, but only just
+
+    report = sweeper.sweep()
+    assert sorted(a.action_key for a in report.stuck) == sorted([crashed.key, unknown.key])
+    assert report.escalated == 2
+    by_key = {a.action_key: a for a in report.stuck}
+    assert by_key[crashed.key].status == "IN_PROGRESS"
+    assert by_key[crashed.key].owner == "attempt-crashed"
+    assert by_key[unknown.key].status == "UNKNOWN"
+    assert by_key[unknown.key].attempts == 1
+
+    messages = _messages(queue_url)
+    assert sorted(m["action_key"] for m in messages) == sorted([crashed.key, unknown.key])
+    for message in messages:
+        assert message["kind"] == "STUCK_ACTION"
+        assert message["case_id"] in {"case-crashed", "case-unknown"}
+        assert message["escalation_id"].startswith(message["action_key"] + "@")
+        assert message["stuck_seconds"] > GRACE
+    assert report.summary()["by_status"] == {"IN_PROGRESS": 1, "UNKNOWN": 1}
+
+
+def test_a_resolved_action_leaves_the_index_and_is_not_escalated_again(
+    ledger: ActionLedger,
+    sweeper: StuckActionSweeper,
+    clock: FakeClock,
+    queue_url: str,
+) -> None:
+    request = refund_request("case-resolved")
+    _run(ledger, request, _lose_response, "attempt-1")
+    clock.advance(GRACE + 1)
+    first = sweeper.sweep()
+    assert [a.action_key for a in first.stuck] == [request.key]
+    # Reconciliation finds the refund: the record becomes COMPLETED and loses open_status.
+    decision = ledger.reconcile(
+        request,
+        Attempt(attempt_id="reconciler", remaining_seconds=LEASE_SECONDS),
+        reconcile=lambda: Found({"refund_id": "re-9"}, "re-9"),
+    )
+    assert decision.decision == "RESUME"
+    assert sweeper.sweep().stuck == ()
+    assert len(_messages(queue_url)) == 1
+
+
+def test_many_stuck_actions_are_read_across_pages(
+    ledger: ActionLedger, dynamodb: Any, ledger_table: str, queue_url: str, clock: FakeClock
+) -> None:
+    requests = [refund_request(f"case-{n:03d}") for n in range(12)]
+    for request in requests:
+        _run(ledger, request, _lose_response, f"attempt-{request.case_id}")
+    clock.advance(GRACE + 1)
+    paged = StuckActionSweeper(
+        dynamodb=dynamodb,
+        sqs=boto3.client("sqs"),
+        ledger_table=ledger_table,
+        escalation_queue_url=queue_url,
+        grace_seconds=GRACE,
+        clock=clock,
+        page_size=5,
+    )
+    report = paged.sweep()
+    assert sorted(a.action_key for a in report.stuck) == sorted(r.key for r in requests)
+    assert len(_messages(queue_url)) == 12
+
+
+def test_handler_emits_the_stuck_actions_metric_and_escalates(
+    ledger: ActionLedger,
+    ledger_table: str,
+    queue_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from saga.handlers import sweep_stuck_actions
+
+    _run(ledger, refund_request("case-old"), _lose_response, "attempt-old")  # clock: START
+    monkeypatch.setenv("LEDGER_TABLE", ledger_table)
+    monkeypatch.setenv("ESCALATION_QUEUE_URL", queue_url)
+    monkeypatch.setenv("STUCK_GRACE_SECONDS", str(GRACE))
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ReplacementOrderSaga-test")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sweep-stuck-actions")
+    capsys.readouterr()
+
+    class Context(LambdaContext):
+        _function_name = "sweep"
+        _memory_limit_in_mb = 128
+        _invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:sweep"
+        _aws_request_id = "req-1"
+
+    result = sweep_stuck_actions.handler({}, Context())
+    assert result["stuck"] == 1  # the FakeClock's START lies long before real time
+    assert len(_messages(queue_url)) == 1
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    stuck_metrics = [m["StuckActions"] for m in emitted if "StuckActions" in m]
+    assert stuck_metrics in ([1.0], [[1.0]])  # one sweep, one data point: 1 stuck action
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [({}, 300), ({"STUCK_GRACE_SECONDS": "0"}, 0), ({"STUCK_GRACE_SECONDS": "90"}, 90)],
+)
+def test_grace_seconds_from_env(raw: dict[str, str], expected: int) -> None:
+    assert grace_seconds_from_env(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1"])
+def test_bad_grace_seconds_is_a_clear_error(raw: str) -> None:
+    with pytest.raises(ValueError, match="STUCK_GRACE_SECONDS must be"):
+        grace_seconds_from_env({"STUCK_GRACE_SECONDS": raw})
