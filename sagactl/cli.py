@@ -1,10 +1,46 @@
-"""sagactl: the operator CLI (placeholder entry point until the CLI lands)."""
+"""sagactl: the operator CLI.
+
+Each command group lives in its own module under `sagactl.commands` and exposes
+`register(subparsers)`, which adds its parser and sets `handler=<callable(args) -> int>`.
+Add a group by appending its module to COMMAND_MODULES.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+from collections.abc import Sequence
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "sagactl.commands.local",
+    "sagactl.commands.case",
+    "sagactl.commands.start",
+    "sagactl.commands.status",
+    "sagactl.commands.ledger",
+    "sagactl.commands.redrive",
+)
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("sagactl: no commands yet", file=sys.stderr)
-    return 2
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sagactl", description="Operate the replacement-order saga (on AWS or locally)."
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return int(handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

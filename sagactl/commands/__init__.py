@@ -1,0 +1,1 @@
+"""sagactl command groups; each module exposes `register(subparsers)` (see sagactl.cli)."""

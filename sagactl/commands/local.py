@@ -1,0 +1,274 @@
+"""`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned.
+
+More `local` subcommands (e.g. `demo`) register through LOCAL_SUBCOMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT
+from sagactl.local.synth import PROJECT_ROOT
+
+logger = logging.getLogger("sagactl.local")
+
+DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
+PID_FILE_NAME = "local.pid"
+OUTPUTS_FILE_NAME = "outputs.json"
+STOP_WAIT_SECONDS = 15.0
+
+
+class LocalCommandError(Exception):
+    """A user-facing failure of a `local` command (printed without a traceback)."""
+
+
+def _pid_file(state_dir: Path) -> Path:
+    return state_dir / PID_FILE_NAME
+
+
+def read_pid_file(state_dir: Path) -> dict[str, Any] | None:
+    path = _pid_file(state_dir)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise LocalCommandError(f"unreadable pid file {path}: {exc}") from exc
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        raise LocalCommandError(f"malformed pid file {path}")
+    return record
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # An exited process whose parent has not reaped it yet (a zombie) has stopped.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _is_local_server(pid: int) -> bool:
+    """The pid still belongs to a `sagactl local up` (not a recycled pid)."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():  # no procfs: trust the pid file
+        return _process_alive(pid)
+    try:
+        text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return "sagactl" in text or "sagactl.cli" in text
+
+
+def export_lines(environment: dict[str, str]) -> list[str]:
+    return [f"export {key}={value}" for key, value in environment.items()]
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("werkzeug", "botocore", "boto3", "urllib3", "moto"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _stack_source(args: argparse.Namespace) -> Any:
+    from sagactl.local.environment import StackSource
+
+    if args.template is not None:
+        return StackSource.from_file(args.template, args.stack_name)
+    if args.cloud_assembly is not None:
+        return StackSource.from_cloud_assembly(args.cloud_assembly, args.stack_name)
+    outdir = args.state_dir / "cdk.out"
+    started = time.perf_counter()
+    print(f"synthesizing the CDK app into {outdir} ...", file=sys.stderr)
+    source = StackSource.synthesized(outdir, args.stack_name)
+    print(
+        f"synthesized {source.stack_name} in {time.perf_counter() - started:.1f}s", file=sys.stderr
+    )
+    return source
+
+
+def command_up(args: argparse.Namespace) -> int:
+    from sagactl.local.emulator import LocalServer
+    from sagactl.local.environment import LocalAws
+
+    _configure_logging(args.verbose)
+    state_dir: Path = args.state_dir
+    running = read_pid_file(state_dir)
+    if running and _process_alive(running["pid"]) and _is_local_server(running["pid"]):
+        raise LocalCommandError(
+            f"a local AWS is already running (pid {running['pid']}, {running.get('endpoint')}); "
+            "stop it with `sagactl local down`"
+        )
+    source = _stack_source(args)
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+
+    server = LocalServer(args.host, args.port, time_scale=args.time_scale)
+    started = time.perf_counter()
+    try:
+        server.start()
+    except OSError as exc:
+        raise LocalCommandError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
+    server_seconds = time.perf_counter() - started
+    try:
+        local = LocalAws(server=server, source=source, seed=args.seed)
+        started = time.perf_counter()
+        local.provision()
+        provision_seconds = time.perf_counter() - started
+        outputs_path = state_dir / OUTPUTS_FILE_NAME
+        local.write_outputs(outputs_path)
+        _pid_file(state_dir).write_text(
+            json.dumps({"pid": os.getpid(), "endpoint": local.endpoint, "port": server.port}),
+            encoding="utf-8",
+        )
+        provisioned = local.provisioned
+        assert provisioned is not None
+        print(
+            f"local AWS on {local.endpoint} (server {server_seconds:.2f}s, provisioning "
+            f"{provision_seconds:.2f}s): {len(provisioned.tables)} tables, "
+            f"{len(provisioned.queues)} queues, {len(provisioned.functions)} functions, "
+            f"{len(provisioned.state_machines)} state machines",
+            file=sys.stderr,
+        )
+        print(f"outputs: {outputs_path}", file=sys.stderr)
+        print("# in another shell:", file=sys.stderr)
+        for line in export_lines(local.environment):
+            print(line)
+        sys.stdout.flush()
+        machine = local.outputs.get("StateMachineArn")
+        if machine:
+            print(
+                f"# then: aws stepfunctions start-execution --state-machine-arn {machine} "
+                "--name <case_id> --input file://examples/happy-path.json",
+                file=sys.stderr,
+            )
+        print("stop with Ctrl-C or `sagactl local down`", file=sys.stderr)
+        stop.wait()
+        print("stopping the local AWS", file=sys.stderr)
+    finally:
+        server.stop()
+        record = read_pid_file(state_dir) if _pid_file(state_dir).exists() else None
+        if record is not None and record.get("pid") == os.getpid():
+            _pid_file(state_dir).unlink(missing_ok=True)
+    return 0
+
+
+def command_down(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir
+    record = read_pid_file(state_dir)
+    if record is None:
+        print("no local AWS is running", file=sys.stderr)
+        return 0
+    pid = int(record["pid"])
+    if not _process_alive(pid) or not _is_local_server(pid):
+        _pid_file(state_dir).unlink(missing_ok=True)
+        print(f"no local AWS is running (removed a stale pid file for pid {pid})", file=sys.stderr)
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    polls = int(STOP_WAIT_SECONDS / 0.1)
+    for _ in range(polls):
+        if not _process_alive(pid):
+            break
+        time.sleep(0.1)
+    else:
+        raise LocalCommandError(
+            f"the local AWS (pid {pid}) did not stop within {STOP_WAIT_SECONDS}s"
+        )
+    _pid_file(state_dir).unlink(missing_ok=True)
+    print(f"stopped the local AWS (pid {pid}, {record.get('endpoint')})", file=sys.stderr)
+    return 0
+
+
+def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from sagactl.local.synth import SynthError
+        from sagactl.local.template import TemplateError
+
+        try:
+            return command(args)
+        except (LocalCommandError, SynthError, TemplateError) as exc:
+            print(f"sagactl local: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = local.add_parser(
+        "up",
+        help="start the local AWS with the stack provisioned; stays up until interrupted",
+        description="Start a moto server on loopback, provision the synthesized stack into it, "
+        "write .local/outputs.json and print the export lines a client needs.",
+    )
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="default %(default)s")
+    up.add_argument("--host", default=DEFAULT_HOST, help="loopback address (default %(default)s)")
+    up.add_argument(
+        "--seed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="seed the sandbox inventory (default on)",
+    )
+    up.add_argument("--template", type=Path, help="use this synthesized template (skip synth)")
+    up.add_argument("--cloud-assembly", type=Path, help="use this cdk.out directory (skip synth)")
+    up.add_argument("--stack-name", help="the stack to provision when there are several")
+    up.add_argument(
+        "--time-scale",
+        type=_non_negative_float,
+        default=None,
+        help="scale Step Functions Retry sleeps (default: $SAGA_LOCAL_TIME_SCALE or 1)",
+    )
+    up.add_argument("--verbose", action="store_true", help="debug logging")
+    up.set_defaults(handler=_guarded(command_up))
+
+
+def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    down = local.add_parser("down", help="stop a running `sagactl local up`")
+    down.set_defaults(handler=_guarded(command_down))
+
+
+LOCAL_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _register_up,
+    _register_down,
+]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    local = subparsers.add_parser("local", help="the local AWS (moto) with the stack provisioned")
+    local.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help="where outputs.json and the pid file live (default %(default)s)",
+    )
+    local_commands = local.add_subparsers(dest="local_command", metavar="SUBCOMMAND", required=True)
+    for add in LOCAL_SUBCOMMANDS:
+        add(local_commands)

@@ -1,0 +1,227 @@
+"""The local AWS: a moto server on loopback with the hooks this project needs.
+
+Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
+- `enable_step_functions_execution()`: moto runs the real ASL (its LocalStack-derived executor);
+- `install_jsonata_evaluator()`: JSONata via jsonata-python;
+- `install_inprocess_lambda()`: Lambda invokes call the project's handlers in this process;
+- `install_dynamodb_atomicity()`: one lock around each DynamoDB request, as DynamoDB makes each
+  single-item write (and each transaction) atomic; moto does not serialise concurrent requests;
+- `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from sagactl.local.jsonata_eval import install_jsonata_evaluator
+from sagactl.local.lambda_runtime import (
+    FAKE_CREDENTIALS,
+    RuntimeSettings,
+    configure_runtime,
+    current_runtime,
+    install_inprocess_lambda,
+    restore_runtime,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4566
+DEFAULT_REGION = "us-east-1"
+LOCAL_ACCOUNT_ID = "123456789012"  # moto's default account
+TIME_SCALE_ENV = "SAGA_LOCAL_TIME_SCALE"
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "DEFAULT_REGION",
+    "LOCAL_ACCOUNT_ID",
+    "LocalServer",
+    "client_environment",
+    "enable_step_functions_execution",
+    "install_dynamodb_atomicity",
+    "install_hooks",
+    "install_inprocess_lambda",
+    "install_jsonata_evaluator",
+    "retry_time_scale",
+    "set_retry_time_scale",
+]
+
+_DYNAMODB_REQUEST_LOCK = threading.RLock()
+_ATOMICITY_MARK = "_saga_atomic_request"
+
+
+def install_dynamodb_atomicity() -> None:
+    """Serialise moto's DynamoDB request handling: each request becomes atomic (idempotent).
+
+    Wraps `DynamoHandler.call_action`, which handles one whole API call (one PutItem, one
+    TransactWriteItems...) in both server mode and in-process `mock_aws`.
+    """
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.call_action
+    if getattr(original, _ATOMICITY_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def atomic_call_action(self: Any) -> Any:
+        with _DYNAMODB_REQUEST_LOCK:
+            return original(self)
+
+    setattr(atomic_call_action, _ATOMICITY_MARK, True)
+    DynamoHandler.call_action = atomic_call_action  # type: ignore[method-assign]
+
+
+def enable_step_functions_execution() -> None:
+    """Same effect as moto's `{"stepfunctions": {"execute_state_machine": True}}` config."""
+    from moto.core.config import default_user_config
+
+    default_user_config["stepfunctions"] = {"execute_state_machine": True}
+
+
+class _ScaledRetryClock:
+    """Stands in for the `time` module inside moto's Retry implementation."""
+
+    def __init__(self) -> None:
+        self.scale = 1.0
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds * self.scale))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+_retry_clock = _ScaledRetryClock()
+
+
+def _time_scale_from_env() -> float:
+    raw = os.environ.get(TIME_SCALE_ENV, "1")
+    try:
+        scale = float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{TIME_SCALE_ENV} must be a number >= 0, got {raw!r}") from exc
+    if scale < 0:
+        raise ValueError(f"{TIME_SCALE_ENV} must be a number >= 0, got {raw!r}")
+    return scale
+
+
+def set_retry_time_scale(scale: float | None = None) -> None:
+    """Scale the sleeps between ASL Retry attempts (1 = real time, 0 = no sleep).
+
+    Default: env SAGA_LOCAL_TIME_SCALE, else 1. Task timeouts and Wait states are not scaled.
+    """
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    if scale is None:
+        scale = _time_scale_from_env()
+    if scale < 0:
+        raise ValueError(f"retry time scale must be >= 0, got {scale}")
+    _retry_clock.scale = scale
+    retrier_decl.time = _retry_clock  # type: ignore[attr-defined,assignment]
+
+
+def retry_time_scale() -> float:
+    return _retry_clock.scale
+
+
+def install_hooks(*, time_scale: float | None = None) -> None:
+    """Everything the local AWS needs, installed into this process's moto (idempotent)."""
+    enable_step_functions_execution()
+    install_jsonata_evaluator()
+    install_inprocess_lambda()
+    install_dynamodb_atomicity()
+    set_retry_time_scale(time_scale)
+
+
+def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
+    """The environment a client (boto3, the AWS CLI) needs to use the local AWS."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+    }
+
+
+class LocalServer:
+    """A moto ThreadedMotoServer on loopback with the hooks installed.
+
+    port=0 picks a free port. The server shares this process's moto backends, so in-process
+    `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
+    """
+
+    def __init__(
+        self,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        *,
+        region: str = DEFAULT_REGION,
+        time_scale: float | None = None,
+    ) -> None:
+        if not host.startswith("127.") and host not in ("localhost", "::1"):
+            raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
+        self.host = host
+        self.requested_port = port
+        self.region = region
+        self.time_scale = time_scale
+        self._server: Any = None
+        self.port: int | None = None
+        self._previous: tuple[str | None, RuntimeSettings] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the local server is not running")
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> str:
+        from moto.server import ThreadedMotoServer
+
+        install_hooks(time_scale=self.time_scale)
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        server = ThreadedMotoServer(ip_address=self.host, port=self.requested_port, verbose=False)
+        server.start()
+        self._server = server
+        self.port = int(server.get_host_and_port()[1])
+        # Restored on stop, so that an inner server does not leave an outer one unreachable.
+        self._previous = (os.environ.get("MOTO_PORT"), current_runtime())
+        # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
+        os.environ["MOTO_PORT"] = str(self.port)
+        configure_runtime(self.endpoint, self.region)
+        logger.info("local AWS listening on %s", self.endpoint)
+        return self.endpoint
+
+    def reset(self) -> None:
+        """Drop every resource and execution of every service."""
+        from moto.moto_api._internal.models import moto_api_backend
+
+        # The server runs in this process: the same as POST /moto-api/reset.
+        moto_api_backend.reset()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._previous is not None:
+            moto_port, runtime = self._previous
+            if moto_port is None:
+                os.environ.pop("MOTO_PORT", None)
+            else:
+                os.environ["MOTO_PORT"] = moto_port
+            restore_runtime(runtime)
+            self._previous = None
+        self.port = None
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

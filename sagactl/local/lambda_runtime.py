@@ -1,0 +1,235 @@
+"""Lambda invokes served in-process: moto's Docker runner replaced by a direct handler call.
+
+moto calls `LambdaFunction._invoke_lambda(event)` and expects `(payload, errored, logs)`. An
+errored payload `{"errorType", "errorMessage", "stackTrace"}` becomes the Lambda FunctionError
+whose `errorType` the Step Functions interpreter uses as the error name, exactly as the Python
+Lambda runtime reports a raised exception (class name).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+FAKE_CREDENTIALS: dict[str, str] = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+# One invoke at a time: handlers share os.environ, module globals and stdout with the server.
+_INVOKE_LOCK = threading.Lock()
+_INSTALL_LOCK = threading.Lock()
+
+
+@dataclass
+class LocalLambdaContext:
+    """The attributes of the Lambda Python runtime's context object that handlers use."""
+
+    function_name: str
+    function_version: str
+    invoked_function_arn: str
+    memory_limit_in_mb: int
+    timeout_seconds: float
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = ""
+    log_stream_name: str = ""
+    identity: Any = None
+    client_context: Any = None
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_seconds
+        self.log_group_name = self.log_group_name or f"/aws/lambda/{self.function_name}"
+        self.log_stream_name = self.log_stream_name or f"local/[{self.function_version}]"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """What every in-process invoke sees besides its function's own environment."""
+
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+
+
+class _Runtime:
+    settings = RuntimeSettings()
+
+
+def configure_runtime(endpoint_url: str | None, region: str = "us-east-1") -> None:
+    """Set the endpoint that handlers' boto3 clients use (the local server; None in mock_aws)."""
+    _Runtime.settings = RuntimeSettings(endpoint_url=endpoint_url, region=region)
+
+
+def current_runtime() -> RuntimeSettings:
+    return _Runtime.settings
+
+
+def restore_runtime(settings: RuntimeSettings) -> None:
+    _Runtime.settings = settings
+
+
+def load_handler(handler_path: str) -> Callable[[Any, Any], Any]:
+    """Import `package.module.function` (the Lambda `Handler` property)."""
+    module_name, _, attribute = handler_path.rpartition(".")
+    if not module_name:
+        raise ImportError(f"Handler {handler_path!r} is not of the form module.function")
+    module = importlib.import_module(module_name)
+    handler = getattr(module, attribute, None)
+    if not callable(handler):
+        raise ImportError(f"Handler {attribute!r} missing in module {module_name!r}")
+    return handler  # type: ignore[no-any-return]
+
+
+@contextmanager
+def applied_environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with `variables` applied, restored exactly afterwards (nothing leaks)."""
+    saved = dict(os.environ)
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        # Undo key by key (never clear()): other threads read os.environ meanwhile.
+        for key in set(os.environ) - set(saved):
+            os.environ.pop(key, None)
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+
+
+def invoke_environment(
+    *,
+    function_name: str,
+    version: str,
+    memory_mb: int,
+    timeout: float,
+    handler: str,
+    function_variables: Mapping[str, Any],
+) -> dict[str, str]:
+    settings = _Runtime.settings
+    env: dict[str, str] = {
+        **FAKE_CREDENTIALS,
+        "AWS_REGION": settings.region,
+        "AWS_DEFAULT_REGION": settings.region,
+        "AWS_LAMBDA_FUNCTION_NAME": function_name,
+        "AWS_LAMBDA_FUNCTION_VERSION": version,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
+        "AWS_LAMBDA_FUNCTION_TIMEOUT": str(int(timeout)),
+        "AWS_EXECUTION_ENV": "AWS_Lambda_python_local",
+        "_HANDLER": handler,
+        # No X-Ray daemon here; tracing on AWS is configured by the stack.
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    if settings.endpoint_url:
+        env["AWS_ENDPOINT_URL"] = settings.endpoint_url
+    env.update({key: str(value) for key, value in function_variables.items()})
+    return env
+
+
+def error_payload(exc: BaseException) -> dict[str, Any]:
+    """The Python Lambda runtime's error shape: the class name is the error type."""
+    return {
+        "errorType": type(exc).__name__,
+        "errorMessage": str(exc),
+        "stackTrace": traceback.format_tb(exc.__traceback__),
+    }
+
+
+def invoke_in_process(
+    *,
+    handler_path: str,
+    event: Any,
+    function_name: str,
+    function_arn: str,
+    version: str,
+    memory_mb: int,
+    timeout: float,
+    variables: Mapping[str, Any],
+) -> tuple[str, bool, str]:
+    """Run the handler for one invoke; returns moto's `(payload, errored, logs)`."""
+    context = LocalLambdaContext(
+        function_name=function_name,
+        function_version=version,
+        invoked_function_arn=function_arn,
+        memory_limit_in_mb=memory_mb,
+        timeout_seconds=timeout,
+    )
+    env = invoke_environment(
+        function_name=function_name,
+        version=version,
+        memory_mb=memory_mb,
+        timeout=timeout,
+        handler=handler_path,
+        function_variables=variables,
+    )
+    with _INVOKE_LOCK, applied_environment(env):
+        try:
+            handler = load_handler(handler_path)
+        except Exception as exc:
+            logger.exception("cannot import handler %s of %s", handler_path, function_name)
+            payload = {
+                "errorType": "Runtime.ImportModuleError",
+                "errorMessage": f"Unable to import module {handler_path!r}: {exc}",
+                "stackTrace": traceback.format_tb(exc.__traceback__),
+            }
+            return json.dumps(payload), True, "".join(traceback.format_exception(exc))
+        try:
+            result = handler(event, context)
+        except Exception as exc:
+            logger.debug("%s raised %s: %s", function_name, type(exc).__name__, exc)
+            return (
+                json.dumps(error_payload(exc)),
+                True,
+                "".join(traceback.format_exception(exc)),
+            )
+    try:
+        return json.dumps(result), False, ""
+    except (TypeError, ValueError) as exc:
+        payload = {
+            "errorType": "Runtime.MarshalError",
+            "errorMessage": f"Unable to marshal response: {exc}",
+            "stackTrace": [],
+        }
+        return json.dumps(payload), True, ""
+
+
+def _moto_invoke_lambda(self: Any, event: Any = None) -> tuple[str, bool, str]:
+    """Replacement for moto.awslambda.models.LambdaFunction._invoke_lambda."""
+    if event is None:
+        event = {}
+    elif isinstance(event, str | bytes):
+        # moto passes the string "{}" for an empty body.
+        event = json.loads(event) if event else {}
+    return invoke_in_process(
+        handler_path=str(self.handler),
+        event=event,
+        function_name=str(self.function_name),
+        function_arn=str(self.function_arn),
+        version=str(self.version),
+        memory_mb=int(self.memory_size),
+        timeout=float(self.timeout),
+        variables=dict(self.environment_vars or {}),
+    )
+
+
+def install_inprocess_lambda() -> None:
+    """Make moto run every Lambda invoke through the in-process runtime (idempotent)."""
+    from moto.awslambda.models import LambdaFunction
+
+    with _INSTALL_LOCK:
+        LambdaFunction._invoke_lambda = _moto_invoke_lambda  # type: ignore[method-assign]

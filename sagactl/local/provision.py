@@ -1,0 +1,336 @@
+"""Provision the local AWS from the synthesized CloudFormation template and the ASL file.
+
+`cdk deploy` into moto's CloudFormation is not reliable (design.md §7), so the emulated resources
+are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (their code runs
+in-process, moto only holds a dummy zip) and Step Functions state machines. Every other resource
+type is skipped (logged at debug level); references to it resolve to placeholder ARNs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from sagactl.local.template import (
+    PhysicalResource,
+    ResolutionContext,
+    TemplateError,
+    readable_logical_id,
+)
+
+logger = logging.getLogger(__name__)
+
+TABLE_TYPES = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
+QUEUE_TYPE = "AWS::SQS::Queue"
+FUNCTION_TYPE = "AWS::Lambda::Function"
+STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
+EMULATED_TYPES = (*TABLE_TYPES, QUEUE_TYPE, FUNCTION_TYPE, STATE_MACHINE_TYPE)
+
+LOCAL_ROLE_NAME = "saga-local-execution-role"
+_TRUST_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+# Which service prefix a skipped resource type's placeholder ARN gets.
+_PLACEHOLDER_SERVICES = {"AWS::IAM::Role": "iam", "AWS::Logs::LogGroup": "logs"}
+
+
+@dataclass
+class ProvisionResult:
+    """What was created locally, by logical id, and the resolved stack outputs."""
+
+    stack_name: str
+    outputs: dict[str, str]
+    tables: dict[str, str] = field(default_factory=dict)
+    queues: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, str] = field(default_factory=dict)
+    state_machines: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def dummy_lambda_zip() -> bytes:
+    """moto stores a code package; the code actually run is the in-process handler."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("README.txt", "served in-process by sagactl local\n")
+    return buffer.getvalue()
+
+
+class _Provisioner:
+    def __init__(
+        self,
+        *,
+        template: Mapping[str, Any],
+        session: boto3.Session,
+        endpoint: str | None,
+        stack_name: str,
+        asl_path: Path | None,
+        account_id: str,
+    ) -> None:
+        self.template = template
+        self.resources: dict[str, Any] = dict(template.get("Resources", {}))
+        self.region = session.region_name or "us-east-1"
+        self.stack_name = stack_name
+        self.asl_path = asl_path
+        self.ctx = ResolutionContext(
+            stack_name=stack_name,
+            region=self.region,
+            account_id=account_id,
+            template=template,
+            fallback=self._placeholder,
+        )
+        self.dynamodb = session.client("dynamodb", endpoint_url=endpoint)
+        self.sqs = session.client("sqs", endpoint_url=endpoint)
+        self.lambda_ = session.client("lambda", endpoint_url=endpoint)
+        self.sfn = session.client("stepfunctions", endpoint_url=endpoint)
+        self.iam = session.client("iam", endpoint_url=endpoint)
+        self.result = ProvisionResult(stack_name=stack_name, outputs={})
+
+    # -- naming ---------------------------------------------------------------------------
+
+    def _arn(self, service: str, resource: str, *, regional: bool = True) -> str:
+        region = self.region if regional else ""
+        return f"arn:aws:{service}:{region}:{self.ctx.account_id}:{resource}"
+
+    def _name(self, logical_id: str, explicit: Any = None) -> str:
+        if explicit is not None:
+            return str(self.ctx.resolve(explicit))
+        return f"{self.stack_name}-{readable_logical_id(logical_id)}"
+
+    def _placeholder(self, logical_id: str) -> PhysicalResource:
+        kind = self.resources[logical_id].get("Type", "")
+        name = self._name(logical_id)
+        service = _PLACEHOLDER_SERVICES.get(
+            kind, kind.split("::")[1].lower() if "::" in kind else "x"
+        )
+        if service == "iam":
+            arn = self._arn("iam", f"role/{name}", regional=False)
+        else:
+            arn = self._arn(service, name)
+        return PhysicalResource(ref=name, attributes={"Arn": arn})
+
+    def _of_type(self, *types: str) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            (logical_id, resource.get("Properties", {}))
+            for logical_id, resource in self.resources.items()
+            if resource.get("Type") in types
+        ]
+
+    def plan(self) -> None:
+        """Local names and ARNs of everything emulated, known before anything is created."""
+        for logical_id, props in self._of_type(*TABLE_TYPES):
+            name = self._name(logical_id, props.get("TableName"))
+            arn = self._arn("dynamodb", f"table/{name}")
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=name, attributes={"Arn": arn, "StreamArn": f"{arn}/stream/local"}
+            )
+        for logical_id, props in self._of_type(FUNCTION_TYPE):
+            name = self._name(logical_id, props.get("FunctionName"))
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=name, attributes={"Arn": self._arn("lambda", f"function:{name}")}
+            )
+        for logical_id, props in self._of_type(STATE_MACHINE_TYPE):
+            name = self._name(logical_id, props.get("StateMachineName"))
+            arn = self._arn("states", f"stateMachine:{name}")
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=arn, attributes={"Arn": arn, "Name": name}
+            )
+        for logical_id, resource in self.resources.items():
+            if resource.get("Type") not in EMULATED_TYPES:
+                self.result.skipped[logical_id] = str(resource.get("Type"))
+                logger.debug("not emulated locally: %s (%s)", logical_id, resource.get("Type"))
+
+    # -- creation -------------------------------------------------------------------------
+
+    def create_tables(self) -> None:
+        for logical_id, raw_props in self._of_type(*TABLE_TYPES):
+            name = self.ctx.resources[logical_id].ref
+            props = self.ctx.resolve(raw_props)
+            request: dict[str, Any] = {
+                "TableName": name,
+                "KeySchema": props["KeySchema"],
+                "AttributeDefinitions": props["AttributeDefinitions"],
+                # Capacity settings mean nothing locally.
+                "BillingMode": "PAY_PER_REQUEST",
+            }
+            gsis = [
+                {key: index[key] for key in ("IndexName", "KeySchema", "Projection")}
+                for index in props.get("GlobalSecondaryIndexes", [])
+            ]
+            if gsis:
+                request["GlobalSecondaryIndexes"] = gsis
+            lsis = [
+                {key: index[key] for key in ("IndexName", "KeySchema", "Projection")}
+                for index in props.get("LocalSecondaryIndexes", [])
+            ]
+            if lsis:
+                request["LocalSecondaryIndexes"] = lsis
+            stream = props.get("StreamSpecification")
+            if stream and stream.get("StreamViewType"):
+                request["StreamSpecification"] = {
+                    "StreamEnabled": True,
+                    "StreamViewType": stream["StreamViewType"],
+                }
+            self.dynamodb.create_table(**request)
+            ttl = props.get("TimeToLiveSpecification")
+            if ttl and ttl.get("AttributeName") and ttl.get("Enabled", True):
+                self.dynamodb.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={
+                        "Enabled": True,
+                        "AttributeName": ttl["AttributeName"],
+                    },
+                )
+            if props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled"):
+                self.dynamodb.update_continuous_backups(
+                    TableName=name,
+                    PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+                )
+            self.result.tables[logical_id] = name
+
+    def create_queues(self) -> None:
+        queues = self._of_type(QUEUE_TYPE)
+        # Dead-letter queues first: a redrive policy names its target's ARN.
+        queues.sort(key=lambda item: "RedrivePolicy" in item[1])
+        for logical_id, raw_props in queues:
+            name = self._name(logical_id, raw_props.get("QueueName"))
+            if raw_props.get("FifoQueue") and not name.endswith(".fifo"):
+                name += ".fifo"
+            props = self.ctx.resolve(raw_props)
+            attributes: dict[Any, str] = {}
+            for key in (
+                "VisibilityTimeout",
+                "MessageRetentionPeriod",
+                "DelaySeconds",
+                "ReceiveMessageWaitTimeSeconds",
+                "FifoQueue",
+                "ContentBasedDeduplication",
+            ):
+                if key in props:
+                    value = props[key]
+                    attributes[key] = str(value).lower() if isinstance(value, bool) else str(value)
+            if "RedrivePolicy" in props:
+                attributes["RedrivePolicy"] = json.dumps(props["RedrivePolicy"])
+            url = self.sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+            arn = self._arn("sqs", name)
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=url, attributes={"Arn": arn, "QueueUrl": url, "QueueName": name}
+            )
+            self.result.queues[logical_id] = url
+
+    def _execution_role(self) -> str:
+        try:
+            role = self.iam.create_role(
+                RoleName=LOCAL_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(_TRUST_POLICY)
+            )
+        except self.iam.exceptions.EntityAlreadyExistsException:
+            role = self.iam.get_role(RoleName=LOCAL_ROLE_NAME)
+        return str(role["Role"]["Arn"])
+
+    def create_functions(self, role_arn: str) -> None:
+        code = dummy_lambda_zip()
+        for logical_id, raw_props in self._of_type(FUNCTION_TYPE):
+            name = self.ctx.resources[logical_id].ref
+            handler = raw_props.get("Handler")
+            if not handler:
+                raise TemplateError(f"function {logical_id} has no Handler (container images?)")
+            variables = self.ctx.resolve(raw_props.get("Environment", {}).get("Variables", {}))
+            request: dict[str, Any] = {
+                "FunctionName": name,
+                "Runtime": raw_props.get("Runtime", "python3.12"),
+                "Role": role_arn,
+                "Handler": self.ctx.resolve(handler),
+                "Code": {"ZipFile": code},
+                "Timeout": int(self.ctx.resolve(raw_props.get("Timeout", 3))),
+                "MemorySize": int(self.ctx.resolve(raw_props.get("MemorySize", 128))),
+                "Environment": {"Variables": {k: str(v) for k, v in variables.items()}},
+            }
+            if raw_props.get("Architectures"):
+                request["Architectures"] = raw_props["Architectures"]
+            self.lambda_.create_function(**request)
+            self.result.functions[logical_id] = name
+
+    def _definition(self, logical_id: str, props: Mapping[str, Any]) -> str:
+        if "DefinitionString" in props:
+            definition = self.ctx.resolve(props["DefinitionString"])
+        elif "Definition" in props:
+            definition = json.dumps(self.ctx.resolve(props["Definition"]))
+        elif self.asl_path is not None:
+            definition = self.asl_path.read_text(encoding="utf-8")
+        else:
+            raise TemplateError(f"state machine {logical_id} has no inline definition")
+        if not isinstance(definition, str) or not definition.strip():
+            raise TemplateError(f"state machine {logical_id} has an empty definition")
+        substitutions = self.ctx.resolve(props.get("DefinitionSubstitutions", {}))
+        for key, value in substitutions.items():
+            definition = definition.replace(f"${{{key}}}", str(value))
+        return definition
+
+    def create_state_machines(self, role_arn: str) -> None:
+        for logical_id, props in self._of_type(STATE_MACHINE_TYPE):
+            physical = self.ctx.resources[logical_id]
+            definition = self._definition(logical_id, props)
+            machine_type: Any = str(props.get("StateMachineType", "STANDARD"))
+            arn = self.sfn.create_state_machine(
+                name=physical.attributes["Name"],
+                definition=definition,
+                roleArn=role_arn,
+                type=machine_type,
+            )["stateMachineArn"]
+            if arn != physical.ref:
+                raise TemplateError(f"state machine ARN {arn} differs from planned {physical.ref}")
+            self.result.state_machines[logical_id] = arn
+
+    def resolve_outputs(self) -> None:
+        for key, output in self.template.get("Outputs", {}).items():
+            try:
+                self.result.outputs[key] = str(self.ctx.resolve(output["Value"]))
+            except TemplateError as exc:
+                logger.debug("output %s not available locally: %s", key, exc)
+
+    def run(self) -> ProvisionResult:
+        self.plan()
+        self.create_tables()
+        self.create_queues()
+        role_arn = self._execution_role()
+        self.create_functions(role_arn)
+        self.create_state_machines(role_arn)
+        self.resolve_outputs()
+        return self.result
+
+
+def provision(
+    template: Mapping[str, Any],
+    session: boto3.Session,
+    *,
+    endpoint: str | None,
+    stack_name: str,
+    asl_path: Path | None = None,
+    account_id: str = "123456789012",
+) -> ProvisionResult:
+    """Create the template's emulated resources in the local AWS at `endpoint`.
+
+    `asl_path` is used only when a state machine has no inline definition in the template.
+    """
+    return _Provisioner(
+        template=template,
+        session=session,
+        endpoint=endpoint,
+        stack_name=stack_name,
+        asl_path=asl_path,
+        account_id=account_id,
+    ).run()

@@ -1,0 +1,77 @@
+"""Synthesize the CDK app (offline) and locate the stack's template."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ASL_PATH = PROJECT_ROOT / "statemachines" / "replacement_order.asl.json"
+
+
+class SynthError(RuntimeError):
+    """The CDK app did not synthesize, or its output holds no usable stack."""
+
+
+@dataclass(frozen=True)
+class SynthesizedStack:
+    stack_name: str
+    template_path: Path
+
+
+def find_stack(cloud_assembly: Path, stack_name: str | None = None) -> SynthesizedStack:
+    """The stack template in a cloud assembly directory (cdk.out), by manifest."""
+    manifest_path = cloud_assembly / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SynthError(f"no cloud assembly manifest at {manifest_path}: {exc}") from exc
+    stacks = [
+        SynthesizedStack(
+            stack_name=str(artifact.get("properties", {}).get("stackName") or artifact_id),
+            template_path=cloud_assembly / artifact["properties"]["templateFile"],
+        )
+        for artifact_id, artifact in manifest.get("artifacts", {}).items()
+        if artifact.get("type") == "aws:cloudformation:stack"
+    ]
+    if stack_name is not None:
+        stacks = [stack for stack in stacks if stack.stack_name == stack_name]
+    if len(stacks) != 1:
+        names = ", ".join(stack.stack_name for stack in stacks) or "none"
+        raise SynthError(f"expected exactly one stack in {cloud_assembly}, found: {names}")
+    return stacks[0]
+
+
+def synthesize(
+    outdir: Path,
+    *,
+    project_root: Path = PROJECT_ROOT,
+    stack_name: str | None = None,
+    python: str = sys.executable,
+) -> SynthesizedStack:
+    """Run `python app.py` with CDK_OUTDIR=outdir (no AWS access needed) and find the stack."""
+    app = project_root / "app.py"
+    if not app.is_file():
+        raise SynthError(f"no CDK app at {app}")
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
+    }
+    completed = subprocess.run(
+        [python, str(app)],
+        cwd=project_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if completed.returncode != 0:
+        raise SynthError(f"synth failed (exit {completed.returncode}):\n{completed.stderr[-4000:]}")
+    return find_stack(outdir, stack_name)

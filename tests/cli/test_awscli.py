@@ -1,0 +1,150 @@
+"""The real AWS CLI (the `awscli` package of the venv) against the local AWS.
+
+The server runs inside the test process on a free loopback port; the CLI is a subprocess that
+reaches it like any other client: `--endpoint-url`, fake credentials, no profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
+from sagactl.local.synth import PROJECT_ROOT
+
+AWS_CLI = Path(sys.executable).parent / "aws"
+MAX_DESCRIBE_POLLS = 120
+
+
+def aws(local: LocalAws, *args: str) -> Any:
+    """Run `aws --endpoint-url <local> ... --output json` and parse its output."""
+    completed = subprocess.run(
+        [str(AWS_CLI), "--endpoint-url", local.endpoint, "--output", "json", *args],
+        env={**os.environ, **local.environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, f"aws {' '.join(args)} failed:\n{completed.stderr}"
+    return json.loads(completed.stdout) if completed.stdout.strip() else None
+
+
+def run_with_cli(
+    local: LocalAws, case_file: Path, name: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """start-execution with the case file, describe-execution until terminal, get history."""
+    started = aws(
+        local,
+        "stepfunctions",
+        "start-execution",
+        "--state-machine-arn",
+        local.outputs["StateMachineArn"],
+        "--name",
+        name,
+        "--input",
+        f"file://{case_file}",
+    )
+    execution_arn = started["executionArn"]
+    assert execution_arn.endswith(f":{name}")
+    for _ in range(MAX_DESCRIBE_POLLS):
+        description = aws(
+            local, "stepfunctions", "describe-execution", "--execution-arn", execution_arn
+        )
+        if description["status"] in TERMINAL_STATUSES:
+            break
+    else:
+        pytest.fail(f"{execution_arn} did not finish after {MAX_DESCRIBE_POLLS} polls")
+    history = aws(
+        local, "stepfunctions", "get-execution-history", "--execution-arn", execution_arn
+    )["events"]
+    return description, history
+
+
+def scan(local: LocalAws, table: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = aws(local, "dynamodb", "scan", "--table-name", table)["Items"]
+    return items
+
+
+def test_cli_runs_an_execution_whose_handlers_write_to_dynamodb(
+    fixture_local_aws: LocalAws, tmp_path: Path
+) -> None:
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps({"case_id": "cli-1", "reject": "no stock"}))
+
+    description, history = run_with_cli(fixture_local_aws, case_file, "cli-1")
+
+    assert description["status"] == "SUCCEEDED"
+    assert json.loads(description["output"])["error"] == "CustomRejection"
+    types = [event["type"] for event in history]
+    assert types[0] == "ExecutionStarted"
+    assert types[-1] == "ExecutionSucceeded"
+    assert types.count("TaskSucceeded") == 1 and types.count("TaskFailed") == 1
+    items = scan(fixture_local_aws, fixture_local_aws.outputs["LedgerTableName"])
+    by_key = {item["action_key"]["S"]: item for item in items}
+    recorded = [key for key in by_key if key.startswith("cli-1#") and key != "cli-1#reject-calls"]
+    assert len(recorded) == 1
+    assert by_key["cli-1#reject-calls"]["calls"] == {"N": "1"}
+
+
+def test_cli_second_start_of_a_finished_case_is_rejected(
+    fixture_local_aws: LocalAws, tmp_path: Path
+) -> None:
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps({"case_id": "cli-2"}))
+    run_with_cli(fixture_local_aws, case_file, "cli-2")
+    completed = subprocess.run(
+        [
+            str(AWS_CLI),
+            "--endpoint-url",
+            fixture_local_aws.endpoint,
+            "stepfunctions",
+            "start-execution",
+            "--state-machine-arn",
+            fixture_local_aws.outputs["StateMachineArn"],
+            "--name",
+            "cli-2",
+            "--input",
+            '{"case_id": "other"}',
+        ],
+        env={**os.environ, **fixture_local_aws.environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode != 0
+    assert "ExecutionAlreadyExists" in completed.stderr
+
+
+def test_cli_happy_path_example_completes_the_saga(local_aws: LocalAws) -> None:
+    """examples/happy-path.json through the real stack: the design.md §8 outcome."""
+    case_file = PROJECT_ROOT / "examples" / "happy-path.json"
+    case = json.loads(case_file.read_text())
+
+    description, history = run_with_cli(local_aws, case_file, case["case_id"])
+
+    failures = [e for e in history if e["type"] in ("TaskFailed", "ExecutionFailed")]
+    assert description["status"] == "SUCCEEDED", failures
+    output = json.loads(description["output"])
+    assert (output["case_id"], output["outcome"]) == (case["case_id"], "COMPLETED")
+    assert output["compensations"] == []
+    outputs = local_aws.outputs
+    cases = scan(local_aws, outputs["CasesTableName"])
+    assert [(c["case_id"]["S"], c["outcome"]["S"]) for c in cases] == [
+        (case["case_id"], "COMPLETED")
+    ]
+    for table in ("PaymentsTableName", "ShipmentsTableName"):
+        effects = scan(local_aws, outputs[table])
+        assert [item["case_id"]["S"] for item in effects] == [case["case_id"]], table
+    stock = {
+        item["sku"]["S"]: int(item["available"]["N"])
+        for item in scan(local_aws, outputs["InventoryTableName"])
+    }
+    assert stock[case["reserve"]["sku"]] == 100 - case["reserve"]["quantity"]

@@ -1,0 +1,113 @@
+"""Shared fixtures: fake credentials everywhere, and the local AWS started once per session.
+
+- `local_server`: one moto server in this process on a free loopback port, hooks installed
+  (Step Functions execution, JSONata, in-process Lambda handlers, atomic DynamoDB requests).
+  Retry sleeps are scaled by $SAGA_LOCAL_TIME_SCALE (default 0.1 in tests).
+- `local_aws`: the real stack (synthesized once from app.py) freshly provisioned for each test
+  (reset + provision: ~0.1 s), sandbox inventory seeded, AWS_ENDPOINT_URL set for the test.
+- `fixture_local_aws`: the same for the small hand-written template in
+  tests/e2e/local_stack_fixture.py (tests of the emulator itself).
+
+The server shares moto's in-process state with `mock_aws`: a `mock_aws` test wipes it, which is
+why every test that uses the local AWS gets a fresh provisioning.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from sagactl.local.emulator import LocalServer, client_environment
+from sagactl.local.environment import LocalAws, StackSource
+from sagactl.local.synth import PROJECT_ROOT, SynthError
+
+FAKE_AWS_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+# Anything that could point a client at a real account or a real endpoint.
+_REAL_AWS_VARIABLES = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+)
+TEST_TIME_SCALE_DEFAULT = "0.1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fake_aws_credentials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fake credentials and region for the whole session; no profile, no real endpoint."""
+    empty = tmp_path_factory.mktemp("aws-config") / "none"
+    empty.write_text("", encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _REAL_AWS_VARIABLES:
+            patch.delenv(name, raising=False)
+        for name, value in FAKE_AWS_ENVIRONMENT.items():
+            patch.setenv(name, value)
+        patch.setenv("AWS_CONFIG_FILE", str(empty))
+        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
+        yield
+
+
+@pytest.fixture(scope="session")
+def local_server(fake_aws_credentials: None) -> Iterator[LocalServer]:
+    scale = float(os.environ.get("SAGA_LOCAL_TIME_SCALE", TEST_TIME_SCALE_DEFAULT))
+    server = LocalServer(port=0, time_scale=scale)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def saga_stack_source(tmp_path_factory: pytest.TempPathFactory) -> StackSource:
+    """The real stack, synthesized once per session from app.py."""
+    if not (PROJECT_ROOT / "app.py").is_file():
+        pytest.skip("app.py does not exist yet: nothing to synthesize")
+    try:
+        return StackSource.synthesized(tmp_path_factory.mktemp("cdk.out"))
+    except SynthError as exc:
+        pytest.fail(f"the CDK app does not synthesize: {exc}")
+
+
+@pytest.fixture(scope="session")
+def _saga_local(local_server: LocalServer, saga_stack_source: StackSource) -> LocalAws:
+    return LocalAws(server=local_server, source=saga_stack_source)
+
+
+@pytest.fixture
+def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
+    """The real stack in a fresh local account; `run_case(case)` runs one execution."""
+    _saga_local.reprovision()
+    for name, value in client_environment(_saga_local.endpoint).items():
+        monkeypatch.setenv(name, value)
+    return _saga_local
+
+
+@pytest.fixture(scope="session")
+def _fixture_local(local_server: LocalServer) -> LocalAws:
+    from tests.e2e.local_stack_fixture import TEMPLATE
+
+    return LocalAws(server=local_server, source=StackSource(TEMPLATE, "fx", asl_path=None))
+
+
+@pytest.fixture
+def fixture_local_aws(_fixture_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
+    """The hand-written fixture stack in a fresh local account."""
+    _fixture_local.reprovision()
+    for name, value in client_environment(_fixture_local.endpoint).items():
+        monkeypatch.setenv(name, value)
+    return _fixture_local
