@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sagactl.demo import register_demo
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT
 from sagactl.local.synth import PROJECT_ROOT
 
@@ -258,6 +259,7 @@ def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
 LOCAL_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _register_up,
     _register_down,
+    register_demo,
 ]
 
 

@@ -1,0 +1,218 @@
+"""`sagactl case new|approve|check`: write, approve and check case files (design.md §8).
+
+The approval digest covers the case's consequential parameters and the approved revision
+(`saga.models.approval_digest`); `sandbox.faults` is never digested. Every command validates
+with the saga's own models, so a file accepted here is accepted by ValidateCase.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from saga.errors import ApprovalMismatch, InvalidRequest
+from saga.models import parse_case, verify_approval, with_approval_digest
+from saga.sandbox.faults import DOWNSTREAMS
+from sagactl.commands.common import (
+    Subparsers,
+    add_json_argument,
+    positive_int,
+    read_case_file,
+    write_json_file,
+)
+from sagactl.errors import InvalidCaseFile, UsageError, guarded
+from sagactl.render import emit_json
+
+
+def parse_faults(specs: list[str]) -> dict[str, list[str]]:
+    """`refund=lose_response` (repeatable, in order) -> {"refund": ["lose_response"], ...}."""
+    faults: dict[str, list[str]] = {downstream: [] for downstream in DOWNSTREAMS}
+    for spec in specs:
+        downstream, sep, name = spec.partition("=")
+        if not sep or not downstream or not name:
+            raise UsageError(
+                f"--fault {spec!r}: expected DOWNSTREAM=FAULT, e.g. refund=lose_response"
+            )
+        faults.setdefault(downstream.strip(), []).append(name.strip())
+    return faults
+
+
+def case_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "case_id": args.case_id,
+        "tenant_id": args.tenant,
+        "order": {"order_id": args.order_id, "customer_id": args.customer_id},
+        "reserve": {"sku": args.sku, "quantity": args.quantity},
+        "refund": {
+            "payment_reference": args.payment_reference,
+            "amount_minor": args.amount_minor,
+            "currency": args.currency,
+        },
+        "shipment": {
+            "address": {
+                "name": args.address_name,
+                "line1": args.address_line1,
+                "city": args.address_city,
+                "postal_code": args.address_postal_code,
+                "country": args.address_country,
+            }
+        },
+        "approval": {"revision": args.revision, "approved_by": args.approved_by},
+        "sandbox": {"faults": parse_faults(args.fault)},
+    }
+
+
+def approve(case: Any, *, source: str) -> dict[str, Any]:
+    """The case with its approval digest filled in; InvalidCaseFile names the bad field."""
+    if not isinstance(case, dict):
+        raise InvalidCaseFile(f"{source}: expected a JSON object, got {type(case).__name__}")
+    try:
+        return with_approval_digest(case)
+    except InvalidRequest as exc:
+        raise InvalidCaseFile(f"{source}: {exc}") from None
+
+
+def _write(case: dict[str, Any], output: str, *, force: bool) -> str:
+    if output == "-":
+        emit_json(case)
+        return "stdout"
+    path = Path(output)
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists: pass --force to overwrite it")
+    write_json_file(path, case)
+    return str(path)
+
+
+def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
+    approval = case["approval"]
+    return {
+        "file": written_to,
+        "case_id": case["case_id"],
+        "tenant_id": case["tenant_id"],
+        "revision": approval["revision"],
+        "approved_by": approval["approved_by"],
+        "digest": approval["digest"],
+    }
+
+
+def command_new(args: argparse.Namespace) -> int:
+    case = approve(case_from_args(args), source="case")
+    written_to = _write(case, args.output, force=args.force)
+    summary = _approval_summary(case, written_to)
+    if args.output == "-":
+        return 0
+    if args.json:
+        emit_json(summary)
+    else:
+        print(f"wrote case {case['case_id']} to {written_to} (approved: {summary['digest']})")
+    return 0
+
+
+def command_approve(args: argparse.Namespace) -> int:
+    case = read_case_file(args.file)
+    if isinstance(case, dict) and (args.approved_by or args.revision):
+        approval = dict(case.get("approval") or {})
+        if args.approved_by:
+            approval["approved_by"] = args.approved_by
+        if args.revision:
+            approval["revision"] = args.revision
+        case = {**case, "approval": approval}
+    approved = approve(case, source=str(args.file))
+    output = args.output or str(args.file)
+    written_to = _write(approved, output, force=True)
+    summary = _approval_summary(approved, written_to)
+    if output == "-":
+        return 0
+    if args.json:
+        emit_json(summary)
+    else:
+        print(
+            f"approved case {approved['case_id']} revision {summary['revision']} by "
+            f"{summary['approved_by']}: {summary['digest']} ({written_to})"
+        )
+    return 0
+
+
+def command_check(args: argparse.Namespace) -> int:
+    raw = read_case_file(args.file)
+    try:
+        case = parse_case(raw)
+        verify_approval(case)
+    except (InvalidRequest, ApprovalMismatch) as exc:
+        raise InvalidCaseFile(f"{args.file}: {exc}") from None
+    if args.json:
+        emit_json({"file": str(args.file), "case_id": case.case_id, "valid": True})
+    else:
+        print(f"{args.file}: case {case.case_id} is valid and its approval digest matches")
+    return 0
+
+
+def register(subparsers: Subparsers) -> None:
+    case = subparsers.add_parser(
+        "case", help="write, approve and check case files", description=__doc__
+    )
+    commands = case.add_subparsers(dest="case_command", metavar="SUBCOMMAND", required=True)
+
+    new = commands.add_parser(
+        "new",
+        help="write an approved case file from flags",
+        description="Write a case file (design.md §8) with its approval digest filled in. "
+        "Refuses an invalid case with a message naming the field.",
+    )
+    required = new.add_argument_group("case (all required)")
+    for flag, help_text in (
+        ("--case-id", "the case id; also the execution name"),
+        ("--tenant", "tenant id (who the case belongs to)"),
+        ("--order-id", "the order being replaced"),
+        ("--customer-id", "the customer"),
+        ("--sku", "the SKU to reserve and ship"),
+        ("--payment-reference", "the payment to refund"),
+        ("--currency", "ISO 4217 code, e.g. USD"),
+        ("--address-name", "ship to: name"),
+        ("--address-line1", "ship to: street"),
+        ("--address-city", "ship to: city"),
+        ("--address-postal-code", "ship to: postal code"),
+        ("--address-country", "ship to: ISO 3166 alpha-2, e.g. US"),
+        ("--approved-by", "the approver (must be allowed for the tenant)"),
+    ):
+        required.add_argument(flag, required=True, help=help_text)
+    required.add_argument("--quantity", type=int, required=True, help="units to reserve and ship")
+    required.add_argument(
+        "--amount-minor", type=int, required=True, help="refund amount in minor units (cents)"
+    )
+    new.add_argument("--revision", type=positive_int, default=1, help="approved revision (1)")
+    new.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="DOWNSTREAM=FAULT",
+        help="sandbox fault, repeatable, consumed in order per downstream "
+        f"({', '.join(DOWNSTREAMS)}), e.g. refund=lose_response",
+    )
+    new.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    new.add_argument("--force", action="store_true", help="overwrite an existing file")
+    add_json_argument(new)
+    new.set_defaults(handler=guarded(command_new))
+
+    approve_parser = commands.add_parser(
+        "approve",
+        help="fill in approval.digest of a case file",
+        description="Validate the case and write approval.digest (sha256 of the approved "
+        "parameters and revision) into the file, or into --output.",
+    )
+    approve_parser.add_argument("file", type=Path, help="the case file")
+    approve_parser.add_argument("--approved-by", help="set approval.approved_by")
+    approve_parser.add_argument("--revision", type=positive_int, help="set approval.revision")
+    approve_parser.add_argument("-o", "--output", help="write here instead (- for stdout)")
+    add_json_argument(approve_parser)
+    approve_parser.set_defaults(handler=guarded(command_approve))
+
+    check = commands.add_parser(
+        "check",
+        help="validate a case file and verify its approval digest",
+        description="Exit 0 when the case is valid and approval.digest matches its parameters.",
+    )
+    check.add_argument("file", type=Path, help="the case file")
+    add_json_argument(check)
+    check.set_defaults(handler=guarded(command_check))

@@ -1,0 +1,145 @@
+"""`sagactl ledger ACTION_KEY | --case CASE` and `sagactl stuck`: read the action ledger.
+
+A case's action keys are derived, never looked up (saga.identity):
+`<tenant>#reserve#<case>.reserve`, `#refund#`, `#ship#`, and the compensation
+`<tenant>#release#<case>.reserve`. The tenant comes from the case record (`--tenant` when there
+is none). `stuck` lists the open actions on the ledger's sparse `open-actions` index whose lease
+ended more than --grace seconds ago (IN_PROGRESS nobody holds, or UNKNOWN), with the sweeper's
+own query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict
+from typing import Any
+
+from saga.identity import parse_action_key
+from saga.tools.sweeper import StuckActionSweeper
+from sagactl.commands.common import Subparsers, add_aws_command_arguments, positive_int
+from sagactl.errors import NotFound, UsageError, guarded
+from sagactl.render import emit_json, record_lines
+from sagactl.target import resolve_target
+from sagactl.timeline import (
+    STEP_OPERATIONS,
+    case_action_keys,
+    ledger_for,
+    read_case_record,
+    record_summary,
+    resolve_budget,
+)
+
+
+def command_ledger(args: argparse.Namespace) -> int:
+    if bool(args.action_key) == bool(args.case):
+        raise UsageError("give either an ACTION_KEY or --case CASE")
+    target = resolve_target(args)
+    budget = resolve_budget(target, args.budget)
+    ledger = ledger_for(target)
+    if args.action_key:
+        try:
+            parse_action_key(args.action_key)
+        except ValueError:
+            raise UsageError(
+                f"{args.action_key!r} is not an action key (tenant#operation#action_id)"
+            ) from None
+        record = ledger.get(args.action_key)
+        if record is None:
+            raise NotFound(f"no ledger record for {args.action_key}")
+        summary = record_summary(record, budget)
+        if args.json:
+            emit_json(summary)
+        else:
+            print(args.action_key)
+            print("\n".join(record_lines(summary, indent="  ")))
+        return 0
+
+    tenant = args.tenant
+    if not tenant:
+        case_record = read_case_record(target, args.case)
+        if case_record is None:
+            raise NotFound(
+                f"no case record for {args.case} (the case was never validated?); "
+                "pass --tenant to derive its action keys anyway"
+            )
+        tenant = str(case_record["tenant_id"])
+    keys = case_action_keys(tenant, args.case)
+    records: dict[str, Any] = {}
+    for step in STEP_OPERATIONS:
+        record = ledger.get(keys[step])
+        records[step] = {
+            "action_key": keys[step],
+            "record": record_summary(record, budget) if record else None,
+        }
+    if args.json:
+        emit_json({"case_id": args.case, "tenant_id": tenant, "actions": records})
+    else:
+        print(f"case {args.case} (tenant {tenant}), budget {budget} attempts per action")
+        for step, entry in records.items():
+            print(f"  {step:<8} {entry['action_key']}")
+            if entry["record"]:
+                print("\n".join(record_lines(entry["record"])))
+            else:
+                print("    no record")
+    return 0
+
+
+def command_stuck(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    sweeper = StuckActionSweeper(
+        dynamodb=target.client("dynamodb"),
+        sqs=target.client("sqs"),  # required by the sweeper; `stuck` only reads, never sends
+        ledger_table=target.output("LedgerTableName"),
+        escalation_queue_url=target.optional_output("EscalationQueueUrl") or "",
+        grace_seconds=args.grace,
+        clock=time.time,
+    )
+    stuck = sweeper.find_stuck()
+    if args.json:
+        emit_json({"grace_seconds": args.grace, "stuck": [asdict(action) for action in stuck]})
+        return 0
+    if not stuck:
+        print(f"no stuck actions (open for more than {args.grace}s past their lease)")
+        return 0
+    print(f"{len(stuck)} stuck action(s):")
+    for action in stuck:
+        print(
+            f"  {action.status:<11} {action.action_key}  attempts {action.attempts}, "
+            f"stuck {action.stuck_seconds:.0f}s, case {action.case_id}"
+        )
+    return 0
+
+
+def register(subparsers: Subparsers) -> None:
+    ledger = subparsers.add_parser(
+        "ledger",
+        help="ledger records: one action key, or every action of a case",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ledger.add_argument("action_key", nargs="?", metavar="ACTION_KEY")
+    ledger.add_argument("--case", metavar="CASE", help="every action of this case")
+    ledger.add_argument("--tenant", help="the case's tenant, when it has no case record")
+    ledger.add_argument(
+        "--budget",
+        type=positive_int,
+        help="lifetime attempt budget per action (default: cdk.json ledger.attempt_budget)",
+    )
+    add_aws_command_arguments(ledger)
+    ledger.set_defaults(handler=guarded(command_ledger))
+
+    stuck = subparsers.add_parser(
+        "stuck",
+        help="actions IN_PROGRESS past their lease, or UNKNOWN",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    stuck.add_argument(
+        "--grace",
+        type=int,
+        default=0,
+        help="only actions whose lease ended more than this many seconds ago (0)",
+    )
+    add_aws_command_arguments(stuck)
+    stuck.set_defaults(handler=guarded(command_stuck))

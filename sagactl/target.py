@@ -1,0 +1,195 @@
+"""How a command finds its AWS: the local emulator or an account, and the stack's outputs.
+
+- Local: `--local`, or AWS_ENDPOINT_URL in the environment. The endpoint is AWS_ENDPOINT_URL (else
+  the `Endpoint` in the outputs file), with fake credentials; the outputs come from
+  `.local/outputs.json` (written by `sagactl local up`; `--outputs` or SAGA_LOCAL_OUTPUTS
+  override the path).
+- AWS: the default credential chain and region (`--region` overrides), the outputs from
+  CloudFormation DescribeStacks of `--stack` (default ReplacementOrderSaga-dev).
+
+Both give the same output keys (design.md §8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from sagactl.errors import NotFound, TargetError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STACK_NAME = "ReplacementOrderSaga-dev"
+DEFAULT_LOCAL_OUTPUTS = PROJECT_ROOT / ".local" / "outputs.json"
+OUTPUTS_ENV = "SAGA_LOCAL_OUTPUTS"
+LOCAL_REGION = "us-east-1"
+FAKE_KEY = "testing"  # the local AWS accepts any credentials; never real ones
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3})
+
+
+@dataclass
+class Target:
+    """One AWS (an account or the local emulator) with the saga stack's outputs."""
+
+    session: boto3.Session
+    outputs: dict[str, str]
+    local: bool
+    stack_name: str
+    endpoint_url: str | None = None
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def region(self) -> str:
+        return str(self.session.region_name or LOCAL_REGION)
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            session: Any = self.session  # the stubs type client() per literal service name
+            self._clients[service] = session.client(
+                service, endpoint_url=self.endpoint_url, config=_CLIENT_CONFIG
+            )
+        return self._clients[service]
+
+    def output(self, key: str) -> str:
+        value = self.outputs.get(key)
+        if not value:
+            where = "the local outputs" if self.local else f"stack {self.stack_name}"
+            raise TargetError(f"{where} has no output {key!r} (outputs: {sorted(self.outputs)})")
+        return value
+
+    def optional_output(self, key: str) -> str | None:
+        return self.outputs.get(key) or None
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.output("StateMachineArn")
+
+    def execution_arn(self, case_id: str) -> str:
+        """The execution named after the case (design.md §2) on the saga's state machine."""
+        machine = self.state_machine_arn
+        prefix, marker, name = machine.partition(":stateMachine:")
+        if not marker:
+            raise TargetError(f"not a state machine ARN: {machine}")
+        return f"{prefix}:execution:{name}:{case_id}"
+
+    def console_url(self, execution_arn: str) -> str | None:
+        """The Step Functions console page of an execution (None locally)."""
+        if self.local:
+            return None
+        partition = execution_arn.split(":")[1] if execution_arn.count(":") > 2 else "aws"
+        host = {
+            "aws-cn": f"{self.region}.console.amazonaws.cn",
+            "aws-us-gov": f"{self.region}.console.amazonaws-us-gov.com",
+        }.get(partition, f"{self.region}.console.aws.amazon.com")
+        return (
+            f"https://{host}/states/home?region={self.region}"
+            f"#/v2/executions/details/{quote(execution_arn, safe=':')}"
+        )
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("target")
+    group.add_argument(
+        "--local",
+        action="store_true",
+        help="use the local AWS of `sagactl local up` (implied by AWS_ENDPOINT_URL)",
+    )
+    group.add_argument(
+        "--stack",
+        default=DEFAULT_STACK_NAME,
+        help="the deployed stack whose outputs name the resources (default %(default)s)",
+    )
+    group.add_argument("--region", help="AWS region (default: the configured one)")
+    group.add_argument(
+        "--outputs",
+        type=Path,
+        help=f"local outputs file (default ${OUTPUTS_ENV} or {DEFAULT_LOCAL_OUTPUTS})",
+    )
+
+
+def resolve_target(args: argparse.Namespace) -> Target:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if getattr(args, "local", False) or endpoint:
+        return local_target(outputs_path(args), endpoint_url=endpoint)
+    return aws_target(args.stack, region=getattr(args, "region", None))
+
+
+def outputs_path(args: argparse.Namespace) -> Path:
+    explicit: Path | None = getattr(args, "outputs", None)
+    if explicit is not None:
+        return explicit
+    from_env = os.environ.get(OUTPUTS_ENV)
+    return Path(from_env) if from_env else DEFAULT_LOCAL_OUTPUTS
+
+
+def read_outputs_file(path: Path) -> dict[str, str]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TargetError(
+            f"no local outputs at {path}: start the local AWS with `sagactl local up`"
+        ) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TargetError(f"unreadable local outputs {path}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise TargetError(f"malformed local outputs {path}: expected a JSON object")
+    return {str(key): str(value) for key, value in raw.items()}
+
+
+def _local_session() -> boto3.Session:
+    return boto3.Session(
+        aws_access_key_id=FAKE_KEY, aws_secret_access_key=FAKE_KEY, region_name=LOCAL_REGION
+    )
+
+
+def local_target(path: Path, *, endpoint_url: str | None = None) -> Target:
+    outputs = read_outputs_file(path)
+    endpoint = endpoint_url or outputs.get("Endpoint")
+    if not endpoint:
+        raise TargetError(f"{path} has no Endpoint and AWS_ENDPOINT_URL is not set")
+    session = _local_session()
+    return Target(
+        session=session, outputs=outputs, local=True, stack_name="local", endpoint_url=endpoint
+    )
+
+
+def local_target_from_outputs(outputs: dict[str, str]) -> Target:
+    """A local target for an emulator started in this process (the demo, tests)."""
+    session = _local_session()
+    return Target(
+        session=session,
+        outputs=dict(outputs),
+        local=True,
+        stack_name="local",
+        endpoint_url=outputs["Endpoint"],
+    )
+
+
+def aws_target(stack_name: str, *, region: str | None = None) -> Target:
+    session = boto3.Session(region_name=region) if region else boto3.Session()
+    target = Target(session=session, outputs={}, local=False, stack_name=stack_name)
+    try:
+        stacks = target.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ValidationError" and "does not exist" in str(error.get("Message")):
+            raise NotFound(
+                f"stack {stack_name} does not exist in {target.region}: deploy it "
+                "(`cdk deploy`) or pass --stack / --region"
+            ) from None
+        raise
+    if not stacks:
+        raise NotFound(f"stack {stack_name} not found in {target.region}")
+    target.outputs = {
+        str(output["OutputKey"]): str(output["OutputValue"])
+        for output in stacks[0].get("Outputs", [])
+    }
+    return target
