@@ -121,10 +121,10 @@ class _RecordingDynamo:
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ({"SKU-X": -1}, "stock of SKU-X cannot be negative: -1"),
-        ({"SKU-X": True}, "invalid stock entry 'SKU-X': True"),
-        ({"": 1}, "invalid stock entry '': 1"),
-        ({"SKU-X": 1.5}, "invalid stock entry 'SKU-X': 1.5"),
+        ({"SKU-X": -1}, "SKU-X: available must be a non-negative integer, got -1"),
+        ({"SKU-X": True}, "SKU-X: available must be a non-negative integer, got True"),
+        ({"": 1}, "SKU must be a non-empty string, got ''"),
+        ({"SKU-X": 1.5}, "SKU-X: available must be a non-negative integer, got 1.5"),
     ],
 )
 def test_seed_rejects_bad_stock_before_writing_anything(bad: dict[str, Any], message: str) -> None:
