@@ -49,7 +49,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError, ConnectionError, ReadTimeoutError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
 
 from saga.errors import (
     ActionPending,
@@ -596,7 +596,11 @@ class ActionLedger:
             attempts=1,
             lease_expires_at=lease,
         )
-        return self._put_new(item)
+        try:
+            return self._put_new(item)
+        except (ClientError, BotoCoreError) as exc:
+            # The ledger could not be reached (after botocore's retries): nothing was dispatched.
+            raise TransientError(f"ledger claim for {request.key} failed: {exc}") from exc
 
     def _put_new(self, item: dict[str, Any]) -> LedgerRecord | None:
         try:
@@ -688,8 +692,18 @@ class ActionLedger:
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
-            current = _condition_failed_item(exc)
-            return None, LedgerRecord.from_item(current) if current else None
+            current_item = _condition_failed_item(exc)
+            current = LedgerRecord.from_item(current_item) if current_item else None
+            if (
+                current is not None
+                and current.owner == attempt.attempt_id
+                and current.status is LedgerStatus.IN_PROGRESS
+                and current.attempts == old.attempts + 1
+            ):
+                # Our own takeover, retried by the SDK after a lost response. It must still
+                # reconcile first: seen as a plain own claim it would dispatch blind.
+                return current, None
+            return None, current
         return LedgerRecord.from_item(response["Attributes"]), None
 
     @staticmethod
@@ -814,7 +828,7 @@ class ActionLedger:
             )
         except ClientError as exc:
             if not _is_condition_failure(exc):
-                raise
+                raise _unrecorded(request, status, exc) from exc
             current_item = _condition_failed_item(exc)
             current = LedgerRecord.from_item(current_item) if current_item else None
             if current and current.owner == attempt.attempt_id and current.status is status:
@@ -826,6 +840,8 @@ class ActionLedger:
                 f"{current.owner if current else None}; the {status.value} outcome of attempt "
                 f"{attempt.attempt_id} was not recorded and is left to reconciliation"
             ) from exc
+        except BotoCoreError as exc:
+            raise _unrecorded(request, status, exc) from exc
         written = LedgerRecord.from_item(response["Attributes"])
         self._observe(Decision(status.value.lower()), request, written)
         return written
@@ -1042,6 +1058,15 @@ class ActionLedger:
 
 
 # --- helpers -------------------------------------------------------------------------------
+def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) -> OutcomeUnknown:
+    """An outcome write that failed for another reason than ownership: the record stays open
+    (IN_PROGRESS) and a later delivery takes it over and reconciles."""
+    return OutcomeUnknown(
+        f"the {status.value} outcome of {request.key} could not be recorded ({exc}); "
+        "left to reconciliation"
+    )
+
+
 def _ask(reconcile: Callable[[], Reconciliation]) -> Reconciliation:
     """A reconciliation that itself fails has not determined anything."""
     try:

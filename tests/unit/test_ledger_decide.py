@@ -1,0 +1,226 @@
+"""Fast tests of the ledger's pure parts and error mapping (no AWS, no moto)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from saga.errors import ActionPending, KeyConflict, OutOfStock, SagaError, TransientError
+from saga.ledger import (
+    Absent,
+    ActionLedger,
+    ActionRequest,
+    Attempt,
+    Decision,
+    LedgerPolicy,
+    LedgerRecord,
+    LedgerStatus,
+    PowertoolsObserver,
+    _from_dynamo,
+    _n,
+    _to_dynamo,
+    client_request_token,
+    decide,
+)
+
+NOW = 1_700_000_000.0
+DIGEST = "sha256:aaa"
+
+
+def record(**overrides: Any) -> LedgerRecord:
+    values: dict[str, Any] = {
+        "action_key": "acme#refund#case-1.refund",
+        "status": LedgerStatus.IN_PROGRESS,
+        "request_digest": DIGEST,
+        "owner": "other",
+        "lease_expires_at": NOW + 60,
+        "attempts": 1,
+        "result": None,
+        "error": None,
+        "downstream_ref": None,
+        "business_ref": "case-1.refund",
+        "case_id": "case-1",
+        "execution_arn": None,
+        "compensates": None,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "expires_at": int(NOW) + 86400,
+    }
+    values.update(overrides)
+    return LedgerRecord(**values)
+
+
+def decision(
+    rec: LedgerRecord, *, digest: str = DIGEST, me: str = "me", budget: int = 3
+) -> Decision:
+    return decide(rec, digest=digest, attempt_id=me, now=NOW, budget=budget)
+
+
+@pytest.mark.parametrize(
+    ("rec", "expected"),
+    [
+        (record(request_digest="sha256:bbb"), Decision.CONFLICT),
+        (record(status=LedgerStatus.COMPLETED, request_digest="sha256:bbb"), Decision.CONFLICT),
+        (record(status=LedgerStatus.COMPLETED), Decision.REPLAYED),
+        (record(status=LedgerStatus.FAILED), Decision.RECORDED_FAILURE),
+        (record(owner="me"), Decision.OWN_CLAIM),
+        (record(), Decision.PENDING),
+        (record(lease_expires_at=NOW), Decision.TAKEOVER),  # a lease ending now is expired
+        (record(status=LedgerStatus.UNKNOWN, lease_expires_at=NOW + 999), Decision.TAKEOVER),
+        (record(owner=None, lease_expires_at=NOW), Decision.RESUME_RELEASED),
+        (record(status=LedgerStatus.COMPLETED, expires_at=int(NOW)), Decision.LATE_REPLAY),
+        (record(expires_at=int(NOW) - 1, lease_expires_at=NOW - 5), Decision.LATE_REPLAY),
+        (record(lease_expires_at=NOW - 1, attempts=3), Decision.BUDGET_EXHAUSTED),
+        (record(status=LedgerStatus.UNKNOWN, attempts=3), Decision.BUDGET_EXHAUSTED),
+        (record(owner=None, attempts=3), Decision.BUDGET_EXHAUSTED),
+        # a live lease is pending even with the budget spent: its owner may still finish
+        (record(attempts=3), Decision.PENDING),
+        # completed actions replay whatever the attempt count
+        (record(status=LedgerStatus.COMPLETED, attempts=3), Decision.REPLAYED),
+    ],
+)
+def test_decision_table_rows(rec: LedgerRecord, expected: Decision) -> None:
+    assert decision(rec) is expected
+
+
+def test_policy_sizes_leases_and_rejects_nonsense() -> None:
+    policy = LedgerPolicy(lease_margin_seconds=30, min_lease_seconds=5)
+    assert policy.lease_seconds(60.0) == 90.0
+    assert LedgerPolicy(lease_margin_seconds=0, min_lease_seconds=5).lease_seconds(1.0) == 5.0
+    with pytest.raises(ValueError, match="attempt_budget"):
+        LedgerPolicy(attempt_budget=0)
+    with pytest.raises(ValueError, match="retention"):
+        LedgerPolicy(retention_seconds=0)
+
+
+def test_numbers_are_plain_millisecond_decimals() -> None:
+    assert _n(1000.0) == {"N": "1000"}
+    assert _n(1_700_000_000.1234) == {"N": "1700000000.123"}
+    assert _n(0.0) == {"N": "0"}
+
+
+def test_results_round_trip_without_decimal_drift() -> None:
+    result = {"refund_id": "rf-1", "amount": 2000, "rate": 0.5, "lines": [1, {"a": True}]}
+    stored = _to_dynamo(result)
+    assert stored["M"]["amount"] == {"N": "2000"}
+    from boto3.dynamodb.types import TypeDeserializer
+
+    assert _from_dynamo(TypeDeserializer().deserialize(stored)) == result
+
+
+def test_client_request_token_fits_dynamodb_limit() -> None:
+    token = client_request_token("t" * 200 + "#refund#x", DIGEST)
+    assert len(token) == 36 and token.isalnum()
+
+
+def _stubbed_ledger() -> tuple[ActionLedger, Stubber]:
+    client = boto3.client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    stubber = Stubber(client)
+    return ActionLedger("ledger", client, LedgerPolicy(), clock=lambda: NOW), stubber
+
+
+REQUEST = ActionRequest("acme", "reserve", "case-1.reserve", DIGEST, "case-1")
+
+
+def _transact(ledger: ActionLedger) -> Any:
+    def explain(index: int, reason: dict[str, Any]) -> SagaError:
+        return OutOfStock(f"item {index}")
+
+    return ledger.execute_transaction(
+        REQUEST, Attempt("a1", 10), effect_items=[], result={}, explain_failure=explain
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "message"),
+    [
+        ("IdempotentParameterMismatchException", KeyConflict, "10 minutes"),
+        ("TransactionInProgressException", ActionPending, "in flight"),
+        ("ThrottlingException", TransientError, "ThrottlingException"),
+    ],
+)
+def test_transaction_errors_map_to_typed_errors(
+    code: str, error: type[Exception], message: str
+) -> None:
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_client_error("transact_write_items", service_error_code=code)
+    with stubber, pytest.raises(error, match=message):
+        _transact(ledger)
+
+
+def test_cancelled_transaction_without_condition_failure_is_transient() -> None:
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_client_error(
+        "transact_write_items",
+        service_error_code="TransactionCanceledException",
+        response_meta={},
+        modeled_fields={"CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}]},
+    )
+    with stubber, pytest.raises(TransientError, match="TransactionConflict"):
+        _transact(ledger)
+
+
+def test_powertools_observer_logs_keys_and_emits_metrics(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from saga.observability import metrics
+
+    metrics.clear_metrics()
+    observer = PowertoolsObserver()
+    observer.on_decision("claimed", REQUEST, record(status=LedgerStatus.IN_PROGRESS))
+    observer.on_decision("late_replay", REQUEST, None)
+
+    logged = [r for r in caplog.records if r.getMessage().startswith("ledger decision")]
+    assert [r.decision for r in logged] == ["claimed", "late_replay"]  # type: ignore[attr-defined]
+    first = logged[0].__dict__
+    assert (first["action_key"], first["case_id"], first["status"]) == (
+        REQUEST.key,
+        "case-1",
+        "IN_PROGRESS",
+    )
+    emitted = metrics.serialize_metric_set()
+    names = {m["Name"] for m in emitted["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {"ActionClaimed", "LateReplay"}
+    metrics.clear_metrics()
+
+
+def test_unreachable_ledger_on_claim_is_transient_and_dispatches_nothing() -> None:
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_client_error(
+        "put_item", service_error_code="ProvisionedThroughputExceededException"
+    )
+    calls: list[str] = []
+
+    def effect() -> Any:
+        calls.append("refund")
+        raise AssertionError("must not dispatch")
+
+    with stubber, pytest.raises(TransientError, match="ledger claim"):
+        ledger.execute(REQUEST, Attempt("a1", 10), effect=effect, reconcile=Absent)
+    assert calls == []
+
+
+def test_outcome_that_cannot_be_recorded_is_outcome_unknown() -> None:
+    from saga.errors import OutcomeUnknown
+    from saga.ledger import EffectResult
+
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_response("put_item", {})
+    stubber.add_client_error("update_item", service_error_code="InternalServerError")
+    calls: list[str] = []
+
+    def effect() -> EffectResult:
+        calls.append("refund")
+        return EffectResult({"refund_id": "rf-1"})
+
+    with stubber, pytest.raises(OutcomeUnknown, match="could not be recorded"):
+        ledger.execute(REQUEST, Attempt("a1", 10), effect=effect, reconcile=Absent)
+    assert calls == ["refund"]
