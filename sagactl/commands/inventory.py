@@ -1,0 +1,98 @@
+"""`sagactl inventory show | seed`: the stock levels the saga reserves from.
+
+A fresh deployment has an empty inventory table, so every case would end OUT_OF_STOCK: `seed`
+sets stock levels (the sandbox defaults, or `--sku SKU=N` pairs). The local AWS seeds the
+defaults itself. Seeding sets the level; it does not add to it, so running it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from sagactl.commands.common import Subparsers, add_aws_command_arguments
+from sagactl.errors import UsageError, guarded
+from sagactl.render import emit_json
+from sagactl.target import resolve_target
+
+
+def parse_stock(pairs: list[str] | None) -> dict[str, int]:
+    """`SKU=N` pairs into a mapping; no pairs means the sandbox defaults."""
+    if not pairs:
+        return dict(DEFAULT_STOCK)
+    stock: dict[str, int] = {}
+    for pair in pairs:
+        sku, sep, level = pair.partition("=")
+        if not sep or not sku.strip():
+            raise UsageError(f"--sku expects SKU=N, got {pair!r}")
+        try:
+            available = int(level)
+        except ValueError:
+            raise UsageError(f"--sku {sku}: stock must be a whole number, got {level!r}") from None
+        if available < 0:
+            raise UsageError(f"--sku {sku}: stock cannot be negative, got {available}")
+        stock[sku.strip()] = available
+    return stock
+
+
+def _read_all(client: Any, table: str) -> dict[str, int]:
+    levels: dict[str, int] = {}
+    for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+        for item in page["Items"]:
+            levels[item["sku"]["S"]] = int(item["available"]["N"])
+    return dict(sorted(levels.items()))
+
+
+def command_show(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    levels = _read_all(target.client("dynamodb"), target.output("InventoryTableName"))
+    if args.json:
+        emit_json({"inventory": levels})
+    elif not levels:
+        print("the inventory is empty: `sagactl inventory seed` sets stock levels")
+    else:
+        for sku, available in levels.items():
+            print(f"  {sku:<24} {available:>6} available")
+    return 0
+
+
+def command_seed(args: argparse.Namespace) -> int:
+    stock = parse_stock(args.sku)
+    target = resolve_target(args)
+    client = target.client("dynamodb")
+    table = target.output("InventoryTableName")
+    seed_inventory(client, table, stock)
+    if args.json:
+        emit_json({"seeded": stock})
+    else:
+        for sku, available in stock.items():
+            print(f"  {sku:<24} set to {available}")
+    return 0
+
+
+def register(subparsers: Subparsers) -> None:
+    inventory = subparsers.add_parser(
+        "inventory",
+        help="show or seed the stock levels",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = inventory.add_subparsers(dest="inventory_command", metavar="SUBCOMMAND")
+    actions.required = True
+
+    show = actions.add_parser("show", help="stock level per SKU")
+    add_aws_command_arguments(show)
+    show.set_defaults(handler=guarded(command_show))
+
+    seed = actions.add_parser("seed", help="set stock levels (default: the sandbox's SKUs)")
+    seed.add_argument(
+        "--sku",
+        action="append",
+        metavar="SKU=N",
+        help="stock level of one SKU, repeatable (default: "
+        + ", ".join(f"{s}={n}" for s, n in DEFAULT_STOCK.items())
+        + ")",
+    )
+    add_aws_command_arguments(seed)
+    seed.set_defaults(handler=guarded(command_seed))
