@@ -239,6 +239,9 @@ class LedgerRecord:
     created_at: float
     updated_at: float
     expires_at: int
+    # RETRY answers the reconcile tool has given: bounds the reconcile -> re-attempt loop even
+    # when the re-attempts never reach the ledger (e.g. they time out before claiming).
+    reconcile_rounds: int = 0
     item: Item = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -261,6 +264,7 @@ class LedgerRecord:
             created_at=float(values.get("created_at", 0)),
             updated_at=float(values.get("updated_at", 0)),
             expires_at=int(values.get("expires_at", 0)),
+            reconcile_rounds=int(values.get("reconcile_rounds", 0)),
             item=dict(item),
         )
 
@@ -339,9 +343,16 @@ def decide(
     return Decision.TAKEOVER
 
 
-def client_request_token(key: str, digest: str) -> str:
-    """TransactWriteItems idempotency token (<= 36 chars), stable for one key and digest."""
-    return hashlib.sha256(f"{key}\n{digest}".encode()).hexdigest()[:36]
+def client_request_token(key: str, digest: str, delivery: str = "") -> str:
+    """TransactWriteItems idempotency token (<= 36 chars) for one key, digest and delivery.
+
+    DynamoDB replays a token only for the very same items and rejects it with other items for
+    10 minutes (IdempotentParameterMismatch). Each delivery writes its own items (owner,
+    timestamps), so the token makes the SDK's retries of ONE delivery idempotent, and the ledger
+    condition decides between deliveries.
+    """
+    text = f"{key}\n{digest}" + (f"\n{delivery}" if delivery else "")
+    return hashlib.sha256(text.encode()).hexdigest()[:36]
 
 
 class ActionLedger:
@@ -427,38 +438,48 @@ class ActionLedger:
         BusinessRejection is recorded FAILED (see record_failure) and raised. Cancellations for
         other reasons (a conflicting transaction, throttling) wrote nothing: TransientError.
         """
-        now = self.clock()
-        item = self._new_item(
-            request,
-            attempt,
-            now,
-            status=LedgerStatus.COMPLETED,
-            attempts=1,
-            result=result,
-            downstream_ref=downstream_ref,
-        )
-        ledger_put: TransactWriteItem = {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": item,
-                "ConditionExpression": CLAIM_CONDITION,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        try:
-            self.client.transact_write_items(
-                TransactItems=[ledger_put, *effect_items],
-                ClientRequestToken=client_request_token(request.key, request.digest),
+        seen: LedgerRecord | None = None  # an open record this delivery takes over
+        for _ in range(_MAX_DECISION_ROUNDS):
+            item = self._new_item(
+                request,
+                attempt,
+                self.clock(),
+                status=LedgerStatus.COMPLETED,
+                attempts=1 if seen is None else seen.attempts + 1,
+                result=result,
+                downstream_ref=downstream_ref,
+                carried=seen,
             )
-        except ClientError as exc:
-            return self._decide_cancelled_transaction(request, attempt, exc, explain_failure)
-        except (ConnectionError, ReadTimeoutError) as exc:
-            # Committed or not, a repeat is safe: the token or the ledger condition catches it.
-            raise TransientError(f"ledger transaction for {request.key}: {exc}") from exc
-        record = LedgerRecord.from_item(item)
-        self._observe(Decision.CLAIMED, request, record)
-        self._observe(Decision.COMPLETED, request, record)
-        return _outcome(record, replayed=False, reconciled=False)
+            ledger_put: TransactWriteItem = {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": item,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    **self._put_condition(seen),  # type: ignore[typeddict-item]
+                }
+            }
+            attempts = int(item["attempts"]["N"])
+            try:
+                self.client.transact_write_items(
+                    TransactItems=[ledger_put, *effect_items],
+                    ClientRequestToken=client_request_token(
+                        request.key, request.digest, f"{attempt.attempt_id}#{attempts}"
+                    ),
+                )
+            except ClientError as exc:
+                decided = self._decide_cancelled_transaction(request, attempt, exc, explain_failure)
+                if isinstance(decided, ActionOutcome):
+                    return decided
+                seen = decided
+                continue
+            except (ConnectionError, ReadTimeoutError) as exc:
+                # Committed or not, a repeat is safe: the token or the ledger condition catches it.
+                raise TransientError(f"ledger transaction for {request.key}: {exc}") from exc
+            record = LedgerRecord.from_item(item)
+            self._observe(Decision.CLAIMED, request, record)
+            self._observe(Decision.COMPLETED, request, record)
+            return _outcome(record, replayed=False, reconciled=False)
+        raise ActionPending(f"action {request.key} is contended; try again later")
 
     def record_failure(
         self, request: ActionRequest, attempt: Attempt, error: BusinessRejection
@@ -470,26 +491,34 @@ class ActionLedger:
         record that is already COMPLETED (an earlier delivery did commit) is returned, because
         the action did happen and a later rejection does not undo it.
         """
-        now = self.clock()
-        item = self._new_item(
-            request,
-            attempt,
-            now,
-            status=LedgerStatus.FAILED,
-            attempts=1,
-            error=error.to_record(),
-        )
-        existing = self._put_new(item)
-        if existing is None:
-            self._observe(Decision.FAILED, request, LedgerRecord.from_item(item))
-            raise error
-        decision = self._decide(request, attempt, existing)
-        if decision in (Decision.OWN_CLAIM, Decision.TAKEOVER, Decision.RESUME_RELEASED):
-            raise OutcomeUnknown(
-                f"action {request.key} is open ({existing.status.value}) and cannot be marked "
-                f"FAILED by this attempt; reconcile it"
+        seen: LedgerRecord | None = None
+        for _ in range(_MAX_DECISION_ROUNDS):
+            item = self._new_item(
+                request,
+                attempt,
+                self.clock(),
+                status=LedgerStatus.FAILED,
+                attempts=1 if seen is None else seen.attempts + 1,
+                error=error.to_record(),
+                carried=seen,
             )
-        return self._replay_or_raise(decision, request, existing)
+            existing = self._put_new(item, over=seen)
+            if existing is None:
+                self._observe(Decision.FAILED, request, LedgerRecord.from_item(item))
+                raise error
+            decision = self._decide(request, attempt, existing)
+            if decision in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
+                # Native path: the effect commits only together with a COMPLETED record, so an
+                # open record that nobody holds proves it did not happen. Record the rejection.
+                seen = existing
+                continue
+            if decision is Decision.OWN_CLAIM:
+                raise OutcomeUnknown(
+                    f"action {request.key} is open ({existing.status.value}) and cannot be marked "
+                    f"FAILED by this attempt; reconcile it"
+                )
+            return self._replay_or_raise(decision, request, existing)
+        raise ActionPending(f"action {request.key} is contended; try again later")
 
     # --- reconciliation --------------------------------------------------------------------
     def reconcile(
@@ -544,18 +573,16 @@ class ActionLedger:
                     budget,
                 )
             if isinstance(answer, Absent):
-                if record.attempts < budget:
-                    return ReconcileDecision(
-                        "RETRY",
-                        f"not found at the downstream; attempt {record.attempts + 1} of {budget}",
-                        None,
-                        record.attempts,
-                        budget,
-                    )
+                if record.attempts < budget and record.reconcile_rounds < budget:
+                    counted = self._count_retry(request, record)
+                    if counted is None:
+                        continue
+                    return _retry(counted, budget)
                 self._observe(Decision.BUDGET_EXHAUSTED, request, record)
                 return ReconcileDecision(
                     "ESCALATE",
-                    f"not found at the downstream and the budget of {budget} attempts is spent",
+                    f"not found at the downstream and the budget of {budget} attempts is spent "
+                    f"({record.attempts} attempts, {record.reconcile_rounds} re-attempts)",
                     None,
                     record.attempts,
                     budget,
@@ -602,13 +629,17 @@ class ActionLedger:
             # The ledger could not be reached (after botocore's retries): nothing was dispatched.
             raise TransientError(f"ledger claim for {request.key} failed: {exc}") from exc
 
-    def _put_new(self, item: dict[str, Any]) -> LedgerRecord | None:
+    def _put_new(
+        self, item: dict[str, Any], *, over: LedgerRecord | None = None
+    ) -> LedgerRecord | None:
+        """Put `item` if no record exists (or, with `over`, only while the record is exactly as
+        `over` saw it). None = written; otherwise the record that was there."""
         try:
             self.client.put_item(
                 TableName=self.table_name,
                 Item=item,
-                ConditionExpression=CLAIM_CONDITION,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **self._put_condition(over),
             )
         except ClientError as exc:
             old = _condition_failed_item(exc)
@@ -705,6 +736,19 @@ class ActionLedger:
                 return current, None
             return None, current
         return LedgerRecord.from_item(response["Attributes"]), None
+
+    @classmethod
+    def _put_condition(cls, over: LedgerRecord | None) -> dict[str, Any]:
+        """Condition arguments of a whole-record Put: a new record, or over the one seen."""
+        if over is None:
+            return {"ConditionExpression": CLAIM_CONDITION}
+        values: dict[str, Any] = {":old_status": {"S": over.status.value}}
+        condition = "#status = :old_status" + cls._same_as_seen(over, values)
+        return {
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": _names(condition),
+            "ExpressionAttributeValues": values,
+        }
 
     @staticmethod
     def _same_as_seen(old: LedgerRecord, values: dict[str, Any]) -> str:
@@ -917,6 +961,35 @@ class ActionLedger:
             raise
         return LedgerRecord.from_item(response["Attributes"])
 
+    def _count_retry(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
+        """Count one RETRY answer on the record, only if it is still as seen (else None)."""
+        values: dict[str, Any] = {
+            ":seen_status": {"S": seen.status.value},
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+            ":now": _n(self.clock()),
+        }
+        condition = "#status = :seen_status" + self._same_as_seen(seen, values)
+        expression = (
+            "SET reconcile_rounds = if_not_exists(reconcile_rounds, :zero) + :one, "
+            "updated_at = :now"
+        )
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_names(expression, condition),
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _is_condition_failure(exc):
+                return None
+            raise
+        return LedgerRecord.from_item(response["Attributes"])
+
     def _reconcile_without_record(
         self,
         request: ActionRequest,
@@ -927,8 +1000,19 @@ class ActionLedger:
         answer = _ask(reconcile)
         now = self.clock()
         if isinstance(answer, Absent):
-            return ReconcileDecision("RETRY", "no record and not found", None, 0, budget)
-        if isinstance(answer, Found):
+            # A placeholder nobody holds, so that the RETRY it answers is counted even when the
+            # re-attempt never reaches the ledger (the loop ends within the budget), and the
+            # re-attempt takes it over (nothing happened: proven absent, never held).
+            item = self._new_item(
+                request,
+                attempt,
+                now,
+                status=LedgerStatus.IN_PROGRESS,
+                attempts=0,
+                owner=False,
+                reconcile_rounds=1,
+            )
+        elif isinstance(answer, Found):
             item = self._new_item(
                 request,
                 attempt,
@@ -953,6 +1037,8 @@ class ActionLedger:
         if existing is not None:  # someone wrote it meanwhile: let the caller decide again
             raise ActionPending(f"action {request.key} changed during reconciliation; retry")
         written = LedgerRecord.from_item(item)
+        if isinstance(answer, Absent):
+            return _retry(written, budget)
         if isinstance(answer, Found):
             self._observe(Decision.RECONCILED, request, written)
             return ReconcileDecision(
@@ -980,7 +1066,12 @@ class ActionLedger:
         error: dict[str, str] | None = None,
         downstream_ref: str | None = None,
         owner: bool = True,
+        carried: LedgerRecord | None = None,
+        reconcile_rounds: int = 0,
     ) -> dict[str, Any]:
+        """A whole record. `carried`: the record it replaces (keeps its history fields)."""
+        if carried is not None:
+            reconcile_rounds = carried.reconcile_rounds
         item: dict[str, Any] = {
             "action_key": {"S": request.key},
             "status": {"S": status.value},
@@ -989,10 +1080,14 @@ class ActionLedger:
             "attempts": {"N": str(attempts)},
             "business_ref": {"S": request.reference},
             "case_id": {"S": request.case_id},
-            "created_at": _n(now),
+            "created_at": carried.item.get("created_at", _n(now)) if carried else _n(now),
             "updated_at": _n(now),
             "expires_at": {"N": str(int(now) + self.policy.retention_seconds)},
         }
+        if carried is not None:  # retention counts from the first record, as for any action
+            item["expires_at"] = carried.item.get("expires_at", item["expires_at"])
+        if reconcile_rounds:
+            item["reconcile_rounds"] = {"N": str(reconcile_rounds)}
         if owner is True:
             item["owner"] = {"S": attempt.attempt_id}
         if status in OPEN_STATUSES:
@@ -1017,14 +1112,20 @@ class ActionLedger:
         attempt: Attempt,
         exc: ClientError,
         explain_failure: Callable[[int, dict[str, Any]], SagaError],
-    ) -> ActionOutcome:
+    ) -> ActionOutcome | LedgerRecord:
+        """The replayed outcome, or an open record nobody holds (the caller takes it over);
+        everything else is raised."""
         code = exc.response.get("Error", {}).get("Code", "")
         if code == "IdempotentParameterMismatchException":
-            self._observe(Decision.CONFLICT, request, None)
-            raise KeyConflict(
-                f"action {request.key}: the transaction token was used within the last 10 "
-                "minutes with different items; not executed"
-            ) from exc
+            # The token covers key + digest (+ delivery), so this is an earlier transaction of
+            # the same action, not other parameters: its record says what happened.
+            seen = self.get(request.key)
+            if seen is None:
+                raise TransientError(
+                    f"ledger transaction for {request.key}: the token was used in the last 10 "
+                    "minutes and nothing is recorded; retry"
+                ) from exc
+            return self._decide_existing_for_transaction(request, attempt, seen)
         if code == "TransactionInProgressException":
             raise ActionPending(f"action {request.key}: the same transaction is in flight") from exc
         if code in _TRANSIENT_DYNAMODB_CODES:
@@ -1038,8 +1139,7 @@ class ActionLedger:
             record = LedgerRecord.from_item(old_item) if old_item else self.get(request.key)
             if record is None:
                 raise TransientError(f"action {request.key}: record vanished; retry") from exc
-            decision = self._decide(request, attempt, record)
-            return self._replay_or_raise(decision, request, record)
+            return self._decide_existing_for_transaction(request, attempt, record)
         for index, reason in enumerate(reasons[1:]):
             if reason.get("Code") == "ConditionalCheckFailed":
                 error = explain_failure(index, reason)
@@ -1050,6 +1150,16 @@ class ActionLedger:
         raise TransientError(
             f"ledger transaction for {request.key} cancelled ({codes}); nothing was written"
         ) from exc
+
+    def _decide_existing_for_transaction(
+        self, request: ActionRequest, attempt: Attempt, record: LedgerRecord
+    ) -> ActionOutcome | LedgerRecord:
+        decision = self._decide(request, attempt, record)
+        if decision in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
+            # The effect commits only with a COMPLETED record, so an open record that nobody
+            # holds (a reconcile's placeholder, an UNKNOWN) proves it has not happened.
+            return record
+        return self._replay_or_raise(decision, request, record)
 
     def _observe(
         self, decision: Decision, request: ActionRequest, record: LedgerRecord | None
@@ -1064,6 +1174,16 @@ def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) ->
     return OutcomeUnknown(
         f"the {status.value} outcome of {request.key} could not be recorded ({exc}); "
         "left to reconciliation"
+    )
+
+
+def _retry(record: LedgerRecord, budget: int) -> ReconcileDecision:
+    return ReconcileDecision(
+        "RETRY",
+        f"not found at the downstream; re-attempt {record.reconcile_rounds} of {budget}",
+        None,
+        record.attempts,
+        budget,
     )
 
 

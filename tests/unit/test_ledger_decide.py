@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from saga.errors import ActionPending, KeyConflict, OutOfStock, SagaError, TransientError
+from saga.errors import ActionPending, OutOfStock, SagaError, TransientError
 from saga.ledger import (
     Absent,
     ActionLedger,
@@ -142,7 +142,6 @@ def _transact(ledger: ActionLedger) -> Any:
 @pytest.mark.parametrize(
     ("code", "error", "message"),
     [
-        ("IdempotentParameterMismatchException", KeyConflict, "10 minutes"),
         ("TransactionInProgressException", ActionPending, "in flight"),
         ("ThrottlingException", TransientError, "ThrottlingException"),
     ],
@@ -224,3 +223,50 @@ def test_outcome_that_cannot_be_recorded_is_outcome_unknown() -> None:
     with stubber, pytest.raises(OutcomeUnknown, match="could not be recorded"):
         ledger.execute(REQUEST, Attempt("a1", 10), effect=effect, reconcile=Absent)
     assert calls == ["refund"]
+
+
+def test_transaction_token_differs_per_delivery_so_a_retry_is_decided_by_the_ledger() -> None:
+    """Each delivery writes other items (owner, timestamps). DynamoDB rejects a token reused with
+    other items inside 10 minutes (IdempotentParameterMismatch), so a workflow retry after a lost
+    commit must not reuse the first delivery's token: the ledger condition decides instead."""
+
+    class RecordingClient:
+        tokens: list[str] = []
+
+        def transact_write_items(self, **kwargs: Any) -> dict[str, Any]:
+            self.tokens.append(kwargs["ClientRequestToken"])
+            return {}
+
+    client = RecordingClient()
+    ledger = ActionLedger("ledger", client, LedgerPolicy(), clock=lambda: NOW)  # type: ignore[arg-type]
+    for attempt_id in ("a1", "a1", "a2"):
+        ledger.execute_transaction(
+            REQUEST,
+            Attempt(attempt_id, 10),
+            effect_items=[],
+            result={},
+            explain_failure=lambda index, reason: OutOfStock("x"),
+        )
+    first, same_delivery, next_delivery = client.tokens
+    assert first == same_delivery  # an SDK retry of one delivery stays idempotent
+    assert first != next_delivery
+    assert all(len(token) <= 36 for token in client.tokens)
+
+
+def test_token_mismatch_is_decided_from_the_record_not_a_key_conflict() -> None:
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_client_error(
+        "transact_write_items", service_error_code="IdempotentParameterMismatchException"
+    )
+    completed = {
+        "action_key": {"S": REQUEST.key},
+        "status": {"S": "COMPLETED"},
+        "request_digest": {"S": DIGEST},
+        "attempts": {"N": "1"},
+        "result": {"M": {"reservation_id": {"S": "r-1"}}},
+        "expires_at": {"N": str(int(NOW) + 86400)},
+    }
+    stubber.add_response("get_item", {"Item": completed})
+    with stubber:
+        outcome = _transact(ledger)
+    assert outcome.replayed and outcome.result == {"reservation_id": "r-1"}

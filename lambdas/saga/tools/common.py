@@ -121,6 +121,19 @@ def case_actions(case: Case) -> CaseActions:
     )
 
 
+# --- messages -----------------------------------------------------------------------------------
+def downstream_detail(message: str, business_ref: str) -> str:
+    """What a downstream said, without its own "<call> <reference>: " prefix.
+
+    The tool's message already names the action, so "refund K: outcome unknown: refund R: the
+    response was lost" reads as "refund K: outcome unknown: the response was lost".
+    """
+    head, separator, rest = message.partition(f"{business_ref}: ")
+    if separator and rest and ":" not in head:
+        return rest
+    return message
+
+
 # --- attempts and results -----------------------------------------------------------------------
 def make_attempt(info: AttemptInfo, request_id: str, remaining_millis: int) -> Attempt:
     """One delivery: the lease owner id and the time it has left (which sizes the lease)."""

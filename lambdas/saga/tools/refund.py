@@ -27,7 +27,7 @@ from saga.ledger import (
     Undeterminable,
 )
 from saga.models import Case, StepResult
-from saga.tools.common import action_request, step_result
+from saga.tools.common import action_request, downstream_detail, step_result
 
 
 def issue_refund(
@@ -52,7 +52,10 @@ def reconcile_refund(business_ref: str, provider: PaymentProvider) -> Reconcilia
     try:
         refunds = provider.find_refunds(business_ref)
     except DownstreamError as exc:
-        return Undeterminable(f"refund lookup for {business_ref} got no answer: {exc.message}")
+        return Undeterminable(
+            f"refund lookup for {business_ref} got no answer: "
+            f"{downstream_detail(exc.message, business_ref)}"
+        )
     if not refunds:
         return Absent()
     if len(refunds) > 1:
@@ -72,12 +75,13 @@ def _refund(case: Case, request: ActionRequest, provider: PaymentProvider) -> Ef
     try:
         receipt = provider.refund(refund, idempotency_key=request.key)
     except DownstreamError as exc:
-        raise refund_error(request.key, exc) from exc
+        raise refund_error(request.key, exc, business_ref=request.reference) from exc
     return EffectResult(result=receipt.to_result(), downstream_ref=receipt.refund_id)
 
 
-def refund_error(key: str, exc: DownstreamError) -> SagaError:
+def refund_error(key: str, exc: DownstreamError, *, business_ref: str = "") -> SagaError:
     """What the caller knows after a failed refund call, as the workflow's error type."""
+    detail = downstream_detail(exc.message, business_ref) if business_ref else exc.message
     if isinstance(exc, DownstreamRejected):
         return RefundRejected(f"refund {key} rejected by the payment provider: {exc.reason}")
     if isinstance(exc, DownstreamKeyMismatch):
@@ -89,5 +93,5 @@ def refund_error(key: str, exc: DownstreamError) -> SagaError:
         )
     # DownstreamConflict is a DownstreamNotDispatched: the key makes a later repeat one refund.
     if isinstance(exc, DownstreamNotDispatched):
-        return TransientError(f"refund {key} not dispatched: {exc.message}")
-    return OutcomeUnknown(f"refund {key}: outcome unknown: {exc.message}")
+        return TransientError(f"refund {key} not dispatched: {detail}")
+    return OutcomeUnknown(f"refund {key}: outcome unknown: {detail}")

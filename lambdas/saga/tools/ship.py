@@ -23,7 +23,7 @@ from saga.ledger import (
     Undeterminable,
 )
 from saga.models import Case, StepResult
-from saga.tools.common import action_request, step_result
+from saga.tools.common import action_request, downstream_detail, step_result
 
 
 def create_shipment(
@@ -48,7 +48,10 @@ def reconcile_shipment(business_ref: str, carrier: Carrier) -> Reconciliation:
     try:
         shipments = carrier.find_shipments(business_ref)
     except DownstreamError as exc:
-        return Undeterminable(f"shipment lookup for {business_ref} got no answer: {exc.message}")
+        return Undeterminable(
+            f"shipment lookup for {business_ref} got no answer: "
+            f"{downstream_detail(exc.message, business_ref)}"
+        )
     if not shipments:
         return Absent()
     if len(shipments) > 1:
@@ -68,13 +71,14 @@ def _ship(case: Case, request: ActionRequest, carrier: Carrier) -> EffectResult:
     try:
         receipt = carrier.create_shipment(shipment)
     except DownstreamError as exc:
-        raise shipment_error(request.key, exc) from exc
+        raise shipment_error(request.key, exc, business_ref=request.reference) from exc
     return EffectResult(result=receipt.to_result(), downstream_ref=receipt.shipment_id)
 
 
-def shipment_error(key: str, exc: DownstreamError) -> SagaError:
+def shipment_error(key: str, exc: DownstreamError, *, business_ref: str = "") -> SagaError:
+    detail = downstream_detail(exc.message, business_ref) if business_ref else exc.message
     if isinstance(exc, DownstreamRejected):
         return ShipmentRejected(f"shipment {key} rejected by the carrier: {exc.reason}")
     if isinstance(exc, DownstreamNotDispatched):
-        return TransientError(f"shipment {key} not dispatched: {exc.message}")
-    return OutcomeUnknown(f"shipment {key}: outcome unknown: {exc.message}")
+        return TransientError(f"shipment {key} not dispatched: {detail}")
+    return OutcomeUnknown(f"shipment {key}: outcome unknown: {detail}")
