@@ -355,10 +355,7 @@ class CaseView:
             "execution": self.execution,
             "console_url": self.console_url,
             "timeline": [asdict(entry) for entry in self.timeline],
-            "actions": {
-                view.step: {"action_key": view.action_key, "record": view.record}
-                for view in self.actions
-            },
+            "actions": actions_json(self.actions),
             "attempt_budget": self.attempt_budget,
             "effects": self.effects,
             "compensations": self.compensations,
@@ -427,6 +424,25 @@ def record_summary(record: LedgerRecord, budget: int) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "expires_at": record.expires_at,
     }
+
+
+def case_actions(target: Target, tenant_id: str, case_id: str, budget: int) -> list[ActionView]:
+    """Each of the case's actions, in saga order, with its ledger record (None: no record)."""
+    ledger = ledger_for(target)
+    keys = case_action_keys(tenant_id, case_id)
+    actions = []
+    for step in STEP_OPERATIONS:
+        record = ledger.get(keys[step])
+        actions.append(
+            ActionView(step, keys[step], record_summary(record, budget) if record else None)
+        )
+    return actions
+
+
+def actions_json(actions: list[ActionView]) -> dict[str, Any]:
+    """`{step: {"action_key", "record"}}`: the actions as `status --json` and `ledger --json`
+    show them."""
+    return {view.step: {"action_key": view.action_key, "record": view.record} for view in actions}
 
 
 def read_case_record(target: Target, case_id: str) -> dict[str, Any] | None:
@@ -511,14 +527,7 @@ def gather(target: Target, case_id: str, *, budget: int | None = None) -> CaseVi
         case_input.get("tenant_id") if isinstance(case_input, dict) else None
     )
     keys = case_action_keys(str(tenant), case_id) if tenant else None
-    actions: list[ActionView] = []
-    if keys:
-        ledger = ledger_for(target)
-        for step in STEP_OPERATIONS:
-            record = ledger.get(keys[step])
-            actions.append(
-                ActionView(step, keys[step], record_summary(record, budget) if record else None)
-            )
+    actions = case_actions(target, str(tenant), case_id, budget) if tenant else []
     output = execution.get("output") if execution else None
     output = output if isinstance(output, dict) else {}
     compensations = output.get("compensations") or (case_record or {}).get("compensations") or []

@@ -8,7 +8,6 @@ item's `available`. "Exactly once" in a tools test means exactly one such item.
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,15 +19,15 @@ from saga.adapters.carrier import SandboxCarrier
 from saga.adapters.payments import SandboxPaymentProvider
 from saga.aws import dynamodb_client
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
-from saga.models import Case, parse_case, with_approval_digest
+from saga.models import Case, StepResult, parse_case, with_approval_digest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.inventory import seed_inventory
 from saga.sandbox.schema import SandboxTables, create_sandbox_tables
 from saga.tools.common import CaseRecords, FaultSource, NoFaults
-from saga.tools.reserve import InventoryTables
+from saga.tools.reserve import InventoryTables, reserve_stock
 from sagactl.bench_ledger import create_ledger_table
+from tests.integration.ledger_harness import FakeClock
 
-START = 1_700_000_000.0
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
 TABLE_NAMES = {
     "LEDGER_TABLE": "t-ledger",
@@ -77,20 +76,6 @@ def make_case(
     case_id: str = "case-0001", *, faults: dict[str, list[str]] | None = None, **overrides: Any
 ) -> Case:
     return parse_case(raw_case(case_id, faults=faults, **overrides))
-
-
-class FakeClock:
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += seconds
 
 
 class ListFaults:
@@ -181,6 +166,17 @@ class ToolsEnv:
             case_id=case.case_id,
             faults=case.sandbox.faults_for("shipment"),
             clock=self.clock,
+        )
+
+    def reserve(self, case: Case, attempt: Attempt | None = None) -> StepResult:
+        """ReserveStock without faults: a fresh delivery unless `attempt` is given."""
+        return reserve_stock(
+            case,
+            attempt or Delivery("ReserveStock", case.case_id).next(),
+            execution_arn="arn:e",
+            ledger=self.ledger,
+            tables=self.inventory,
+            faults=NoFaults(),
         )
 
     # --- where effects land ---------------------------------------------------------------------

@@ -25,6 +25,15 @@ def add_aws_command_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_argument(parser)
 
 
+def add_budget_argument(parser: argparse.ArgumentParser) -> None:
+    """--budget: overrides the attempt budget shown next to each ledger record."""
+    parser.add_argument(
+        "--budget",
+        type=positive_int,
+        help="lifetime attempt budget per action (default: cdk.json ledger.attempt_budget)",
+    )
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

@@ -13,17 +13,20 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import asdict
-from typing import Any
 
 from saga.identity import parse_action_key
 from saga.tools.sweeper import StuckActionSweeper
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, positive_int
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_budget_argument,
+)
 from sagactl.errors import NotFound, UsageError, guarded
 from sagactl.render import emit_json, record_lines
 from sagactl.target import resolve_target
 from sagactl.timeline import (
-    STEP_OPERATIONS,
-    case_action_keys,
+    actions_json,
+    case_actions,
     ledger_for,
     read_case_record,
     record_summary,
@@ -36,7 +39,6 @@ def command_ledger(args: argparse.Namespace) -> int:
         raise UsageError("give either an ACTION_KEY or --case CASE")
     target = resolve_target(args)
     budget = resolve_budget(target, args.budget)
-    ledger = ledger_for(target)
     if args.action_key:
         try:
             parse_action_key(args.action_key)
@@ -44,7 +46,7 @@ def command_ledger(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{args.action_key!r} is not an action key (tenant#operation#action_id)"
             ) from None
-        record = ledger.get(args.action_key)
+        record = ledger_for(target).get(args.action_key)
         if record is None:
             raise NotFound(f"no ledger record for {args.action_key}")
         summary = record_summary(record, budget)
@@ -64,24 +66,14 @@ def command_ledger(args: argparse.Namespace) -> int:
                 "pass --tenant to derive its action keys anyway"
             )
         tenant = str(case_record["tenant_id"])
-    keys = case_action_keys(tenant, args.case)
-    records: dict[str, Any] = {}
-    for step in STEP_OPERATIONS:
-        record = ledger.get(keys[step])
-        records[step] = {
-            "action_key": keys[step],
-            "record": record_summary(record, budget) if record else None,
-        }
+    actions = case_actions(target, tenant, args.case, budget)
     if args.json:
-        emit_json({"case_id": args.case, "tenant_id": tenant, "actions": records})
+        emit_json({"case_id": args.case, "tenant_id": tenant, "actions": actions_json(actions)})
     else:
         print(f"case {args.case} (tenant {tenant}), budget {budget} attempts per action")
-        for step, entry in records.items():
-            print(f"  {step:<8} {entry['action_key']}")
-            if entry["record"]:
-                print("\n".join(record_lines(entry["record"])))
-            else:
-                print("    no record")
+        for view in actions:
+            print(f"  {view.step:<8} {view.action_key}")
+            print("\n".join(record_lines(view.record)) if view.record else "    no record")
     return 0
 
 
@@ -121,11 +113,7 @@ def register(subparsers: Subparsers) -> None:
     ledger.add_argument("action_key", nargs="?", metavar="ACTION_KEY")
     ledger.add_argument("--case", metavar="CASE", help="every action of this case")
     ledger.add_argument("--tenant", help="the case's tenant, when it has no case record")
-    ledger.add_argument(
-        "--budget",
-        type=positive_int,
-        help="lifetime attempt budget per action (default: cdk.json ledger.attempt_budget)",
-    )
+    add_budget_argument(ledger)
     add_aws_command_arguments(ledger)
     ledger.set_defaults(handler=guarded(command_ledger))
 

@@ -19,7 +19,11 @@ import argparse
 import sys
 from typing import Any
 
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, positive_int
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_budget_argument,
+)
 from sagactl.errors import RedriveRefused, UsageError, guarded
 from sagactl.redrive import RedrivePlan, emulate_redrive, plan_redrive, redrive
 from sagactl.render import emit_json
@@ -125,10 +129,6 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="local only: re-invoke the failed step's Lambda (see above)",
     )
-    parser.add_argument(
-        "--budget",
-        type=positive_int,
-        help="lifetime attempt budget per action (default: cdk.json ledger.attempt_budget)",
-    )
+    add_budget_argument(parser)
     add_aws_command_arguments(parser)
     parser.set_defaults(handler=guarded(command_redrive))

@@ -14,8 +14,8 @@ import time
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
+    add_budget_argument,
     positive_float,
-    positive_int,
 )
 from sagactl.errors import WatchTimeout, guarded
 from sagactl.render import case_view_text, emit_json, emit_json_line, entry_line
@@ -82,11 +82,7 @@ def command_watch(args: argparse.Namespace) -> int:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("case_id", metavar="CASE", help="the case id (= execution name)")
-    parser.add_argument(
-        "--budget",
-        type=positive_int,
-        help="lifetime attempt budget per action (default: cdk.json ledger.attempt_budget)",
-    )
+    add_budget_argument(parser)
     add_aws_command_arguments(parser)
 
 

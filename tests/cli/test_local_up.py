@@ -29,6 +29,25 @@ def _sagactl(*args: str) -> list[str]:
     return [str(BIN / "sagactl"), *args]
 
 
+def _run_sagactl(*args: str) -> subprocess.CompletedProcess[str]:
+    """One sagactl command to completion; the caller checks the exit code."""
+    return subprocess.run(_sagactl(*args), capture_output=True, text=True, timeout=60, check=False)
+
+
+def _local_up_args(state: Path, template: Path, port: int, *extra: str) -> tuple[str, ...]:
+    return (
+        "local",
+        "--state-dir",
+        str(state),
+        "up",
+        "--port",
+        str(port),
+        "--template",
+        str(template),
+        *extra,
+    )
+
+
 def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
     for _ in range(MAX_START_POLLS):
         if path.exists():
@@ -46,18 +65,7 @@ def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
     state = tmp_path / "state"
     port = _free_port()
     up = subprocess.Popen(
-        _sagactl(
-            "local",
-            "--state-dir",
-            str(state),
-            "up",
-            "--port",
-            str(port),
-            "--template",
-            str(template),
-            "--stack-name",
-            "fx",
-        ),
+        _sagactl(*_local_up_args(state, template, port, "--stack-name", "fx")),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -80,32 +88,11 @@ def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
         tables = sorted(json.loads(listed.stdout)["TableNames"])
         assert tables == ["fx-InventoryTable", "fx-LedgerTable"]
 
-        again = subprocess.run(
-            _sagactl(
-                "local",
-                "--state-dir",
-                str(state),
-                "up",
-                "--port",
-                str(_free_port()),
-                "--template",
-                str(template),
-            ),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        again = _run_sagactl(*_local_up_args(state, template, _free_port()))
         assert again.returncode == 1
         assert f"already running (pid {up.pid}" in again.stderr
 
-        down = subprocess.run(
-            _sagactl("local", "--state-dir", str(state), "down"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        down = _run_sagactl("local", "--state-dir", str(state), "down")
         assert down.returncode == 0, down.stderr
         stdout, _ = up.communicate(timeout=30)
     finally:
@@ -124,25 +111,13 @@ def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
 
 
 def test_down_without_a_server_and_with_a_stale_pid_file(tmp_path: Path) -> None:
-    nothing = subprocess.run(
-        _sagactl("local", "--state-dir", str(tmp_path), "down"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    nothing = _run_sagactl("local", "--state-dir", str(tmp_path), "down")
     assert (nothing.returncode, nothing.stderr.strip()) == (0, "no local AWS is running")
 
     dead_pid = subprocess.Popen([sys.executable, "-c", "pass"])
     dead_pid.wait()
     (tmp_path / "local.pid").write_text(json.dumps({"pid": dead_pid.pid, "endpoint": "x"}))
-    stale = subprocess.run(
-        _sagactl("local", "--state-dir", str(tmp_path), "down"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    stale = _run_sagactl("local", "--state-dir", str(tmp_path), "down")
     assert stale.returncode == 0
     assert "removed a stale pid file" in stale.stderr
     assert not (tmp_path / "local.pid").exists()

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 from moto import mock_aws
 
 from saga.aws import dynamodb_client
 from saga.ledger import ActionLedger, LedgerPolicy
+from saga.sandbox.schema import SandboxTables, create_sandbox_tables
 from tests.integration.ledger_harness import (
     CountingDownstream,
     FakeClock,
@@ -44,6 +46,21 @@ def moto_aws(aws_credentials: None) -> Iterator[None]:
 def dynamodb(moto_aws: None) -> Any:
     """The low-level client the ledger uses in production (standard retries, timeouts)."""
     return dynamodb_client()
+
+
+@pytest.fixture
+def sandbox_tables() -> SandboxTables:
+    """The sandbox tables' names; a test module overrides this fixture to use other names."""
+    return SandboxTables()
+
+
+@pytest.fixture
+def sandbox_client(moto_aws: None, sandbox_tables: SandboxTables) -> Any:
+    """A plain boto3 client (default retries, as the sandbox tests expect) with the sandbox
+    tables created."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    create_sandbox_tables(client, sandbox_tables)
+    return client
 
 
 @pytest.fixture

@@ -9,11 +9,9 @@ import pytest
 from saga.errors import BudgetExhausted, OutcomeUnknown, ReplayWindowExpired, TransientError
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
-from saga.tools.common import NoFaults
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
-from saga.tools.reserve import reserve_stock
 from saga.tools.ship import create_shipment, reconcile_shipment
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
@@ -83,23 +81,9 @@ def test_late_replay_long_after_the_token_window_is_stopped_by_the_ledger(env: T
     replay a day later is the ledger record's condition, so stock is taken exactly once."""
     case = make_case()
     delivery = Delivery("ReserveStock", case.case_id)
-    first = reserve_stock(
-        case,
-        delivery.next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        tables=env.inventory,
-        faults=NoFaults(),
-    )
+    first = env.reserve(case, delivery.next())
     env.clock.advance(24 * 3600)
-    replay = reserve_stock(
-        case,
-        delivery.next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        tables=env.inventory,
-        faults=NoFaults(),
-    )
+    replay = env.reserve(case, delivery.next())
     assert replay.replayed and replay.result == first.result
     assert env.available("SKU-RED-MUG") == 99
     assert len(env.reservations(case.case_id)) == 1
@@ -108,24 +92,10 @@ def test_late_replay_long_after_the_token_window_is_stopped_by_the_ledger(env: T
 def test_replay_after_retention_is_refused_not_executed(env: ToolsEnv) -> None:
     case = make_case()
     delivery = Delivery("ReserveStock", case.case_id)
-    reserve_stock(
-        case,
-        delivery.next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        tables=env.inventory,
-        faults=NoFaults(),
-    )
+    env.reserve(case, delivery.next())
     env.clock.advance(env.policy.retention_seconds + 1)  # TTL deletion has not happened yet
     with pytest.raises(ReplayWindowExpired):
-        reserve_stock(
-            case,
-            delivery.next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            tables=env.inventory,
-            faults=NoFaults(),
-        )
+        env.reserve(case, delivery.next())
     assert env.available("SKU-RED-MUG") == 99
 
 
@@ -142,14 +112,7 @@ def release(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-unt
 
 
 def reserve_for(env: ToolsEnv, case: Case) -> None:
-    reserve_stock(
-        case,
-        Delivery("ReserveStock", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        tables=env.inventory,
-        faults=NoFaults(),
-    )
+    env.reserve(case)
     assert env.available("SKU-RED-MUG") == 99
 
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from saga.adapters.carrier import SandboxCarrier, ShipmentReceipt, ShipmentRequest
 from saga.adapters.errors import (
@@ -16,7 +13,7 @@ from saga.adapters.errors import (
     DownstreamTimeout,
     DownstreamUnavailable,
 )
-from saga.sandbox.schema import SandboxTables, create_sandbox_tables
+from saga.sandbox.schema import SandboxTables
 
 TABLES = SandboxTables()
 CASE = "case-0001"
@@ -30,25 +27,11 @@ ADDRESS = {
 }
 
 
-@pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_sandbox_tables(dynamodb, TABLES)
-        yield dynamodb
-
-
-def carrier(client: Any, faults: list[str] | None = None, case_id: str = CASE) -> SandboxCarrier:
+def carrier(
+    sandbox_client: Any, faults: list[str] | None = None, case_id: str = CASE
+) -> SandboxCarrier:
     return SandboxCarrier.create(
-        client,
+        sandbox_client,
         shipments_table=TABLES.shipments,
         sandbox_table=TABLES.sandbox,
         case_id=case_id,
@@ -63,9 +46,9 @@ def shipment_request(case_id: str = CASE, business_ref: str = REF) -> ShipmentRe
     )
 
 
-def shipments_of(client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
+def shipments_of(sandbox_client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
     return list(
-        client.scan(
+        sandbox_client.scan(
             TableName=TABLES.shipments,
             FilterExpression="case_id = :c",
             ExpressionAttributeValues={":c": {"S": case_id}},
@@ -74,10 +57,10 @@ def shipments_of(client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
     )
 
 
-def test_create_makes_one_shipment_item_with_the_case_id(client: Any) -> None:
-    receipt = carrier(client).create_shipment(shipment_request())
+def test_create_makes_one_shipment_item_with_the_case_id(sandbox_client: Any) -> None:
+    receipt = carrier(sandbox_client).create_shipment(shipment_request())
 
-    items = shipments_of(client)
+    items = shipments_of(sandbox_client)
     assert len(items) == 1
     item = items[0]
     assert item["shipment_id"] == {"S": receipt.shipment_id}
@@ -90,20 +73,22 @@ def test_create_makes_one_shipment_item_with_the_case_id(client: Any) -> None:
     assert receipt == ShipmentReceipt(receipt.shipment_id, REF, "created")
 
 
-def test_no_idempotency_two_creates_with_one_reference_make_two_shipments(client: Any) -> None:
-    ships = carrier(client)
+def test_no_idempotency_two_creates_with_one_reference_make_two_shipments(
+    sandbox_client: Any,
+) -> None:
+    ships = carrier(sandbox_client)
     first = ships.create_shipment(shipment_request())
     second = ships.create_shipment(shipment_request())
 
     assert first.shipment_id != second.shipment_id
-    assert len(shipments_of(client)) == 2
+    assert len(shipments_of(sandbox_client)) == 2
     assert ships.find_shipments(REF) == [first, second]
 
 
 def test_find_shipments_is_empty_for_an_unknown_reference_and_separates_references(
-    client: Any,
+    sandbox_client: Any,
 ) -> None:
-    ships = carrier(client)
+    ships = carrier(sandbox_client)
     assert ships.find_shipments(REF) == []
     other = ships.create_shipment(shipment_request(business_ref="case-0001.other"))
 
@@ -111,10 +96,10 @@ def test_find_shipments_is_empty_for_an_unknown_reference_and_separates_referenc
     assert ships.find_shipments("case-0001.other") == [other]
 
 
-def test_the_by_business_ref_index_also_holds_the_shipment(client: Any) -> None:
-    receipt = carrier(client).create_shipment(shipment_request())
+def test_the_by_business_ref_index_also_holds_the_shipment(sandbox_client: Any) -> None:
+    receipt = carrier(sandbox_client).create_shipment(shipment_request())
 
-    items = client.query(
+    items = sandbox_client.query(
         TableName=TABLES.shipments,
         IndexName="by-business-ref",
         KeyConditionExpression="business_ref = :r",
@@ -124,47 +109,47 @@ def test_the_by_business_ref_index_also_holds_the_shipment(client: Any) -> None:
 
 
 def test_lose_response_creates_the_shipment_then_times_out_and_lookup_finds_it(
-    client: Any,
+    sandbox_client: Any,
 ) -> None:
-    ships = carrier(client, ["lose_response"])
+    ships = carrier(sandbox_client, ["lose_response"])
 
     with pytest.raises(DownstreamTimeout, match="lost"):
         ships.create_shipment(shipment_request())
 
-    items = shipments_of(client)
+    items = shipments_of(sandbox_client)
     assert len(items) == 1
     assert [r.shipment_id for r in ships.find_shipments(REF)] == [items[0]["shipment_id"]["S"]]
 
 
-def test_reject_creates_nothing(client: Any) -> None:
+def test_reject_creates_nothing(sandbox_client: Any) -> None:
     with pytest.raises(DownstreamRejected, match="refused the shipment") as caught:
-        carrier(client, ["reject"]).create_shipment(shipment_request())
+        carrier(sandbox_client, ["reject"]).create_shipment(shipment_request())
 
     assert caught.value.downstream == "shipment"
-    assert shipments_of(client) == []
+    assert shipments_of(sandbox_client) == []
 
 
-def test_timeout_creates_nothing(client: Any) -> None:
-    ships = carrier(client, ["timeout"])
+def test_timeout_creates_nothing(sandbox_client: Any) -> None:
+    ships = carrier(sandbox_client, ["timeout"])
     with pytest.raises(DownstreamTimeout, match="no response"):
         ships.create_shipment(shipment_request())
 
-    assert shipments_of(client) == []
+    assert shipments_of(sandbox_client) == []
     assert ships.find_shipments(REF) == []
 
 
-def test_fail_before_commit_creates_nothing_and_the_retry_creates_one(client: Any) -> None:
-    ships = carrier(client, ["fail_before_commit"])
+def test_fail_before_commit_creates_nothing_and_the_retry_creates_one(sandbox_client: Any) -> None:
+    ships = carrier(sandbox_client, ["fail_before_commit"])
     with pytest.raises(DownstreamNotDispatched):
         ships.create_shipment(shipment_request())
-    assert shipments_of(client) == []
+    assert shipments_of(sandbox_client) == []
 
     ships.create_shipment(shipment_request())
-    assert len(shipments_of(client)) == 1
+    assert len(shipments_of(sandbox_client)) == 1
 
 
-def test_unavailable_is_sticky_for_creates_and_lookups(client: Any) -> None:
-    ships = carrier(client, ["lose_response", "unavailable"])
+def test_unavailable_is_sticky_for_creates_and_lookups(sandbox_client: Any) -> None:
+    ships = carrier(sandbox_client, ["lose_response", "unavailable"])
     with pytest.raises(DownstreamTimeout):
         ships.create_shipment(shipment_request())  # the shipment exists ...
 
@@ -173,11 +158,11 @@ def test_unavailable_is_sticky_for_creates_and_lookups(client: Any) -> None:
             ships.find_shipments(REF)
         with pytest.raises(DownstreamUnavailable):
             ships.create_shipment(shipment_request())
-    assert len(shipments_of(client)) == 1
+    assert len(shipments_of(sandbox_client)) == 1
 
 
-def test_faults_are_consumed_in_order_across_creates_and_lookups(client: Any) -> None:
-    ships = carrier(client, ["timeout", "reject", "lose_response"])
+def test_faults_are_consumed_in_order_across_creates_and_lookups(sandbox_client: Any) -> None:
+    ships = carrier(sandbox_client, ["timeout", "reject", "lose_response"])
 
     with pytest.raises(DownstreamTimeout, match="no response"):  # 1: create, no effect
         ships.create_shipment(shipment_request())
@@ -187,11 +172,11 @@ def test_faults_are_consumed_in_order_across_creates_and_lookups(client: Any) ->
         ships.create_shipment(shipment_request())
     found = ships.find_shipments(REF)  # 4: exhausted, normal
 
-    assert len(shipments_of(client)) == 1
-    assert [r.shipment_id for r in found] == [shipments_of(client)[0]["shipment_id"]["S"]]
+    assert len(shipments_of(sandbox_client)) == 1
+    assert [r.shipment_id for r in found] == [shipments_of(sandbox_client)[0]["shipment_id"]["S"]]
 
 
-def test_an_incomplete_address_is_rejected_and_creates_nothing(client: Any) -> None:
+def test_an_incomplete_address_is_rejected_and_creates_nothing(sandbox_client: Any) -> None:
     request = ShipmentRequest(
         case_id=CASE,
         business_ref=REF,
@@ -200,6 +185,6 @@ def test_an_incomplete_address_is_rejected_and_creates_nothing(client: Any) -> N
         quantity=1,
     )
     with pytest.raises(DownstreamRejected, match=r"address\.postal_code"):
-        carrier(client).create_shipment(request)
+        carrier(sandbox_client).create_shipment(request)
 
-    assert shipments_of(client) == []
+    assert shipments_of(sandbox_client) == []

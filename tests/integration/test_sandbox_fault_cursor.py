@@ -3,43 +3,24 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
-import pytest
-from moto import mock_aws
-
 from saga.sandbox.faults import FaultInjector, cursor_key
-from saga.sandbox.schema import SandboxTables, create_sandbox_tables
+from saga.sandbox.schema import SandboxTables
 
 TABLES = SandboxTables()
 
 
-@pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_sandbox_tables(dynamodb, TABLES)
-        yield dynamodb
-
-
 def injector(
-    client: Any, faults: list[str], case_id: str = "case-1", downstream: str = "refund"
+    sandbox_client: Any, faults: list[str], case_id: str = "case-1", downstream: str = "refund"
 ) -> FaultInjector:
-    return FaultInjector(client, TABLES.sandbox, case_id, downstream, faults, clock=lambda: 1000)
+    return FaultInjector(
+        sandbox_client, TABLES.sandbox, case_id, downstream, faults, clock=lambda: 1000
+    )
 
 
-def cursor_item(client: Any, case_id: str, downstream: str) -> dict[str, Any] | None:
-    item: dict[str, Any] | None = client.get_item(
+def cursor_item(sandbox_client: Any, case_id: str, downstream: str) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = sandbox_client.get_item(
         TableName=TABLES.sandbox,
         Key={"pk": {"S": cursor_key(case_id, downstream)}},
         ConsistentRead=True,
@@ -47,44 +28,44 @@ def cursor_item(client: Any, case_id: str, downstream: str) -> dict[str, Any] | 
     return item
 
 
-def test_entries_come_in_order_then_none(client: Any) -> None:
-    faults = injector(client, ["timeout", "lose_response", "reject"])
+def test_entries_come_in_order_then_none(sandbox_client: Any) -> None:
+    faults = injector(sandbox_client, ["timeout", "lose_response", "reject"])
 
     assert [faults.next() for _ in range(5)] == ["timeout", "lose_response", "reject", None, None]
-    item = cursor_item(client, "case-1", "refund")
+    item = cursor_item(sandbox_client, "case-1", "refund")
     assert item is not None
     assert item["cursor"] == {"N": "5"}
     assert item["case_id"] == {"S": "case-1"}
 
 
-def test_the_cursor_is_shared_by_every_injector_of_the_case(client: Any) -> None:
+def test_the_cursor_is_shared_by_every_injector_of_the_case(sandbox_client: Any) -> None:
     # Each Lambda invocation builds its own injector; they must draw from one sequence.
     plan = ["fail_before_commit", "timeout", "reject"]
 
-    drawn = [injector(client, plan).next() for _ in range(4)]
+    drawn = [injector(sandbox_client, plan).next() for _ in range(4)]
 
     assert drawn == ["fail_before_commit", "timeout", "reject", None]
 
 
-def test_cases_and_downstreams_have_separate_cursors(client: Any) -> None:
-    assert injector(client, ["timeout"], "case-1", "refund").next() == "timeout"
-    assert injector(client, ["timeout"], "case-2", "refund").next() == "timeout"
-    assert injector(client, ["reject"], "case-1", "shipment").next() == "reject"
-    assert injector(client, ["timeout"], "case-1", "refund").next() is None
+def test_cases_and_downstreams_have_separate_cursors(sandbox_client: Any) -> None:
+    assert injector(sandbox_client, ["timeout"], "case-1", "refund").next() == "timeout"
+    assert injector(sandbox_client, ["timeout"], "case-2", "refund").next() == "timeout"
+    assert injector(sandbox_client, ["reject"], "case-1", "shipment").next() == "reject"
+    assert injector(sandbox_client, ["timeout"], "case-1", "refund").next() is None
 
 
-def test_unavailable_is_sticky_and_flagged(client: Any) -> None:
-    faults = injector(client, ["timeout", "unavailable", "reject"])
+def test_unavailable_is_sticky_and_flagged(sandbox_client: Any) -> None:
+    faults = injector(sandbox_client, ["timeout", "unavailable", "reject"])
 
     drawn = [faults.next() for _ in range(5)]
 
     assert drawn == ["timeout", "unavailable", "unavailable", "unavailable", "unavailable"]
-    item = cursor_item(client, "case-1", "refund")
+    item = cursor_item(sandbox_client, "case-1", "refund")
     assert item is not None
     assert item["unavailable"] == {"BOOL": True}
 
 
-def test_an_empty_list_makes_no_request_at_all(client: Any) -> None:
+def test_an_empty_list_makes_no_request_at_all(sandbox_client: Any) -> None:
     class NoCalls:
         def __getattr__(self, name: str) -> Any:
             raise AssertionError(f"unexpected DynamoDB call {name}")
@@ -92,15 +73,15 @@ def test_an_empty_list_makes_no_request_at_all(client: Any) -> None:
     faults = FaultInjector(NoCalls(), TABLES.sandbox, "case-1", "refund", [])  # type: ignore[arg-type]
 
     assert [faults.next() for _ in range(3)] == [None, None, None]
-    assert cursor_item(client, "case-1", "refund") is None
+    assert cursor_item(sandbox_client, "case-1", "refund") is None
 
 
-def test_concurrent_calls_each_get_a_distinct_entry(client: Any) -> None:
+def test_concurrent_calls_each_get_a_distinct_entry(sandbox_client: Any) -> None:
     lock = threading.Lock()
 
     class Serialised:  # DynamoDB makes each UpdateItem atomic; moto needs help
         def __getattr__(self, name: str) -> Any:
-            method = getattr(client, name)
+            method = getattr(sandbox_client, name)
 
             def call(**kwargs: Any) -> Any:
                 with lock:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
-from moto import mock_aws
 
 from saga.adapters.errors import (
     DownstreamConflict,
@@ -28,51 +25,23 @@ from saga.sandbox.payments import (
     SandboxPaymentsService,
     idempotency_item_key,
 )
-from saga.sandbox.schema import SandboxTables, create_sandbox_tables
+from saga.sandbox.schema import SandboxTables
+from tests.integration.ledger_harness import FakeClock
 
 TABLES = SandboxTables()
 CASE = "case-0001"
 KEY = "acme#refund#case-0001.refund"
 
 
-class Clock:
-    def __init__(self, now: float = 1_700_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_sandbox_tables(dynamodb, TABLES)
-        yield dynamodb
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 def provider(
-    client: Any,
-    clock: Clock,
+    sandbox_client: Any,
+    clock: FakeClock,
     faults: list[str] | None = None,
     case_id: str = CASE,
     retention: int = PAYMENT_KEY_RETENTION_SECONDS,
 ) -> SandboxPaymentProvider:
     return SandboxPaymentProvider.create(
-        client,
+        sandbox_client,
         payments_table=TABLES.payments,
         sandbox_table=TABLES.sandbox,
         case_id=case_id,
@@ -92,8 +61,8 @@ def refund_request(case_id: str = CASE, amount_minor: int = 2000) -> RefundReque
     )
 
 
-def refunds_of(client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
-    items = client.scan(
+def refunds_of(sandbox_client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
+    items = sandbox_client.scan(
         TableName=TABLES.payments,
         FilterExpression="case_id = :c",
         ExpressionAttributeValues={":c": {"S": case_id}},
@@ -102,8 +71,8 @@ def refunds_of(client: Any, case_id: str = CASE) -> list[dict[str, Any]]:
     return list(items)
 
 
-def key_record(client: Any, key: str = KEY) -> dict[str, Any] | None:
-    item: dict[str, Any] | None = client.get_item(
+def key_record(sandbox_client: Any, key: str = KEY) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = sandbox_client.get_item(
         TableName=TABLES.sandbox, Key={"pk": {"S": idempotency_item_key(key)}}, ConsistentRead=True
     ).get("Item")
     return item
@@ -111,11 +80,11 @@ def key_record(client: Any, key: str = KEY) -> dict[str, Any] | None:
 
 # --- the happy path and the idempotency contract ------------------------------------------------
 def test_refund_makes_one_item_with_the_case_id_and_returns_a_receipt(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
-    receipt = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+    receipt = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
 
-    items = refunds_of(client)
+    items = refunds_of(sandbox_client)
     assert len(items) == 1
     item = items[0]
     assert item["refund_id"]["S"] == receipt.refund_id
@@ -127,89 +96,99 @@ def test_refund_makes_one_item_with_the_case_id_and_returns_a_receipt(
     assert item["idempotency_key"] == {"S": KEY}
     assert item["created_at"] == {"N": str(int(clock.now))}
     assert receipt == RefundReceipt(receipt.refund_id, "case-0001.refund", 2000, "USD", "succeeded")
-    record = key_record(client)
+    record = key_record(sandbox_client)
     assert record is not None
     assert record["expires_at"] == {"N": str(int(clock.now) + PAYMENT_KEY_RETENTION_SECONDS)}
 
 
-def test_same_key_same_parameters_replays_the_stored_refund(client: Any, clock: Clock) -> None:
-    first = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+def test_same_key_same_parameters_replays_the_stored_refund(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    first = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
     clock.now += 3600
-    second = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+    second = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
 
     assert second == first
-    assert len(refunds_of(client)) == 1
+    assert len(refunds_of(sandbox_client)) == 1
 
 
 def test_same_key_other_parameters_is_a_mismatch_and_changes_nothing(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
-    first = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
-    before = key_record(client)
+    first = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
+    before = key_record(sandbox_client)
 
     with pytest.raises(DownstreamKeyMismatch, match="same parameters") as caught:
-        provider(client, clock).refund(refund_request(amount_minor=2500), idempotency_key=KEY)
+        provider(sandbox_client, clock).refund(
+            refund_request(amount_minor=2500), idempotency_key=KEY
+        )
 
     assert caught.value.downstream == "refund"
-    assert [item["refund_id"]["S"] for item in refunds_of(client)] == [first.refund_id]
-    assert key_record(client) == before
+    assert [item["refund_id"]["S"] for item in refunds_of(sandbox_client)] == [first.refund_id]
+    assert key_record(sandbox_client) == before
     # The original request still replays.
-    assert provider(client, clock).refund(refund_request(), idempotency_key=KEY) == first
+    assert provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY) == first
 
 
 def test_two_separately_approved_refunds_with_equal_amounts_both_happen(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
-    provider(client, clock, case_id="case-a").refund(
+    provider(sandbox_client, clock, case_id="case-a").refund(
         refund_request("case-a"), idempotency_key="acme#refund#case-a.refund"
     )
-    provider(client, clock, case_id="case-b").refund(
+    provider(sandbox_client, clock, case_id="case-b").refund(
         refund_request("case-b"), idempotency_key="acme#refund#case-b.refund"
     )
 
-    assert len(refunds_of(client, "case-a")) == 1
-    assert len(refunds_of(client, "case-b")) == 1
+    assert len(refunds_of(sandbox_client, "case-a")) == 1
+    assert len(refunds_of(sandbox_client, "case-b")) == 1
 
 
 def test_key_expires_after_the_retention_and_then_makes_a_second_refund(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
     retention = 600
-    first = provider(client, clock, retention=retention).refund(
+    first = provider(sandbox_client, clock, retention=retention).refund(
         refund_request(), idempotency_key=KEY
     )
     clock.now += retention - 1
     assert (
-        provider(client, clock, retention=retention).refund(refund_request(), idempotency_key=KEY)
+        provider(sandbox_client, clock, retention=retention).refund(
+            refund_request(), idempotency_key=KEY
+        )
         == first
     )
-    assert len(refunds_of(client)) == 1
+    assert len(refunds_of(sandbox_client)) == 1
 
     clock.now += 1  # the key's expires_at has passed (TTL deletion lags: the provider checks)
-    second = provider(client, clock, retention=retention).refund(
+    second = provider(sandbox_client, clock, retention=retention).refund(
         refund_request(), idempotency_key=KEY
     )
 
     assert second.refund_id != first.refund_id
-    assert len(refunds_of(client)) == 2
-    found = provider(client, clock).find_refunds("case-0001.refund")
+    assert len(refunds_of(sandbox_client)) == 2
+    found = provider(sandbox_client, clock).find_refunds("case-0001.refund")
     assert [r.refund_id for r in found] == [first.refund_id, second.refund_id]
 
 
-def test_find_refunds_lists_only_the_reference_asked_for(client: Any, clock: Clock) -> None:
-    assert provider(client, clock).find_refunds("case-0001.refund") == []
-    mine = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
-    provider(client, clock, case_id="case-b").refund(
+def test_find_refunds_lists_only_the_reference_asked_for(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    assert provider(sandbox_client, clock).find_refunds("case-0001.refund") == []
+    mine = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
+    provider(sandbox_client, clock, case_id="case-b").refund(
         refund_request("case-b"), idempotency_key="acme#refund#case-b.refund"
     )
 
-    assert provider(client, clock).find_refunds("case-0001.refund") == [mine]
+    assert provider(sandbox_client, clock).find_refunds("case-0001.refund") == [mine]
 
 
-def test_the_by_business_ref_index_also_holds_the_refund(client: Any, clock: Clock) -> None:
-    receipt = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+def test_the_by_business_ref_index_also_holds_the_refund(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    receipt = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
 
-    items = client.query(
+    items = sandbox_client.query(
         TableName=TABLES.payments,
         IndexName="by-business-ref",
         KeyConditionExpression="business_ref = :r",
@@ -236,58 +215,66 @@ class InterceptingClient:
         return getattr(self._real, name)
 
 
-def test_a_concurrent_request_with_the_same_key_gets_a_conflict(client: Any, clock: Clock) -> None:
+def test_a_concurrent_request_with_the_same_key_gets_a_conflict(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
     seen: list[BaseException] = []
 
     def second_request_while_first_in_flight() -> None:
         with pytest.raises(DownstreamConflict, match="in-progress") as caught:
-            provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+            provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
         seen.append(caught.value)
 
-    first = provider(InterceptingClient(client, second_request_while_first_in_flight), clock)
+    first = provider(
+        InterceptingClient(sandbox_client, second_request_while_first_in_flight), clock
+    )
     receipt = first.refund(refund_request(), idempotency_key=KEY)
 
     assert len(seen) == 1
     assert isinstance(seen[0], DownstreamNotDispatched)  # a conflict is safe to repeat
-    assert len(refunds_of(client)) == 1
+    assert len(refunds_of(sandbox_client)) == 1
     # Repeating after the first finished replays its refund.
-    assert provider(client, clock).refund(refund_request(), idempotency_key=KEY) == receipt
+    assert provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY) == receipt
 
 
 def test_a_request_that_died_in_flight_is_taken_over_after_its_lock_expires(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
     def crash() -> None:
         raise SystemExit("worker died between claim and commit")
 
     with pytest.raises(SystemExit):
-        provider(InterceptingClient(client, crash), clock).refund(
+        provider(InterceptingClient(sandbox_client, crash), clock).refund(
             refund_request(), idempotency_key=KEY
         )
-    assert refunds_of(client) == []
+    assert refunds_of(sandbox_client) == []
 
     with pytest.raises(DownstreamConflict):
-        provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+        provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
     clock.now += IN_FLIGHT_LOCK_SECONDS
-    receipt = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+    receipt = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
 
-    assert [item["refund_id"]["S"] for item in refunds_of(client)] == [receipt.refund_id]
+    assert [item["refund_id"]["S"] for item in refunds_of(sandbox_client)] == [receipt.refund_id]
 
 
 def test_the_original_request_cannot_commit_after_its_lock_was_taken_over(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
     taken_over: list[RefundReceipt] = []
 
     def retry_takes_over_meanwhile() -> None:
         clock.now += IN_FLIGHT_LOCK_SECONDS
-        taken_over.append(provider(client, clock).refund(refund_request(), idempotency_key=KEY))
+        taken_over.append(
+            provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
+        )
 
-    slow = provider(InterceptingClient(client, retry_takes_over_meanwhile), clock)
+    slow = provider(InterceptingClient(sandbox_client, retry_takes_over_meanwhile), clock)
     with pytest.raises(DownstreamConflict, match="held by another request"):
         slow.refund(refund_request(), idempotency_key=KEY)
 
-    assert [item["refund_id"]["S"] for item in refunds_of(client)] == [taken_over[0].refund_id]
+    assert [item["refund_id"]["S"] for item in refunds_of(sandbox_client)] == [
+        taken_over[0].refund_id
+    ]
 
 
 class SerialisedClient:
@@ -307,8 +294,10 @@ class SerialisedClient:
         return call
 
 
-def test_many_concurrent_requests_with_one_key_make_one_refund(client: Any, clock: Clock) -> None:
-    shared = SerialisedClient(client)
+def test_many_concurrent_requests_with_one_key_make_one_refund(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    shared = SerialisedClient(sandbox_client)
     barrier = threading.Barrier(8)
     outcomes: list[object] = []
 
@@ -327,81 +316,89 @@ def test_many_concurrent_requests_with_one_key_make_one_refund(client: Any, cloc
 
     receipts = {o for o in outcomes if isinstance(o, RefundReceipt)}
     assert len(outcomes) == 8
-    assert len(refunds_of(client)) == 1
+    assert len(refunds_of(sandbox_client)) == 1
     assert len(receipts) == 1
-    assert next(iter(receipts)).refund_id == refunds_of(client)[0]["refund_id"]["S"]
+    assert next(iter(receipts)).refund_id == refunds_of(sandbox_client)[0]["refund_id"]["S"]
 
 
 # --- faults ------------------------------------------------------------------------------------
-def test_fail_before_commit_does_nothing_and_the_retry_succeeds(client: Any, clock: Clock) -> None:
-    payments = provider(client, clock, ["fail_before_commit"])
+def test_fail_before_commit_does_nothing_and_the_retry_succeeds(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    payments = provider(sandbox_client, clock, ["fail_before_commit"])
 
     with pytest.raises(DownstreamNotDispatched, match="failed before committing"):
         payments.refund(refund_request(), idempotency_key=KEY)
-    assert refunds_of(client) == []
-    assert key_record(client) is None
+    assert refunds_of(sandbox_client) == []
+    assert key_record(sandbox_client) is None
 
     payments.refund(refund_request(), idempotency_key=KEY)
-    assert len(refunds_of(client)) == 1
+    assert len(refunds_of(sandbox_client)) == 1
 
 
 def test_lose_response_commits_the_refund_and_the_key_then_times_out(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
-    payments = provider(client, clock, ["lose_response"])
+    payments = provider(sandbox_client, clock, ["lose_response"])
 
     with pytest.raises(DownstreamTimeout, match="lost"):
         payments.refund(refund_request(), idempotency_key=KEY)
-    assert len(refunds_of(client)) == 1
+    assert len(refunds_of(sandbox_client)) == 1
 
     # The retry with the same key is answered from the key: still one refund.
     receipt = payments.refund(refund_request(), idempotency_key=KEY)
-    assert [item["refund_id"]["S"] for item in refunds_of(client)] == [receipt.refund_id]
+    assert [item["refund_id"]["S"] for item in refunds_of(sandbox_client)] == [receipt.refund_id]
 
 
-def test_reject_makes_no_refund_and_is_stored_for_the_key(client: Any, clock: Clock) -> None:
-    payments = provider(client, clock, ["reject"])
+def test_reject_makes_no_refund_and_is_stored_for_the_key(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    payments = provider(sandbox_client, clock, ["reject"])
 
     with pytest.raises(DownstreamRejected, match="declined") as first:
         payments.refund(refund_request(), idempotency_key=KEY)
-    assert refunds_of(client) == []
+    assert refunds_of(sandbox_client) == []
 
     # The faults are used up, but the key replays the stored rejection.
     with pytest.raises(DownstreamRejected) as replayed:
         payments.refund(refund_request(), idempotency_key=KEY)
     assert replayed.value.reason == first.value.reason
-    assert refunds_of(client) == []
+    assert refunds_of(sandbox_client) == []
     assert payments.find_refunds("case-0001.refund") == []
 
 
-def test_timeout_has_no_effect(client: Any, clock: Clock) -> None:
-    payments = provider(client, clock, ["timeout"])
+def test_timeout_has_no_effect(sandbox_client: Any, clock: FakeClock) -> None:
+    payments = provider(sandbox_client, clock, ["timeout"])
 
     with pytest.raises(DownstreamTimeout, match="no response"):
         payments.refund(refund_request(), idempotency_key=KEY)
-    assert refunds_of(client) == []
-    assert key_record(client) is None
+    assert refunds_of(sandbox_client) == []
+    assert key_record(sandbox_client) is None
     assert payments.find_refunds("case-0001.refund") == []
 
 
-def test_unavailable_is_sticky_for_refunds_and_lookups(client: Any, clock: Clock) -> None:
-    payments = provider(client, clock, ["unavailable"])
+def test_unavailable_is_sticky_for_refunds_and_lookups(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    payments = provider(sandbox_client, clock, ["unavailable"])
 
     for _ in range(3):
         with pytest.raises(DownstreamUnavailable):
             payments.refund(refund_request(), idempotency_key=KEY)
         with pytest.raises(DownstreamUnavailable):
             payments.find_refunds("case-0001.refund")
-    assert refunds_of(client) == []
+    assert refunds_of(sandbox_client) == []
     # Another case is not affected.
-    provider(client, clock, case_id="case-b").refund(
+    provider(sandbox_client, clock, case_id="case-b").refund(
         refund_request("case-b"), idempotency_key="acme#refund#case-b.refund"
     )
-    assert len(refunds_of(client, "case-b")) == 1
+    assert len(refunds_of(sandbox_client, "case-b")) == 1
 
 
-def test_faults_are_consumed_in_order_across_refunds_and_lookups(client: Any, clock: Clock) -> None:
-    payments = provider(client, clock, ["lose_response", "timeout", "reject"])
+def test_faults_are_consumed_in_order_across_refunds_and_lookups(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    payments = provider(sandbox_client, clock, ["lose_response", "timeout", "reject"])
 
     with pytest.raises(DownstreamTimeout, match="lost"):  # 1: refund commits, answer lost
         payments.refund(refund_request(), idempotency_key=KEY)
@@ -412,11 +409,13 @@ def test_faults_are_consumed_in_order_across_refunds_and_lookups(client: Any, cl
     found = payments.find_refunds("case-0001.refund")  # 4: list exhausted, normal
 
     assert len(found) == 1
-    assert found[0].refund_id == refunds_of(client)[0]["refund_id"]["S"]
+    assert found[0].refund_id == refunds_of(sandbox_client)[0]["refund_id"]["S"]
 
 
-def test_lookup_faults_each_leave_the_caller_without_an_answer(client: Any, clock: Clock) -> None:
-    payments = provider(client, clock, ["fail_before_commit", "lose_response"])
+def test_lookup_faults_each_leave_the_caller_without_an_answer(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    payments = provider(sandbox_client, clock, ["fail_before_commit", "lose_response"])
 
     with pytest.raises(DownstreamNotDispatched):
         payments.find_refunds("case-0001.refund")
@@ -425,16 +424,18 @@ def test_lookup_faults_each_leave_the_caller_without_an_answer(client: Any, cloc
     assert payments.find_refunds("case-0001.refund") == []
 
 
-def test_invalid_parameters_are_rejected_and_nothing_is_stored(client: Any, clock: Clock) -> None:
+def test_invalid_parameters_are_rejected_and_nothing_is_stored(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
     with pytest.raises(DownstreamRejected, match="currency"):
-        provider(client, clock).refund(
+        provider(sandbox_client, clock).refund(
             RefundRequest(CASE, "case-0001.refund", "pay-777", 2000, "usd"), idempotency_key=KEY
         )
     with pytest.raises(DownstreamRejected, match="amount_minor"):
-        provider(client, clock).refund(refund_request(amount_minor=0), idempotency_key=KEY)
+        provider(sandbox_client, clock).refund(refund_request(amount_minor=0), idempotency_key=KEY)
 
-    assert refunds_of(client) == []
-    assert key_record(client) is None
+    assert refunds_of(sandbox_client) == []
+    assert key_record(sandbox_client) is None
 
 
 # --- failures of the provider's own storage ---------------------------------------------------
@@ -456,37 +457,41 @@ class FailingCommit:
 
 
 def test_a_commit_whose_answer_is_lost_is_a_timeout_and_the_key_replays_it(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
-    broken = FailingCommit(client, ReadTimeoutError(endpoint_url="http://ddb"), commit_first=True)
+    broken = FailingCommit(
+        sandbox_client, ReadTimeoutError(endpoint_url="http://ddb"), commit_first=True
+    )
 
     with pytest.raises(DownstreamTimeout, match="no answer"):
         provider(broken, clock).refund(refund_request(), idempotency_key=KEY)
-    receipt = provider(client, clock).refund(refund_request(), idempotency_key=KEY)
+    receipt = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
 
-    assert [item["refund_id"]["S"] for item in refunds_of(client)] == [receipt.refund_id]
+    assert [item["refund_id"]["S"] for item in refunds_of(sandbox_client)] == [receipt.refund_id]
 
 
 def test_a_definitely_failed_commit_frees_the_key_for_an_immediate_retry(
-    client: Any, clock: Clock
+    sandbox_client: Any, clock: FakeClock
 ) -> None:
     throttled = ClientError(
         {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "TransactWriteItems"
     )
-    broken = FailingCommit(client, throttled, commit_first=False)
+    broken = FailingCommit(sandbox_client, throttled, commit_first=False)
 
     with pytest.raises(DownstreamNotDispatched):
         provider(broken, clock).refund(refund_request(), idempotency_key=KEY)
-    assert refunds_of(client) == []
-    assert key_record(client) is None
+    assert refunds_of(sandbox_client) == []
+    assert key_record(sandbox_client) is None
 
-    provider(client, clock).refund(refund_request(), idempotency_key=KEY)
-    assert len(refunds_of(client)) == 1
+    provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
+    assert len(refunds_of(sandbox_client)) == 1
 
 
-def test_the_provider_replays_the_exact_stored_status_and_body(client: Any, clock: Clock) -> None:
+def test_the_provider_replays_the_exact_stored_status_and_body(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
     service = SandboxPaymentsService(
-        client, payments_table=TABLES.payments, sandbox_table=TABLES.sandbox, clock=clock
+        sandbox_client, payments_table=TABLES.payments, sandbox_table=TABLES.sandbox, clock=clock
     )
     params = {
         "case_id": CASE,
@@ -497,7 +502,7 @@ def test_the_provider_replays_the_exact_stored_status_and_body(client: Any, cloc
     }
 
     def call(faults: list[str]) -> ProviderResponse:
-        injector = FaultInjector(client, TABLES.sandbox, CASE, "refund", faults)
+        injector = FaultInjector(sandbox_client, TABLES.sandbox, CASE, "refund", faults)
         return service.create_refund(idempotency_key=KEY, faults=injector, **params)
 
     rejected = call(["reject"])
@@ -506,4 +511,4 @@ def test_the_provider_replays_the_exact_stored_status_and_body(client: Any, cloc
 
     assert (rejected.status, rejected.replayed) == (402, False)
     assert (replayed.status, replayed.body, replayed.replayed) == (402, rejected.body, True)
-    assert refunds_of(client) == []
+    assert refunds_of(sandbox_client) == []

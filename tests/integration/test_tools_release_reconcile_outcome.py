@@ -14,7 +14,7 @@ from saga.tools.outcome import record_outcome
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
-from saga.tools.reserve import reconcile_reserve, reserve_stock
+from saga.tools.reserve import reconcile_reserve
 from saga.tools.ship import create_shipment
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
@@ -23,17 +23,6 @@ from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools
 def env() -> Iterator[ToolsEnv]:
     with tools_env() as tools:
         yield tools
-
-
-def reserve(env: ToolsEnv, case: Case) -> None:
-    reserve_stock(
-        case,
-        Delivery("ReserveStock", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        tables=env.inventory,
-        faults=NoFaults(),
-    )
 
 
 def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[no-untyped-def]
@@ -51,7 +40,7 @@ def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[n
 # --- release --------------------------------------------------------------------------------
 def test_release_restores_stock_once_and_records_its_own_key(env: ToolsEnv) -> None:
     case = make_case(reserve={"sku": "SKU-RED-MUG", "quantity": 4})
-    reserve(env, case)
+    env.reserve(case)
     result = release(env, case)
     assert result.action_key == "acme#release#case-0001.reserve"
     assert env.available("SKU-RED-MUG") == 100
@@ -75,7 +64,7 @@ def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -
 
 def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
     case = make_case()
-    reserve(env, case)
+    env.reserve(case)
     create_shipment(
         case,
         Delivery("CreateShipment", case.case_id).next(),
@@ -90,7 +79,7 @@ def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
 
 def test_release_reject_fault_is_permanent(env: ToolsEnv) -> None:
     case = make_case()
-    reserve(env, case)
+    env.reserve(case)
     with pytest.raises(ReservationNotHeld, match="reject"):
         release(env, case, ListFaults("reject"))
     assert env.available("SKU-RED-MUG") == 99
@@ -100,7 +89,7 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
     from saga.tools.release import reconcile_release
 
     case = make_case()
-    reserve(env, case)
+    env.reserve(case)
     assert isinstance(reconcile_release(case, tables=env.inventory, faults=NoFaults()), Absent)
     release(env, case)
     found = reconcile_release(case, tables=env.inventory, faults=NoFaults())
@@ -130,7 +119,7 @@ def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
         lambda: reconcile_reserve(case, tables=env.inventory, faults=NoFaults()),
     )
     assert (nothing.decision, nothing.attempts, nothing.budget) == ("RETRY", 0, 5)
-    reserve(env, case)
+    env.reserve(case)
     done = reconcile(env, case, "reserve", Absent)
     assert done.decision == "RESUME" and done.result is not None and done.result.replayed
     assert done.result.result["reservation_id"] == "acme#reserve#case-0001.reserve"
@@ -143,7 +132,7 @@ def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
 def test_reconcile_of_a_recorded_failure_raises_the_business_error(env: ToolsEnv) -> None:
     case = make_case(reserve={"sku": "SKU-EMPTY", "quantity": 1}, faults={"refund": ["reject"]})
     with pytest.raises(OutOfStock):
-        reserve(env, case)
+        env.reserve(case)
     with pytest.raises(OutOfStock, match="SKU-EMPTY"):
         reconcile(env, case, "reserve", Absent)
     with pytest.raises(RefundRejected):

@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import boto3
-
+from saga.adapters._environment import settings_and_client
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import Clock, FaultInjector
 
@@ -99,14 +98,7 @@ class SandboxCarrier:
     ) -> SandboxCarrier:
         """From SHIPMENTS_TABLE, SANDBOX_TABLE and DOWNSTREAM_TIMEOUT_SECONDS (the client gets
         no retries and that timeout)."""
-        from saga.aws import downstream_config
-        from saga.settings import Settings
-
-        settings = Settings.from_env()
-        if client is None:
-            client = boto3.client(
-                "dynamodb", config=downstream_config(settings.downstream_timeout_seconds)
-            )
+        settings, client = settings_and_client(client)
         return cls.create(
             client,
             shipments_table=settings.shipments_table,

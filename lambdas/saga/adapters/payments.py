@@ -39,12 +39,11 @@ A real provider plugs in behind the same Protocol. Sketch for Stripe (no network
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import boto3
-
+from saga.adapters._environment import settings_and_client
 from saga.adapters.errors import (
     DownstreamConflict,
     DownstreamKeyMismatch,
@@ -53,6 +52,7 @@ from saga.adapters.errors import (
 )
 from saga.sandbox.faults import Clock, FaultInjector
 from saga.sandbox.payments import (
+    DOWNSTREAM,
     PAYMENT_KEY_RETENTION_SECONDS,
     ProviderResponse,
     SandboxPaymentsService,
@@ -60,8 +60,6 @@ from saga.sandbox.payments import (
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-DOWNSTREAM = "refund"
 
 
 @dataclass(frozen=True)
@@ -145,14 +143,7 @@ class SandboxPaymentProvider:
     ) -> SandboxPaymentProvider:
         """From PAYMENTS_TABLE, SANDBOX_TABLE, PAYMENT_KEY_RETENTION_SECONDS and
         DOWNSTREAM_TIMEOUT_SECONDS (the client gets no retries and those timeouts)."""
-        from saga.aws import downstream_config
-        from saga.settings import Settings
-
-        settings = Settings.from_env()
-        if client is None:
-            client = boto3.client(
-                "dynamodb", config=downstream_config(settings.downstream_timeout_seconds)
-            )
+        settings, client = settings_and_client(client)
         return cls.create(
             client,
             payments_table=settings.payments_table,
@@ -177,28 +168,27 @@ class SandboxPaymentProvider:
 
     def find_refunds(self, business_ref: str) -> list[RefundReceipt]:
         return [
-            RefundReceipt(
-                refund_id=str(found["refund_id"]),
-                business_ref=str(found["business_ref"]),
-                amount_minor=int(found["amount_minor"]),
-                currency=str(found["currency"]),
-                status=str(found["status"]),
-            )
+            _receipt(found["refund_id"], found)
             for found in self._service.list_refunds(business_ref, faults=self._faults)
         ]
+
+
+def _receipt(refund_id: Any, refund: Mapping[str, Any]) -> RefundReceipt:
+    """A receipt from a refund body (`id`) or a reference-index entry (`refund_id`)."""
+    return RefundReceipt(
+        refund_id=str(refund_id),
+        business_ref=str(refund["business_ref"]),
+        amount_minor=int(refund["amount_minor"]),
+        currency=str(refund["currency"]),
+        status=str(refund["status"]),
+    )
 
 
 def _receipt_or_raise(response: ProviderResponse) -> RefundReceipt:
     """Map the provider's HTTP-like answer to a receipt or exactly one adapter error."""
     body = response.body
     if response.ok:
-        return RefundReceipt(
-            refund_id=str(body["id"]),
-            business_ref=str(body["business_ref"]),
-            amount_minor=int(body["amount_minor"]),
-            currency=str(body["currency"]),
-            status=str(body["status"]),
-        )
+        return _receipt(body["id"], body)
     error = body.get("error", {})
     code = str(error.get("code", ""))
     message = str(error.get("message", f"HTTP {response.status}"))

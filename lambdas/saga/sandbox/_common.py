@@ -1,6 +1,8 @@
-"""Fault handling shared by the sandbox downstreams."""
+"""Fault handling and the lookup by business reference, shared by the sandbox downstreams."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -10,6 +12,7 @@ from saga.adapters.errors import (
     DownstreamTimeout,
     DownstreamUnavailable,
 )
+from saga.sandbox import _dynamo
 from saga.sandbox.faults import (
     FAIL_BEFORE_COMMIT,
     LOSE_RESPONSE,
@@ -18,6 +21,9 @@ from saga.sandbox.faults import (
     UNAVAILABLE,
     FaultInjector,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 
 def draw_fault(faults: FaultInjector, *, action: str) -> str | None:
@@ -67,3 +73,21 @@ def lost_response(faults: FaultInjector, *, action: str) -> DownstreamTimeout:
         f"{action}: the response from {faults.downstream} was lost (sandbox fault: lose_response)",
         downstream=faults.downstream,
     )
+
+
+def find_by_reference(
+    client: DynamoDBClient,
+    sandbox_table: str,
+    kind: str,
+    business_ref: str,
+    *,
+    faults: FaultInjector,
+    action: str,
+) -> list[dict[str, Any]]:
+    """A lookup by business reference: consumes this call's fault, then reads the reference
+    index (oldest receipt first)."""
+    draw_lookup_fault(faults, action=action)
+    try:
+        return _dynamo.read_references(client, sandbox_table, kind, business_ref)
+    except (BotoCoreError, ClientError) as exc:
+        raise _dynamo.classify_failure(exc, downstream=faults.downstream, action=action) from exc

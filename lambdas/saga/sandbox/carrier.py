@@ -17,16 +17,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.adapters.errors import DownstreamRejected
 from saga.sandbox import _dynamo
-from saga.sandbox._common import draw_fault, draw_lookup_fault, lost_response
-from saga.sandbox.faults import LOSE_RESPONSE, REJECT, FaultInjector
+from saga.sandbox._common import draw_fault, find_by_reference, lost_response
+from saga.sandbox.faults import LOSE_RESPONSE, REJECT, Clock, FaultInjector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 REFERENCE_KIND: Final = "shipments"
 ADDRESS_FIELDS: Final = ("name", "line1", "city", "postal_code", "country")
-
-Clock = Callable[[], float]
 
 
 @dataclass
@@ -104,16 +102,14 @@ class SandboxCarrierService:
 
     def find_shipments(self, business_ref: str, *, faults: FaultInjector) -> list[dict[str, Any]]:
         """GET /shipments?reference=...: every shipment created for it, oldest first."""
-        action = f"find shipments {business_ref}"
-        draw_lookup_fault(faults, action=action)
-        try:
-            return _dynamo.read_references(
-                self.client, self.sandbox_table, REFERENCE_KIND, business_ref
-            )
-        except (BotoCoreError, ClientError) as exc:
-            raise _dynamo.classify_failure(
-                exc, downstream=faults.downstream, action=action
-            ) from exc
+        return find_by_reference(
+            self.client,
+            self.sandbox_table,
+            REFERENCE_KIND,
+            business_ref,
+            faults=faults,
+            action=f"find shipments {business_ref}",
+        )
 
 
 def _invalid_shipment(

@@ -23,15 +23,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.adapters.errors import DownstreamConflict, DownstreamNotDispatched
 from saga.identity import sha256_hex
 from saga.sandbox import _dynamo
-from saga.sandbox._common import draw_fault, draw_lookup_fault, lost_response
-from saga.sandbox.faults import LOSE_RESPONSE, REJECT, FaultInjector
+from saga.sandbox._common import draw_fault, find_by_reference, lost_response
+from saga.sandbox.faults import LOSE_RESPONSE, REJECT, Clock, FaultInjector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -45,8 +45,7 @@ IN_FLIGHT_LOCK_SECONDS: Final = 30
 IN_FLIGHT: Final = "IN_FLIGHT"
 COMPLETED: Final = "COMPLETED"
 REFERENCE_KIND: Final = "refunds"
-
-Clock = Callable[[], float]
+DOWNSTREAM: Final = "refund"  # the fault list it draws from, and the label on its errors
 
 
 @dataclass(frozen=True)
@@ -123,16 +122,14 @@ class SandboxPaymentsService:
 
     def list_refunds(self, business_ref: str, *, faults: FaultInjector) -> list[dict[str, Any]]:
         """GET /refunds?business_ref=...: every refund made for the reference, oldest first."""
-        action = f"list refunds {business_ref}"
-        draw_lookup_fault(faults, action=action)
-        try:
-            return _dynamo.read_references(
-                self.client, self.sandbox_table, REFERENCE_KIND, business_ref
-            )
-        except (BotoCoreError, ClientError) as exc:
-            raise _dynamo.classify_failure(
-                exc, downstream=faults.downstream, action=action
-            ) from exc
+        return find_by_reference(
+            self.client,
+            self.sandbox_table,
+            REFERENCE_KIND,
+            business_ref,
+            faults=faults,
+            action=f"list refunds {business_ref}",
+        )
 
     # --- the idempotency-key state machine -----------------------------------------------
     def _handle(
@@ -197,18 +194,14 @@ class SandboxPaymentsService:
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ClientError as exc:
-            if _dynamo.error_code(exc) == "ConditionalCheckFailedException":
+        except (BotoCoreError, ClientError) as exc:
+            if _condition_failed(exc):
                 old: Any = exc.response.get("Item")
                 if old:
                     return _dynamo.from_item(old)
             # Claiming writes no refund: whatever the claim did, no money moved.
             raise DownstreamNotDispatched(
-                f"{action}: idempotency key not claimed ({exc})", downstream="refund"
-            ) from exc
-        except BotoCoreError as exc:
-            raise DownstreamNotDispatched(
-                f"{action}: idempotency key not claimed ({exc})", downstream="refund"
+                f"{action}: idempotency key not claimed ({exc})", downstream=DOWNSTREAM
             ) from exc
         return None
 
@@ -269,12 +262,10 @@ class SandboxPaymentsService:
         )
         try:
             self.client.update_item(**self._complete_key_update(idempotency_key, owner, response))
-        except ClientError as exc:
-            if _dynamo.error_code(exc) == "ConditionalCheckFailedException":
+        except (BotoCoreError, ClientError) as exc:
+            if _condition_failed(exc):
                 raise _lost_key(action) from exc
-            raise _dynamo.classify_failure(exc, downstream="refund", action=action) from exc
-        except BotoCoreError as exc:
-            raise _dynamo.classify_failure(exc, downstream="refund", action=action) from exc
+            raise _dynamo.classify_failure(exc, downstream=DOWNSTREAM, action=action) from exc
         return response
 
     def _commit_refund(
@@ -330,16 +321,13 @@ class SandboxPaymentsService:
                     ),
                 ]
             )
-        except ClientError as exc:
-            codes = _dynamo.cancellation_codes(exc)
+        except (BotoCoreError, ClientError) as exc:
+            # Item 1 of the transaction is the key update: its condition failing means our lock
+            # was taken over.
+            codes = _dynamo.cancellation_codes(exc) if isinstance(exc, ClientError) else []
             if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
                 raise _lost_key(action) from exc
-            failure = _dynamo.classify_failure(exc, downstream="refund", action=action)
-            if isinstance(failure, DownstreamNotDispatched):
-                self._release_key(idempotency_key, owner)
-            raise failure from exc
-        except BotoCoreError as exc:
-            failure = _dynamo.classify_failure(exc, downstream="refund", action=action)
+            failure = _dynamo.classify_failure(exc, downstream=DOWNSTREAM, action=action)
             if isinstance(failure, DownstreamNotDispatched):
                 self._release_key(idempotency_key, owner)
             raise failure from exc
@@ -363,7 +351,14 @@ class SandboxPaymentsService:
 def _lost_key(action: str) -> DownstreamConflict:
     # Our in-flight lock was taken over by a retry of the same request: it owns the key now.
     return DownstreamConflict(
-        f"{action}: the idempotency key is now held by another request", downstream="refund"
+        f"{action}: the idempotency key is now held by another request", downstream=DOWNSTREAM
+    )
+
+
+def _condition_failed(exc: Exception) -> TypeGuard[ClientError]:
+    return (
+        isinstance(exc, ClientError)
+        and _dynamo.error_code(exc) == "ConditionalCheckFailedException"
     )
 
 
