@@ -34,6 +34,8 @@ LAMBDA_INVOKE_ERRORS: tuple[str, ...] = (
 DEFAULT_RETRY_ERRORS: tuple[str, ...] = ("TransientError", *LAMBDA_INVOKE_ERRORS)
 PENDING_ERRORS: tuple[str, ...] = ("ActionPending",)
 PENDING_CLASS = "pending"
+# Retry classes of tasks whose every delivery counts against the ledger's lifetime budget.
+LEDGER_GUARDED_CLASSES = ("tool", "compensation")
 DEFAULT_CLASS_KEY = "default"
 
 # Step Functions limits on retrier fields.
@@ -245,11 +247,27 @@ class SagaConfig:
                     f"context 'retry.{name}.ErrorEquals' must not list {sorted(pending)}: "
                     f"those are retried by the {PENDING_CLASS!r} policy"
                 )
+        self._check_budget_outlasts_one_run()
         for key, class_name in self.task_retry_class.items():
             if class_name not in self.retry:
                 raise ConfigError(
                     f"context 'task_retry_class.{key}' names unknown retry policy "
                     f"{class_name!r}; known: {sorted(self.retry)}"
+                )
+
+
+    def _check_budget_outlasts_one_run(self) -> None:
+        """A task whose retries run out ends the execution FAILED so a redrive can rerun it; if
+        one run's deliveries (1 + MaxAttempts) already spend the ledger's lifetime budget, that
+        redrive could only ever answer BudgetExhausted."""
+        budget = self.ledger.attempt_budget
+        for name in LEDGER_GUARDED_CLASSES:
+            policy = self.retry.get(name)
+            if policy is not None and 1 + policy.max_attempts >= budget:
+                raise ConfigError(
+                    f"context 'ledger.attempt_budget' ({budget}) must exceed one run of the "
+                    f"{name!r} retry policy (1 + MaxAttempts = {1 + policy.max_attempts}), or a "
+                    "redrive of a task whose retries ran out could never dispatch again"
                 )
 
 

@@ -94,6 +94,8 @@ class SagaStack(Stack):
             "CasesTableName": self.tables.cases.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
+            # What the deployed tools enforce, so operators (sagactl) show the real budget.
+            "AttemptBudget": str(config.ledger.attempt_budget),
         }
         if self.sandbox is not None:
             outputs |= {

@@ -114,6 +114,8 @@ def test_cli_string_values_are_accepted() -> None:
         ("task_retry_class.Escalate", "nope", "'task_retry_class.Escalate' names unknown"),
         ("workflow.lambda_task_timeout_seconds", 30, "must be shorter than"),
         ("downstream_timeout_seconds", 45, "must fit inside 'functions.timeout_seconds'"),
+        ("ledger.attempt_budget", 4, "must exceed one run of the 'tool' retry policy"),
+        ("retry.compensation.MaxAttempts", 7, "one run of the 'compensation' retry policy"),
     ],
 )
 def test_bad_values_fail_with_the_key_named(path: str, value: Any, message: str) -> None:
