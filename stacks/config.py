@@ -255,7 +255,6 @@ class SagaConfig:
                     f"{class_name!r}; known: {sorted(self.retry)}"
                 )
 
-
     def _check_budget_outlasts_one_run(self) -> None:
         """A task whose retries run out ends the execution FAILED so a redrive can rerun it; if
         one run's deliveries (1 + MaxAttempts) already spend the ledger's lifetime budget, that
