@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from saga.identity import Operation, action_id_for, action_key
+from saga.identity import Operation, action_id_for, action_key, request_digest
+from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, EffectResult, LedgerPolicy
 from sagactl.bench import count_dynamodb_requests
 from sagactl.local.environment import LocalAws
 from stacks.config import SagaConfig
@@ -331,3 +332,58 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
     context = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
     budget = SagaConfig.from_mapping(context).ledger.attempt_budget
     assert attempts_before < int(release["attempts"]["N"]) <= budget
+
+
+def test_rejection_after_a_reservation_releases_it_and_escalates(
+    local_aws: LocalAws, stock_before: int
+) -> None:
+    """A key conflict at the refund (its key already holds other parameters) comes after the
+    reservation: failing as a plain rejection would leave stock held and claim nothing was
+    done, so the reservation is released and a person decides."""
+    case = load_example("happy-path")
+    refund_key = action_key(
+        "acme", Operation.REFUND, action_id_for(case["case_id"], Operation.REFUND)
+    )
+    ledger = ActionLedger(
+        local_aws.outputs["LedgerTableName"], local_aws.client("dynamodb"), LedgerPolicy()
+    )
+    ledger.execute(
+        ActionRequest(
+            tenant_id="acme",
+            operation=Operation.REFUND.value,
+            action_id=action_id_for(case["case_id"], Operation.REFUND),
+            digest=request_digest({"amount_minor": 1}, 1),
+            case_id=case["case_id"],
+        ),
+        Attempt(attempt_id="earlier-approval", remaining_seconds=30),
+        effect=lambda: EffectResult(result={"note": "made under another approval"}),
+        reconcile=Absent,
+    )
+
+    saga = Saga(local_aws, case)
+
+    assert saga.status == "SUCCEEDED"
+    assert saga.path == [
+        "ValidateCase",
+        "ReserveStock",
+        "IssueRefund",
+        "ReleaseReservation",
+        "Escalate",
+        "RecordOutcome",
+    ]
+    assert saga.output["outcome"] == "ESCALATED"
+    escalation = saga.output["escalation"]
+    assert (escalation["reason"], escalation["step"], escalation["error"]) == (
+        "REJECTED_AFTER_EFFECTS",
+        "refund",
+        "KeyConflict",
+    )
+    assert saga.available("SKU-RED-MUG") == stock_before  # released
+    assert saga.count_effects("PaymentsTableName") == 0
+    assert saga.count_effects("ShipmentsTableName") == 0
+    refund = saga.ledger(Operation.REFUND)
+    assert refund is not None and refund["request_digest"]["S"] != ""
+    assert refund["owner"]["S"].startswith("earlier-approval")  # untouched by the conflict
+    assert refund_key == refund["action_key"]["S"]
+    assert saga.case_outcome() == "ESCALATED"
+    assert len(saga.escalations()) == 1
