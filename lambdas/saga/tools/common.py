@@ -9,14 +9,15 @@ approved revision, so the same key with other parameters is a KeyConflict in the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from saga.adapters.errors import DownstreamError
 from saga.errors import KeyConflict
 from saga.identity import (
     Operation,
@@ -25,7 +26,15 @@ from saga.identity import (
     compensation_action_id,
     request_digest,
 )
-from saga.ledger import ActionOutcome, ActionRequest, Attempt
+from saga.ledger import (
+    Absent,
+    ActionOutcome,
+    ActionRequest,
+    Attempt,
+    Found,
+    Reconciliation,
+    Undeterminable,
+)
 from saga.models import ActionRef, AttemptInfo, Case, CaseActions, StepResult
 
 if TYPE_CHECKING:
@@ -132,6 +141,40 @@ def downstream_detail(message: str, business_ref: str) -> str:
     if separator and rest and ":" not in head:
         return rest
     return message
+
+
+# --- reconciliation by business reference -------------------------------------------------------
+class Receipt(Protocol):
+    def to_result(self) -> dict[str, Any]: ...
+
+
+ReceiptT = TypeVar("ReceiptT", bound=Receipt)
+
+
+def reconcile_by_reference(
+    what: str,
+    business_ref: str,
+    lookup: Callable[[str], Sequence[ReceiptT]],
+    id_of: Callable[[ReceiptT], str],
+) -> Reconciliation:
+    """The downstream's answer for one business reference, as evidence for the ledger.
+
+    Exactly one effect is Found; none is Absent (the same key may be re-attempted); no answer,
+    or more than one effect for one reference, is Undeterminable: a person has to look.
+    """
+    try:
+        receipts = lookup(business_ref)
+    except DownstreamError as exc:
+        return Undeterminable(
+            f"{what} lookup for {business_ref} got no answer: "
+            f"{downstream_detail(exc.message, business_ref)}"
+        )
+    if not receipts:
+        return Absent()
+    if len(receipts) > 1:
+        ids = ", ".join(id_of(receipt) for receipt in receipts)
+        return Undeterminable(f"duplicate {what}s for {business_ref}: {ids}")
+    return Found(result=receipts[0].to_result(), downstream_ref=id_of(receipts[0]))
 
 
 # --- attempts and results -----------------------------------------------------------------------

@@ -16,18 +16,14 @@ from saga.adapters.errors import (
 from saga.adapters.payments import PaymentProvider, RefundRequest
 from saga.errors import OutcomeUnknown, RefundRejected, SagaError, TransientError
 from saga.identity import Operation
-from saga.ledger import (
-    Absent,
-    ActionLedger,
-    ActionRequest,
-    Attempt,
-    EffectResult,
-    Found,
-    Reconciliation,
-    Undeterminable,
-)
+from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.tools.common import action_request, downstream_detail, step_result
+from saga.tools.common import (
+    action_request,
+    downstream_detail,
+    reconcile_by_reference,
+    step_result,
+)
 
 
 def issue_refund(
@@ -49,19 +45,9 @@ def issue_refund(
 
 
 def reconcile_refund(business_ref: str, provider: PaymentProvider) -> Reconciliation:
-    try:
-        refunds = provider.find_refunds(business_ref)
-    except DownstreamError as exc:
-        return Undeterminable(
-            f"refund lookup for {business_ref} got no answer: "
-            f"{downstream_detail(exc.message, business_ref)}"
-        )
-    if not refunds:
-        return Absent()
-    if len(refunds) > 1:
-        ids = ", ".join(refund.refund_id for refund in refunds)
-        return Undeterminable(f"duplicate refunds for {business_ref}: {ids}")
-    return Found(result=refunds[0].to_result(), downstream_ref=refunds[0].refund_id)
+    return reconcile_by_reference(
+        "refund", business_ref, provider.find_refunds, lambda r: r.refund_id
+    )
 
 
 def _refund(case: Case, request: ActionRequest, provider: PaymentProvider) -> EffectResult:

@@ -12,18 +12,14 @@ from saga.adapters.carrier import Carrier, ShipmentRequest
 from saga.adapters.errors import DownstreamError, DownstreamNotDispatched, DownstreamRejected
 from saga.errors import OutcomeUnknown, SagaError, ShipmentRejected, TransientError
 from saga.identity import Operation
-from saga.ledger import (
-    Absent,
-    ActionLedger,
-    ActionRequest,
-    Attempt,
-    EffectResult,
-    Found,
-    Reconciliation,
-    Undeterminable,
-)
+from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.tools.common import action_request, downstream_detail, step_result
+from saga.tools.common import (
+    action_request,
+    downstream_detail,
+    reconcile_by_reference,
+    step_result,
+)
 
 
 def create_shipment(
@@ -45,19 +41,9 @@ def create_shipment(
 
 
 def reconcile_shipment(business_ref: str, carrier: Carrier) -> Reconciliation:
-    try:
-        shipments = carrier.find_shipments(business_ref)
-    except DownstreamError as exc:
-        return Undeterminable(
-            f"shipment lookup for {business_ref} got no answer: "
-            f"{downstream_detail(exc.message, business_ref)}"
-        )
-    if not shipments:
-        return Absent()
-    if len(shipments) > 1:
-        ids = ", ".join(shipment.shipment_id for shipment in shipments)
-        return Undeterminable(f"duplicate shipments for {business_ref}: {ids}")
-    return Found(result=shipments[0].to_result(), downstream_ref=shipments[0].shipment_id)
+    return reconcile_by_reference(
+        "shipment", business_ref, carrier.find_shipments, lambda s: s.shipment_id
+    )
 
 
 def _ship(case: Case, request: ActionRequest, carrier: Carrier) -> EffectResult:
