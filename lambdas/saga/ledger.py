@@ -945,6 +945,12 @@ class ActionLedger:
                 "SET #status = :unknown, open_status = :unknown, #error = :error, "
                 "lease_expires_at = :now, updated_at = :now"
             )
+        return self._update_if(request, expression, condition, values)
+
+    def _update_if(
+        self, request: ActionRequest, expression: str, condition: str, values: dict[str, Any]
+    ) -> LedgerRecord | None:
+        """One conditional UpdateItem: the new record, or None when the condition failed."""
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
@@ -974,21 +980,7 @@ class ActionLedger:
             "SET reconcile_rounds = if_not_exists(reconcile_rounds, :zero) + :one, "
             "updated_at = :now"
         )
-        try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key={"action_key": {"S": request.key}},
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=_names(expression, condition),
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return None
-            raise
-        return LedgerRecord.from_item(response["Attributes"])
+        return self._update_if(request, expression, condition, values)
 
     def _reconcile_without_record(
         self,
