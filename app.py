@@ -3,12 +3,21 @@
 
 from __future__ import annotations
 
+import sys
+
 from stacks.app_factory import build_app
+from stacks.config import ConfigError
 
 
-def main() -> None:
-    build_app().app.synth()
+def main() -> int:
+    try:
+        saga = build_app()
+    except ConfigError as exc:  # a configuration mistake is the user's to fix: no traceback
+        print(f"cdk.json context: {exc}", file=sys.stderr)
+        return 1
+    saga.app.synth()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

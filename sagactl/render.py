@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, TextIO
 
 from sagactl.timeline import CaseView, TimelineEntry, plain
@@ -21,8 +22,11 @@ def emit_json_line(value: Any, out: TextIO | None = None) -> None:
 
 def _clock(timestamp: str) -> str:
     """`HH:MM:SS.mmm` of an ISO timestamp (the date is in the execution header)."""
-    _, _, rest = timestamp.partition("T")
-    return rest[:12] if rest else timestamp
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return timestamp
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
 
 
 def entry_line(entry: TimelineEntry) -> str:
@@ -69,8 +73,7 @@ def case_view_text(view: CaseView, *, with_timeline: bool = True) -> str:
         lines.append(f"  failed in {step.state}{operation}")
     lines += _action_lines(view)
     lines += _effect_lines(view)
-    lines += ["", "compensations:"]
-    lines += [f"  {_compact(item)}" for item in view.compensations] or ["  none"]
+    lines += _compensation_lines(view)
     lines += _escalation_lines(view)
     lines += ["", f"outcome: {view.outcome or 'no case record'}" + _outcome_note(view)]
     return "\n".join(lines)
@@ -124,6 +127,20 @@ def _effect_lines(view: CaseView) -> list[str]:
     return lines
 
 
+def _compensation_lines(view: CaseView) -> list[str]:
+    """Finished compensations from the execution; an open one from the ledger (unfinished work
+    the execution output cannot show, e.g. a release whose retries ran out)."""
+    lines = [f"  {_compact(item)}" for item in view.compensations]
+    for action in view.actions:
+        record = action.record
+        if action.step == "release" and record and record.get("status") != "COMPLETED":
+            lines.append(
+                f"  {record.get('status')} {action.action_key} (unfinished: attempts "
+                f"{record.get('attempts')}/{view.attempt_budget})"
+            )
+    return ["", "compensations:", *(lines or ["  none"])]
+
+
 def _escalation_lines(view: CaseView) -> list[str]:
     lines = ["", "escalation:"]
     escalation = view.escalation
@@ -136,7 +153,7 @@ def _escalation_lines(view: CaseView) -> list[str]:
     else:
         lines.append("  none")
     if view.escalation_queue_depth is not None:
-        lines.append(f"  queue      {view.escalation_queue_depth} message(s) waiting")
+        lines.append(f"  queue      {view.escalation_queue_depth} message(s) waiting (all cases)")
     return lines
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.config import SagaConfig
+from stacks.config import SagaConfig, reject_dotted_overrides
 from stacks.saga_stack import DEFAULT_BUILD_CACHE, PROJECT_ROOT, SagaStack
 
 CDK_JSON = PROJECT_ROOT / "cdk.json"
@@ -43,6 +43,7 @@ def build_app(
     """
     defaults = json.loads(CDK_JSON.read_text(encoding="utf-8")).get("context", {})
     app = App(context={**defaults, **(context or {})}, outdir=outdir)
+    reject_dotted_overrides(app.node.get_all_context())
     config = SagaConfig.from_context(app.node.try_get_context)
     # Account and region stay unresolved unless the CLI provides them: synth needs no AWS.
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")

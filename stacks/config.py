@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -270,8 +270,25 @@ class SagaConfig:
                 )
 
 
+def reject_dotted_overrides(context_keys: Iterable[str]) -> None:
+    """`cdk -c ledger.attempt_budget=3` sets a key nobody reads: refuse it instead of ignoring
+    it silently. A whole section can be given as JSON: `-c 'ledger={"attempt_budget": 9, ...}'`."""
+    for key in context_keys:
+        section, dot, _ = key.partition(".")
+        if dot and section in _CONTEXT_KEYS:
+            raise ConfigError(
+                f"context {key!r} is not read: nested values are set in cdk.json, or the whole "
+                f"'{section}' section is given as JSON (-c '{section}={{...}}')"
+            )
+
+
 def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = raw.get(key)
+    if isinstance(value, str):  # `-c section={...}` from the CDK CLI arrives as a string
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ConfigError(f"context '{key}' must be an object, got {value!r}") from None
     if not isinstance(value, Mapping):
         raise ConfigError(f"context '{key}' must be an object, got {value!r}")
     return value

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -78,7 +79,7 @@ def _is_local_server(pid: int) -> bool:
 
 
 def export_lines(environment: dict[str, str]) -> list[str]:
-    return [f"export {key}={value}" for key, value in environment.items()]
+    return [f"export {key}={shlex.quote(value)}" for key, value in environment.items()]
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -89,6 +90,10 @@ def _configure_logging(verbose: bool) -> None:
     )
     for noisy in ("werkzeug", "botocore", "boto3", "urllib3", "moto"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not verbose:
+        # moto logs every failed execution as one multi-kilobyte dump of the parsed state; the
+        # failure itself is in describe-execution / `sagactl status`.
+        logging.getLogger("moto").setLevel(logging.CRITICAL)
 
 
 def _stack_source(args: argparse.Namespace) -> Any:
@@ -150,12 +155,17 @@ def command_up(args: argparse.Namespace) -> int:
             f"local AWS on {local.endpoint} (server {server_seconds:.2f}s, provisioning "
             f"{provision_seconds:.2f}s): {len(provisioned.tables)} tables, "
             f"{len(provisioned.queues)} queues, {len(provisioned.functions)} functions, "
-            f"{len(provisioned.state_machines)} state machines",
+            f"{len(provisioned.state_machines)} state machine(s)",
             file=sys.stderr,
         )
         print(f"outputs: {outputs_path}", file=sys.stderr)
         print("# in another shell:", file=sys.stderr)
         for line in export_lines(local.environment):
+            print(line)
+        # The stack's outputs too, so `$StateMachineArn`, `$LedgerTableName`... work in a shell.
+        for line in export_lines(
+            {key: value for key, value in local.outputs.items() if key != "Endpoint"}
+        ):
             print(line)
         sys.stdout.flush()
         machine = local.outputs.get("StateMachineArn")

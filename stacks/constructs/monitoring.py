@@ -32,7 +32,22 @@ LEDGER_METRICS = (
     "KeyConflict",
     "LateReplay",
 )
+# Business outcomes emitted by ValidateCase and RecordOutcome.
+CASE_METRICS = ("CasesAccepted", "CasesCompleted", "CasesEscalated")
 _PERIOD = Duration.minutes(5)
+
+
+def _sums_across_functions(namespace: str, names: tuple[str, ...]) -> list[cw.IMetric]:
+    """One line per metric name, summed over every function's `service` dimension."""
+    return [
+        cw.MathExpression(
+            expression=f"SUM(SEARCH('{{{namespace},service}} MetricName=\"{name}\"', 'Sum', 300))",
+            label=name,
+            using_metrics={},
+            period=_PERIOD,
+        )
+        for name in names
+    ]
 
 
 class Monitoring(Construct):
@@ -129,19 +144,17 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Action ledger decisions",
-                left=[
-                    cw.MathExpression(
-                        expression=f"SUM(SEARCH('{{{metrics_namespace},service}} "
-                        f"MetricName=\"{name}\"', 'Sum', 300))",
-                        label=name,
-                        using_metrics={},
-                        period=_PERIOD,
-                    )
-                    for name in LEDGER_METRICS
-                ],
+                left=_sums_across_functions(metrics_namespace, LEDGER_METRICS),
                 width=12,
             ),
             cw.GraphWidget(title="Stuck actions", left=[self.stuck_actions], width=12),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Cases: accepted, completed, escalated",
+                left=_sums_across_functions(metrics_namespace, CASE_METRICS),
+                width=24,
+            ),
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -101,13 +102,20 @@ def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
             up.communicate()
     assert up.returncode == 0
     assert not (state / "local.pid").exists()
-    assert stdout.splitlines() == [
+    lines = stdout.splitlines()
+    assert lines[:5] == [
         f"export AWS_ENDPOINT_URL=http://127.0.0.1:{port}",
         "export AWS_ACCESS_KEY_ID=testing",
         "export AWS_SECRET_ACCESS_KEY=testing",
         "export AWS_DEFAULT_REGION=us-east-1",
         "export AWS_REGION=us-east-1",
     ]
+    # Then the stack's outputs, one export each, as in .local/outputs.json (less Endpoint).
+    outputs = json.loads((state / "outputs.json").read_text(encoding="utf-8"))
+    assert sorted(lines[5:]) == sorted(
+        f"export {key}={shlex.quote(value)}" for key, value in outputs.items() if key != "Endpoint"
+    )
+    assert "export StateMachineArn=arn:aws:states:" in stdout
 
 
 def test_down_without_a_server_and_with_a_stale_pid_file(tmp_path: Path) -> None:

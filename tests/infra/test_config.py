@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from stacks.config import ConfigError, SagaConfig
+from stacks.config import ConfigError, SagaConfig, reject_dotted_overrides
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
@@ -121,3 +121,18 @@ def test_cli_string_values_are_accepted() -> None:
 def test_bad_values_fail_with_the_key_named(path: str, value: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
         SagaConfig.from_mapping(_with(path, value))
+
+
+def test_a_dotted_override_is_refused_not_silently_ignored() -> None:
+    with pytest.raises(ConfigError, match=r"'ledger\.attempt_budget' is not read"):
+        reject_dotted_overrides(["stage", "ledger.attempt_budget"])
+    reject_dotted_overrides(["stage", "aws:cdk:bundling-stacks", "@aws-cdk/core:flag"])
+
+
+def test_a_section_given_as_json_on_the_command_line_is_read() -> None:
+    context = _with(
+        "ledger", '{"attempt_budget": 9, "retention_days": 30, "lease_margin_seconds": 10}'
+    )
+    assert SagaConfig.from_mapping(context).ledger.attempt_budget == 9
+    with pytest.raises(ConfigError, match="context 'ledger' must be an object"):
+        SagaConfig.from_mapping(_with("ledger", "attempt_budget=9"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.models import OutcomePayload, parse_model, verify_approval
@@ -12,7 +13,7 @@ from saga.tools.outcome import record_outcome
 from saga.tools.wiring import Runtime
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -20,4 +21,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(payload.case)
     logger.append_keys(case_id=payload.case.case_id, outcome=payload.outcome)
     result = record_outcome(payload, cases=Runtime.from_env().cases())
+    # CasesCompleted / CasesEscalated: the saga's business outcome, one per terminal case.
+    metrics.add_metric(name=f"Cases{payload.outcome.title()}", unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")

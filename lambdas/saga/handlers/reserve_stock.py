@@ -12,7 +12,7 @@ from saga.tools.reserve import reserve_stock
 from saga.tools.wiring import Runtime, attempt_of
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

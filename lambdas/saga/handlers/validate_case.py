@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.models import ValidatePayload, parse_model
@@ -12,11 +13,12 @@ from saga.tools.validate import validate_case
 from saga.tools.wiring import Runtime
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(ValidatePayload, event, what="ValidateCase payload")
     runtime = Runtime.from_env()
     result = validate_case(payload.case, tenants=runtime.settings.tenants, cases=runtime.cases())
+    metrics.add_metric(name="CasesAccepted", unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")
