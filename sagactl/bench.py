@@ -32,6 +32,7 @@ import botocore.client
 
 from sagactl.local.emulator import client_environment
 from sagactl.local.environment import StackSource, run_local
+from sagactl.local.lambda_runtime import quiet_handlers
 from sagactl.local.synth import PROJECT_ROOT
 
 EXAMPLES = PROJECT_ROOT / "examples"
@@ -175,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    cases = measure_cases(args.time_scale)
+    handler_log = PROJECT_ROOT / ".local" / "bench-handlers.log"
+    with quiet_handlers(handler_log):
+        cases = measure_cases(args.time_scale)
     imports = measure_handler_imports()
     if args.json:
         print(json.dumps({"cases": [asdict(c) for c in cases], "imports": imports}, indent=2))

@@ -17,18 +17,15 @@ callable for scripts.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
-import logging
 import sys
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sagactl.errors import RedriveRefused, SagactlError, guarded
+from sagactl.local.lambda_runtime import quiet_handlers
 from sagactl.redrive import emulate_redrive, plan_redrive
 from sagactl.render import case_view_text
 from sagactl.target import PROJECT_ROOT, Target, local_target_from_outputs
@@ -92,24 +89,6 @@ class ScenarioResult:
             self.scenario.expect_status,
             self.scenario.expect_outcome,
         )
-
-
-@contextlib.contextmanager
-def _quiet_handlers(log_path: Path | None) -> Iterator[None]:
-    """In-process handlers print JSON logs to stdout: send them to a file (or drop them)."""
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
-    logging.getLogger("moto").setLevel(logging.CRITICAL)  # the executor logs every caught error
-    sink: TextIO
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        sink = log_path.open("w", encoding="utf-8")
-    else:
-        sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink):
-            yield
-    finally:
-        sink.close()
 
 
 def run_scenario(
@@ -180,7 +159,7 @@ def run_demo(
         print("synthesizing the CDK app ...", file=sys.stderr)
         source = StackSource.synthesized()
     results: list[ScenarioResult] = []
-    with _quiet_handlers(handler_log), run_local(source, time_scale=time_scale) as local:
+    with quiet_handlers(handler_log), run_local(source, time_scale=time_scale) as local:
         print(
             f"local AWS on {local.endpoint} (retry waits x{time_scale:g}); "
             f"running {len(chosen)} scenario(s)\n",

@@ -14,14 +14,14 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from saga.ledger import LedgerPolicy
+from saga.ledger import LedgerPolicy
 
-DEFAULT_LEASE_MARGIN_SECONDS = 30
-DEFAULT_ATTEMPT_BUDGET = 5
-DEFAULT_RETENTION_SECONDS = 30 * 86400
+# Library defaults (one place: LedgerPolicy). A deployed function always gets cdk.json's values
+# through its environment; these only apply where no environment says otherwise (tests, REPL).
+DEFAULT_LEASE_MARGIN_SECONDS = LedgerPolicy.lease_margin_seconds
+DEFAULT_ATTEMPT_BUDGET = LedgerPolicy.attempt_budget
+DEFAULT_RETENTION_SECONDS = LedgerPolicy.retention_seconds
 DEFAULT_PAYMENT_KEY_RETENTION_SECONDS = 86400
 DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 5.0
 

@@ -8,7 +8,9 @@ Lambda runtime reports a raised exception (class name).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import json
 import logging
 import os
@@ -16,10 +18,12 @@ import threading
 import time
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 logger = logging.getLogger(__name__)
 
@@ -233,3 +237,21 @@ def install_inprocess_lambda() -> None:
 
     with _INSTALL_LOCK:
         LambdaFunction._invoke_lambda = _moto_invoke_lambda  # type: ignore[method-assign]
+
+
+@contextmanager
+def quiet_handlers(log_path: Path | None) -> Iterator[None]:
+    """In-process handlers print JSON logs to stdout: send them to a file (or drop them)."""
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    logging.getLogger("moto").setLevel(logging.CRITICAL)  # the executor logs every caught error
+    sink: TextIO
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        sink = log_path.open("w", encoding="utf-8")
+    else:
+        sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink):
+            yield
+    finally:
+        sink.close()

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import boto3
 
-from saga.adapters.carrier import SandboxCarrier
-from saga.adapters.payments import SandboxPaymentProvider
+from saga.adapters.carrier import Carrier, SandboxCarrier
+from saga.adapters.payments import PaymentProvider, SandboxPaymentProvider
 from saga.aws import downstream_config, dynamodb_client
 from saga.identity import Operation
 from saga.ledger import ActionLedger, Attempt
@@ -96,7 +96,7 @@ class Runtime:
             self.client, self.settings.sandbox_table, case.case_id, downstream, faults
         )
 
-    def payment_provider(self, case: Case) -> SandboxPaymentProvider:
+    def payment_provider(self, case: Case) -> PaymentProvider:
         return SandboxPaymentProvider.create(
             self.downstream_client,
             payments_table=self.settings.payments_table,
@@ -106,7 +106,7 @@ class Runtime:
             key_retention_seconds=self.settings.payment_key_retention_seconds,
         )
 
-    def carrier(self, case: Case) -> SandboxCarrier:
+    def carrier(self, case: Case) -> Carrier:
         return SandboxCarrier.create(
             self.downstream_client,
             shipments_table=self.settings.shipments_table,
