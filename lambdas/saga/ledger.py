@@ -118,6 +118,7 @@ class Decision(StrEnum):
     FAILED = "failed"
     UNKNOWN = "unknown"
     RELEASED = "released"
+    RELEASE_FAILED = "release_failed"  # the lease could not be given up: it simply runs out
     LEASE_LOST = "lease_lost"
     RECONCILED = "reconciled"
 
@@ -623,11 +624,9 @@ class ActionLedger:
             attempts=1,
             lease_expires_at=lease,
         )
-        try:
-            return self._put_new(item)
-        except (ClientError, BotoCoreError) as exc:
-            # The ledger could not be reached (after botocore's retries): nothing was dispatched.
-            raise TransientError(f"ledger claim for {request.key} failed: {exc}") from exc
+        # A ledger that cannot be reached (after botocore's retries) raises TransientError:
+        # nothing was dispatched.
+        return self._put_new(item)
 
     def _put_new(
         self, item: dict[str, Any], *, over: LedgerRecord | None = None
@@ -644,8 +643,13 @@ class ActionLedger:
         except ClientError as exc:
             old = _condition_failed_item(exc)
             if old is None:
-                raise
+                # Every new record is written before anything is dispatched: safe to repeat.
+                key = item["action_key"]["S"]
+                raise TransientError(f"ledger write for {key} failed: {exc}") from exc
             return LedgerRecord.from_item(old)
+        except BotoCoreError as exc:
+            key = item["action_key"]["S"]
+            raise TransientError(f"ledger write for {key} failed: {exc}") from exc
         return None
 
     def _decide(self, request: ActionRequest, attempt: Attempt, record: LedgerRecord) -> Decision:
@@ -912,8 +916,14 @@ class ActionLedger:
             )
         except ClientError as exc:
             if not _is_condition_failure(exc):
-                raise
+                # The caller's TransientError still stands: the lease simply runs out, and the
+                # next delivery takes over and reconciles first.
+                self._observe(Decision.RELEASE_FAILED, request, None)
+                return
             self._observe(Decision.LEASE_LOST, request, None)
+            return
+        except BotoCoreError:
+            self._observe(Decision.RELEASE_FAILED, request, None)
             return
         self._observe(Decision.RELEASED, request, None)
 

@@ -202,7 +202,7 @@ def test_unreachable_ledger_on_claim_is_transient_and_dispatches_nothing() -> No
         calls.append("refund")
         raise AssertionError("must not dispatch")
 
-    with stubber, pytest.raises(TransientError, match="ledger claim"):
+    with stubber, pytest.raises(TransientError, match="ledger write for acme#reserve#case-1"):
         ledger.execute(REQUEST, Attempt("a1", 10), effect=effect, reconcile=Absent)
     assert calls == []
 
@@ -270,3 +270,32 @@ def test_token_mismatch_is_decided_from_the_record_not_a_key_conflict() -> None:
     with stubber:
         outcome = _transact(ledger)
     assert outcome.replayed and outcome.result == {"reservation_id": "r-1"}
+
+
+def test_a_lease_that_cannot_be_given_up_keeps_the_transient_error() -> None:
+    """The effect said "nothing happened"; if the ledger then cannot release the lease, the
+    delivery still fails as TransientError (retryable), not as a raw ClientError: the lease runs
+    out and the next delivery takes over and reconciles first."""
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_response("put_item", {})
+    stubber.add_client_error("update_item", service_error_code="InternalServerError")
+
+    def effect() -> Any:
+        raise TransientError("carrier refused the connection")
+
+    with stubber, pytest.raises(TransientError, match="carrier refused the connection"):
+        ledger.execute(REQUEST, Attempt("a1", 10), effect=effect, reconcile=Absent)
+    stubber.assert_no_pending_responses()
+
+
+def test_an_unwritable_reconcile_record_is_transient() -> None:
+    from saga.ledger import Found
+
+    ledger, stubber = _stubbed_ledger()
+    stubber.add_response("get_item", {})  # no record yet
+    stubber.add_client_error("put_item", service_error_code="InternalServerError")
+
+    with stubber, pytest.raises(TransientError, match="ledger write for acme#reserve#case-1"):
+        ledger.reconcile(
+            REQUEST, Attempt("a1", 10), reconcile=lambda: Found({"reservation_id": "r"})
+        )
