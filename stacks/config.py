@@ -282,13 +282,19 @@ def reject_dotted_overrides(context_keys: Iterable[str]) -> None:
             )
 
 
-def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = raw.get(key)
-    if isinstance(value, str):  # `-c section={...}` from the CDK CLI arrives as a string
+def _from_json(value: Any) -> Any:
+    """`-c section={...}` from the CDK CLI arrives as a string: read it as JSON (a string that
+    is not JSON is returned as is, for the caller's own error)."""
+    if isinstance(value, str):
         try:
-            value = json.loads(value)
+            return json.loads(value)
         except json.JSONDecodeError:
-            raise ConfigError(f"context '{key}' must be an object, got {value!r}") from None
+            return value
+    return value
+
+
+def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = _from_json(raw.get(key))
     if not isinstance(value, Mapping):
         raise ConfigError(f"context '{key}' must be an object, got {value!r}")
     return value
@@ -371,6 +377,7 @@ def _log_level(functions: Mapping[str, Any]) -> str:
 
 
 def _retry_policies(value: Any) -> Mapping[str, RetryPolicy]:
+    value = _from_json(value)
     if not isinstance(value, Mapping) or not value:
         raise ConfigError(f"context 'retry' must be an object of named policies, got {value!r}")
     return MappingProxyType({name: _retry_policy(name, spec) for name, spec in value.items()})
@@ -428,6 +435,7 @@ def _retry_policy(name: str, spec: Any) -> RetryPolicy:
 
 
 def _task_retry_class(value: Any) -> Mapping[str, str]:
+    value = _from_json(value)
     if not isinstance(value, Mapping) or DEFAULT_CLASS_KEY not in value:
         raise ConfigError(
             "context 'task_retry_class' must be an object mapping state names or substitution "

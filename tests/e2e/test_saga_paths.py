@@ -379,6 +379,7 @@ def test_rejection_after_a_reservation_releases_it_and_escalates(
         "KeyConflict",
     )
     assert saga.available("SKU-RED-MUG") == stock_before  # released
+    assert escalation["decision_needed"].startswith("The reservation was released. ")
     assert saga.count_effects("PaymentsTableName") == 0
     assert saga.count_effects("ShipmentsTableName") == 0
     refund = saga.ledger(Operation.REFUND)
@@ -387,3 +388,55 @@ def test_rejection_after_a_reservation_releases_it_and_escalates(
     assert refund_key == refund["action_key"]["S"]
     assert saga.case_outcome() == "ESCALATED"
     assert len(saga.escalations()) == 1
+
+
+def test_rejection_at_the_shipment_with_a_shipment_on_record_keeps_stock_and_says_so(
+    local_aws: LocalAws, stock_before: int
+) -> None:
+    """A key conflict at the shipment whose key already holds a COMPLETED shipment (other
+    parameters): the release is blocked (the stock may have shipped), so neither the execution
+    output nor the escalation message may tell the person that the reservation was released."""
+    case = load_example("happy-path")
+    ship_id = action_id_for(case["case_id"], Operation.SHIP)
+    ledger = ActionLedger(
+        local_aws.outputs["LedgerTableName"], local_aws.client("dynamodb"), LedgerPolicy()
+    )
+    ledger.execute(
+        ActionRequest(
+            tenant_id="acme",
+            operation=Operation.SHIP.value,
+            action_id=ship_id,
+            digest=request_digest({"address": "elsewhere"}, 1),
+            case_id=case["case_id"],
+        ),
+        Attempt(attempt_id="earlier-approval", remaining_seconds=30),
+        effect=lambda: EffectResult(result={"note": "shipped under another approval"}),
+        reconcile=Absent,
+    )
+
+    saga = Saga(local_aws, case)
+
+    assert saga.status == "SUCCEEDED"
+    assert saga.path == [
+        "ValidateCase",
+        "ReserveStock",
+        "IssueRefund",
+        "CreateShipment",
+        "ReleaseReservation",
+        "Escalate",
+        "RecordOutcome",
+    ]
+    assert saga.available("SKU-RED-MUG") == stock_before - 1  # kept: it may have shipped
+    escalation = saga.output["escalation"]
+    assert (escalation["reason"], escalation["step"], escalation["error"]) == (
+        "REJECTED_AFTER_EFFECTS",
+        "ship",
+        "KeyConflict",
+    )
+    assert "the shipment action is COMPLETED" in escalation["compensation_blocked"]
+    assert saga.output["compensations"] == []
+    [message] = saga.escalations()
+    for decision in (escalation["decision_needed"], message["decision_needed"]):
+        assert "reservation is released" not in decision
+        assert "NOT released" in decision
+    assert saga.case_outcome() == "ESCALATED"

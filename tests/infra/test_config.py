@@ -136,3 +136,21 @@ def test_a_section_given_as_json_on_the_command_line_is_read() -> None:
     assert SagaConfig.from_mapping(context).ledger.attempt_budget == 9
     with pytest.raises(ConfigError, match="context 'ledger' must be an object"):
         SagaConfig.from_mapping(_with("ledger", "attempt_budget=9"))
+
+
+@pytest.mark.parametrize("section", ["retry", "task_retry_class", "functions", "monitoring"])
+def test_every_nested_section_can_be_given_as_json(section: str) -> None:
+    """The dotted-override refusal tells the user to pass the whole section as JSON; that must
+    then work for every nested section, not only `ledger`."""
+    context = _context()
+    replaced = copy.deepcopy(context[section])
+    if section == "retry":
+        replaced["compensation"]["MaxAttempts"] = 4
+    context[section] = json.dumps(replaced)
+    config = SagaConfig.from_mapping(context)
+    if section == "retry":
+        assert config.retry["compensation"].max_attempts == 4
+    if section == "task_retry_class":
+        assert dict(config.task_retry_class) == _context()["task_retry_class"]
+    with pytest.raises(ConfigError, match=f"context '{section}' must be"):
+        SagaConfig.from_mapping(_with(section, "not json"))
