@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 from botocore.exceptions import (
+    BotoCoreError,
     ClientError,
     EndpointConnectionError,
     NoCredentialsError,
@@ -97,6 +98,8 @@ def guarded(handler: Handler) -> Handler:
             code = str(error.get("Code", "ClientError"))
             message = str(error.get("Message", exc))
             return _report(args, code, f"AWS {exc.operation_name} failed: {code}: {message}", 1)
+        except BotoCoreError as exc:  # read/connect timeouts and the like: no traceback either
+            return _report(args, type(exc).__name__, f"AWS call failed: {exc}", EXIT_ERROR)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130

@@ -40,7 +40,9 @@ def _read_all(client: Any, table: str) -> dict[str, int]:
     levels: dict[str, int] = {}
     for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
         for item in page["Items"]:
-            levels[item["sku"]["S"]] = int(item["available"]["N"])
+            available = item.get("available", {}).get("N")
+            if "sku" in item and available is not None:  # anything else is not a stock level
+                levels[item["sku"]["S"]] = int(available)
     return dict(sorted(levels.items()))
 
 

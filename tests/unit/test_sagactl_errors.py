@@ -1,0 +1,28 @@
+import argparse
+
+import pytest
+from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+from sagactl.errors import guarded
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ReadTimeoutError(endpoint_url="http://127.0.0.1:4566"),
+        ConnectTimeoutError(endpoint_url="http://127.0.0.1:4566"),
+    ],
+)
+def test_client_timeouts_are_a_message_and_exit_1_not_a_traceback(
+    error: Exception, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def handler(_args: argparse.Namespace) -> int:
+        raise error
+
+    code = guarded(handler)(argparse.Namespace(json=True))
+
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "127.0.0.1:4566" in err and err.startswith("sagactl: AWS call failed")
+    assert '"type": "' + type(error).__name__ + '"' in out
+    assert "Traceback" not in err
