@@ -16,12 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from saga.adapters._environment import settings_and_client
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import Clock, FaultInjector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from saga.settings import Settings
 
 DOWNSTREAM = "shipment"
 
@@ -88,17 +89,17 @@ class SandboxCarrier:
         return cls(service, injector)
 
     @classmethod
-    def from_env(
+    def from_settings(
         cls,
+        settings: Settings,
+        client: DynamoDBClient,
         *,
         case_id: str,
         faults: Sequence[str] = (),
-        client: DynamoDBClient | None = None,
         clock: Clock = time.time,
     ) -> SandboxCarrier:
-        """From SHIPMENTS_TABLE, SANDBOX_TABLE and DOWNSTREAM_TIMEOUT_SECONDS (the client gets
-        no retries and that timeout)."""
-        settings, client = settings_and_client(client)
+        """From the function's settings (SHIPMENTS_TABLE, SANDBOX_TABLE); `client` is the
+        downstream client (no retries, DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""
         return cls.create(
             client,
             shipments_table=settings.shipments_table,

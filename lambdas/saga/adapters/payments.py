@@ -43,7 +43,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from saga.adapters._environment import settings_and_client
 from saga.adapters.errors import (
     DownstreamConflict,
     DownstreamKeyMismatch,
@@ -60,6 +59,8 @@ from saga.sandbox.payments import (
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from saga.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -133,17 +134,18 @@ class SandboxPaymentProvider:
         return cls(service, injector)
 
     @classmethod
-    def from_env(
+    def from_settings(
         cls,
+        settings: Settings,
+        client: DynamoDBClient,
         *,
         case_id: str,
         faults: Sequence[str] = (),
-        client: DynamoDBClient | None = None,
         clock: Clock = time.time,
     ) -> SandboxPaymentProvider:
-        """From PAYMENTS_TABLE, SANDBOX_TABLE, PAYMENT_KEY_RETENTION_SECONDS and
-        DOWNSTREAM_TIMEOUT_SECONDS (the client gets no retries and those timeouts)."""
-        settings, client = settings_and_client(client)
+        """From the function's settings (PAYMENTS_TABLE, SANDBOX_TABLE,
+        PAYMENT_KEY_RETENTION_SECONDS); `client` is the downstream client (no retries,
+        DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""
         return cls.create(
             client,
             payments_table=settings.payments_table,

@@ -7,8 +7,8 @@ Retry layers (design.md §4): the ledger and the same-account inventory writes u
 `saga.aws.dynamodb_client()` (botocore standard mode, a few attempts: every write is
 conditional or transactional); the payment provider and the carrier get a client with ONE
 attempt and explicit timeouts (`DOWNSTREAM_TIMEOUT_SECONDS`), since repeating a side effect is
-the ledger's and the workflow's decision, never the SDK's. Clients are made per invocation:
-handlers in the local emulator share one process and must not keep another function's endpoint.
+the ledger's and the workflow's decision, never the SDK's. `saga.aws` keeps one client per
+configuration and endpoint for the life of the container.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
-import boto3
-
+from saga.adapters.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
 from saga.adapters.carrier import Carrier, SandboxCarrier
 from saga.adapters.payments import PaymentProvider, SandboxPaymentProvider
-from saga.aws import downstream_config, dynamodb_client
+from saga.aws import downstream_dynamodb_client, dynamodb_client
 from saga.identity import Operation
 from saga.ledger import ActionLedger, Attempt
 from saga.models import AttemptInfo, Case, Step
 from saga.sandbox.faults import FaultInjector
+from saga.sandbox.payments import DOWNSTREAM as PAYMENTS_DOWNSTREAM
 from saga.settings import ConfigurationError, Settings
 from saga.tools.common import CaseRecords, FaultSource, NoFaults, action_request, make_attempt
 from saga.tools.refund import reconcile_refund
@@ -68,8 +68,7 @@ class Runtime:
 
     @cached_property
     def downstream_client(self) -> DynamoDBClient:
-        config = downstream_config(self.settings.downstream_timeout_seconds)
-        return boto3.client("dynamodb", config=config)
+        return downstream_dynamodb_client(self.settings.downstream_timeout_seconds)
 
     def ledger(self) -> ActionLedger:
         return ActionLedger(self.settings.ledger_table, self.client, self.settings.ledger_policy())
@@ -97,22 +96,19 @@ class Runtime:
         )
 
     def payment_provider(self, case: Case) -> PaymentProvider:
-        return SandboxPaymentProvider.create(
+        return SandboxPaymentProvider.from_settings(
+            self.settings,
             self.downstream_client,
-            payments_table=self.settings.payments_table,
-            sandbox_table=self.settings.sandbox_table,
             case_id=case.case_id,
-            faults=case.sandbox.faults_for("refund"),
-            key_retention_seconds=self.settings.payment_key_retention_seconds,
+            faults=case.sandbox.faults_for(PAYMENTS_DOWNSTREAM),
         )
 
     def carrier(self, case: Case) -> Carrier:
-        return SandboxCarrier.create(
+        return SandboxCarrier.from_settings(
+            self.settings,
             self.downstream_client,
-            shipments_table=self.settings.shipments_table,
-            sandbox_table=self.settings.sandbox_table,
             case_id=case.case_id,
-            faults=case.sandbox.faults_for("shipment"),
+            faults=case.sandbox.faults_for(CARRIER_DOWNSTREAM),
         )
 
     def reconciler(self, case: Case, step: Step) -> Callable[[], Reconciliation]:

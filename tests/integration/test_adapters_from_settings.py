@@ -1,4 +1,4 @@
-"""Building the sandbox adapters from the Lambda environment (docs/architecture.md variables)."""
+"""Building the sandbox adapters from the function's settings (docs/architecture.md variables)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from saga.adapters.carrier import SandboxCarrier, ShipmentRequest
 from saga.adapters.errors import DownstreamTimeout
 from saga.adapters.payments import RefundRequest, SandboxPaymentProvider
 from saga.sandbox.schema import SandboxTables
-from saga.settings import ConfigurationError
+from saga.settings import ConfigurationError, Settings
 
 TABLES = SandboxTables(
     payments="env-payments", shipments="env-shipments", sandbox="env-sandbox", inventory="env-inv"
@@ -24,7 +24,7 @@ def sandbox_tables() -> SandboxTables:
 
 @pytest.fixture(autouse=True)
 def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The variables `from_env` reads, naming this module's tables."""
+    """The variables Settings.from_env reads, naming this module's tables."""
     for name, value in {
         "PAYMENTS_TABLE": TABLES.payments,
         "SHIPMENTS_TABLE": TABLES.shipments,
@@ -38,10 +38,12 @@ def count(sandbox_client: Any, table: str) -> int:
     return int(sandbox_client.scan(TableName=table, Select="COUNT")["Count"])
 
 
-def test_payment_provider_from_env_uses_the_named_tables_and_the_case_faults(
+def test_payment_provider_from_settings_uses_the_named_tables_and_the_case_faults(
     sandbox_client: Any,
 ) -> None:
-    payments = SandboxPaymentProvider.from_env(case_id="case-env", faults=["lose_response"])
+    payments = SandboxPaymentProvider.from_settings(
+        Settings.from_env(), sandbox_client, case_id="case-env", faults=["lose_response"]
+    )
     request = RefundRequest("case-env", "case-env.refund", "pay-1", 500, "EUR")
 
     with pytest.raises(DownstreamTimeout):
@@ -57,7 +59,9 @@ def test_key_retention_comes_from_the_environment(
 ) -> None:
     monkeypatch.setenv("PAYMENT_KEY_RETENTION_SECONDS", "60")
     now = [1_000_000.0]
-    payments = SandboxPaymentProvider.from_env(case_id="case-env", clock=lambda: now[0])
+    payments = SandboxPaymentProvider.from_settings(
+        Settings.from_env(), sandbox_client, case_id="case-env", clock=lambda: now[0]
+    )
     request = RefundRequest("case-env", "case-env.refund", "pay-1", 500, "EUR")
 
     payments.refund(request, idempotency_key="k1")
@@ -69,8 +73,8 @@ def test_key_retention_comes_from_the_environment(
     assert count(sandbox_client, TABLES.payments) == 2
 
 
-def test_carrier_from_env_uses_the_named_tables(sandbox_client: Any) -> None:
-    ships = SandboxCarrier.from_env(case_id="case-env")
+def test_carrier_from_settings_uses_the_named_tables(sandbox_client: Any) -> None:
+    ships = SandboxCarrier.from_settings(Settings.from_env(), sandbox_client, case_id="case-env")
     address = {"name": "A", "line1": "1 St", "city": "C", "postal_code": "1", "country": "US"}
 
     receipt = ships.create_shipment(ShipmentRequest("case-env", "case-env.ship", address, "S", 1))
@@ -84,9 +88,11 @@ def test_a_missing_table_variable_is_a_clear_configuration_error(
 ) -> None:
     monkeypatch.delenv("SHIPMENTS_TABLE")
     with pytest.raises(ConfigurationError, match="SHIPMENTS_TABLE"):
-        SandboxCarrier.from_env(case_id="case-env")
+        SandboxCarrier.from_settings(Settings.from_env(), sandbox_client, case_id="case-env")
 
 
 def test_unknown_fault_names_are_refused_at_construction(sandbox_client: Any) -> None:
     with pytest.raises(ValueError, match=r"sandbox.faults.refund\[1\]: unknown fault 'explode'"):
-        SandboxPaymentProvider.from_env(case_id="case-env", faults=["timeout", "explode"])
+        SandboxPaymentProvider.from_settings(
+            Settings.from_env(), sandbox_client, case_id="case-env", faults=["timeout", "explode"]
+        )
