@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from saga.adapters.errors import DownstreamError
-from saga.errors import KeyConflict
+from saga.adapters.errors import DownstreamError, DownstreamNotDispatched
+from saga.errors import KeyConflict, OutcomeUnknown, SagaError, TransientError
 from saga.identity import (
     Operation,
     action_id_for,
@@ -141,6 +141,18 @@ def downstream_detail(message: str, business_ref: str) -> str:
     if separator and rest and ":" not in head:
         return rest
     return message
+
+
+def unanswered_call_error(
+    what: str, key: str, exc: DownstreamError, business_ref: str
+) -> SagaError:
+    """A downstream call that neither succeeded nor was refused, as the workflow's error type:
+    not dispatched (nothing happened, or the key makes a repeat one effect) is safe to repeat;
+    anything else may have happened and goes to reconciliation."""
+    detail = downstream_detail(exc.message, business_ref)
+    if isinstance(exc, DownstreamNotDispatched):
+        return TransientError(f"{what} {key} not dispatched: {detail}")
+    return OutcomeUnknown(f"{what} {key}: outcome unknown: {detail}")
 
 
 # --- reconciliation by business reference -------------------------------------------------------

@@ -10,19 +10,18 @@ from __future__ import annotations
 from saga.adapters.errors import (
     DownstreamError,
     DownstreamKeyMismatch,
-    DownstreamNotDispatched,
     DownstreamRejected,
 )
 from saga.adapters.payments import PaymentProvider, RefundRequest
-from saga.errors import OutcomeUnknown, RefundRejected, SagaError, TransientError
+from saga.errors import OutcomeUnknown, RefundRejected, SagaError
 from saga.identity import Operation
 from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
 from saga.tools.common import (
     action_request,
-    downstream_detail,
     reconcile_by_reference,
     step_result,
+    unanswered_call_error,
 )
 
 
@@ -65,9 +64,8 @@ def _refund(case: Case, request: ActionRequest, provider: PaymentProvider) -> Ef
     return EffectResult(result=receipt.to_result(), downstream_ref=receipt.refund_id)
 
 
-def refund_error(key: str, exc: DownstreamError, *, business_ref: str = "") -> SagaError:
+def refund_error(key: str, exc: DownstreamError, *, business_ref: str) -> SagaError:
     """What the caller knows after a failed refund call, as the workflow's error type."""
-    detail = downstream_detail(exc.message, business_ref) if business_ref else exc.message
     if isinstance(exc, DownstreamRejected):
         return RefundRejected(f"refund {key} rejected by the payment provider: {exc.reason}")
     if isinstance(exc, DownstreamKeyMismatch):
@@ -78,6 +76,4 @@ def refund_error(key: str, exc: DownstreamError, *, business_ref: str = "") -> S
             "reconcile by business reference"
         )
     # DownstreamConflict is a DownstreamNotDispatched: the key makes a later repeat one refund.
-    if isinstance(exc, DownstreamNotDispatched):
-        return TransientError(f"refund {key} not dispatched: {detail}")
-    return OutcomeUnknown(f"refund {key}: outcome unknown: {detail}")
+    return unanswered_call_error("refund", key, exc, business_ref)

@@ -9,16 +9,16 @@ sent again, and a carrier that cannot answer leaves the outcome UNKNOWN for reco
 from __future__ import annotations
 
 from saga.adapters.carrier import Carrier, ShipmentRequest
-from saga.adapters.errors import DownstreamError, DownstreamNotDispatched, DownstreamRejected
-from saga.errors import OutcomeUnknown, SagaError, ShipmentRejected, TransientError
+from saga.adapters.errors import DownstreamError, DownstreamRejected
+from saga.errors import SagaError, ShipmentRejected
 from saga.identity import Operation
 from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
 from saga.tools.common import (
     action_request,
-    downstream_detail,
     reconcile_by_reference,
     step_result,
+    unanswered_call_error,
 )
 
 
@@ -61,10 +61,8 @@ def _ship(case: Case, request: ActionRequest, carrier: Carrier) -> EffectResult:
     return EffectResult(result=receipt.to_result(), downstream_ref=receipt.shipment_id)
 
 
-def shipment_error(key: str, exc: DownstreamError, *, business_ref: str = "") -> SagaError:
-    detail = downstream_detail(exc.message, business_ref) if business_ref else exc.message
+def shipment_error(key: str, exc: DownstreamError, *, business_ref: str) -> SagaError:
+    """What the caller knows after a failed carrier call, as the workflow's error type."""
     if isinstance(exc, DownstreamRejected):
         return ShipmentRejected(f"shipment {key} rejected by the carrier: {exc.reason}")
-    if isinstance(exc, DownstreamNotDispatched):
-        return TransientError(f"shipment {key} not dispatched: {detail}")
-    return OutcomeUnknown(f"shipment {key}: outcome unknown: {detail}")
+    return unanswered_call_error("shipment", key, exc, business_ref)
