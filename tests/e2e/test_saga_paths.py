@@ -117,6 +117,27 @@ class Saga:
         return [b for b in bodies if b.get("case_id") == self.case_id]
 
 
+def complete_under_another_approval(
+    local: LocalAws, case: dict[str, Any], operation: Operation, parameters: dict[str, Any]
+) -> None:
+    """A COMPLETED ledger record for this case's action, but with other parameters (another
+    approval's digest): the saga's own delivery of that action is then a KeyConflict."""
+    table = local.outputs["LedgerTableName"]
+    ledger = ActionLedger(table, local.client("dynamodb"), LedgerPolicy())
+    ledger.execute(
+        ActionRequest(
+            tenant_id=case["tenant_id"],
+            operation=operation.value,
+            action_id=action_id_for(case["case_id"], operation),
+            digest=request_digest(parameters, 1),
+            case_id=case["case_id"],
+        ),
+        Attempt(attempt_id="earlier-approval", remaining_seconds=30),
+        effect=lambda: EffectResult(result={"note": "made under another approval"}),
+        reconcile=Absent,
+    )
+
+
 @pytest.fixture
 def stock_before(local_aws: LocalAws) -> int:
     item = local_aws.client("dynamodb").get_item(
@@ -344,21 +365,7 @@ def test_rejection_after_a_reservation_releases_it_and_escalates(
     refund_key = action_key(
         "acme", Operation.REFUND, action_id_for(case["case_id"], Operation.REFUND)
     )
-    ledger = ActionLedger(
-        local_aws.outputs["LedgerTableName"], local_aws.client("dynamodb"), LedgerPolicy()
-    )
-    ledger.execute(
-        ActionRequest(
-            tenant_id="acme",
-            operation=Operation.REFUND.value,
-            action_id=action_id_for(case["case_id"], Operation.REFUND),
-            digest=request_digest({"amount_minor": 1}, 1),
-            case_id=case["case_id"],
-        ),
-        Attempt(attempt_id="earlier-approval", remaining_seconds=30),
-        effect=lambda: EffectResult(result={"note": "made under another approval"}),
-        reconcile=Absent,
-    )
+    complete_under_another_approval(local_aws, case, Operation.REFUND, {"amount_minor": 1})
 
     saga = Saga(local_aws, case)
 
@@ -397,22 +404,7 @@ def test_rejection_at_the_shipment_with_a_shipment_on_record_keeps_stock_and_say
     parameters): the release is blocked (the stock may have shipped), so neither the execution
     output nor the escalation message may tell the person that the reservation was released."""
     case = load_example("happy-path")
-    ship_id = action_id_for(case["case_id"], Operation.SHIP)
-    ledger = ActionLedger(
-        local_aws.outputs["LedgerTableName"], local_aws.client("dynamodb"), LedgerPolicy()
-    )
-    ledger.execute(
-        ActionRequest(
-            tenant_id="acme",
-            operation=Operation.SHIP.value,
-            action_id=ship_id,
-            digest=request_digest({"address": "elsewhere"}, 1),
-            case_id=case["case_id"],
-        ),
-        Attempt(attempt_id="earlier-approval", remaining_seconds=30),
-        effect=lambda: EffectResult(result={"note": "shipped under another approval"}),
-        reconcile=Absent,
-    )
+    complete_under_another_approval(local_aws, case, Operation.SHIP, {"address": "elsewhere"})
 
     saga = Saga(local_aws, case)
 
