@@ -429,11 +429,12 @@ class ActionLedger:
         """The ledger record (written COMPLETED) and the effect items in ONE TransactWriteItems.
 
         Both commit or neither does, so the effect happened iff the COMPLETED record exists.
-        `ClientRequestToken` (derived from key + digest) makes an SDK retry of the same request
-        idempotent, but DynamoDB honours it for 10 minutes only (and rejects a reuse with other
-        items as IdempotentParameterMismatch, mapped to KeyConflict). What protects every later
-        replay is the ledger condition `attribute_not_exists(action_key)`: a repeat is cancelled
-        and decided from the record returned in the cancellation reasons (ALL_OLD).
+        `ClientRequestToken` (derived from key + digest + this delivery) makes the SDK's retry of
+        the same request idempotent, but DynamoDB honours it for 10 minutes only; it is per
+        delivery because each delivery writes other items, and a reused token with other items
+        is IdempotentParameterMismatch (decided from the record, not taken as a conflict). What
+        protects every other repeat is the ledger condition `attribute_not_exists(action_key)`:
+        a repeat is cancelled and decided from the record in the cancellation reasons (ALL_OLD).
 
         explain_failure(i, reason) turns a failed condition of effect_items[i] into an error; a
         BusinessRejection is recorded FAILED (see record_failure) and raised. Cancellations for
