@@ -3,7 +3,8 @@
 - `local_server`: one moto server in this process on a free loopback port, hooks installed
   (Step Functions execution, JSONata, in-process Lambda handlers, atomic DynamoDB requests).
   Retry sleeps are scaled by $SAGA_LOCAL_TIME_SCALE (default 0.1 in tests).
-- `local_aws`: the real stack (synthesized once from app.py) freshly provisioned for each test
+- `synthesized`: the real CDK app synthesized once (infrastructure assertions use it too).
+- `local_aws`: the real stack (that template) freshly provisioned for each test
   (reset + provision: ~0.1 s), sandbox inventory seeded, AWS_ENDPOINT_URL set for the test.
 - `fixture_local_aws`: the same for the small hand-written template in
   tests/e2e/local_stack_fixture.py (tests of the emulator itself).
@@ -21,7 +22,8 @@ import pytest
 
 from sagactl.local.emulator import LocalServer, client_environment
 from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.synth import SynthError
+from sagactl.local.template import load_template
+from tests.infra.synth import Synthesized, synthesize
 
 FAKE_AWS_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -73,12 +75,16 @@ def local_server(fake_aws_credentials: None) -> Iterator[LocalServer]:
 
 
 @pytest.fixture(scope="session")
-def saga_stack_source(tmp_path_factory: pytest.TempPathFactory) -> StackSource:
-    """The real stack, synthesized once per session from app.py."""
-    try:
-        return StackSource.synthesized(tmp_path_factory.mktemp("cdk.out"))
-    except SynthError as exc:
-        pytest.fail(f"the CDK app does not synthesize: {exc}")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The real CDK app (build_app, as app.py runs it), synthesized once per session with the
+    real, cached layer bundling: the infrastructure assertions and the local AWS share it."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def saga_stack_source(synthesized: Synthesized) -> StackSource:
+    """The real stack's template, as the local AWS provisions it."""
+    return StackSource(load_template(synthesized.template_path), synthesized.saga.stack.stack_name)
 
 
 @pytest.fixture(scope="session")

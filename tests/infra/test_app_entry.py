@@ -1,0 +1,33 @@
+"""`python app.py` as the CDK CLI runs it: a configuration mistake is a message, not a traceback.
+
+(The successful synth is `build_app().app.synth()`, which the session's `synthesized` fixture
+runs; `make demo` and `sagactl local up` run app.py itself.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from stacks.saga_stack import PROJECT_ROOT
+
+
+def test_a_bad_context_value_exits_1_with_the_key_named_and_no_traceback() -> None:
+    env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"ledger.attempt_budget": "9"}),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    done = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "cdk.json context: context 'ledger.attempt_budget' is not read" in done.stderr
+    assert "Traceback" not in done.stderr
