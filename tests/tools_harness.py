@@ -21,7 +21,7 @@ from saga.aws import dynamodb_client
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
 from saga.models import Case, StepResult, parse_case, with_approval_digest
 from saga.sandbox.faults import FaultInjector
-from saga.sandbox.inventory import seed_inventory
+from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
 from saga.sandbox.schema import SandboxTables, create_sandbox_tables
 from saga.tools.common import CaseRecords, FaultSource, NoFaults
 from saga.tools.reserve import InventoryTables, reserve_stock
@@ -38,7 +38,7 @@ TABLE_NAMES = {
     "SHIPMENTS_TABLE": "t-shipments",
     "SANDBOX_TABLE": "t-sandbox",
 }
-STOCK = {"SKU-RED-MUG": 100, "SKU-BLUE-MUG": 5, "SKU-EMPTY": 0}
+STOCK = DEFAULT_STOCK
 TENANTS_JSON = '{"acme": ["supervisor@acme"], "globex": ["boss@globex"]}'
 
 BASE_CASE: dict[str, Any] = {

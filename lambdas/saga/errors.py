@@ -7,18 +7,11 @@ of the external contract: renaming one is a breaking change to the ASL.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 
 class SagaError(Exception):
-    """Base of every error a tool raises on purpose.
-
-    `retryable` says whether the workflow may repeat the same attempt; `permanent` says the
-    outcome is final and is recorded in the ledger so that a replay raises it again.
-    """
-
-    retryable: ClassVar[bool] = False
-    permanent: ClassVar[bool] = False
+    """Base of every error a tool raises on purpose. What the workflow does with each is the
+    ASL's Retry/Catch by class name (design.md §4); a BusinessRejection is the permanent kind
+    the ledger records, so that a replay raises it again."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -37,13 +30,9 @@ class SagaError(Exception):
 class TransientError(SagaError):
     """Nothing was dispatched, or the downstream honours the key: repeating is safe."""
 
-    retryable = True
-
 
 class ActionPending(SagaError):
     """Another live attempt owns the action; try again later within the shared deadline."""
-
-    retryable = True
 
 
 # --- uncertain: go to reconciliation ----------------------------------------------------------
@@ -79,8 +68,6 @@ class ApprovalMismatch(SagaError):
 # --- permanent business failures: recorded, then compensation / outcome ----------------------
 class BusinessRejection(SagaError):
     """A downstream said no, for good. Recorded in the ledger and replayed as the same error."""
-
-    permanent = True
 
 
 class OutOfStock(BusinessRejection):

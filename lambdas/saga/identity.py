@@ -21,7 +21,6 @@ class Operation(StrEnum):
     RELEASE = "release"
 
 
-FORWARD_OPERATIONS: tuple[Operation, ...] = (Operation.RESERVE, Operation.REFUND, Operation.SHIP)
 KEY_SEPARATOR = "#"
 
 

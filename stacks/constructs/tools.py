@@ -45,7 +45,6 @@ TABLE_VARIABLES: Mapping[str, str] = {
     "shipments": "SHIPMENTS_TABLE",
     "sandbox": "SANDBOX_TABLE",
 }
-SANDBOX_TABLE_KEYS = frozenset({"payments", "shipments", "sandbox"})
 
 
 @dataclass(frozen=True)

@@ -369,10 +369,6 @@ def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _SERIALIZER.serialize(value) for name, value in values.items()}
 
 
-def to_attribute(value: Any) -> Any:
-    return _SERIALIZER.serialize(value)
-
-
 def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
 
