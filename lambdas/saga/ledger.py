@@ -41,7 +41,6 @@ deliveries. The ledger does not use it.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
 
+from saga import clock as saga_clock
 from saga.errors import (
     ActionPending,
     BudgetExhausted,
@@ -364,7 +364,7 @@ class ActionLedger:
         table_name: str,
         client: DynamoDBClient,
         policy: LedgerPolicy,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = saga_clock.now,
         observer: LedgerObserver | None = None,
     ) -> None:
         self.table_name = table_name

@@ -11,11 +11,11 @@ retries on create (a retried POST is a second parcel) and explicit connect/read 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from saga import clock as saga_clock
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import Clock, FaultInjector
 
@@ -79,7 +79,7 @@ class SandboxCarrier:
         sandbox_table: str,
         case_id: str,
         faults: Sequence[str] = (),
-        clock: Clock = time.time,
+        clock: Clock = saga_clock.now,
     ) -> SandboxCarrier:
         """Explicit construction (tests, tools that already hold a client)."""
         service = SandboxCarrierService(
@@ -96,7 +96,7 @@ class SandboxCarrier:
         *,
         case_id: str,
         faults: Sequence[str] = (),
-        clock: Clock = time.time,
+        clock: Clock = saga_clock.now,
     ) -> SandboxCarrier:
         """From the function's settings (SHIPMENTS_TABLE, SANDBOX_TABLE); `client` is the
         downstream client (no retries, DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""

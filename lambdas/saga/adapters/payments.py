@@ -38,11 +38,11 @@ A real provider plugs in behind the same Protocol. Sketch for Stripe (no network
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from saga import clock as saga_clock
 from saga.adapters.errors import (
     DownstreamConflict,
     DownstreamKeyMismatch,
@@ -120,7 +120,7 @@ class SandboxPaymentProvider:
         case_id: str,
         faults: Sequence[str] = (),
         key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS,
-        clock: Clock = time.time,
+        clock: Clock = saga_clock.now,
     ) -> SandboxPaymentProvider:
         """Explicit construction (tests, tools that already hold a client)."""
         service = SandboxPaymentsService(
@@ -141,7 +141,7 @@ class SandboxPaymentProvider:
         *,
         case_id: str,
         faults: Sequence[str] = (),
-        clock: Clock = time.time,
+        clock: Clock = saga_clock.now,
     ) -> SandboxPaymentProvider:
         """From the function's settings (PAYMENTS_TABLE, SANDBOX_TABLE,
         PAYMENT_KEY_RETENTION_SECONDS); `client` is the downstream client (no retries,

@@ -7,7 +7,6 @@ before re-sending anything after an uncertain outcome (design.md §1).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga import clock as saga_clock
 from saga.adapters.errors import DownstreamRejected
 from saga.sandbox import _dynamo
 from saga.sandbox._common import draw_fault, find_by_reference, lost_response
@@ -34,7 +34,7 @@ class SandboxCarrierService:
     client: DynamoDBClient
     shipments_table: str
     sandbox_table: str
-    clock: Clock = time.time
+    clock: Clock = saga_clock.now
     new_shipment_id: Callable[[], str] = field(default=lambda: f"shp_{uuid.uuid4().hex}")
 
     def create_shipment(

@@ -8,9 +8,10 @@ one case all draw from the same sequence.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
+
+from saga import clock as saga_clock
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -81,7 +82,7 @@ class FaultInjector:
         downstream: str,
         faults: Sequence[str],
         *,
-        clock: Clock = time.time,
+        clock: Clock = saga_clock.now,
     ) -> None:
         if not case_id:
             raise ValueError("FaultInjector needs a case_id")

@@ -19,7 +19,6 @@ are raised as `saga.adapters.errors` exceptions, as a real HTTP client would see
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga import clock as saga_clock
 from saga.adapters.errors import DownstreamConflict, DownstreamNotDispatched
 from saga.identity import sha256_hex
 from saga.sandbox import _dynamo
@@ -78,7 +78,7 @@ class SandboxPaymentsService:
     payments_table: str
     sandbox_table: str
     key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS
-    clock: Clock = time.time
+    clock: Clock = saga_clock.now
     new_refund_id: Callable[[], str] = field(default=lambda: f"re_{uuid.uuid4().hex}")
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from saga import clock as saga_clock
 from saga.adapters.errors import DownstreamError, DownstreamNotDispatched
 from saga.errors import KeyConflict, OutcomeUnknown, SagaError, TransientError
 from saga.identity import (
@@ -227,7 +228,7 @@ class CaseRecords:
 
     client: DynamoDBClient
     table_name: str
-    clock: Clock = time.time
+    clock: Clock = saga_clock.now
 
     def get(self, case_id: str) -> dict[str, Any] | None:
         response = self.client.get_item(

@@ -10,10 +10,10 @@ the tool and DynamoDB would: before it (nothing written) or after it (written, a
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from saga import clock as saga_clock
 from saga.errors import OutcomeUnknown, OutOfStock, SagaError, TransientError
 from saga.identity import Operation
 from saga.ledger import (
@@ -41,7 +41,7 @@ class InventoryTables:
     client: DynamoDBClient
     inventory_table: str
     reservations_table: str
-    clock: Clock = time.time
+    clock: Clock = saga_clock.now
 
     def get_reservation(self, reservation_id: str) -> dict[str, Any] | None:
         response = self.client.get_item(

@@ -16,13 +16,14 @@ can recognise a repeat.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
+
+from saga import clock as saga_clock
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -109,7 +110,7 @@ class StuckActionSweeper:
         ledger_table: str,
         escalation_queue_url: str,
         grace_seconds: int = DEFAULT_GRACE_SECONDS,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = saga_clock.now,
         index_name: str = OPEN_ACTIONS_INDEX,
         page_size: int | None = None,
     ) -> None:
