@@ -25,14 +25,18 @@ from types import MappingProxyType
 from typing import Any
 
 # Lambda invoke-level faults (design.md §4): the invoke itself failed, the tool never decided.
+# Invoke-level faults AWS recommends retrying: the function did not run, or ran and its answer
+# was lost on the way back; every tool is ledger-guarded, so a repeat is decided by the ledger.
 LAMBDA_INVOKE_ERRORS: tuple[str, ...] = (
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
+    "Lambda.ClientExecutionTimeoutException",
 )
 DEFAULT_RETRY_ERRORS: tuple[str, ...] = ("TransientError", *LAMBDA_INVOKE_ERRORS)
 PENDING_ERRORS: tuple[str, ...] = ("ActionPending",)
+REDRIVE_WINDOW_SECONDS = 14 * 86_400  # Step Functions redrives within 14 days of a close
 PENDING_CLASS = "pending"
 # Retry classes of tasks whose every delivery counts against the ledger's lifetime budget.
 LEDGER_GUARDED_CLASSES = ("tool", "compensation")
@@ -248,6 +252,7 @@ class SagaConfig:
                     f"those are retried by the {PENDING_CLASS!r} policy"
                 )
         self._check_budget_outlasts_one_run()
+        self._check_retention_outlasts_redrives()
         for key, class_name in self.task_retry_class.items():
             if class_name not in self.retry:
                 raise ConfigError(
@@ -268,6 +273,19 @@ class SagaConfig:
                     f"{name!r} retry policy (1 + MaxAttempts = {1 + policy.max_attempts}), or a "
                     "redrive of a task whose retries ran out could never dispatch again"
                 )
+
+    def _check_retention_outlasts_redrives(self) -> None:
+        """Every delivery renews a ledger record's retention; an execution closes at most its
+        timeout after its last delivery and can be redriven up to 14 days after each close. A
+        shorter retention would let a redrive meet a record that expired under it (never
+        executed: a late replay)."""
+        needed = REDRIVE_WINDOW_SECONDS + self.workflow.execution_timeout_minutes * 60
+        if self.ledger.retention_seconds <= needed:
+            raise ConfigError(
+                f"context 'ledger.retention_days' ({self.ledger.retention_days}) must outlast "
+                "the 14-day redrive window after an execution's close plus "
+                f"'workflow.execution_timeout_minutes' ({self.workflow.execution_timeout_minutes})"
+            )
 
 
 def reject_dotted_overrides(context_keys: Iterable[str]) -> None:

@@ -18,12 +18,13 @@ from moto import mock_aws
 from saga.adapters.carrier import SandboxCarrier
 from saga.adapters.payments import SandboxPaymentProvider
 from saga.aws import dynamodb_client
+from saga.cases import CaseRecords
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
 from saga.models import Case, StepResult, parse_case, with_approval_digest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
 from saga.sandbox.schema import SandboxTables, create_sandbox_tables
-from saga.tools.common import CaseRecords, FaultSource, NoFaults
+from saga.tools.common import FaultSource, NoFaults
 from saga.tools.reserve import InventoryTables, reserve_stock
 from sagactl.bench_ledger import create_ledger_table
 from tests.integration.ledger_harness import FakeClock

@@ -41,6 +41,7 @@ deliveries. The ledger does not use it.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -62,7 +63,7 @@ from saga.errors import (
     TransientError,
     error_from_record,
 )
-from saga.identity import action_key
+from saga.identity import action_key, canonical_json
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -124,9 +125,7 @@ class Decision(StrEnum):
 
 
 # decisions that end a delivery without any write: raised as typed errors
-_REJECTIONS = frozenset(
-    {Decision.CONFLICT, Decision.LATE_REPLAY, Decision.RECORDED_FAILURE, Decision.PENDING}
-)
+_REJECTIONS = frozenset({Decision.CONFLICT, Decision.RECORDED_FAILURE, Decision.PENDING})
 
 
 @dataclass(frozen=True)
@@ -243,6 +242,12 @@ class LedgerRecord:
     # RETRY answers the reconcile tool has given: bounds the reconcile -> re-attempt loop even
     # when the re-attempts never reach the ledger (e.g. they time out before claiming).
     reconcile_rounds: int = 0
+    # When the current owner claimed (or took over) the action.
+    claimed_at: float = 0.0
+    # Set once any delivery may have reached the downstream (it ended UNKNOWN, or its lease ran
+    # out with no outcome): the claim time of the earliest such delivery. Absent means no
+    # delivery can have had an effect, so a released lease may be resumed without a lookup.
+    first_dispatch_at: float | None = None
     item: Item = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -266,11 +271,32 @@ class LedgerRecord:
             updated_at=float(values.get("updated_at", 0)),
             expires_at=int(values.get("expires_at", 0)),
             reconcile_rounds=int(values.get("reconcile_rounds", 0)),
+            claimed_at=float(values.get("claimed_at", values.get("updated_at", 0))),
+            first_dispatch_at=(
+                float(values["first_dispatch_at"]) if "first_dispatch_at" in values else None
+            ),
             item=dict(item),
         )
 
     def lease_live(self, now: float) -> bool:
         return self.owner is not None and self.lease_expires_at > now
+
+    def abandoned(self, now: float) -> bool:
+        """An owner held it and left no outcome (crashed, timed out, lost its lease)."""
+        return (
+            self.status is LedgerStatus.IN_PROGRESS
+            and self.owner is not None
+            and not self.lease_live(now)
+        )
+
+    def may_have_dispatched_since(self, now: float) -> float | None:
+        """The earliest claim time of a delivery that may have reached the downstream, or None
+        when no delivery can have had an effect (never dispatched, or only provably not)."""
+        if self.first_dispatch_at is not None:
+            return self.first_dispatch_at
+        if self.abandoned(now) or (self.status is LedgerStatus.UNKNOWN and self.owner is not None):
+            return self.claimed_at
+        return None
 
 
 class LedgerObserver(Protocol):
@@ -319,13 +345,23 @@ class PowertoolsObserver:
 
 
 def decide(
-    record: LedgerRecord, *, digest: str, attempt_id: str, now: float, budget: int
+    record: LedgerRecord,
+    *,
+    digest: str,
+    attempt_id: str,
+    now: float,
+    budget: int,
+    check_expiry: bool = True,
 ) -> Decision:
-    """Map an existing record to a row of the decision table (design.md §3). Pure."""
+    """Map an existing record to a row of the decision table (design.md §3). Pure.
+
+    `check_expiry=False` is for reconciliation, which only reads the downstream and renews the
+    record with every write: an expired record must still be reconciled, never executed.
+    """
     if record.request_digest != digest:
         return Decision.CONFLICT
     # TTL deletion lags by up to days: an expired record still in the table protects nothing.
-    if record.expires_at <= now:
+    if check_expiry and record.expires_at <= now:
         return Decision.LATE_REPLAY
     if record.status is LedgerStatus.COMPLETED:
         return Decision.REPLAYED
@@ -339,21 +375,26 @@ def decide(
     # expired or released IN_PROGRESS, or UNKNOWN: a new delivery would be one more attempt
     if record.attempts + 1 > budget:
         return Decision.BUDGET_EXHAUSTED
-    if record.status is LedgerStatus.IN_PROGRESS and record.owner is None:
-        return Decision.RESUME_RELEASED
+    if (
+        record.status is LedgerStatus.IN_PROGRESS
+        and record.owner is None
+        and record.first_dispatch_at is None
+    ):
+        return Decision.RESUME_RELEASED  # every earlier delivery provably sent nothing
     return Decision.TAKEOVER
 
 
-def client_request_token(key: str, digest: str, delivery: str = "") -> str:
-    """TransactWriteItems idempotency token (<= 36 chars) for one key, digest and delivery.
+def client_request_token(transact_items: list[TransactWriteItem]) -> str:
+    """TransactWriteItems idempotency token (<= 36 chars) that names exactly one request body.
 
-    DynamoDB replays a token only for the very same items and rejects it with other items for
-    10 minutes (IdempotentParameterMismatch). Each delivery writes its own items (owner,
-    timestamps), so the token makes the SDK's retries of ONE delivery idempotent, and the ledger
-    condition decides between deliveries.
+    DynamoDB applies a token's transaction once and, for 10 minutes, answers the same token with
+    the same request as a success without applying it again, and with any other request as
+    IdempotentParameterMismatch. So the token is derived from the whole body: the SDK's retry of
+    one request (a lost response) is idempotent, and a different body (another delivery, or the
+    same delivery deciding again from a record it found) can never reuse it. Between requests,
+    the ledger condition in the transaction decides.
     """
-    text = f"{key}\n{digest}" + (f"\n{delivery}" if delivery else "")
-    return hashlib.sha256(text.encode()).hexdigest()[:36]
+    return hashlib.sha256(canonical_json(transact_items).encode()).hexdigest()[:36]
 
 
 class ActionLedger:
@@ -381,24 +422,29 @@ class ActionLedger:
         *,
         effect: Callable[[], EffectResult],
         reconcile: Callable[[], Reconciliation],
+        reattempt_window_seconds: float | None = None,
     ) -> ActionOutcome:
         """Run `effect` at most once for the action, or replay / reject per design.md §3.
 
         effect() raising: BusinessRejection -> recorded FAILED, re-raised; TransientError ->
-        lease given up, re-raised; OutcomeUnknown -> recorded UNKNOWN, re-raised; anything
-        else -> recorded UNKNOWN, raised as OutcomeUnknown. After a takeover (expired lease or
-        UNKNOWN) reconcile() is asked first: Found -> COMPLETED without an effect; Absent ->
-        effect() with the same key; Undeterminable -> UNKNOWN and OutcomeUnknown.
+        (nothing was sent) lease given up, re-raised; OutcomeUnknown -> recorded UNKNOWN,
+        re-raised; anything else -> recorded UNKNOWN, raised as OutcomeUnknown. A record that an
+        earlier delivery may have dispatched from (an expired lease, UNKNOWN, a released lease
+        after an uncertain delivery) is taken over and reconcile() is asked first: Found ->
+        COMPLETED without an effect; Absent -> effect() with the same key, but only while a
+        request still in flight would be deduplicated (`reattempt_window_seconds` after the
+        first possible dispatch; None: the lookup sees every request, so Absent is proof);
+        otherwise, or Undeterminable -> UNKNOWN and OutcomeUnknown.
         """
-        existing = self._claim(request, attempt)
+        claimed_at, existing = self._claim(request, attempt)
         if existing is None:
             self._observe(Decision.CLAIMED, request, None)
-            return self._dispatch(request, attempt, 1, effect)
+            return self._dispatch(request, attempt, claimed_at, effect)
         record = existing
         for _ in range(_MAX_DECISION_ROUNDS):
             decision = self._decide(request, attempt, record)
             if decision is Decision.OWN_CLAIM:
-                return self._dispatch(request, attempt, record.attempts, effect)
+                return self._dispatch(request, attempt, record.claimed_at, effect)
             if decision not in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
                 return self._replay_or_raise(decision, request, record)
             taken, current = self._take_over(request, attempt, record)
@@ -411,8 +457,15 @@ class ActionLedger:
                 record = current
                 continue
             if decision is Decision.RESUME_RELEASED:
-                return self._dispatch(request, attempt, taken.attempts, effect)
-            return self._reconcile_then_dispatch(request, attempt, taken, effect, reconcile)
+                return self._dispatch(request, attempt, taken.claimed_at, effect)
+            return self._reconcile_then_dispatch(
+                request,
+                attempt,
+                taken,
+                effect,
+                reconcile,
+                reattempt_window_seconds=reattempt_window_seconds,
+            )
         raise ActionPending(f"action {request.key} is contended; try again later")
 
     # --- DynamoDB-native effects -----------------------------------------------------------
@@ -429,12 +482,11 @@ class ActionLedger:
         """The ledger record (written COMPLETED) and the effect items in ONE TransactWriteItems.
 
         Both commit or neither does, so the effect happened iff the COMPLETED record exists.
-        `ClientRequestToken` (derived from key + digest + this delivery) makes the SDK's retry of
-        the same request idempotent, but DynamoDB honours it for 10 minutes only; it is per
-        delivery because each delivery writes other items, and a reused token with other items
-        is IdempotentParameterMismatch (decided from the record, not taken as a conflict). What
-        protects every other repeat is the ledger condition `attribute_not_exists(action_key)`:
-        a repeat is cancelled and decided from the record in the cancellation reasons (ALL_OLD).
+        `ClientRequestToken` (a digest of the request body, see `client_request_token`) makes
+        the SDK's retry of the same request idempotent, but DynamoDB honours it for 10 minutes
+        only. What protects every other repeat is the ledger condition in the transaction
+        (`attribute_not_exists(action_key)`, or the record exactly as seen): a repeat is
+        cancelled and decided from the record in the cancellation reasons (ALL_OLD).
 
         explain_failure(i, reason) turns a failed condition of effect_items[i] into an error; a
         BusinessRejection is recorded FAILED (see record_failure) and raised. Cancellations for
@@ -460,13 +512,11 @@ class ActionLedger:
                     **self._put_condition(seen),  # type: ignore[typeddict-item]
                 }
             }
-            attempts = int(item["attempts"]["N"])
+            transact_items = [ledger_put, *effect_items]
             try:
                 self.client.transact_write_items(
-                    TransactItems=[ledger_put, *effect_items],
-                    ClientRequestToken=client_request_token(
-                        request.key, request.digest, f"{attempt.attempt_id}#{attempts}"
-                    ),
+                    TransactItems=transact_items,
+                    ClientRequestToken=client_request_token(transact_items),
                 )
             except ClientError as exc:
                 decided = self._decide_cancelled_transaction(request, attempt, exc, explain_failure)
@@ -529,12 +579,16 @@ class ActionLedger:
         attempt: Attempt,
         *,
         reconcile: Callable[[], Reconciliation],
+        reattempt_window_seconds: float | None = None,
     ) -> ReconcileDecision:
         """For the Reconcile tool: settle an uncertain action from the downstream. Never dispatches.
 
         COMPLETED -> RESUME (replayed); FAILED -> the recorded error; a live lease of another
         owner -> ActionPending; otherwise reconcile(): Found -> COMPLETED, RESUME; Absent ->
-        RETRY inside the budget, else ESCALATE; Undeterminable -> UNKNOWN, ESCALATE.
+        RETRY inside the budget while a re-attempt cannot make a second effect (see
+        `execute`), else ESCALATE (UNKNOWN when an earlier request may still commit);
+        Undeterminable -> UNKNOWN, ESCALATE. It works on a record past its retention too, and
+        every write renews the retention.
         """
         budget = self.policy.attempt_budget
         for _ in range(_MAX_DECISION_ROUNDS):
@@ -547,6 +601,7 @@ class ActionLedger:
                 attempt_id=attempt.attempt_id,
                 now=self.clock(),
                 budget=budget,
+                check_expiry=False,
             )
             if decision is Decision.REPLAYED:
                 self._observe(decision, request, record)
@@ -575,31 +630,31 @@ class ActionLedger:
                     budget,
                 )
             if isinstance(answer, Absent):
-                if record.attempts < budget and record.reconcile_rounds < budget:
-                    counted = self._count_retry(request, record)
-                    if counted is None:
-                        continue
-                    return _retry(counted, budget)
-                self._observe(Decision.BUDGET_EXHAUSTED, request, record)
-                return ReconcileDecision(
-                    "ESCALATE",
-                    f"not found at the downstream and the budget of {budget} attempts is spent "
-                    f"({record.attempts} attempts, {record.reconcile_rounds} re-attempts)",
-                    None,
-                    record.attempts,
-                    budget,
-                )
-            written = self._settle_seen(request, record, unknown_reason=answer.reason)
+                refused = self._reattempt_refused(record, reattempt_window_seconds, attempt)
+                if refused is None:
+                    if record.attempts < budget and record.reconcile_rounds < budget:
+                        counted = self._count_retry(request, record)
+                        if counted is None:
+                            continue
+                        return _retry(counted, budget)
+                    self._observe(Decision.BUDGET_EXHAUSTED, request, record)
+                    return ReconcileDecision(
+                        "ESCALATE",
+                        f"not found at the downstream and the budget of {budget} attempts is "
+                        f"spent ({record.attempts} attempts, {record.reconcile_rounds} "
+                        "re-attempts)",
+                        None,
+                        record.attempts,
+                        budget,
+                    )
+                recorded, reason = refused, refused
+            else:
+                recorded, reason = answer.reason, f"outcome cannot be determined: {answer.reason}"
+            written = self._settle_seen(request, record, unknown_reason=recorded)
             if written is None:
                 continue
             self._observe(Decision.UNKNOWN, request, written)
-            return ReconcileDecision(
-                "ESCALATE",
-                f"outcome cannot be determined: {answer.reason}",
-                None,
-                written.attempts,
-                budget,
-            )
+            return ReconcileDecision("ESCALATE", reason, None, written.attempts, budget)
         raise ActionPending(f"action {request.key} is contended; try again later")
 
     def get(self, action_key: str) -> LedgerRecord | None:
@@ -613,8 +668,8 @@ class ActionLedger:
         return LedgerRecord.from_item(item) if item else None
 
     # --- internals: claim and decide -------------------------------------------------------
-    def _claim(self, request: ActionRequest, attempt: Attempt) -> LedgerRecord | None:
-        """The claim PutItem. None = claimed; otherwise the record that was already there."""
+    def _claim(self, request: ActionRequest, attempt: Attempt) -> tuple[float, LedgerRecord | None]:
+        """The claim PutItem: (claim time, None) when claimed; else the record already there."""
         now = self.clock()
         lease = now + self.policy.lease_seconds(attempt.remaining_seconds)
         item = self._new_item(
@@ -627,7 +682,7 @@ class ActionLedger:
         )
         # A ledger that cannot be reached (after botocore's retries) raises TransientError:
         # nothing was dispatched.
-        return self._put_new(item)
+        return now, self._put_new(item)
 
     def _put_new(
         self, item: dict[str, Any], *, over: LedgerRecord | None = None
@@ -708,17 +763,25 @@ class ActionLedger:
             ":one": {"N": "1"},
             ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
             ":now": _n(now),
+            ":expires": self._expires(now),
             ":old_status": {"S": old.status.value},
         }
+        sets = (
+            "SET #owner = :me, lease_expires_at = :lease, attempts = attempts + :one, "
+            "#status = :in_progress, open_status = :in_progress, updated_at = :now, "
+            "claimed_at = :now, expires_at = :expires"
+        )
+        dispatched_since = old.may_have_dispatched_since(now)
+        if dispatched_since is not None:
+            # The owner before us may have reached the downstream: remember it for good.
+            values[":since"] = _n(dispatched_since)
+            sets += ", first_dispatch_at = if_not_exists(first_dispatch_at, :since)"
         condition = "#status = :old_status" + self._same_as_seen(old, values)
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
                 Key={"action_key": {"S": request.key}},
-                UpdateExpression=(
-                    "SET #owner = :me, lease_expires_at = :lease, attempts = attempts + :one, "
-                    "#status = :in_progress, open_status = :in_progress, updated_at = :now"
-                ),
+                UpdateExpression=sets,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
                 ExpressionAttributeValues=values,
@@ -771,9 +834,11 @@ class ActionLedger:
         self,
         request: ActionRequest,
         attempt: Attempt,
-        record: LedgerRecord,
+        held: LedgerRecord,
         effect: Callable[[], EffectResult],
         reconcile: Callable[[], Reconciliation],
+        *,
+        reattempt_window_seconds: float | None,
     ) -> ActionOutcome:
         # An expired lease proves lost ownership, not a failed effect: ask before re-running.
         answer = _ask(reconcile)
@@ -788,19 +853,46 @@ class ActionLedger:
             self._observe(Decision.RECONCILED, request, written)
             return _outcome(written, replayed=False, reconciled=True)
         if isinstance(answer, Absent):
-            return self._dispatch(request, attempt, record.attempts, effect)
-        unknown = OutcomeUnknown(
-            f"action {request.key}: outcome of an earlier attempt cannot be determined: "
-            f"{answer.reason}"
-        )
+            refused = self._reattempt_refused(held, reattempt_window_seconds, attempt)
+            if refused is None:
+                return self._dispatch(request, attempt, held.claimed_at, effect)
+            reason = refused
+        else:
+            reason = f"outcome of an earlier attempt cannot be determined: {answer.reason}"
+        unknown = OutcomeUnknown(f"action {request.key}: {reason}")
         self._finish(request, attempt, LedgerStatus.UNKNOWN, error=unknown.to_record())
         raise unknown
+
+    def _reattempt_refused(
+        self, record: LedgerRecord, window_seconds: float | None, attempt: Attempt
+    ) -> str | None:
+        """Why a downstream's "not found" does not allow a re-attempt now (None: it does).
+
+        "Not found" proves nothing while an earlier request may still be in flight. A repeat with
+        the same idempotency key is one effect only while the downstream still keeps the key
+        (`window_seconds` after the first possible dispatch, counted conservatively from that
+        delivery's claim); a downstream whose lookup sees every request (window None) proves
+        absence outright, as does a record that no delivery can have dispatched from.
+        """
+        now = self.clock()
+        since = record.may_have_dispatched_since(now)
+        if since is None or window_seconds is None:
+            return None
+        closes = since + window_seconds
+        # The re-attempt dispatches within this delivery's lease: it must land inside the window.
+        if now + self.policy.lease_seconds(attempt.remaining_seconds) < closes:
+            return None
+        return (
+            f"not found at the downstream, but a request sent since {_iso(since)} may still "
+            f"commit and the downstream deduplicates a repeat only until {_iso(closes)}: "
+            "a re-attempt now could make a second effect"
+        )
 
     def _dispatch(
         self,
         request: ActionRequest,
         attempt: Attempt,
-        attempts: int,
+        claimed_at: float,
         effect: Callable[[], EffectResult],
     ) -> ActionOutcome:
         try:
@@ -809,16 +901,29 @@ class ActionLedger:
             self._finish(request, attempt, LedgerStatus.FAILED, error=rejection.to_record())
             raise
         except TransientError:
+            # Only a failure that provably sent nothing is a TransientError (design.md §3).
             self._release(request, attempt)
             raise
         except OutcomeUnknown as uncertain:
-            self._finish(request, attempt, LedgerStatus.UNKNOWN, error=uncertain.to_record())
+            self._finish(
+                request,
+                attempt,
+                LedgerStatus.UNKNOWN,
+                error=uncertain.to_record(),
+                dispatched_at=claimed_at,
+            )
             raise
         except Exception as exc:
             unknown = OutcomeUnknown(
                 f"action {request.key}: effect ended with {type(exc).__name__}: {exc}"
             )
-            self._finish(request, attempt, LedgerStatus.UNKNOWN, error=unknown.to_record())
+            self._finish(
+                request,
+                attempt,
+                LedgerStatus.UNKNOWN,
+                error=unknown.to_record(),
+                dispatched_at=claimed_at,
+            )
             raise unknown from exc
         written = self._finish(
             request,
@@ -838,16 +943,24 @@ class ActionLedger:
         result: dict[str, Any] | None = None,
         downstream_ref: str | None = None,
         error: dict[str, str] | None = None,
+        dispatched_at: float | None = None,
     ) -> LedgerRecord:
-        """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record."""
+        """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record.
+
+        `dispatched_at`: this delivery (claimed then) may have reached the downstream.
+        """
         now = self.clock()
         values: dict[str, Any] = {
             ":me": {"S": attempt.attempt_id},
             ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
             ":status": {"S": status.value},
             ":now": _n(now),
+            ":expires": self._expires(now),
         }
-        sets = ["#status = :status", "updated_at = :now"]
+        sets = ["#status = :status", "updated_at = :now", "expires_at = :expires"]
+        if dispatched_at is not None:
+            values[":dispatched"] = _n(dispatched_at)
+            sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
         removes: list[str] = []
         if status is LedgerStatus.COMPLETED:
             values[":result"] = _to_dynamo(result or {})
@@ -896,23 +1009,28 @@ class ActionLedger:
         return written
 
     def _release(self, request: ActionRequest, attempt: Attempt) -> None:
-        """Give the lease up after a TransientError: nothing happened, a repeat is safe.
+        """Give the lease up after a TransientError: this delivery sent nothing.
 
         The record stays IN_PROGRESS (its `attempts` is the budget) with no owner and an expired
-        lease, so the next delivery takes it over and dispatches without a reconcile round.
+        lease. The next delivery takes it over; it skips the lookup only if no earlier delivery
+        may have reached the downstream (no `first_dispatch_at`).
         """
         now = self.clock()
         try:
             self.client.update_item(
                 TableName=self.table_name,
                 Key={"action_key": {"S": request.key}},
-                UpdateExpression="SET lease_expires_at = :now, updated_at = :now REMOVE #owner",
+                UpdateExpression=(
+                    "SET lease_expires_at = :now, updated_at = :now, expires_at = :expires "
+                    "REMOVE #owner"
+                ),
                 ConditionExpression="#owner = :me AND #status = :in_progress",
                 ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
                 ExpressionAttributeValues={
                     ":me": {"S": attempt.attempt_id},
                     ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
                     ":now": _n(now),
+                    ":expires": self._expires(now),
                 },
             )
         except ClientError as exc:
@@ -938,12 +1056,19 @@ class ActionLedger:
     ) -> LedgerRecord | None:
         """Reconcile tool's write: COMPLETED or UNKNOWN, only if the record is still as seen."""
         now = self.clock()
-        values: dict[str, Any] = {":seen_status": {"S": seen.status.value}, ":now": _n(now)}
+        values: dict[str, Any] = {
+            ":seen_status": {"S": seen.status.value},
+            ":now": _n(now),
+            ":expires": self._expires(now),
+        }
         condition = "#status = :seen_status" + self._same_as_seen(seen, values)
         if found is not None:
             values[":completed"] = {"S": LedgerStatus.COMPLETED.value}
             values[":result"] = _to_dynamo(found.result)
-            expression = "SET #status = :completed, #result = :result, updated_at = :now"
+            expression = (
+                "SET #status = :completed, #result = :result, updated_at = :now, "
+                "expires_at = :expires"
+            )
             if found.downstream_ref is not None:
                 values[":ref"] = {"S": found.downstream_ref}
                 expression += ", downstream_ref = :ref"
@@ -954,9 +1079,18 @@ class ActionLedger:
             values[":error"] = _to_dynamo(error)
             expression = (
                 "SET #status = :unknown, open_status = :unknown, #error = :error, "
-                "lease_expires_at = :now, updated_at = :now"
-            )
+                "lease_expires_at = :now, updated_at = :now, expires_at = :expires"
+            ) + self._remember_dispatch(seen, now, values)
         return self._update_if(request, expression, condition, values)
+
+    @staticmethod
+    def _remember_dispatch(seen: LedgerRecord, now: float, values: dict[str, Any]) -> str:
+        """SET clause keeping, for good, that a delivery before `seen` may have dispatched."""
+        since = seen.may_have_dispatched_since(now)
+        if since is None:
+            return ""
+        values[":since"] = _n(since)
+        return ", first_dispatch_at = if_not_exists(first_dispatch_at, :since)"
 
     def _update_if(
         self, request: ActionRequest, expression: str, condition: str, values: dict[str, Any]
@@ -975,22 +1109,27 @@ class ActionLedger:
         except ClientError as exc:
             if _is_condition_failure(exc):
                 return None
-            raise
+            # Reconciliation writes are conditional on the record as seen: safe to repeat.
+            raise TransientError(f"ledger write for {request.key} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger write for {request.key} failed: {exc}") from exc
         return LedgerRecord.from_item(response["Attributes"])
 
     def _count_retry(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
         """Count one RETRY answer on the record, only if it is still as seen (else None)."""
+        now = self.clock()
         values: dict[str, Any] = {
             ":seen_status": {"S": seen.status.value},
             ":zero": {"N": "0"},
             ":one": {"N": "1"},
-            ":now": _n(self.clock()),
+            ":now": _n(now),
+            ":expires": self._expires(now),
         }
         condition = "#status = :seen_status" + self._same_as_seen(seen, values)
         expression = (
             "SET reconcile_rounds = if_not_exists(reconcile_rounds, :zero) + :one, "
-            "updated_at = :now"
-        )
+            "updated_at = :now, expires_at = :expires"
+        ) + self._remember_dispatch(seen, now, values)
         return self._update_if(request, expression, condition, values)
 
     def _reconcile_without_record(
@@ -1085,10 +1224,11 @@ class ActionLedger:
             "case_id": {"S": request.case_id},
             "created_at": carried.item.get("created_at", _n(now)) if carried else _n(now),
             "updated_at": _n(now),
-            "expires_at": {"N": str(int(now) + self.policy.retention_seconds)},
+            "claimed_at": _n(now),
+            "expires_at": self._expires(now),
         }
-        if carried is not None:  # retention counts from the first record, as for any action
-            item["expires_at"] = carried.item.get("expires_at", item["expires_at"])
+        if carried is not None and carried.first_dispatch_at is not None:
+            item["first_dispatch_at"] = _n(carried.first_dispatch_at)
         if reconcile_rounds:
             item["reconcile_rounds"] = {"N": str(reconcile_rounds)}
         if owner is True:
@@ -1120,8 +1260,8 @@ class ActionLedger:
         everything else is raised."""
         code = exc.response.get("Error", {}).get("Code", "")
         if code == "IdempotentParameterMismatchException":
-            # The token covers key + digest (+ delivery), so this is an earlier transaction of
-            # the same action, not other parameters: its record says what happened.
+            # The token is a digest of the body, so this cannot come from our own requests; if it
+            # does, nothing of this request was applied: the record says what happened.
             seen = self.get(request.key)
             if seen is None:
                 raise TransientError(
@@ -1163,6 +1303,11 @@ class ActionLedger:
             # holds (a reconcile's placeholder, an UNKNOWN) proves it has not happened.
             return record
         return self._replay_or_raise(decision, request, record)
+
+    def _expires(self, now: float) -> dict[str, str]:
+        """Retention counts from the latest delivery, so chained redrives (each within 14 days
+        of a close) never meet a record that expired under them."""
+        return {"N": str(int(now) + self.policy.retention_seconds)}
 
     def _observe(
         self, decision: Decision, request: ActionRequest, record: LedgerRecord | None
@@ -1257,6 +1402,10 @@ def _from_dynamo(value: Any) -> Any:
     if isinstance(value, list | set | tuple):
         return [_from_dynamo(item) for item in value]
     return value
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def _optional_str(value: Any) -> str | None:

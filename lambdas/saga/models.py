@@ -11,11 +11,12 @@ digested.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,6 +25,7 @@ from pydantic import (
     field_validator,
 )
 
+from saga.adapters import formats
 from saga.errors import ApprovalMismatch, InvalidRequest
 from saga.identity import sha256_hex
 from saga.sandbox.faults import validate_fault_plan
@@ -35,8 +37,6 @@ CASE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 REFERENCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SKU_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-CURRENCY_PATTERN = r"^[A-Z]{3}$"
-COUNTRY_PATTERN = r"^[A-Z]{2}$"
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+$"
 
@@ -47,11 +47,25 @@ MAX_FAULTS_PER_DOWNSTREAM = 50
 CaseId = Annotated[str, StringConstraints(pattern=CASE_ID_PATTERN)]
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_ID_PATTERN)]
 Reference = Annotated[str, StringConstraints(pattern=REFERENCE_PATTERN)]
-Text = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Digest = Annotated[str, StringConstraints(pattern=DIGEST_PATTERN)]
 
 Step = Literal["reserve", "refund", "ship"]
 Outcome = Literal["COMPLETED", "ESCALATED"]
+
+
+def _accepted(
+    problem: Callable[..., str | None], limit_of: str | None = None
+) -> Callable[[str], str]:
+    """A validator from a downstream format rule: the value unchanged, or a ValueError."""
+    args = () if limit_of is None else (formats.ADDRESS_TEXT_LIMITS[limit_of],)
+
+    def check(value: str) -> str:
+        found = problem(value, *args)
+        if found is not None:
+            raise ValueError(found)
+        return value
+
+    return check
 
 
 class StrictModel(BaseModel):
@@ -74,15 +88,17 @@ class Reserve(StrictModel):
 class Refund(StrictModel):
     payment_reference: Reference
     amount_minor: Annotated[int, Field(ge=1, le=MAX_AMOUNT_MINOR)]
-    currency: Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN)]
+    currency: Annotated[str, AfterValidator(_accepted(formats.currency_problem))]
 
 
 class Address(StrictModel):
-    name: Text
-    line1: Text
-    city: Text
-    postal_code: Annotated[str, StringConstraints(min_length=1, max_length=20)]
-    country: Annotated[str, StringConstraints(pattern=COUNTRY_PATTERN)]
+    """What every carrier accepts (saga.adapters.formats): checked here, never rewritten."""
+
+    name: Annotated[str, AfterValidator(_accepted(formats.text_problem, "name"))]
+    line1: Annotated[str, AfterValidator(_accepted(formats.text_problem, "line1"))]
+    city: Annotated[str, AfterValidator(_accepted(formats.text_problem, "city"))]
+    postal_code: Annotated[str, AfterValidator(_accepted(formats.postal_code_problem))]
+    country: Annotated[str, AfterValidator(_accepted(formats.country_problem))]
 
 
 class Shipment(StrictModel):
@@ -198,6 +214,9 @@ class AttemptInfo(StrictModel):
     state: Annotated[str, StringConstraints(min_length=1, max_length=80)]
     retry: Annotated[int, Field(ge=0)]
     redrive: Annotated[int, Field(ge=0)] | None = None
+    # $states.context.Execution.StartTime: with the ARN, it tells a redrive (same start) from a
+    # new execution under a reused name (ValidateCase binds the case record to both).
+    started: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
 
     def attempt_id(self, request_id: str) -> str:
         """`execution#state#redrive#retry:request_id`: unique per delivery, used as lease owner."""
@@ -227,7 +246,7 @@ class OutcomePayload(StrictModel):
     steps: dict[str, Any] = Field(default_factory=dict)
     compensations: list[Any] = Field(default_factory=list)
     escalation: dict[str, Any] | None = None
-    attempt: AttemptInfo | None = None
+    attempt: AttemptInfo  # names the execution that owns the case record
 
 
 # --- tool results -------------------------------------------------------------------------------
@@ -246,6 +265,9 @@ class CaseActions(StrictModel):
 class ValidateResult(StrictModel):
     case: dict[str, Any]
     actions: CaseActions
+    # A new execution of a case that already has a record: never run forward (design.md §8).
+    duplicate: bool = False
+    original_execution_arn: str | None = None
 
 
 class StepResult(StrictModel):

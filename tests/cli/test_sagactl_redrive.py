@@ -79,7 +79,7 @@ def test_emulated_redrive_finishes_the_compensation_once(saga: LocalAws, sagactl
     assert (plan["status"], plan["failed_state"], plan["failed_error"]) == (
         "FAILED",
         "ReleaseReservation",
-        "TransientError",
+        "OutcomeUnknown",
     )
     [action] = plan["actions"]
     assert action["action_key"] == RELEASE_KEY and action["remaining_budget"] > 0

@@ -77,6 +77,7 @@ def test_status_of_the_happy_path(saga: LocalAws, sagactl: Sagactl) -> None:
     entered = [e["state"] for e in view["timeline"] if e["kind"] == "entered"]
     assert entered == [
         "ValidateCase",
+        "NewOrDuplicate",
         "ReserveStock",
         "IssueRefund",
         "CreateShipment",

@@ -21,7 +21,14 @@ from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-HAPPY_PATH = ["ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", "RecordOutcome"]
+HAPPY_PATH = [
+    "ValidateCase",
+    "NewOrDuplicate",
+    "ReserveStock",
+    "IssueRefund",
+    "CreateShipment",
+    "RecordOutcome",
+]
 
 
 def load_example(name: str) -> dict[str, Any]:
@@ -153,7 +160,7 @@ def test_happy_path_runs_five_states_with_one_effect_each(
         saga = Saga(local_aws, load_example("happy-path"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == HAPPY_PATH  # 5 states entered: 6 billed transitions with the start
+    assert saga.path == HAPPY_PATH  # 6 states entered: 7 billed transitions with the start
     assert len(saga.events("TaskScheduled")) == 5  # one Lambda invocation per state
     # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 2
     # (validate, outcome); sandbox downstreams 3 (payment key claim + refund, shipment).
@@ -178,6 +185,7 @@ def test_lost_refund_response_is_reconciled_not_repeated(local_aws: LocalAws) ->
     assert saga.status == "SUCCEEDED"
     assert saga.path == [
         "ValidateCase",
+        "NewOrDuplicate",
         "ReserveStock",
         "IssueRefund",
         "ReconcileStep",
@@ -214,6 +222,7 @@ def test_refund_rejected_releases_the_reservation_and_escalates(
     assert saga.status == "SUCCEEDED"
     assert saga.path == [
         "ValidateCase",
+        "NewOrDuplicate",
         "ReserveStock",
         "IssueRefund",
         "ReleaseReservation",
@@ -237,7 +246,7 @@ def test_shipment_rejected_keeps_the_refund_releases_stock_and_escalates_once(
     saga = Saga(local_aws, load_example("shipment-rejected"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == [*HAPPY_PATH[:4], "ReleaseReservation", "Escalate", "RecordOutcome"]
+    assert saga.path == [*HAPPY_PATH[:5], "ReleaseReservation", "Escalate", "RecordOutcome"]
     assert saga.output["outcome"] == "ESCALATED"
     assert [c["action_key"] for c in saga.output["compensations"]] == [
         action_key("acme", Operation.RELEASE, action_id_for(saga.case_id, Operation.RESERVE))
@@ -260,7 +269,13 @@ def test_out_of_stock_escalates_with_nothing_to_compensate(local_aws: LocalAws) 
     saga = Saga(local_aws, load_example("out-of-stock"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == ["ValidateCase", "ReserveStock", "Escalate", "RecordOutcome"]
+    assert saga.path == [
+        "ValidateCase",
+        "NewOrDuplicate",
+        "ReserveStock",
+        "Escalate",
+        "RecordOutcome",
+    ]
     assert saga.output["outcome"] == "ESCALATED"
     assert saga.output["escalation"]["reason"] == "OUT_OF_STOCK"
     assert saga.output["compensations"] == []
@@ -310,7 +325,8 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
     assert saga.status == "FAILED"
     assert saga.path[-1] == "ReleaseReservation"
     failed = saga.events("ExecutionFailed")[0]["executionFailedEventDetails"]
-    assert failed["error"] == "TransientError"
+    # No answer from the inventory may hide a release: unknown, never "nothing happened".
+    assert failed["error"] == "OutcomeUnknown"
     assert saga.case_outcome() == "COMPENSATION_PENDING"
     assert saga.available("SKU-RED-MUG") == stock_before - 1  # still reserved
     release = saga.ledger(Operation.RELEASE)
@@ -372,6 +388,7 @@ def test_rejection_after_a_reservation_releases_it_and_escalates(
     assert saga.status == "SUCCEEDED"
     assert saga.path == [
         "ValidateCase",
+        "NewOrDuplicate",
         "ReserveStock",
         "IssueRefund",
         "ReleaseReservation",
@@ -411,6 +428,7 @@ def test_rejection_at_the_shipment_with_a_shipment_on_record_keeps_stock_and_say
     assert saga.status == "SUCCEEDED"
     assert saga.path == [
         "ValidateCase",
+        "NewOrDuplicate",
         "ReserveStock",
         "IssueRefund",
         "CreateShipment",

@@ -72,6 +72,7 @@ def test_retrier_has_all_six_fields_with_full_jitter() -> None:
             "Lambda.AWSLambdaException",
             "Lambda.SdkClientException",
             "Lambda.TooManyRequestsException",
+            "Lambda.ClientExecutionTimeoutException",
         ],
         "IntervalSeconds": 1,
         "MaxAttempts": 3,
@@ -116,6 +117,7 @@ def test_cli_string_values_are_accepted() -> None:
         ("downstream_timeout_seconds", 45, "must fit inside 'functions.timeout_seconds'"),
         ("ledger.attempt_budget", 4, "must exceed one run of the 'tool' retry policy"),
         ("retry.compensation.MaxAttempts", 7, "one run of the 'compensation' retry policy"),
+        ("ledger.retention_days", 14, "must outlast the 14-day redrive window"),
     ],
 )
 def test_bad_values_fail_with_the_key_named(path: str, value: Any, message: str) -> None:

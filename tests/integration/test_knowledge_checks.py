@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from saga.errors import BudgetExhausted, OutcomeUnknown, ReplayWindowExpired, TransientError
+from saga.errors import BudgetExhausted, OutcomeUnknown, ReplayWindowExpired
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
 from saga.tools.reconcile import reconcile_action
@@ -117,15 +117,19 @@ def reserve_for(env: ToolsEnv, case: Case) -> None:
 
 
 def test_compensation_with_lost_answer_is_retried_safely_stock_restored_once(env: ToolsEnv) -> None:
-    case = make_case(faults={"release": ["timeout", "lose_response", "timeout"]})
+    """The release happened but its answer was lost: the record says UNKNOWN (never "nothing
+    happened") until a lookup can see the reservation released by this very key."""
+    case = make_case(faults={"release": ["lose_response", "timeout", "timeout"]})
     reserve_for(env, case)
     delivery = Delivery("ReleaseReservation", case.case_id)
-    for _ in range(3):
-        with pytest.raises(TransientError):
+    for _ in range(3):  # the lost answer, then two lookups that get no answer
+        with pytest.raises(OutcomeUnknown):
             release(env, case, delivery.next())
+        record = env.record("acme#release#case-0001.reserve")
+        assert record is not None and record.status is LedgerStatus.UNKNOWN
     assert env.available("SKU-RED-MUG") == 100  # restored by the lost-answer delivery only
     done = release(env, case, delivery.next())
-    assert done.result["status"] == "RELEASED"
+    assert done.result["status"] == "RELEASED" and done.reconciled
     assert env.available("SKU-RED-MUG") == 100
     assert release(env, case, delivery.next()).replayed
     assert env.available("SKU-RED-MUG") == 100
@@ -136,7 +140,7 @@ def test_compensation_that_cannot_finish_is_unfinished_work_not_success(env: Too
     reserve_for(env, case)
     delivery = Delivery("ReleaseReservation", case.case_id)
     for _ in range(env.policy.attempt_budget):
-        with pytest.raises(TransientError, match="did not answer"):
+        with pytest.raises(OutcomeUnknown, match=r"did not answer|cannot be determined"):
             release(env, case, delivery.next())
     with pytest.raises(BudgetExhausted):
         release(env, case, delivery.next())
@@ -144,7 +148,7 @@ def test_compensation_that_cannot_finish_is_unfinished_work_not_success(env: Too
     record = env.case_record(case.case_id)
     assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
     ledger_record = env.record("acme#release#case-0001.reserve")
-    assert ledger_record is not None and ledger_record.status is not LedgerStatus.COMPLETED
+    assert ledger_record is not None and ledger_record.status is LedgerStatus.UNKNOWN
 
 
 def ship(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ means the stock went down once and one reservation exists.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from saga.errors import (
     TransientError,
 )
 from saga.identity import Operation, action_id_for, request_digest
-from saga.ledger import ActionLedger, ActionRequest, Attempt, LedgerStatus, client_request_token
+from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerStatus
 from tests.integration.ledger_harness import FakeClock, RequestCounter, lose_responses
 
 INVENTORY = "inventory-test"
@@ -191,13 +192,34 @@ def test_record_failure_writes_failed_once_and_replays_a_completed_action(
     assert outcome.replayed and outcome.result == committed.result
 
 
-def test_token_is_stable_short_and_specific_to_key_and_digest() -> None:
+def test_one_delivery_never_sends_one_token_with_two_bodies(
+    ledger: ActionLedger, dynamodb: Any, stock: Any
+) -> None:
+    """Taking over a record with attempts = 0 (the reconcile tool's placeholder after "not
+    found") makes the delivery send a second, different transaction: on DynamoDB a token reused
+    with another body is IdempotentParameterMismatch, so each body must carry its own token."""
+    sent: list[tuple[str, str]] = []
+
+    def remember(params: dict[str, Any], **_: Any) -> None:
+        sent.append((params["ClientRequestToken"], json.dumps(params["TransactItems"])))
+
     request = reserve_request()
-    token = client_request_token(request.key, request.digest)
-    assert len(token) <= 36
-    assert token == client_request_token(request.key, request.digest)
-    assert token != client_request_token(request.key, reserve_request(quantity=2).digest)
-    assert token != client_request_token("acme#reserve#other.reserve", request.digest)
+    placeholder = ledger.reconcile(request, Attempt("reconcile-1", 10), reconcile=Absent)
+    assert placeholder.decision == "RETRY"
+    event = "provide-client-params.dynamodb.TransactWriteItems"
+    dynamodb.meta.events.register(event, remember)  # the client is shared: unregister below
+    try:
+        outcome = reserve(ledger, request, "delivery-1", 1)
+    finally:
+        dynamodb.meta.events.unregister(event, remember)
+
+    assert outcome.status == "COMPLETED" and stock() == 2
+    assert len(sent) == 2  # the first put failed on the placeholder, the takeover put won
+    bodies_by_token: dict[str, set[str]] = {}
+    for token, body in sent:
+        bodies_by_token.setdefault(token, set()).add(body)
+    assert all(len(bodies) == 1 for bodies in bodies_by_token.values()), bodies_by_token
+    assert len(bodies_by_token) == 2
 
 
 def test_native_open_record_of_another_attempt_is_pending(ledger: ActionLedger, stock: Any) -> None:

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from saga.cases import OwningExecution
 from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
-from saga.models import Case, OutcomePayload
+from saga.models import AttemptInfo, Case, OutcomePayload
 from saga.tools.common import NoFaults
 from saga.tools.outcome import record_outcome
 from saga.tools.reconcile import reconcile_action
@@ -23,6 +24,10 @@ from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools
 def env() -> Iterator[ToolsEnv]:
     with tools_env() as tools:
         yield tools
+
+
+OWNER = OwningExecution("arn:e")
+ATTEMPT = AttemptInfo(execution=OWNER.arn, state="RecordOutcome", retry=0)
 
 
 def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[no-untyped-def]
@@ -153,7 +158,7 @@ def test_reconcile_of_a_recorded_failure_raises_the_business_error(env: ToolsEnv
 # --- outcome ----------------------------------------------------------------------------------
 def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: ToolsEnv) -> None:
     case = make_case()
-    env.cases.create(case, case.approval.digest)
+    env.cases.create(case, case.approval.digest, OWNER)
     steps = {
         "reserve": {
             "action_key": "k",
@@ -177,8 +182,9 @@ def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: T
         steps=steps,
         compensations=[{"action_key": "r"}],
         escalation=escalation,
+        attempt=ATTEMPT,
     )
-    output = record_outcome(payload, cases=env.cases)
+    output = record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn)
     assert output.model_dump() == {
         "case_id": "case-0001",
         "outcome": "ESCALATED",
@@ -190,16 +196,20 @@ def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: T
     assert record is not None
     assert record["outcome"] == "ESCALATED" and record["steps"] == steps
     assert record["escalation"] == escalation and record["created_at"]
-    record_outcome(payload, cases=env.cases)  # a repeat is harmless
+    record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn)  # a repeat is harmless
     assert env.case_record("case-0001") == record
 
 
 def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts(
     env: ToolsEnv,
 ) -> None:
-    env.cases.create(make_case(), make_case().approval.digest)
+    env.cases.create(make_case(), make_case().approval.digest, OWNER)
     other = make_case(order={"order_id": "ord-9", "customer_id": "cus-42"})
     with pytest.raises(KeyConflict):
-        record_outcome(OutcomePayload(case=other, outcome="COMPLETED"), cases=env.cases)
+        record_outcome(
+            OutcomePayload(case=other, outcome="COMPLETED", attempt=ATTEMPT),
+            cases=env.cases,
+            execution_arn=OWNER.arn,
+        )
     record = env.case_record("case-0001")
     assert record is not None and record["outcome"] == "IN_PROGRESS"

@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from saga.errors import ApprovalMismatch, AuthorizationDenied, InvalidRequest, KeyConflict
+from saga.cases import OwningExecution
+from saga.errors import (
+    ApprovalMismatch,
+    AuthorizationDenied,
+    InvalidRequest,
+    KeyConflict,
+    TransientError,
+)
+from saga.models import ValidateResult
 from saga.settings import parse_tenants
 from saga.tools.validate import validate_case
 from tests.tools_harness import TENANTS_JSON, ToolsEnv, raw_case, tools_env
 
 TENANTS = parse_tenants(TENANTS_JSON)
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:case-0001"
+OWNER = OwningExecution(EXECUTION, "2026-11-30T10:00:00.000Z")
+
+
+def validate(
+    env: ToolsEnv, case: dict[str, Any], execution: OwningExecution = OWNER
+) -> ValidateResult:
+    return validate_case(case, tenants=TENANTS, cases=env.cases, execution=execution)
 
 
 @pytest.fixture
@@ -21,7 +39,7 @@ def env() -> Iterator[ToolsEnv]:
 
 
 def test_valid_case_is_recorded_in_progress_with_derived_actions(env: ToolsEnv) -> None:
-    result = validate_case(raw_case(), tenants=TENANTS, cases=env.cases)
+    result = validate(env, raw_case())
     assert result.actions.reserve.action_key == "acme#reserve#case-0001.reserve"
     assert result.actions.refund.action_key == "acme#refund#case-0001.refund"
     assert result.actions.ship.action_id == "case-0001.ship"
@@ -36,21 +54,21 @@ def test_valid_case_is_recorded_in_progress_with_derived_actions(env: ToolsEnv) 
 
 
 def test_second_validation_with_same_digest_is_a_no_op(env: ToolsEnv) -> None:
-    validate_case(raw_case(), tenants=TENANTS, cases=env.cases)
+    validate(env, raw_case())
     first = env.case_record("case-0001")
     env.clock.advance(60)
-    again = validate_case(raw_case(), tenants=TENANTS, cases=env.cases)
+    again = validate(env, raw_case())
     assert again.actions.refund.action_key == "acme#refund#case-0001.refund"
     assert env.case_record("case-0001") == first
 
 
 def test_same_case_id_with_other_approved_parameters_is_a_key_conflict(env: ToolsEnv) -> None:
-    validate_case(raw_case(), tenants=TENANTS, cases=env.cases)
+    validate(env, raw_case())
     other = raw_case(
         refund={"payment_reference": "pay-777", "amount_minor": 9999, "currency": "USD"}
     )
     with pytest.raises(KeyConflict, match="case case-0001 is already recorded"):
-        validate_case(other, tenants=TENANTS, cases=env.cases)
+        validate(env, other)
     record = env.case_record("case-0001")
     assert record is not None and record["digest"] == raw_case()["approval"]["digest"]
 
@@ -75,7 +93,7 @@ def test_unauthorized_cases_are_denied_and_not_recorded(
     env: ToolsEnv, case: dict[str, object], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        validate_case(case, tenants=TENANTS, cases=env.cases)
+        validate(env, case)
     assert env.items("CASES_TABLE") == []
 
 
@@ -83,7 +101,7 @@ def test_tampered_parameters_are_an_approval_mismatch_and_not_recorded(env: Tool
     case = raw_case()
     case["refund"]["amount_minor"] = 200_000  # changed after approval
     with pytest.raises(ApprovalMismatch, match="re-approve"):
-        validate_case(case, tenants=TENANTS, cases=env.cases)
+        validate(env, case)
     assert env.items("CASES_TABLE") == []
 
 
@@ -91,5 +109,57 @@ def test_invalid_case_names_the_field_and_is_not_recorded(env: ToolsEnv) -> None
     case = raw_case()
     case["refund"]["currency"] = "dollars"
     with pytest.raises(InvalidRequest, match=r"^invalid case: refund.currency: "):
-        validate_case(case, tenants=TENANTS, cases=env.cases)
+        validate(env, case)
+    assert env.items("CASES_TABLE") == []
+
+
+def test_the_owning_executions_retries_and_redrives_pass(env: ToolsEnv) -> None:
+    first = validate(env, raw_case())
+    assert (first.duplicate, first.original_execution_arn) == (False, None)
+    record = env.case_record("case-0001")
+    assert record is not None
+    assert (record["execution_arn"], record["execution_started_at"]) == (
+        OWNER.arn,
+        OWNER.started_at,
+    )
+    # a Lambda retry or a redrive of the same execution: same ARN, same start time
+    again = validate(env, raw_case(), OwningExecution(OWNER.arn, OWNER.started_at))
+    assert again.duplicate is False
+    assert env.case_record("case-0001") == record
+
+
+@pytest.mark.parametrize(
+    "newcomer",
+    [
+        # another execution name (a console start, an agent's retry with a new name)
+        OwningExecution(EXECUTION.replace(":case-0001", ":case-0001-again"), "2026-12-01T00:00Z"),
+        # the same name once Step Functions has forgotten it (90 days): same ARN, new start
+        OwningExecution(EXECUTION, "2027-03-15T09:00:00.000Z"),
+    ],
+)
+def test_a_new_execution_of_a_recorded_case_is_a_duplicate_and_changes_nothing(
+    env: ToolsEnv, newcomer: OwningExecution
+) -> None:
+    validate(env, raw_case())
+    record = env.case_record("case-0001")
+    env.clock.advance(100 * 86400)
+    duplicate = validate(env, raw_case(), newcomer)
+    assert (duplicate.duplicate, duplicate.original_execution_arn) == (True, OWNER.arn)
+    assert env.case_record("case-0001") == record
+
+
+def test_a_case_table_that_does_not_answer_is_a_transient_error_and_writes_nothing(
+    env: ToolsEnv,
+) -> None:
+    def throttle(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutItem"
+        )
+
+    env.client.meta.events.register("before-call.dynamodb.PutItem", throttle)
+    try:
+        with pytest.raises(TransientError, match="the cases table did not answer"):
+            validate(env, raw_case())
+    finally:
+        env.client.meta.events.unregister("before-call.dynamodb.PutItem", throttle)
     assert env.items("CASES_TABLE") == []

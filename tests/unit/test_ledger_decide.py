@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import boto3
@@ -111,9 +112,13 @@ def test_results_round_trip_without_decimal_drift() -> None:
     assert _from_dynamo(TypeDeserializer().deserialize(stored)) == result
 
 
-def test_client_request_token_fits_dynamodb_limit() -> None:
-    token = client_request_token("t" * 200 + "#refund#x", DIGEST)
+def test_client_request_token_fits_dynamodb_limit_and_names_one_body() -> None:
+    body: list[Any] = [{"Put": {"TableName": "t" * 200, "Item": {"k": {"S": "v"}}}}]
+    token = client_request_token(body)
     assert len(token) == 36 and token.isalnum()
+    assert client_request_token(json.loads(json.dumps(body))) == token  # same body, same token
+    other = [{"Put": {"TableName": "t" * 200, "Item": {"k": {"S": "w"}}}}]
+    assert client_request_token(other) != token  # another body never reuses it
 
 
 def _stubbed_ledger() -> tuple[ActionLedger, Stubber]:

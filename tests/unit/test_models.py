@@ -54,6 +54,40 @@ def test_bad_field_is_named_in_invalid_request(path: str, value: Any, message: s
         parse_case(mutated(path, value))
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "shipment.address.line1",
+            "   ",
+            r"shipment.address.line1: Value error, must not be blank",
+        ),
+        ("shipment.address.name", "\t\n", r"shipment.address.name: Value error, must not be blank"),
+        (
+            "shipment.address.city",
+            "x" * 36,
+            "shipment.address.city: Value error, must be at most 35",
+        ),
+        ("shipment.address.line1", "1 Main St\nApt 2", "shipment.address.line1: .*line breaks"),
+        ("shipment.address.postal_code", "12345678901", "shipment.address.postal_code"),
+        ("shipment.address.postal_code", "  ", "shipment.address.postal_code: .*blank"),
+        ("shipment.address.postal_code", "12345!", "shipment.address.postal_code: .*letters"),
+        ("shipment.address.country", "ZZ", "shipment.address.country: .*ISO 3166-1"),
+        ("shipment.address.country", "us", "shipment.address.country: .*ISO 3166-1"),
+        ("refund.currency", "ABC", "refund.currency: .*ISO 4217"),
+        ("refund.currency", "XAU", "refund.currency: .*ISO 4217"),  # gold is not refundable
+        ("refund.currency", "HRK", "refund.currency: .*ISO 4217"),  # withdrawn in 2023
+    ],
+)
+def test_what_a_downstream_would_refuse_is_refused_before_any_effect(
+    path: str, value: Any, message: str
+) -> None:
+    """Checked, never rewritten: a case that passes is one every carrier and payment provider
+    accepts for format (the refund is never made for a shipment that cannot go out)."""
+    with pytest.raises(InvalidRequest, match=rf"^invalid case: {message}"):
+        parse_case(mutated(path, value))
+
+
 def test_unknown_fields_are_refused_with_their_path() -> None:
     data = raw_case()
     data["refund"]["note"] = "x"

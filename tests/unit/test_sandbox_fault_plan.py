@@ -44,8 +44,16 @@ def test_names_are_the_contract() -> None:
         "reject",
         "timeout",
         "unavailable",
+        "in_flight",
     )
     assert DOWNSTREAMS == ("reserve", "refund", "shipment", "release")
+
+
+@pytest.mark.parametrize("downstream", ["reserve", "shipment", "release"])
+def test_in_flight_belongs_to_the_payment_provider_only(downstream: str) -> None:
+    with pytest.raises(ValueError, match=rf"sandbox.faults.{downstream}\[1\]: 'in_flight' is a"):
+        validate_fault_plan({downstream: ["timeout", "in_flight"]})
+    assert validate_fault_plan({"refund": ["in_flight"]}) == {"refund": ("in_flight",)}
 
 
 def test_one_entry_per_call_in_order_then_none() -> None:

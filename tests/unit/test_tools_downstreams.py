@@ -39,6 +39,7 @@ class FakeProvider:
     errors: list[DownstreamError] = field(default_factory=list)
     lookup: list[RefundReceipt] | DownstreamError = field(default_factory=list)
     calls: list[tuple[RefundRequest, str]] = field(default_factory=list)
+    idempotency_window_seconds: float = 86400.0
 
     def refund(self, request: RefundRequest, *, idempotency_key: str) -> RefundReceipt:
         self.calls.append((request, idempotency_key))
@@ -101,7 +102,8 @@ def test_refund_sends_the_action_key_as_idempotency_key_and_action_id_as_referen
     [
         (DownstreamRejected("card closed"), RefundRejected, LedgerStatus.FAILED),
         (DownstreamNotDispatched("throttled"), TransientError, LedgerStatus.IN_PROGRESS),
-        (DownstreamConflict("key in use"), TransientError, LedgerStatus.IN_PROGRESS),
+        # "in progress": the request in flight may still commit, never "nothing happened"
+        (DownstreamConflict("key in use"), OutcomeUnknown, LedgerStatus.UNKNOWN),
         (DownstreamTimeout("read timeout"), OutcomeUnknown, LedgerStatus.UNKNOWN),
         (DownstreamUnavailable("down"), OutcomeUnknown, LedgerStatus.UNKNOWN),
         (DownstreamKeyMismatch("other params"), OutcomeUnknown, LedgerStatus.UNKNOWN),

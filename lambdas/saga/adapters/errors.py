@@ -7,10 +7,11 @@ what the caller *knows* after the call, which is what decides the next step:
 |---------------------------|-----------------------------------------------|---------------------|
 | `DownstreamRejected`      | a permanent no; nothing was done              | the business failure|
 | `DownstreamNotDispatched` | nothing was done; repeating is safe           | `TransientError`    |
-| `DownstreamConflict`      | another request with the same key is in flight| `TransientError`    |
+| `DownstreamConflict`      | a request with the same key is in flight and  | `OutcomeUnknown`    |
+|                           | may still commit (HTTP 409 "in progress")     |                     |
 | `DownstreamTimeout`       | the call may or may not have taken effect     | `OutcomeUnknown`    |
 | `DownstreamUnavailable`   | no answer at all; a lookup cannot tell        | `OutcomeUnknown`    |
-| `DownstreamKeyMismatch`   | same idempotency key, other parameters: a bug | `KeyConflict`       |
+| `DownstreamKeyMismatch`   | same idempotency key, other parameters        | `OutcomeUnknown`    |
 
 On a lookup every one of them means "no answer": only a returned list is evidence.
 """
@@ -39,10 +40,12 @@ class DownstreamNotDispatched(DownstreamError):
     """The request provably had no effect (it failed before anything was committed)."""
 
 
-class DownstreamConflict(DownstreamNotDispatched):
-    """A request with the same idempotency key is still in flight; this one did nothing.
+class DownstreamConflict(DownstreamError):
+    """A request with the same idempotency key is still in flight (HTTP 409 "in progress").
 
-    Repeating later with the same key is safe: the key makes the two requests one.
+    This call did nothing, but the request in flight may still commit: the action's outcome is
+    pending or unknown, never "nothing happened". A later repeat with the same key is one effect
+    only while the provider still keeps the key, so the caller reconciles before repeating.
     """
 
 
@@ -57,6 +60,6 @@ class DownstreamUnavailable(DownstreamError):
 class DownstreamKeyMismatch(DownstreamError):
     """The idempotency key was already used with different parameters.
 
-    A contract error on the caller's side (the key must identify one set of parameters), never
-    retried: the tool maps it to `KeyConflict`.
+    A contract error on the caller's side (the key must identify one set of parameters). An
+    effect under this key may exist, so the tool treats it as an unknown outcome and reconciles.
     """

@@ -92,6 +92,12 @@ class RefundReceipt:
 
 
 class PaymentProvider(Protocol):
+    @property
+    def idempotency_window_seconds(self) -> float:
+        """How long the provider deduplicates a request by its idempotency key (Stripe: 24 h).
+        A repeat after a "not found" lookup is one refund only inside this window."""
+        ...
+
     def refund(self, request: RefundRequest, *, idempotency_key: str) -> RefundReceipt:
         """Make the refund once per idempotency key; raises only saga.adapters.errors."""
         ...
@@ -155,6 +161,10 @@ class SandboxPaymentProvider:
             key_retention_seconds=settings.payment_key_retention_seconds,
             clock=clock,
         )
+
+    @property
+    def idempotency_window_seconds(self) -> float:
+        return float(self._service.key_retention_seconds)
 
     def refund(self, request: RefundRequest, *, idempotency_key: str) -> RefundReceipt:
         response = self._service.create_refund(

@@ -21,12 +21,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(case)
     logger.append_keys(case_id=case.case_id, step=payload.step)
     runtime = Runtime.from_env()
+    lookup = runtime.reconciler(case, payload.step)
     result = reconcile_action(
         case,
         payload.step,
         attempt_of(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
-        reconcile=runtime.reconciler(case, payload.step),
+        reconcile=lookup.find,
+        reattempt_window_seconds=lookup.reattempt_window_seconds,
     )
     return result.model_dump(mode="json")

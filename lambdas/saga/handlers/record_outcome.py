@@ -20,7 +20,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(OutcomePayload, event, what="RecordOutcome payload")
     verify_approval(payload.case)
     logger.append_keys(case_id=payload.case.case_id, outcome=payload.outcome)
-    result = record_outcome(payload, cases=Runtime.from_env().cases())
+    result = record_outcome(
+        payload, cases=Runtime.from_env().cases(), execution_arn=payload.attempt.execution
+    )
     # CasesCompleted / CasesEscalated: the saga's business outcome, one per terminal case.
     metrics.add_metric(name=f"Cases{payload.outcome.title()}", unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")

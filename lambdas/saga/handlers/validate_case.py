@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.cases import OwningExecution
 from saga.models import ValidatePayload, parse_model
 from saga.observability import logger, metrics, tracer
 from saga.tools.validate import validate_case
@@ -19,6 +20,13 @@ from saga.tools.wiring import Runtime
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(ValidatePayload, event, what="ValidateCase payload")
     runtime = Runtime.from_env()
-    result = validate_case(payload.case, tenants=runtime.settings.tenants, cases=runtime.cases())
-    metrics.add_metric(name="CasesAccepted", unit=MetricUnit.Count, value=1)
+    result = validate_case(
+        payload.case,
+        tenants=runtime.settings.tenants,
+        cases=runtime.cases(),
+        execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
+    )
+    # A duplicate is not a failure (nobody is paged): it is counted on its own.
+    metric = "CasesDuplicate" if result.duplicate else "CasesAccepted"
+    metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")

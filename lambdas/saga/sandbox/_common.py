@@ -15,6 +15,7 @@ from saga.adapters.errors import (
 from saga.sandbox import _dynamo
 from saga.sandbox.faults import (
     FAIL_BEFORE_COMMIT,
+    IN_FLIGHT,
     LOSE_RESPONSE,
     REJECT,
     TIMEOUT,
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 def draw_fault(faults: FaultInjector, *, action: str) -> str | None:
     """Consume this call's fault and raise for the ones that stop it before any effect.
 
-    Returns None, `reject` or `lose_response`: the faults the downstream itself acts out.
+    Returns None, `reject`, `lose_response` or `in_flight`: the faults the downstream itself
+    acts out.
     """
     downstream = faults.downstream
     try:
@@ -64,7 +66,7 @@ def draw_lookup_fault(faults: FaultInjector, *, action: str) -> None:
             f"{action}: {faults.downstream} refused the lookup (sandbox fault)",
             downstream=faults.downstream,
         )
-    if fault == LOSE_RESPONSE:
+    if fault in (LOSE_RESPONSE, IN_FLIGHT):  # a lookup has nothing to commit: no answer only
         raise lost_response(faults, action=action)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
+from saga.adapters import formats
 from saga.adapters.errors import DownstreamRejected
 from saga.sandbox import _dynamo
 from saga.sandbox._common import draw_fault, find_by_reference, lost_response
@@ -122,8 +123,9 @@ def _invalid_shipment(
         return "invalid shipment: quantity must be a positive integer"
     if not isinstance(address, Mapping):
         return "invalid shipment: address must be an object"
-    for name in ADDRESS_FIELDS:
-        line = address.get(name)
-        if not isinstance(line, str) or not line.strip():
-            return f"invalid shipment: address.{name} is required"
+    unknown = sorted(set(address) - set(ADDRESS_FIELDS))
+    if unknown:
+        return f"invalid shipment: address has unknown fields {unknown}"
+    for name, problem in formats.address_problems(address).items():
+        return f"invalid shipment: address.{name} {problem}"
     return None

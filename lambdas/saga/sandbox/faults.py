@@ -21,6 +21,7 @@ LOSE_RESPONSE: Final = "lose_response"
 REJECT: Final = "reject"
 TIMEOUT: Final = "timeout"
 UNAVAILABLE: Final = "unavailable"
+IN_FLIGHT: Final = "in_flight"  # the payment provider only (design.md §8)
 
 FAULT_NAMES: Final[tuple[str, ...]] = (
     FAIL_BEFORE_COMMIT,
@@ -28,8 +29,11 @@ FAULT_NAMES: Final[tuple[str, ...]] = (
     REJECT,
     TIMEOUT,
     UNAVAILABLE,
+    IN_FLIGHT,
 )
 DOWNSTREAMS: Final[tuple[str, ...]] = ("reserve", "refund", "shipment", "release")
+# Faults only some downstreams can act out.
+_ONLY_FOR: Final[dict[str, str]] = {IN_FLIGHT: "refund"}
 
 # Cursor items only matter while a case runs; the table's TTL cleans them up afterwards.
 CURSOR_RETENTION_SECONDS: Final = 30 * 86400
@@ -51,6 +55,12 @@ def validate_faults(downstream: str, faults: Sequence[str]) -> tuple[str, ...]:
             raise ValueError(
                 f"sandbox.faults.{downstream}[{index}]: unknown fault {fault!r} (expected one of "
                 f"{', '.join(FAULT_NAMES)})"
+            )
+        only = _ONLY_FOR.get(fault)
+        if only is not None and downstream != only:
+            raise ValueError(
+                f"sandbox.faults.{downstream}[{index}]: {fault!r} is a fault of the {only!r} "
+                "downstream only"
             )
     return tuple(faults)
 

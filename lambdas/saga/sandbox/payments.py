@@ -12,6 +12,12 @@ idempotency key is an item `idem#<key>` in SANDBOX_TABLE:
 - after `key_retention_seconds` (24 h by default, as Stripe) the key is forgotten: the same key
   makes a NEW refund. That is why callers reconcile by business reference after the retention.
 
+The `in_flight` fault is a request the provider accepted and keeps processing after the caller
+gave up (a read timeout): its key stays IN_FLIGHT and the refund commits late, after the next
+call or lookup for that reference has been answered "in progress" (409) or "not found", and
+always within the key retention of the first call (a call after that finds it committed). It
+is the interleaving in which a blind repeat after the key retention would refund twice.
+
 Responses are HTTP-like (`ProviderResponse`); faults that leave the caller without a response
 are raised as `saga.adapters.errors` exceptions, as a real HTTP client would see them.
 """
@@ -27,15 +33,17 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
-from saga.adapters.errors import DownstreamConflict, DownstreamNotDispatched
+from saga.adapters import formats
+from saga.adapters.errors import DownstreamConflict, DownstreamNotDispatched, DownstreamTimeout
 from saga.identity import sha256_hex
 from saga.sandbox import _dynamo
+from saga.sandbox import faults as fault_names
 from saga.sandbox._common import draw_fault, find_by_reference, lost_response
 from saga.sandbox.faults import LOSE_RESPONSE, REJECT, Clock, FaultInjector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import UpdateTypeDef
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef, UpdateTypeDef
 
 PAYMENT_KEY_RETENTION_SECONDS: Final = 24 * 3600
 # A claimed key whose request died mid-flight (nothing committed: the refund and the response are
@@ -64,6 +72,10 @@ class ProviderResponse:
 
 def idempotency_item_key(idempotency_key: str) -> str:
     return f"idem#{idempotency_key}"
+
+
+def in_flight_item_key(business_ref: str) -> str:
+    return f"inflight#{business_ref}"
 
 
 def _error_body(kind: str, code: str, message: str) -> dict[str, Any]:
@@ -114,7 +126,17 @@ class SandboxPaymentsService:
             # Failed validation: the endpoint never ran, so nothing is stored for the key.
             return ProviderResponse(400, _error_body("invalid_request_error", "invalid", invalid))
 
+        self._commit_in_flight(business_ref, faults, only_if_overdue=True)
+        if fault == fault_names.IN_FLIGHT:
+            self._accept_in_flight(idempotency_key, params, action)
+            raise DownstreamTimeout(
+                f"{action}: no response from the provider (sandbox fault: in_flight); the "
+                "request is still being processed",
+                downstream=DOWNSTREAM,
+            )
         response = self._handle(idempotency_key, params, fault=fault, action=action)
+        if response.status == 409:
+            self._commit_in_flight(business_ref, faults)  # answered "in progress": it commits
         if fault == LOSE_RESPONSE:
             # Whatever happened (a refund, a replay) has happened; only the answer is lost.
             raise lost_response(faults, action=action)
@@ -122,13 +144,83 @@ class SandboxPaymentsService:
 
     def list_refunds(self, business_ref: str, *, faults: FaultInjector) -> list[dict[str, Any]]:
         """GET /refunds?business_ref=...: every refund made for the reference, oldest first."""
-        return find_by_reference(
+        self._commit_in_flight(business_ref, faults, only_if_overdue=True)
+        found = find_by_reference(
             self.client,
             self.sandbox_table,
             REFERENCE_KIND,
             business_ref,
             faults=faults,
             action=f"list refunds {business_ref}",
+        )
+        if not found:
+            self._commit_in_flight(business_ref, faults)  # answered "not found": it commits
+        return found
+
+    # --- a request accepted but still being processed (the in_flight fault) -------------------
+    def _accept_in_flight(self, idempotency_key: str, params: dict[str, Any], action: str) -> None:
+        """Claim the key for a request that will commit late; nothing is committed now."""
+        digest = "sha256:" + sha256_hex(params)
+        owner = uuid.uuid4().hex
+        now = int(self.clock())
+        existing = self._claim(
+            idempotency_key=idempotency_key,
+            params=params,
+            digest=digest,
+            owner=owner,
+            now=now,
+            action=action,
+            locked_for=self.key_retention_seconds,  # it is alive: nobody may take the key over
+        )
+        if existing is not None:
+            return  # the key is known already: this call only loses its answer
+        self.client.put_item(
+            TableName=self.sandbox_table,
+            Item=_dynamo.to_item(
+                {
+                    "pk": in_flight_item_key(params["business_ref"]),
+                    "kind": "payment_in_flight",
+                    "idempotency_key": idempotency_key,
+                    "params": params,
+                    "owner": owner,
+                    "accepted_at": now,
+                    "commit_by": now + self.key_retention_seconds,
+                    "expires_at": now + 2 * self.key_retention_seconds,
+                }
+            ),
+        )
+
+    def _commit_in_flight(
+        self, business_ref: str, faults: FaultInjector, *, only_if_overdue: bool = False
+    ) -> None:
+        """Commit the request in flight for this reference, if any (only an overdue one: one
+        that must have committed by now, always within the key retention of its call)."""
+        if fault_names.IN_FLIGHT not in faults.faults:
+            return  # no request of this case can be in flight: no lookup on the happy path
+        response = self.client.get_item(
+            TableName=self.sandbox_table,
+            Key={"pk": {"S": in_flight_item_key(business_ref)}},
+            ConsistentRead=True,
+        )
+        if "Item" not in response:
+            return
+        pending = _dynamo.from_item(response["Item"])
+        if only_if_overdue and int(self.clock()) < int(pending["commit_by"]):
+            return
+        self._commit_refund(
+            pending["idempotency_key"],
+            dict(pending["params"]),
+            pending["owner"],
+            int(pending["accepted_at"]),
+            f"refund {business_ref} (in flight)",
+            also=[
+                {
+                    "Delete": {
+                        "TableName": self.sandbox_table,
+                        "Key": {"pk": {"S": in_flight_item_key(business_ref)}},
+                    }
+                }
+            ],
         )
 
     # --- the idempotency-key state machine -----------------------------------------------
@@ -161,6 +253,7 @@ class SandboxPaymentsService:
         owner: str,
         now: int,
         action: str,
+        locked_for: int = IN_FLIGHT_LOCK_SECONDS,
     ) -> dict[str, Any] | None:
         """Claim the key; returns None when claimed, else the existing key record."""
         item = {
@@ -170,7 +263,7 @@ class SandboxPaymentsService:
             "state": IN_FLIGHT,
             "request_digest": digest,
             "owner": owner,
-            "locked_until": now + IN_FLIGHT_LOCK_SECONDS,
+            "locked_until": now + locked_for,
             "case_id": params["case_id"],
             "business_ref": params["business_ref"],
             "created_at": now,
@@ -268,13 +361,14 @@ class SandboxPaymentsService:
             raise _dynamo.classify_failure(exc, downstream=DOWNSTREAM, action=action) from exc
         return response
 
-    def _commit_refund(
+    def _commit_refund(  # noqa: PLR0917 (the request's parts, in the order it carries them)
         self,
         idempotency_key: str,
         params: dict[str, Any],
         owner: str,
         now: int,
         action: str,
+        also: list[TransactWriteItemTypeDef] | None = None,
     ) -> ProviderResponse:
         refund_id = self.new_refund_id()
         refund = {
@@ -319,6 +413,7 @@ class SandboxPaymentsService:
                     _dynamo.append_reference_update(
                         self.sandbox_table, REFERENCE_KIND, params["business_ref"], receipt
                     ),
+                    *(also or []),
                 ]
             )
         except (BotoCoreError, ClientError) as exc:
@@ -369,9 +464,5 @@ def _invalid_parameter(params: dict[str, Any]) -> str | None:
     amount = params["amount_minor"]
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
         return "amount_minor: must be a positive integer (minor units)"
-    currency = params["currency"]
-    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
-        return "currency: must be a three-letter ISO 4217 code"
-    if not currency.isupper():
-        return "currency: must be upper case"
-    return None
+    problem = formats.currency_problem(params["currency"])
+    return None if problem is None else f"currency: {problem}"

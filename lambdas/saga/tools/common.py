@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
-from saga import clock as saga_clock
 from saga.adapters.errors import DownstreamError, DownstreamNotDispatched
-from saga.errors import KeyConflict, OutcomeUnknown, SagaError, TransientError
+from saga.errors import OutcomeUnknown, SagaError, TransientError
 from saga.identity import (
     Operation,
     action_id_for,
@@ -39,7 +35,7 @@ from saga.ledger import (
 from saga.models import ActionRef, AttemptInfo, Case, CaseActions, StepResult
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 Clock = Callable[[], float]
 
@@ -210,161 +206,7 @@ def step_result(outcome: ActionOutcome) -> StepResult:
     )
 
 
-# --- the case record (CASES_TABLE) --------------------------------------------------------------
-class CaseOutcome(StrEnum):
-    IN_PROGRESS = "IN_PROGRESS"
-    COMPENSATION_PENDING = "COMPENSATION_PENDING"
-    COMPLETED = "COMPLETED"
-    ESCALATED = "ESCALATED"
-
-
-@dataclass(frozen=True)
-class CaseRecords:
-    """The cases table: one item per case, `outcome` says where the case stands (design.md §8).
-
-    `outcome` is IN_PROGRESS from validation until the saga ends, COMPENSATION_PENDING while a
-    compensation is unfinished, then COMPLETED or ESCALATED.
-    """
-
-    client: DynamoDBClient
-    table_name: str
-    clock: Clock = saga_clock.now
-
-    def get(self, case_id: str) -> dict[str, Any] | None:
-        response = self.client.get_item(
-            TableName=self.table_name, Key={"case_id": {"S": case_id}}, ConsistentRead=True
-        )
-        item = response.get("Item")
-        return from_item(item) if item else None
-
-    def create(self, case: Case, digest: str) -> bool:
-        """Write the IN_PROGRESS record once. True if created, False if it was already there.
-
-        The same case validated again with the same digest (a retry, a redrive) is a no-op; the
-        same case id with another digest is a different request under the same identity.
-        """
-        now = now_iso(self.clock)
-        item = to_item(
-            {
-                "case_id": case.case_id,
-                "tenant_id": case.tenant_id,
-                "digest": digest,
-                "outcome": CaseOutcome.IN_PROGRESS.value,
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
-        try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=item,
-                ConditionExpression="attribute_not_exists(case_id)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            old = _condition_failed_item(exc)
-            if old is None:
-                raise
-            self._check_same_case(case, digest, from_item(old))
-            return False
-        return True
-
-    def mark_compensation_pending(self, case: Case, digest: str) -> None:
-        """Say COMPENSATION_PENDING until the saga records its terminal outcome (idempotent).
-
-        Written before the compensation runs, so an execution that ends FAILED at the
-        compensation task leaves a record that says so. A terminal record is left alone.
-        """
-        now = now_iso(self.clock)
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"case_id": {"S": case.case_id}},
-                UpdateExpression=(
-                    "SET outcome = :pending, updated_at = :now, tenant_id = :tenant, "
-                    "digest = :digest, created_at = if_not_exists(created_at, :now)"
-                ),
-                ConditionExpression=(
-                    "attribute_not_exists(case_id) OR "
-                    "(digest = :digest AND NOT outcome IN (:completed, :escalated))"
-                ),
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":pending": CaseOutcome.COMPENSATION_PENDING.value,
-                        ":now": now,
-                        ":tenant": case.tenant_id,
-                        ":digest": digest,
-                        ":completed": CaseOutcome.COMPLETED.value,
-                        ":escalated": CaseOutcome.ESCALATED.value,
-                    }
-                ),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            old = _condition_failed_item(exc)
-            if old is None:
-                raise
-            # Terminal already (a late duplicate delivery): nothing to mark.
-            self._check_same_case(case, digest, from_item(old))
-
-    def record_outcome(
-        self,
-        case: Case,
-        digest: str,
-        *,
-        outcome: str,
-        steps: Mapping[str, Any],
-        compensations: list[Any],
-        escalation: Mapping[str, Any] | None,
-    ) -> None:
-        """The terminal record. Repeating it with the same data is harmless."""
-        now = now_iso(self.clock)
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"case_id": {"S": case.case_id}},
-                UpdateExpression=(
-                    "SET outcome = :outcome, steps = :steps, compensations = :compensations, "
-                    "escalation = :escalation, updated_at = :now, tenant_id = :tenant, "
-                    "digest = :digest, created_at = if_not_exists(created_at, :now)"
-                ),
-                ConditionExpression="attribute_not_exists(case_id) OR digest = :digest",
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":outcome": outcome,
-                        ":steps": dict(steps),
-                        ":compensations": list(compensations),
-                        ":escalation": dict(escalation) if escalation is not None else None,
-                        ":now": now,
-                        ":tenant": case.tenant_id,
-                        ":digest": digest,
-                    }
-                ),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            old = _condition_failed_item(exc)
-            if old is None:
-                raise
-            self._check_same_case(case, digest, from_item(old))
-            raise  # unreachable: a failed condition with the same digest cannot happen
-
-    @staticmethod
-    def _check_same_case(case: Case, digest: str, old: Mapping[str, Any]) -> None:
-        if old.get("digest") != digest:
-            raise KeyConflict(
-                f"case {case.case_id} is already recorded with approval digest "
-                f"{old.get('digest')}, not {digest}: one case id, one approved request"
-            )
-
-
-def _condition_failed_item(exc: ClientError) -> Mapping[str, Any] | None:
-    if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-        return None
-    item: Mapping[str, Any] = exc.response.get("Item", {})  # type: ignore[assignment]
-    return item
-
-
+# --- DynamoDB items ----------------------------------------------------------------------------
 def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
     """A plain JSON-able mapping in DynamoDB's low-level format (floats are not accepted)."""
     return {name: _SERIALIZER.serialize(value) for name, value in values.items()}

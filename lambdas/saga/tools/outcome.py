@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from saga.cases import CaseRecords
 from saga.models import OutcomePayload, OutcomeResult, approval_digest
-from saga.tools.common import CaseRecords
 
 
-def record_outcome(payload: OutcomePayload, *, cases: CaseRecords) -> OutcomeResult:
+def record_outcome(
+    payload: OutcomePayload, *, cases: CaseRecords, execution_arn: str
+) -> OutcomeResult:
     case = payload.case
     cases.record_outcome(
         case,
         approval_digest(case),
+        execution_arn=execution_arn,
         outcome=payload.outcome,
         steps=payload.steps,
         compensations=payload.compensations,

@@ -28,9 +28,14 @@ def reconcile_action(
     execution_arn: str | None,
     ledger: ActionLedger,
     reconcile: Callable[[], Reconciliation],
+    reattempt_window_seconds: float | None = None,
 ) -> ReconcileResult:
+    """`reattempt_window_seconds`: how long the step's downstream deduplicates a repeat (the
+    payment provider's key retention; None when its lookup sees every request)."""
     request = action_request(case, Operation(step), execution_arn=execution_arn)
-    answer = ledger.reconcile(request, attempt, reconcile=reconcile)
+    answer = ledger.reconcile(
+        request, attempt, reconcile=reconcile, reattempt_window_seconds=reattempt_window_seconds
+    )
     decision = _as_decision(answer.decision)
     return ReconcileResult(
         step=step,

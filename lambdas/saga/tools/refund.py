@@ -1,8 +1,9 @@
 """IssueRefund: a refund through the PaymentProvider, guarded by the ledger.
 
 The action key goes to the provider as its idempotency key, so a repeat inside the provider's
-key retention is one refund. Reconciliation asks by business reference (the action id), which
-also covers repeats after the provider has forgotten the key.
+key retention is one refund. After any uncertain delivery the ledger looks the refund up by
+business reference (the action id) before anything is sent again; "not found" allows a repeat
+only while the provider still deduplicates the key, since a request in flight may still commit.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def issue_refund(
         attempt,
         effect=lambda: _refund(case, request, provider),
         reconcile=lambda: reconcile_refund(request.reference, provider),
+        reattempt_window_seconds=provider.idempotency_window_seconds,
     )
     return step_result(outcome)
 
@@ -75,5 +77,5 @@ def refund_error(key: str, exc: DownstreamError, *, business_ref: str) -> SagaEr
             f"refund {key}: the provider holds this idempotency key for other parameters; "
             "reconcile by business reference"
         )
-    # DownstreamConflict is a DownstreamNotDispatched: the key makes a later repeat one refund.
+    # A 409 "in progress" (DownstreamConflict) is unknown: the request in flight may commit.
     return unanswered_call_error("refund", key, exc, business_ref)

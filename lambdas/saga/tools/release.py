@@ -16,7 +16,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga.errors import ReservationNotHeld, TransientError
+from saga.cases import CaseRecords
+from saga.errors import OutcomeUnknown, ReservationNotHeld, TransientError
 from saga.identity import Operation
 from saga.ledger import (
     Absent,
@@ -31,7 +32,7 @@ from saga.ledger import (
 )
 from saga.models import Case, StepResult, approval_digest
 from saga.sandbox.faults import FAIL_BEFORE_COMMIT, LOSE_RESPONSE, REJECT, TIMEOUT, UNAVAILABLE
-from saga.tools.common import CaseRecords, FaultSource, action_request, now_iso, step_result
+from saga.tools.common import FaultSource, action_request, now_iso, step_result
 from saga.tools.reserve import RESERVATION_HELD, RESERVATION_RELEASED, InventoryTables
 
 # A forward ship action in one of these states may have consumed the reserved stock.
@@ -44,13 +45,13 @@ def release_reservation(
     case: Case,
     attempt: Attempt,
     *,
-    execution_arn: str | None,
+    execution_arn: str,
     ledger: ActionLedger,
     tables: InventoryTables,
     cases: CaseRecords,
     faults: FaultSource,
 ) -> StepResult:
-    cases.mark_compensation_pending(case, approval_digest(case))
+    cases.mark_compensation_pending(case, approval_digest(case), execution_arn)
     request = action_request(case, Operation.RELEASE, execution_arn=execution_arn)
     outcome = ledger.execute(
         request,
@@ -88,10 +89,11 @@ def _release(
     faults: FaultSource,
 ) -> EffectResult:
     fault = faults.next()
-    # A release is ledger-guarded and checks business state, so every "no answer" is safe to
-    # repeat: the workflow retries it, and a release that never finishes fails the execution.
-    if fault in (TIMEOUT, FAIL_BEFORE_COMMIT, UNAVAILABLE):
-        raise TransientError(f"release for {case.case_id}: inventory did not answer ({fault})")
+    if fault == FAIL_BEFORE_COMMIT:
+        raise TransientError(f"release for {case.case_id}: inventory refused the write ({fault})")
+    # No answer may hide a release that happened: the next delivery reconciles first.
+    if fault in (TIMEOUT, UNAVAILABLE):
+        raise OutcomeUnknown(f"release for {case.case_id}: inventory did not answer ({fault})")
     if fault == REJECT:
         raise ReservationNotHeld(
             f"release for {case.case_id}: refused by the inventory (sandbox fault: reject)"
@@ -100,9 +102,9 @@ def _release(
     _check_not_shipped(case, ledger)
     result = _restore_stock_once(case, request, reservation_id, tables)
     if fault == LOSE_RESPONSE:
-        raise TransientError(
-            f"release for {case.case_id}: the inventory's answer was lost (sandbox); "
-            "the retry will find the reservation released by this key"
+        raise OutcomeUnknown(
+            f"release for {case.case_id}: the inventory's answer was lost (sandbox fault: "
+            "lose_response); the next delivery finds the reservation released by this key"
         )
     return EffectResult(result=result, downstream_ref=reservation_id)
 
@@ -162,8 +164,8 @@ def _restore_stock_once(
             ]
         )
     except BotoCoreError as exc:
-        # Committed or not, a repeat is safe: it finds the reservation released by this key.
-        raise TransientError(f"release for {case.case_id}: {exc}; retry") from exc
+        # Committed or not: the next delivery reconciles and finds the release by this key.
+        raise OutcomeUnknown(f"release for {case.case_id}: {exc}; reconcile") from exc
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
             raise

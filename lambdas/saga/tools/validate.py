@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from saga.cases import CaseRecords, OwningExecution
 from saga.errors import AuthorizationDenied
 from saga.models import Case, ValidateResult, approval_digest, parse_case, verify_approval
-from saga.tools.common import CaseRecords, case_actions
+from saga.tools.common import case_actions
 
 
 def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
@@ -26,10 +27,23 @@ def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
 
 
 def validate_case(
-    raw_case: Any, *, tenants: Mapping[str, frozenset[str]], cases: CaseRecords
+    raw_case: Any,
+    *,
+    tenants: Mapping[str, frozenset[str]],
+    cases: CaseRecords,
+    execution: OwningExecution,
 ) -> ValidateResult:
+    """The validated case; `duplicate` when another execution already owns this case (its own
+    retries and redrives pass: the case record binds the owning execution)."""
     case = parse_case(raw_case)
     authorize(case, tenants)
     verify_approval(case)
-    cases.create(case, approval_digest(case))
-    return ValidateResult(case=case.to_json(), actions=case_actions(case))
+    owner = cases.create(case, approval_digest(case), execution)
+    if owner == execution:
+        return ValidateResult(case=case.to_json(), actions=case_actions(case))
+    return ValidateResult(
+        case=case.to_json(),
+        actions=case_actions(case),
+        duplicate=True,
+        original_execution_arn=owner.arn if owner is not None else None,
+    )

@@ -13,6 +13,7 @@ configuration and endpoint for the life of the container.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
@@ -21,23 +22,20 @@ from saga.adapters.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
 from saga.adapters.carrier import Carrier, SandboxCarrier
 from saga.adapters.payments import PaymentProvider, SandboxPaymentProvider
 from saga.aws import downstream_dynamodb_client, dynamodb_client
+from saga.cases import CaseRecords
 from saga.identity import Operation
-from saga.ledger import ActionLedger, Attempt
+from saga.ledger import ActionLedger, Attempt, Reconciliation
 from saga.models import AttemptInfo, Case, Step
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payments import DOWNSTREAM as PAYMENTS_DOWNSTREAM
 from saga.settings import ConfigurationError, Settings
-from saga.tools.common import CaseRecords, FaultSource, NoFaults, action_request, make_attempt
+from saga.tools.common import FaultSource, NoFaults, action_request, make_attempt
 from saga.tools.refund import reconcile_refund
 from saga.tools.reserve import InventoryTables, reconcile_reserve
 from saga.tools.ship import reconcile_shipment
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from mypy_boto3_dynamodb.client import DynamoDBClient
-
-    from saga.ledger import Reconciliation
 
 
 class LambdaContextLike(Protocol):
@@ -111,14 +109,24 @@ class Runtime:
             faults=case.sandbox.faults_for(CARRIER_DOWNSTREAM),
         )
 
-    def reconciler(self, case: Case, step: Step) -> Callable[[], Reconciliation]:
-        """The lookup by business reference for one forward step."""
+    def reconciler(self, case: Case, step: Step) -> StepLookup:
+        """The lookup by business reference for one forward step, and how long its downstream
+        deduplicates a repeat (None: the lookup sees every request, so "not found" is proof)."""
         if step == "reserve":
             inventory, faults = self.inventory(), self.faults(case, "reserve")
-            return lambda: reconcile_reserve(case, tables=inventory, faults=faults)
+            return StepLookup(lambda: reconcile_reserve(case, tables=inventory, faults=faults))
         reference = action_request(case, Operation(step)).reference
         if step == "refund":
             provider = self.payment_provider(case)
-            return lambda: reconcile_refund(reference, provider)
+            return StepLookup(
+                lambda: reconcile_refund(reference, provider),
+                reattempt_window_seconds=provider.idempotency_window_seconds,
+            )
         carrier = self.carrier(case)
-        return lambda: reconcile_shipment(reference, carrier)
+        return StepLookup(lambda: reconcile_shipment(reference, carrier))
+
+
+@dataclass(frozen=True)
+class StepLookup:
+    find: Callable[[], Reconciliation]
+    reattempt_window_seconds: float | None = None

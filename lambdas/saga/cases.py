@@ -1,0 +1,238 @@
+"""The cases table: one item per case, bound to the execution that owns it (design.md §8).
+
+`outcome` is IN_PROGRESS from validation until the saga ends, COMPENSATION_PENDING while a
+compensation is unfinished, then COMPLETED or ESCALATED. The record binds the execution that
+owns the case (its ARN and start time), so ValidateCase tells that execution's own retries and
+redrives from a new execution of the same case: a new execution, under any name and at any age
+(Step Functions forgets an execution name after 90 days, the ledger forgets records after its
+retention), is a DUPLICATE and is never run forward. This table has no TTL.
+
+Every write is conditional (one case id, one approved digest, one owning execution), and a write
+the table did not answer is a TransientError: nothing is decided on an unanswered write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga import clock as saga_clock
+from saga.errors import KeyConflict, TransientError
+from saga.models import Case
+from saga.tools.common import from_item, now_iso, to_item
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+Clock = saga_clock.Clock
+
+
+class CaseOutcome(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPENSATION_PENDING = "COMPENSATION_PENDING"
+    COMPLETED = "COMPLETED"
+    ESCALATED = "ESCALATED"
+
+
+@dataclass(frozen=True)
+class OwningExecution:
+    """The execution a case belongs to: its ARN and start time (`$states.context.Execution`).
+
+    A redrive keeps both; a new execution under a reused name (after 90 days) has the same ARN
+    but another start time, so the pair, not the name, identifies the owner.
+    """
+
+    arn: str
+    started_at: str | None = None
+
+    @classmethod
+    def of_record(cls, record: Mapping[str, Any]) -> OwningExecution | None:
+        arn = record.get("execution_arn")
+        if not isinstance(arn, str):
+            return None  # recorded before cases were bound to an execution
+        started = record.get("execution_started_at")
+        return cls(arn, started if isinstance(started, str) else None)
+
+
+@dataclass(frozen=True)
+class CaseRecords:
+    client: DynamoDBClient
+    table_name: str
+    clock: Clock = saga_clock.now
+
+    def get(self, case_id: str) -> dict[str, Any] | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table_name, Key={"case_id": {"S": case_id}}, ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"case {case_id}: the cases table did not answer ({exc})") from exc
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def create(self, case: Case, digest: str, execution: OwningExecution) -> OwningExecution | None:
+        """Write the IN_PROGRESS record bound to `execution`, once; returns the owner on record.
+
+        The owner is `execution` for the first write and for that execution's own retries and
+        redrives; another owner (or None for a record that predates execution binding) means
+        this is a new execution of a case that already ran. The same case id with another digest
+        is a different request under the same identity: KeyConflict.
+        """
+        now = now_iso(self.clock)
+        values: dict[str, Any] = {
+            "case_id": case.case_id,
+            "tenant_id": case.tenant_id,
+            "digest": digest,
+            "outcome": CaseOutcome.IN_PROGRESS.value,
+            "execution_arn": execution.arn,
+            "created_at": now,
+            "updated_at": now,
+        }
+        if execution.started_at is not None:
+            values["execution_started_at"] = execution.started_at
+        old = self._write(
+            case,
+            put=to_item(values),
+            condition="attribute_not_exists(case_id)",
+        )
+        if old is None:
+            return execution
+        self._check_same_case(case, digest, old)
+        return OwningExecution.of_record(old)
+
+    def mark_compensation_pending(self, case: Case, digest: str, execution_arn: str) -> None:
+        """Say COMPENSATION_PENDING until the saga records its terminal outcome (idempotent).
+
+        Written before the compensation runs, so an execution that ends FAILED at the
+        compensation task leaves a record that says so. A terminal record is left alone.
+        """
+        now = now_iso(self.clock)
+        old = self._write(
+            case,
+            update=(
+                "SET outcome = :pending, updated_at = :now, tenant_id = :tenant, "
+                "digest = :digest, execution_arn = if_not_exists(execution_arn, :arn), "
+                "created_at = if_not_exists(created_at, :now)"
+            ),
+            condition=(
+                "attribute_not_exists(case_id) OR (digest = :digest AND "
+                "NOT outcome IN (:completed, :escalated) AND "
+                "(attribute_not_exists(execution_arn) OR execution_arn = :arn))"
+            ),
+            values={
+                ":pending": CaseOutcome.COMPENSATION_PENDING.value,
+                ":now": now,
+                ":tenant": case.tenant_id,
+                ":digest": digest,
+                ":arn": execution_arn,
+                ":completed": CaseOutcome.COMPLETED.value,
+                ":escalated": CaseOutcome.ESCALATED.value,
+            },
+        )
+        if old is not None:
+            self._check_same_case(case, digest, old)
+            self._check_owner(case, execution_arn, old)
+            # Terminal already (a late duplicate delivery of this execution): nothing to mark.
+
+    def record_outcome(
+        self,
+        case: Case,
+        digest: str,
+        *,
+        execution_arn: str,
+        outcome: str,
+        steps: Mapping[str, Any],
+        compensations: list[Any],
+        escalation: Mapping[str, Any] | None,
+    ) -> None:
+        """The terminal record, written by the owning execution. Repeating it is harmless."""
+        now = now_iso(self.clock)
+        old = self._write(
+            case,
+            update=(
+                "SET outcome = :outcome, steps = :steps, compensations = :compensations, "
+                "escalation = :escalation, updated_at = :now, tenant_id = :tenant, "
+                "digest = :digest, execution_arn = if_not_exists(execution_arn, :arn), "
+                "created_at = if_not_exists(created_at, :now)"
+            ),
+            condition=(
+                "attribute_not_exists(case_id) OR (digest = :digest AND "
+                "(attribute_not_exists(execution_arn) OR execution_arn = :arn))"
+            ),
+            values={
+                ":outcome": outcome,
+                ":steps": dict(steps),
+                ":compensations": list(compensations),
+                ":escalation": dict(escalation) if escalation is not None else None,
+                ":now": now,
+                ":tenant": case.tenant_id,
+                ":digest": digest,
+                ":arn": execution_arn,
+            },
+        )
+        if old is not None:
+            self._check_same_case(case, digest, old)
+            self._check_owner(case, execution_arn, old)
+            raise AssertionError("unreachable: a failed condition with the same digest and owner")
+
+    def _write(
+        self,
+        case: Case,
+        *,
+        condition: str,
+        put: dict[str, Any] | None = None,
+        update: str | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """One conditional write: None when written, else the record that failed the condition."""
+        try:
+            if put is not None:
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=put,
+                    ConditionExpression=condition,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            else:
+                assert update is not None and values is not None
+                self.client.update_item(
+                    TableName=self.table_name,
+                    Key={"case_id": {"S": case.case_id}},
+                    UpdateExpression=update,
+                    ConditionExpression=condition,
+                    ExpressionAttributeValues=to_item(values),
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return from_item(exc.response.get("Item", {}))  # type: ignore[arg-type]
+            raise _unanswered(case, exc) from exc
+        except BotoCoreError as exc:
+            raise _unanswered(case, exc) from exc
+        return None
+
+    @staticmethod
+    def _check_same_case(case: Case, digest: str, old: Mapping[str, Any]) -> None:
+        if old.get("digest") != digest:
+            raise KeyConflict(
+                f"case {case.case_id} is already recorded with approval digest "
+                f"{old.get('digest')}, not {digest}: one case id, one approved request"
+            )
+
+    @staticmethod
+    def _check_owner(case: Case, execution_arn: str, old: Mapping[str, Any]) -> None:
+        owner = old.get("execution_arn")
+        if isinstance(owner, str) and owner != execution_arn:
+            raise KeyConflict(
+                f"case {case.case_id} belongs to execution {owner}, not {execution_arn}: "
+                "only the execution that owns a case may record it"
+            )
+
+
+def _unanswered(case: Case, exc: Exception) -> TransientError:
+    # Throttling, a timeout, an unreachable table: nothing was decided; repeating is safe.
+    return TransientError(f"case {case.case_id}: the cases table did not answer ({exc})")

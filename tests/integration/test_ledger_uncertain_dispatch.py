@@ -1,0 +1,325 @@
+"""What a delivery learned decides the record (design.md §3): "may have reached the downstream"
+is remembered for good, every takeover of such a record looks the action up first, and a "not
+found" allows a re-attempt only while a request still in flight would be deduplicated.
+
+The downstream here has no idempotency of its own (`CountingDownstream`), so every blind
+re-dispatch shows up as a second effect; `InFlight` is a request the downstream accepted and
+commits late, after the caller gave up on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from saga.errors import OutcomeUnknown, ReplayWindowExpired, TransientError
+from saga.ledger import (
+    ActionLedger,
+    Attempt,
+    Decision,
+    EffectResult,
+    LedgerPolicy,
+    LedgerStatus,
+    decide,
+)
+from tests.integration.ledger_harness import (
+    CountingDownstream,
+    FakeClock,
+    RecordingObserver,
+    refund_request,
+)
+
+REQUEST = refund_request()
+REF = REQUEST.reference
+KEY_RETENTION = 24 * 3600  # the provider deduplicates a key this long (Stripe: 24 h)
+
+
+@dataclass
+class InFlight:
+    """A request the downstream accepted: it has not committed yet and will, later."""
+
+    downstream: CountingDownstream
+    committed: bool = False
+
+    def send(self) -> EffectResult:
+        raise OutcomeUnknown("read timeout: the provider did not answer")
+
+    def commit(self) -> None:
+        if not self.committed:
+            self.downstream.refund(REF, 2000)
+            self.committed = True
+
+
+def attempt(name: str) -> Attempt:
+    return Attempt(name, remaining_seconds=25)
+
+
+def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_dispatch(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    """d1 times out with its request in flight; d2 finds nothing and sends again, but the
+    provider answers "in progress" and nothing else: the lease goes back. The record must still
+    say that d1 may have reached the downstream, so d3 looks the refund up (d1's request has
+    committed meanwhile) instead of dispatching blind and refunding twice."""
+    request_x = InFlight(downstream)
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            REQUEST, attempt("d1"), effect=request_x.send, reconcile=downstream.lookup(REF)
+        )
+    first = ledger.get(REQUEST.key)
+    assert first is not None and first.status is LedgerStatus.UNKNOWN
+    assert first.first_dispatch_at == first.claimed_at
+
+    def provider_busy() -> EffectResult:
+        raise TransientError("the provider refused the connection before the request was sent")
+
+    clock.advance(1)
+    with pytest.raises(TransientError):
+        ledger.execute(
+            REQUEST, attempt("d2"), effect=provider_busy, reconcile=downstream.lookup(REF)
+        )
+    released = ledger.get(REQUEST.key)
+    assert released is not None
+    assert (released.status, released.owner) == (LedgerStatus.IN_PROGRESS, None)
+    assert released.first_dispatch_at == first.first_dispatch_at  # never forgotten
+
+    request_x.commit()
+    clock.advance(1)
+    outcome = ledger.execute(
+        REQUEST, attempt("d3"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
+    )
+    assert outcome.reconciled
+    assert len(downstream.effects_for(REF)) == 1
+
+
+def test_not_found_allows_a_re_attempt_only_inside_the_key_retention(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    in_flight = InFlight(downstream)
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            REQUEST, attempt("d1"), effect=in_flight.send, reconcile=downstream.lookup(REF)
+        )
+
+    clock.advance(KEY_RETENTION)  # the provider has forgotten the key of d1's request
+    with pytest.raises(OutcomeUnknown, match="may still commit"):
+        ledger.execute(
+            REQUEST,
+            attempt("d2"),
+            effect=downstream.effect(REF),
+            reconcile=downstream.lookup(REF),
+            reattempt_window_seconds=KEY_RETENTION,
+        )
+    assert downstream.effects_for(REF) == []  # nothing sent
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.status is LedgerStatus.UNKNOWN
+    assert record.error is not None and "may still commit" in record.error["message"]
+
+    # The same reconcile question from the reconcile tool escalates instead of RETRY.
+    decision = ledger.reconcile(
+        REQUEST,
+        attempt("reconcile"),
+        reconcile=downstream.lookup(REF),
+        reattempt_window_seconds=KEY_RETENTION,
+    )
+    assert decision.decision == "ESCALATE"
+    assert "may still commit" in decision.reason
+
+
+def test_inside_the_key_retention_not_found_re_sends_with_the_same_key(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    in_flight = InFlight(downstream)
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            REQUEST, attempt("d1"), effect=in_flight.send, reconcile=downstream.lookup(REF)
+        )
+    decision = ledger.reconcile(
+        REQUEST,
+        attempt("reconcile"),
+        reconcile=downstream.lookup(REF),
+        reattempt_window_seconds=KEY_RETENTION,
+    )
+    assert decision.decision == "RETRY"
+    clock.advance(60)
+    outcome = ledger.execute(
+        REQUEST,
+        attempt("d2"),
+        effect=downstream.effect(REF),
+        reconcile=downstream.lookup(REF),
+        reattempt_window_seconds=KEY_RETENTION,
+    )
+    assert not outcome.reconciled and len(downstream.effects_for(REF)) == 1
+
+
+def test_an_abandoned_lease_counts_as_a_possible_dispatch(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    """A worker that dies after sending leaves only its lease: once the provider's key window
+    since that claim has passed, "not found" cannot allow a re-attempt."""
+    claimed_at, existing = ledger._claim(REQUEST, attempt("crashed"))
+    assert existing is None
+    clock.advance(KEY_RETENTION + 60)
+    decision = ledger.reconcile(
+        REQUEST,
+        attempt("reconcile"),
+        reconcile=downstream.lookup(REF),
+        reattempt_window_seconds=KEY_RETENTION,
+    )
+    assert decision.decision == "ESCALATE"
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.status is LedgerStatus.UNKNOWN
+    assert record.first_dispatch_at == claimed_at
+    assert downstream.effects_for(REF) == []
+
+
+def test_a_lookup_that_sees_every_request_re_attempts_whenever_it_finds_nothing(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    """No window (a carrier whose lookup is read-after-write consistent and covers requests in
+    flight): "not found" is proof, however late."""
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            REQUEST,
+            attempt("d1"),
+            effect=InFlight(downstream).send,
+            reconcile=downstream.lookup(REF),
+        )
+    clock.advance(3 * 86400)
+    outcome = ledger.execute(
+        REQUEST, attempt("d2"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
+    )
+    assert outcome.status == "COMPLETED" and len(downstream.effects_for(REF)) == 1
+
+
+def test_retention_counts_from_the_latest_delivery(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
+) -> None:
+    """Chained redrives, each inside 14 days of a close, must never meet a record that expired
+    under them: every delivery renews `expires_at`."""
+    retention = policy.retention_seconds
+    failing = downstream.not_dispatched()
+    for name in ("d1", "d2", "d3"):
+        with pytest.raises(TransientError):
+            ledger.execute(REQUEST, attempt(name), effect=failing, reconcile=downstream.lookup(REF))
+        record = ledger.get(REQUEST.key)
+        assert record is not None and record.expires_at == int(clock()) + retention
+        clock.advance(retention * 0.75)  # each gap is inside the retention, the sum is not
+    outcome = ledger.execute(
+        REQUEST, attempt("d4"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
+    )
+    assert outcome.status == "COMPLETED" and len(downstream.effects_for(REF)) == 1
+
+
+def test_reconciliation_settles_an_expired_record_and_renews_it(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
+) -> None:
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            REQUEST,
+            attempt("d1"),
+            effect=downstream.lose_response(REF),
+            reconcile=downstream.lookup(REF),
+        )
+    clock.advance(policy.retention_seconds + 1)
+    with pytest.raises(ReplayWindowExpired):  # an expired record is never executed
+        ledger.execute(
+            REQUEST, attempt("d2"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
+        )
+
+    decision = ledger.reconcile(REQUEST, attempt("reconcile-1"), reconcile=downstream.lookup(REF))
+    assert (decision.decision, decision.reason) == ("RESUME", "found at the downstream")
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.status is LedgerStatus.COMPLETED
+    assert record.expires_at == int(clock()) + policy.retention_seconds
+
+    clock.advance(policy.retention_seconds + 1)  # a COMPLETED record past its retention
+    again = ledger.reconcile(REQUEST, attempt("reconcile-2"), reconcile=downstream.lookup(REF))
+    assert again.decision == "RESUME" and again.outcome is not None
+    assert again.outcome.result == record.result
+    assert len(downstream.effects_for(REF)) == 1
+
+
+def test_a_stale_owner_cannot_write_over_the_live_new_owner(
+    dynamodb: Any, ledger_table: str, policy: LedgerPolicy, clock: FakeClock
+) -> None:
+    """The outcome write is conditional on `owner = this attempt`, not only on the status: a
+    delivery that lost its lease while the new owner is still IN_PROGRESS gets "lease lost" and
+    leaves the record exactly as the new owner holds it."""
+    observer = RecordingObserver()
+    ledger = ActionLedger(ledger_table, dynamodb, policy, clock=clock, observer=observer)
+    downstream = CountingDownstream()
+    stale_may_write = threading.Event()
+    new_owner_holds = threading.Event()
+    new_owner_may_finish = threading.Event()
+    stale_error: list[BaseException] = []
+
+    def stale_effect() -> EffectResult:
+        stale_may_write.wait(10)
+        return downstream.refund(REF, 2000)
+
+    def stale() -> None:
+        try:
+            ledger.execute(
+                REQUEST, attempt("stale"), effect=stale_effect, reconcile=downstream.lookup(REF)
+            )
+        except BaseException as exc:
+            stale_error.append(exc)
+
+    def new_owner_effect() -> EffectResult:
+        new_owner_holds.set()
+        new_owner_may_finish.wait(10)
+        return downstream.refund(REF, 2000)
+
+    stale_thread = threading.Thread(target=stale)
+    stale_thread.start()
+    while ledger.get(REQUEST.key) is None:
+        threading.Event().wait(0.01)
+    clock.advance(policy.lease_seconds(25) + 1)  # the stale owner stalls past its lease
+    new_thread = threading.Thread(
+        target=lambda: ledger.execute(
+            REQUEST, attempt("new"), effect=new_owner_effect, reconcile=downstream.lookup(REF)
+        )
+    )
+    new_thread.start()
+    assert new_owner_holds.wait(10)
+    held = ledger.get(REQUEST.key)
+    assert held is not None and (held.owner, held.status) == ("new", LedgerStatus.IN_PROGRESS)
+
+    stale_may_write.set()
+    stale_thread.join(10)
+    assert len(stale_error) == 1 and isinstance(stale_error[0], OutcomeUnknown)
+    assert "lease lost" in str(stale_error[0])
+    untouched = ledger.get(REQUEST.key)
+    assert untouched is not None
+    assert (untouched.owner, untouched.status, untouched.result) == (
+        "new",
+        LedgerStatus.IN_PROGRESS,
+        None,
+    )
+    assert untouched.item == held.item
+    assert Decision.LEASE_LOST.value in observer.decisions
+
+    new_owner_may_finish.set()
+    new_thread.join(10)
+    done = ledger.get(REQUEST.key)
+    assert done is not None and (done.owner, done.status) == ("new", LedgerStatus.COMPLETED)
+
+
+def test_decision_for_a_released_lease_depends_on_what_earlier_deliveries_may_have_sent(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    with pytest.raises(TransientError):
+        ledger.execute(
+            REQUEST,
+            attempt("d1"),
+            effect=downstream.not_dispatched(),
+            reconcile=downstream.lookup(REF),
+        )
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.first_dispatch_at is None
+    row = decide(record, digest=REQUEST.digest, attempt_id="d2", now=clock(), budget=5)
+    assert row is Decision.RESUME_RELEASED  # provably nothing sent: no lookup needed
