@@ -215,7 +215,10 @@ class SagaConfig:
             retry=_retry_policies(raw.get("retry")),
             task_retry_class=_task_retry_class(raw.get("task_retry_class")),
             monitoring=MonitoringConfig(
-                sweep_every_minutes=_positive_int(monitoring, "sweep_every_minutes", "monitoring"),
+                # The sweeper alarms look at two intervals; an alarm's window is at most a day.
+                sweep_every_minutes=_positive_int(
+                    monitoring, "sweep_every_minutes", "monitoring", 720
+                ),
                 escalation_age_alarm_minutes=_positive_int(
                     monitoring, "escalation_age_alarm_minutes", "monitoring"
                 ),

@@ -116,6 +116,7 @@ def test_cli_string_values_are_accepted() -> None:
         ("downstream_timeout_seconds", 45, "must fit inside 'functions.timeout_seconds'"),
         ("ledger.attempt_budget", 4, "must exceed one run of the 'tool' retry policy"),
         ("retry.compensation.MaxAttempts", 7, "one run of the 'compensation' retry policy"),
+        ("monitoring.sweep_every_minutes", 721, "'monitoring.sweep_every_minutes' must be <= 720"),
     ],
 )
 def test_bad_values_fail_with_the_key_named(path: str, value: Any, message: str) -> None:

@@ -512,6 +512,49 @@ def test_sweeper_runs_on_a_schedule(synthesized: Synthesized) -> None:
     )
 
 
+def test_a_failing_or_silent_sweeper_raises_an_alarm(synthesized: Synthesized) -> None:
+    """Errors: any failed sweep; missing = no failed sweep. Invocations: none in two sweep
+    intervals; missing IS breaching, since a scheduled function without invocations stopped."""
+    sweeper = synthesized.logical_id(
+        synthesized.saga.stack.tools.functions["SweepStuckActionsFunction"]
+    )
+    every = synthesized.saga.config.monitoring.sweep_every_minutes * 60
+    alarms = {
+        a["Properties"]["MetricName"]: a["Properties"]
+        for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("Namespace") == "AWS/Lambda"
+    }
+    assert set(alarms) == {"Errors", "Invocations"}
+    expected = {
+        "Errors": (every, "GreaterThanOrEqualToThreshold", "notBreaching"),
+        "Invocations": (2 * every, "LessThanThreshold", "breaching"),
+    }
+    for name, (period, comparison, missing) in expected.items():
+        alarm = alarms[name]
+        assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": sweeper}}]
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["EvaluationPeriods"]) == ("Sum", 1, 1)
+        assert (alarm["Period"], alarm["ComparisonOperator"]) == (period, comparison), name
+        assert alarm["TreatMissingData"] == missing, name
+    (widget,) = [
+        w
+        for w in _dashboard_widgets(synthesized)
+        if w["properties"].get("title") == "Stuck actions and the sweeper"
+    ]
+    lambda_metrics = {m[1] for m in widget["properties"]["metrics"] if m[0] == "AWS/Lambda"}
+    assert lambda_metrics == {"Invocations", "Errors"}
+
+
+def _dashboard_widgets(synth: Synthesized) -> list[dict[str, Any]]:
+    """The dashboard body's widgets, each reference to a resource replaced by its logical id."""
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    _, parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"]
+    body = "".join(
+        p if isinstance(p, str) else json.dumps(p)[1:-1].replace('"', "'") for p in parts
+    )
+    widgets: list[dict[str, Any]] = json.loads(body)["widgets"]
+    return widgets
+
+
 def test_alarms_dashboard_and_outputs(synthesized: Synthesized) -> None:
     alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
     metrics = {(a["Properties"]["Namespace"], a["Properties"]["MetricName"]) for a in alarms}
