@@ -13,14 +13,28 @@ decided by `task_retry_class`, looked up in this order: the state's name, then t
 `${...}` substitution its Arguments target (for example `ReleaseReservationFunctionArn`),
 then `default`. The `pending` class is special: it is added to every Lambda task as the Retry
 for `ActionPending` (another live attempt owns the action).
+
+The `pending` retrier must outlast the lease of the attempt it waits for, or its last retry
+still meets a live lease and the execution fails at that task. A lease lasts at most the
+function timeout plus `ledger.lease_margin_seconds` (saga.ledger.LedgerPolicy.lease_seconds:
+the Lambda's remaining time plus the margin), 30 + 10 = 40 s with cdk.json's values. Step
+Functions' FULL jitter makes retry n (from 0) wait uniform(0, min(MaxDelaySeconds,
+IntervalSeconds * BackoffRate**n)), so the total wait is a sum of independent uniforms and
+P(total < lease) has a closed form (`full_jitter_total_wait_below`). The config refuses a
+`pending` policy for which that probability exceeds PENDING_OUTLAST_BOUND (1 in 1,000).
+cdk.json's policy (5 s, x2, at most 30 s, 10 retries: waits up to 5, 10, 20, then 30 s) gives
+P(total < 40 s) = 9.1e-5, about 1 in 11,000; the previous 6 retries gave 0.088, 1 in 11.
+Ignoring the time the attempts themselves take only makes the bound conservative.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
@@ -41,6 +55,13 @@ PENDING_CLASS = "pending"
 # Retry classes of tasks whose every delivery counts against the ledger's lifetime budget.
 LEDGER_GUARDED_CLASSES = ("tool", "compensation")
 DEFAULT_CLASS_KEY = "default"
+
+# The pending retrier's last retry may still meet a live lease with at most this probability.
+PENDING_OUTLAST_BOUND = Fraction(1, 1000)
+# saga.ledger.LedgerPolicy.min_lease_seconds: no lease is shorter (tests pin the two together).
+LEDGER_MIN_LEASE_SECONDS = 5
+# Retries beyond these are left out of the probability: fewer waits only make it larger.
+_JITTER_RETRIES_COUNTED = 64
 
 # Step Functions limits on retrier fields.
 _MAX_RETRY_ATTEMPTS = 99_999_999
@@ -80,6 +101,13 @@ class RetryPolicy:
     max_attempts: int
     backoff_rate: float
     max_delay_seconds: int
+
+    def jitter_caps(self) -> list[float]:
+        """FULL jitter's upper bound of each retry's wait: min(MaxDelay, Interval * Backoff**n)."""
+        return [
+            min(float(self.max_delay_seconds), self.interval_seconds * self.backoff_rate**n)
+            for n in range(self.max_attempts)
+        ]
 
     def to_retrier(self, error_equals: Sequence[str] | None = None) -> dict[str, Any]:
         """The ASL Retry entry, with all six fields."""
@@ -165,6 +193,15 @@ class SagaConfig:
     def pending_policy(self) -> RetryPolicy:
         return self.retry[PENDING_CLASS]
 
+    @property
+    def longest_lease_seconds(self) -> int:
+        """The longest lease a delivery holds: its remaining time (at most the function
+        timeout) plus the lease margin (saga.ledger.LedgerPolicy.lease_seconds)."""
+        return max(
+            LEDGER_MIN_LEASE_SECONDS,
+            self.functions.timeout_seconds + self.ledger.lease_margin_seconds,
+        )
+
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> SagaConfig:
         """Build from a context getter (`app.node.try_get_context`); raises ConfigError."""
@@ -219,7 +256,10 @@ class SagaConfig:
             retry=_retry_policies(raw.get("retry")),
             task_retry_class=_task_retry_class(raw.get("task_retry_class")),
             monitoring=MonitoringConfig(
-                sweep_every_minutes=_positive_int(monitoring, "sweep_every_minutes", "monitoring"),
+                # The sweeper alarms look at two intervals; an alarm's window is at most a day.
+                sweep_every_minutes=_positive_int(
+                    monitoring, "sweep_every_minutes", "monitoring", 720
+                ),
                 escalation_age_alarm_minutes=_positive_int(
                     monitoring, "escalation_age_alarm_minutes", "monitoring"
                 ),
@@ -253,6 +293,7 @@ class SagaConfig:
                 )
         self._check_budget_outlasts_one_run()
         self._check_retention_outlasts_redrives()
+        self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():
             if class_name not in self.retry:
                 raise ConfigError(
@@ -286,6 +327,50 @@ class SagaConfig:
                 "the 14-day redrive window after an execution's close plus "
                 f"'workflow.execution_timeout_minutes' ({self.workflow.execution_timeout_minutes})"
             )
+
+    def _check_pending_outlasts_a_lease(self) -> None:
+        """An ActionPending whose retries all end while the other attempt's lease is live fails
+        the execution at that task although the action was about to be decided."""
+        lease = self.longest_lease_seconds
+        policy = self.pending_policy
+        probability = full_jitter_total_wait_below(policy, lease)
+        if probability > PENDING_OUTLAST_BOUND:
+            raise ConfigError(
+                f"context 'retry.{PENDING_CLASS}' retries for too short a time: with FULL "
+                f"jitter all {policy.max_attempts} waits end within a lease of {lease} s "
+                f"('functions.timeout_seconds' + 'ledger.lease_margin_seconds') with "
+                f"probability {float(probability):.2g}, above {float(PENDING_OUTLAST_BOUND):g}; "
+                "raise MaxAttempts, IntervalSeconds or MaxDelaySeconds"
+            )
+
+
+def full_jitter_total_wait_below(policy: RetryPolicy, seconds: int) -> Fraction:
+    """P(the retries' FULL-jitter waits add up to less than `seconds`), exactly, as a fraction.
+
+    The waits are independent, uniform on [0, c_n] (RetryPolicy.jitter_caps). For uniform
+    summands, P(sum < t) = sum over subsets J of (-1)^|J| (t - sum_J c)_+^n / (n! prod c) (the
+    volume of the box [0, c_1] x ... x [0, c_n] below the plane sum = t). Terms are grouped by
+    sum_J c, which takes fewer than t values once the caps are whole seconds. Caps are rounded
+    down to whole seconds and only the first 64 retries count: both can only make waits
+    shorter, so the result is exact for cdk.json's whole-second policies and otherwise an upper
+    bound. Zero retries never wait long enough: 1.
+    """
+    caps = [math.floor(c) for c in policy.jitter_caps()[:_JITTER_RETRIES_COUNTED]]
+    if not caps:
+        return Fraction(1)
+    # coefficients[s] = sum over subsets J with sum_J c = s of (-1)^|J|; s < seconds only.
+    coefficients = {0: 1}
+    for cap in caps:
+        if cap >= seconds:
+            continue  # a subset containing it sums past `seconds`: its terms vanish
+        grown = dict(coefficients)
+        for total, coefficient in coefficients.items():
+            if total + cap < seconds:
+                grown[total + cap] = grown.get(total + cap, 0) - coefficient
+        coefficients = grown
+    n = len(caps)
+    volume = sum(c * (seconds - total) ** n for total, c in coefficients.items())
+    return min(Fraction(1), Fraction(volume, math.factorial(n) * math.prod(caps)))
 
 
 def reject_dotted_overrides(context_keys: Iterable[str]) -> None:

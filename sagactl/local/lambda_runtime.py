@@ -9,6 +9,7 @@ Lambda runtime reports a raised exception (class name).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -21,6 +22,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,6 +38,8 @@ FAKE_CREDENTIALS: dict[str, str] = {
 # One invoke at a time: handlers share os.environ, module globals and stdout with the server.
 _INVOKE_LOCK = threading.Lock()
 _INSTALL_LOCK = threading.Lock()
+# The function whose handler runs in this thread (a ContextVar: other threads never see it).
+_RUNNING_FUNCTION: ContextVar[str | None] = ContextVar("saga_local_function", default=None)
 
 
 @dataclass
@@ -192,6 +196,7 @@ def invoke_in_process(
                 "stackTrace": traceback.format_tb(exc.__traceback__),
             }
             return json.dumps(payload), True, "".join(traceback.format_exception(exc))
+        running = _RUNNING_FUNCTION.set(function_name)
         try:
             result = handler(event, context)
         except Exception as exc:
@@ -201,6 +206,8 @@ def invoke_in_process(
                 True,
                 "".join(traceback.format_exception(exc)),
             )
+        finally:
+            _RUNNING_FUNCTION.reset(running)
     try:
         return json.dumps(result), False, ""
     except (TypeError, ValueError) as exc:
@@ -237,6 +244,61 @@ def install_inprocess_lambda() -> None:
 
     with _INSTALL_LOCK:
         LambdaFunction._invoke_lambda = _moto_invoke_lambda  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class AwsCall:
+    """One AWS API call made by an in-process handler (what IAM must allow its role)."""
+
+    function_name: str
+    service: str  # botocore's service name: "dynamodb", "sqs", ...
+    operation: str  # the API operation: "PutItem", "TransactWriteItems", ...
+    params: Mapping[str, Any]
+
+
+_ACTIVE_RECORDINGS: list[list[AwsCall]] = []
+_RECORDING_MARK = "_saga_records_calls"
+
+
+def _record_call(client: Any, operation: str, params: Mapping[str, Any]) -> None:
+    function_name = _RUNNING_FUNCTION.get()
+    if function_name is None or not _ACTIVE_RECORDINGS:
+        return  # not a handler's call (the test, the executor, moto itself)
+    call = AwsCall(function_name, client.meta.service_model.service_name, operation, params)
+    for calls in _ACTIVE_RECORDINGS:
+        calls.append(call)
+
+
+def _install_call_recording() -> None:
+    """Wrap botocore's one entry point for API calls (idempotent), so clients a handler made
+    and cached before recording started are seen too; a call is recorded before it is sent."""
+    from botocore.client import BaseClient
+
+    with _INSTALL_LOCK:
+        original = getattr(BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
+        if getattr(original, _RECORDING_MARK, False):
+            return
+
+        @functools.wraps(original)
+        def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
+            _record_call(self, operation_name, api_params)
+            return original(self, operation_name, api_params)
+
+        setattr(recorded, _RECORDING_MARK, True)
+        setattr(BaseClient, "_make_api_call", recorded)  # noqa: B010
+
+
+@contextmanager
+def recording_aws_calls() -> Iterator[list[AwsCall]]:
+    """Collect every AWS API call that in-process handlers make while the block runs, each with
+    the function that made it (tests compare them with the functions' IAM grants)."""
+    _install_call_recording()
+    calls: list[AwsCall] = []
+    _ACTIVE_RECORDINGS.append(calls)
+    try:
+        yield calls
+    finally:
+        _ACTIVE_RECORDINGS.remove(calls)
 
 
 @contextmanager

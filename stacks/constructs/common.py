@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -39,13 +39,42 @@ RETENTION_BY_DAYS: dict[int, logs.RetentionDays] = {
 }
 
 
-def log_group(scope: Construct, construct_id: str, config: SagaConfig) -> logs.LogGroup:
-    """An explicit log group with the configured retention (no never-expiring default)."""
+def log_group(
+    scope: Construct, construct_id: str, config: SagaConfig, *, name: str | None = None
+) -> logs.LogGroup:
+    """An explicit log group with the configured retention (no never-expiring default); its
+    name is CloudFormation's unless `name` is given."""
     return logs.LogGroup(
         scope,
         construct_id,
+        log_group_name=name,
         retention=RETENTION_BY_DAYS[config.functions.log_retention_days],
         removal_policy=RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY,
+    )
+
+
+VENDED_LOGS_PREFIX = "/aws/vendedlogs/"
+
+
+def vended_log_group_name(scope: Construct, service: str) -> str:
+    """`/aws/vendedlogs/<service>/<stack name>-<stack id's first 8 hex>` for a log group that an
+    AWS service writes through CloudWatch Logs resource policies (Step Functions does).
+
+    Those policies are capped at 5,120 characters per account and region, and each logging
+    state machine adds its log group to them, so a few stacks fill them and the next deploy
+    fails; under /aws/vendedlogs/ CloudWatch Logs grants the delivery without growing them
+    (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html). The stack name carries
+    the stage; the stack id's part makes the name new for each stack instance, so a log group
+    retained from a deleted stack never blocks a redeploy of the same stage.
+    """
+    stack = Stack.of(scope)
+    stack_uuid = Fn.select(2, Fn.split("/", stack.stack_id))
+    return Fn.join(
+        "",
+        [
+            f"{VENDED_LOGS_PREFIX}{service}/{stack.stack_name}-",
+            Fn.select(0, Fn.split("-", stack_uuid)),
+        ],
     )
 
 

@@ -1,9 +1,15 @@
 """Monitoring: the scheduled stuck-action sweeper, alarms and a dashboard of the saga.
 
 Alarms: executions that failed or timed out, an escalation message waiting too long (nobody is
-picking up decisions), anything in the escalation dead-letter queue, and actions stuck in the
-ledger (the sweeper's StuckActions metric). Missing data is "not breaching": no executions and
-no sweeps in a quiet period is not an incident.
+picking up decisions), anything in the escalation dead-letter queue, actions stuck in the
+ledger (the sweeper's StuckActions metric), and the sweeper itself: it failed, or it did not run.
+
+Missing data is "not breaching" where no data means nothing happened: no executions, no
+escalations, no errors in a quiet period are not incidents. The one exception is the sweeper's
+Invocations: it is scheduled, so a window of two sweep intervals without a single invocation
+means the schedule stopped reaching it (rule disabled, invoke permission lost, throttled before
+it ran); that is "breaching", because nothing else would notice that stuck actions are no longer
+looked for.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ LEDGER_METRICS = (
 # Business outcomes emitted by ValidateCase and RecordOutcome.
 CASE_METRICS = ("CasesAccepted", "CasesCompleted", "CasesEscalated")
 _PERIOD = Duration.minutes(5)
+_AT_LEAST = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
 
 def _sums_across_functions(namespace: str, names: tuple[str, ...]) -> list[cw.IMetric]:
@@ -90,6 +97,12 @@ class Monitoring(Construct):
             period=sweep_period,
             statistic="Maximum",
         )
+        self.sweeper_errors = sweeper.metric_errors(period=sweep_period, statistic="Sum")
+        # Two sweep intervals: a late schedule (EventBridge may deliver a rate rule's event
+        # late) still lands an invocation in every window.
+        self.sweeper_invocations = sweeper.metric_invocations(
+            period=Duration.minutes(2 * config.monitoring.sweep_every_minutes), statistic="Sum"
+        )
         self.alarms = {
             "ExecutionsFailed": self._alarm(
                 "ExecutionsFailedAlarm", failed, 1, "A saga execution FAILED (see escalation queue)"
@@ -114,6 +127,21 @@ class Monitoring(Construct):
                 self.stuck_actions,
                 1,
                 "Ledger actions are stuck IN_PROGRESS past their lease or UNKNOWN",
+            ),
+            # No Errors datapoint: no failed sweep (a sweep that did not run is the next alarm).
+            "SweeperErrors": self._alarm(
+                "SweeperErrorsAlarm",
+                self.sweeper_errors,
+                1,
+                "The stuck-action sweeper failed: stuck actions may go unreported",
+            ),
+            "SweeperNotRunning": self._alarm(
+                "SweeperNotRunningAlarm",
+                self.sweeper_invocations,
+                1,
+                "The stuck-action sweeper was not invoked for two sweep intervals",
+                comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING,
             ),
         }
 
@@ -147,7 +175,12 @@ class Monitoring(Construct):
                 left=_sums_across_functions(metrics_namespace, LEDGER_METRICS),
                 width=12,
             ),
-            cw.GraphWidget(title="Stuck actions", left=[self.stuck_actions], width=12),
+            cw.GraphWidget(
+                title="Stuck actions and the sweeper",
+                left=[self.stuck_actions],
+                right=[self.sweeper_invocations, self.sweeper_errors],
+                width=12,
+            ),
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
@@ -176,7 +209,14 @@ class Monitoring(Construct):
         )
 
     def _alarm(
-        self, construct_id: str, metric: cw.IMetric, threshold: float, description: str
+        self,
+        construct_id: str,
+        metric: cw.IMetric,
+        threshold: float,
+        description: str,
+        *,
+        comparison: cw.ComparisonOperator = _AT_LEAST,
+        missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
     ) -> cw.Alarm:
         return cw.Alarm(
             self,
@@ -184,7 +224,7 @@ class Monitoring(Construct):
             metric=metric,
             threshold=threshold,
             evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
             alarm_description=description,
         )

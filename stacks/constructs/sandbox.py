@@ -8,14 +8,12 @@ off, the refund and shipment tools need real provider adapters behind the same i
 
 from __future__ import annotations
 
-from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from stacks.config import SagaConfig
 from stacks.constructs.common import acknowledge
 from stacks.constructs.tables import TTL_ATTRIBUTE, saga_table
 
-BUSINESS_REF_INDEX = "by-business-ref"
 _NO_PITR_REASON = (
     "Sandbox downstream data is synthetic (fake refunds, shipments, fault cursors) and is "
     "recreated by running cases again; point-in-time recovery would only add cost."
@@ -27,23 +25,22 @@ class SandboxDownstreams(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: SagaConfig) -> None:
         super().__init__(scope, construct_id)
-        self.payments = self._with_business_ref_index(
-            saga_table(
-                self,
-                "PaymentsTable",
-                config=config,
-                partition_key="refund_id",
-                point_in_time_recovery=False,
-            )
+        # No secondary index: lookups by business reference read the reference index item in
+        # the control table (written in the effect's transaction, read consistently), and a
+        # GSI, being eventually consistent, could hide a just-made effect.
+        self.payments = saga_table(
+            self,
+            "PaymentsTable",
+            config=config,
+            partition_key="refund_id",
+            point_in_time_recovery=False,
         )
-        self.shipments = self._with_business_ref_index(
-            saga_table(
-                self,
-                "ShipmentsTable",
-                config=config,
-                partition_key="shipment_id",
-                point_in_time_recovery=False,
-            )
+        self.shipments = saga_table(
+            self,
+            "ShipmentsTable",
+            config=config,
+            partition_key="shipment_id",
+            point_in_time_recovery=False,
         )
         self.control = saga_table(
             self,
@@ -55,14 +52,3 @@ class SandboxDownstreams(Construct):
         )
         for table in (self.payments, self.shipments, self.control):
             acknowledge(table, "AwsSolutions-DDB3", _NO_PITR_REASON)
-
-    @staticmethod
-    def _with_business_ref_index(table: dynamodb.Table) -> dynamodb.Table:
-        table.add_global_secondary_index(
-            index_name=BUSINESS_REF_INDEX,
-            partition_key=dynamodb.Attribute(
-                name="business_ref", type=dynamodb.AttributeType.STRING
-            ),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
-        return table

@@ -20,7 +20,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from stacks.config import SagaConfig
-from stacks.constructs.common import acknowledge, log_group
+from stacks.constructs.common import acknowledge, log_group, vended_log_group_name
 from stacks.workflow_policy import DefinitionError, placeholders, render_definition
 
 ASL_PATH = Path(__file__).resolve().parents[2] / "statemachines" / "replacement_order.asl.json"
@@ -64,7 +64,9 @@ class SagaWorkflow(Construct):
         if QUEUE_PLACEHOLDER in used:
             substitutions[QUEUE_PLACEHOLDER] = escalation_queue.queue_url
 
-        self.log_group = log_group(self, "StateMachineLogGroup", config)
+        self.log_group = log_group(
+            self, "StateMachineLogGroup", config, name=vended_log_group_name(self, "states")
+        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",

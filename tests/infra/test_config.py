@@ -118,6 +118,7 @@ def test_cli_string_values_are_accepted() -> None:
         ("ledger.attempt_budget", 4, "must exceed one run of the 'tool' retry policy"),
         ("retry.compensation.MaxAttempts", 7, "one run of the 'compensation' retry policy"),
         ("ledger.retention_days", 14, "must outlast the 14-day redrive window"),
+        ("monitoring.sweep_every_minutes", 721, "'monitoring.sweep_every_minutes' must be <= 720"),
     ],
 )
 def test_bad_values_fail_with_the_key_named(path: str, value: Any, message: str) -> None:

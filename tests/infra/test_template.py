@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
 
+from sagactl.local.template import ResolutionContext
 from stacks.config import LAMBDA_INVOKE_ERRORS
 from stacks.constructs.tools import TABLE_VARIABLES, TOOL_SPECS
 from stacks.constructs.workflow import ASL_PATH
@@ -91,8 +93,8 @@ def test_ledger_table_has_key_ttl_pitr_and_sparse_open_actions_index(
         ("tables.cases", "case_id", None, False, True),
         ("tables.inventory", "sku", None, False, True),
         ("tables.reservations", "reservation_id", None, False, True),
-        ("sandbox.payments", "refund_id", "by-business-ref", False, False),
-        ("sandbox.shipments", "shipment_id", "by-business-ref", False, False),
+        ("sandbox.payments", "refund_id", None, False, False),
+        ("sandbox.shipments", "shipment_id", None, False, False),
         ("sandbox.control", "pk", None, True, False),
     ],
 )
@@ -169,13 +171,39 @@ PHYSICAL_NAME_PROPERTIES = {
 
 
 def test_no_resource_hard_codes_a_physical_name(synthesized: Synthesized) -> None:
-    """CloudFormation derives names from the stack name, which carries the stage."""
+    """CloudFormation derives names from the stack name, which carries the stage; the one
+    explicit name (the state machine's log group, which must start /aws/vendedlogs/) is built
+    from the stack's name and id, so it is new for every stack instance."""
+    stack_id = {"Ref": "AWS::StackId"}
     named = [
         (logical_id, resource["Type"])
         for logical_id, resource in synthesized.template_json["Resources"].items()
         if PHYSICAL_NAME_PROPERTIES.get(resource["Type"]) in resource.get("Properties", {})
+        and json.dumps(stack_id) not in json.dumps(resource["Properties"])
     ]
     assert named == []
+
+
+@dataclass
+class _DeployedAs(ResolutionContext):
+    """Resolves a template value as CloudFormation does for a stack with this id."""
+
+    stack_id: str = ""
+
+    def pseudo(self, name: str) -> str | None:
+        return self.stack_id if name == "AWS::StackId" else super().pseudo(name)
+
+
+def _resolved(value: Any, stack_name: str, stack_uuid: str) -> Any:
+    arn = f"arn:aws:cloudformation:eu-west-1:123456789012:stack/{stack_name}/{stack_uuid}"
+    context = _DeployedAs(
+        stack_name=stack_name,
+        region="eu-west-1",
+        account_id="123456789012",
+        template={},
+        stack_id=arn,
+    )
+    return context.resolve(value)
 
 
 # --- state machine ---------------------------------------------------------------------------
@@ -192,7 +220,36 @@ def test_state_machine_logs_all_without_execution_data_and_traces(
     log_group = synthesized.template_json["Resources"][log_group_id]
     assert log_group["Type"] == "AWS::Logs::LogGroup"
     assert log_group["Properties"]["RetentionInDays"] == 30
+    assert log_group["DeletionPolicy"] == "Delete"  # dev; retained stages keep it
     assert props["TracingConfiguration"] == {"Enabled": True}
+
+
+def test_state_machine_log_group_is_a_vended_log_group_named_per_stack(
+    synthesized: Synthesized, synthesized_without_sandbox: Synthesized
+) -> None:
+    """Under /aws/vendedlogs/ the log delivery does not grow the account's CloudWatch Logs
+    resource policies (5,120 characters per region), which many logging stacks would fill."""
+    names = {}
+    for synth in (synthesized, synthesized_without_sandbox):
+        log_group = _table(synth, synth.saga.stack.workflow.log_group)
+        assert log_group["Properties"]["RetentionInDays"] == 30
+        for stack_uuid in ("1c2fa620-982a-11e3-aff7-50e2416294e0", "9d3e1a77-0b4c-11ef-8c2f-0a1b"):
+            name = _resolved(
+                log_group["Properties"]["LogGroupName"], synth.saga.stack.stack_name, stack_uuid
+            )
+            names[(synth.saga.config.stage, stack_uuid[:8])] = name
+    assert names == {
+        ("dev", "1c2fa620"): "/aws/vendedlogs/states/ReplacementOrderSaga-dev-1c2fa620",
+        ("dev", "9d3e1a77"): "/aws/vendedlogs/states/ReplacementOrderSaga-dev-9d3e1a77",
+        ("prod", "1c2fa620"): "/aws/vendedlogs/states/ReplacementOrderSaga-prod-1c2fa620",
+        ("prod", "9d3e1a77"): "/aws/vendedlogs/states/ReplacementOrderSaga-prod-9d3e1a77",
+    }
+    for name in names.values():
+        assert re.fullmatch(r"[\w#./-]{1,512}", name), name  # CloudWatch Logs' name rule
+    retained = _table(
+        synthesized_without_sandbox, synthesized_without_sandbox.saga.stack.workflow.log_group
+    )
+    assert retained["DeletionPolicy"] == "Retain"
 
 
 def test_execution_timeout_comes_from_context(synthesized: Synthesized) -> None:
@@ -339,7 +396,7 @@ def test_each_function_gets_only_its_tables_actions_and_environment(
             else:
                 key = (table_of_logical_id[resource["Fn::GetAtt"][0]], None)
             granted.setdefault(key, set()).update(dynamo)
-        expected = {(a.table, a.index): set(a.actions) for a in spec.access}
+        expected = {(a.table, a.index): set(a.actions) for a in spec.access if a.actions}
         assert granted == expected, spec.construct_id
         variables = props["Environment"]["Variables"]
         table_variables = {v for v in variables if v in TABLE_VARIABLES.values()}
@@ -453,6 +510,49 @@ def test_sweeper_runs_on_a_schedule(synthesized: Synthesized) -> None:
             "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [sweeper, "Arn"]}})],
         },
     )
+
+
+def test_a_failing_or_silent_sweeper_raises_an_alarm(synthesized: Synthesized) -> None:
+    """Errors: any failed sweep; missing = no failed sweep. Invocations: none in two sweep
+    intervals; missing IS breaching, since a scheduled function without invocations stopped."""
+    sweeper = synthesized.logical_id(
+        synthesized.saga.stack.tools.functions["SweepStuckActionsFunction"]
+    )
+    every = synthesized.saga.config.monitoring.sweep_every_minutes * 60
+    alarms = {
+        a["Properties"]["MetricName"]: a["Properties"]
+        for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("Namespace") == "AWS/Lambda"
+    }
+    assert set(alarms) == {"Errors", "Invocations"}
+    expected = {
+        "Errors": (every, "GreaterThanOrEqualToThreshold", "notBreaching"),
+        "Invocations": (2 * every, "LessThanThreshold", "breaching"),
+    }
+    for name, (period, comparison, missing) in expected.items():
+        alarm = alarms[name]
+        assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": sweeper}}]
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["EvaluationPeriods"]) == ("Sum", 1, 1)
+        assert (alarm["Period"], alarm["ComparisonOperator"]) == (period, comparison), name
+        assert alarm["TreatMissingData"] == missing, name
+    (widget,) = [
+        w
+        for w in _dashboard_widgets(synthesized)
+        if w["properties"].get("title") == "Stuck actions and the sweeper"
+    ]
+    lambda_metrics = {m[1] for m in widget["properties"]["metrics"] if m[0] == "AWS/Lambda"}
+    assert lambda_metrics == {"Invocations", "Errors"}
+
+
+def _dashboard_widgets(synth: Synthesized) -> list[dict[str, Any]]:
+    """The dashboard body's widgets, each reference to a resource replaced by its logical id."""
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    _, parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"]
+    body = "".join(
+        p if isinstance(p, str) else json.dumps(p)[1:-1].replace('"', "'") for p in parts
+    )
+    widgets: list[dict[str, Any]] = json.loads(body)["widgets"]
+    return widgets
 
 
 def test_alarms_dashboard_and_outputs(synthesized: Synthesized) -> None:

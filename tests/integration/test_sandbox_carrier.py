@@ -96,18 +96,6 @@ def test_find_shipments_is_empty_for_an_unknown_reference_and_separates_referenc
     assert ships.find_shipments("case-0001.other") == [other]
 
 
-def test_the_by_business_ref_index_also_holds_the_shipment(sandbox_client: Any) -> None:
-    receipt = carrier(sandbox_client).create_shipment(shipment_request())
-
-    items = sandbox_client.query(
-        TableName=TABLES.shipments,
-        IndexName="by-business-ref",
-        KeyConditionExpression="business_ref = :r",
-        ExpressionAttributeValues={":r": {"S": REF}},
-    )["Items"]
-    assert [item["shipment_id"]["S"] for item in items] == [receipt.shipment_id]
-
-
 def test_lose_response_creates_the_shipment_then_times_out_and_lookup_finds_it(
     sandbox_client: Any,
 ) -> None:

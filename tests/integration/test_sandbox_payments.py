@@ -183,20 +183,6 @@ def test_find_refunds_lists_only_the_reference_asked_for(
     assert provider(sandbox_client, clock).find_refunds("case-0001.refund") == [mine]
 
 
-def test_the_by_business_ref_index_also_holds_the_refund(
-    sandbox_client: Any, clock: FakeClock
-) -> None:
-    receipt = provider(sandbox_client, clock).refund(refund_request(), idempotency_key=KEY)
-
-    items = sandbox_client.query(
-        TableName=TABLES.payments,
-        IndexName="by-business-ref",
-        KeyConditionExpression="business_ref = :r",
-        ExpressionAttributeValues={":r": {"S": "case-0001.refund"}},
-    )["Items"]
-    assert [item["refund_id"]["S"] for item in items] == [receipt.refund_id]
-
-
 # --- concurrency --------------------------------------------------------------------------------
 class InterceptingClient:
     """Delegates to the real client; runs `before_commit` just before the commit transaction."""

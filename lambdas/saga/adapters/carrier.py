@@ -6,7 +6,8 @@ reference up (`find_shipments`) before anything is sent again. A lookup that rai
 "cannot tell": the outcome stays UNKNOWN and goes to reconciliation / escalation.
 
 A real carrier adapter implements the same Protocol over its HTTP API with zero automatic
-retries on create (a retried POST is a second parcel) and explicit connect/read timeouts.
+retries on create (a retried POST is a second parcel) and explicit connect/read timeouts. Its
+lookup must be read-after-write consistent, or raise to say it cannot tell (see `Carrier`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,13 @@ class Carrier(Protocol):
         ...
 
     def find_shipments(self, business_ref: str) -> list[ShipmentReceipt]:
-        """Every shipment created for the reference; raising means "cannot tell"."""
+        """Every shipment created for the reference; raising means "cannot tell".
+
+        The answer must be read-after-write consistent: it includes every shipment the carrier
+        has created for the reference, one whose response was lost a moment ago included. A
+        source that may lag behind writes must raise instead of returning []: an empty list is
+        read as "no such shipment", on which the shipment may be created again.
+        """
         ...
 
 

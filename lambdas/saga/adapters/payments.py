@@ -3,15 +3,17 @@
 The tool passes the action key as the provider's idempotency key, so a repeat of the same refund
 (a retry, a redrive, a takeover) is one refund at the provider for as long as the provider keeps
 the key (24 h at Stripe). After that only the business reference protects the action: the tool
-reconciles with `find_refunds(business_ref)` instead of sending again.
+reconciles with `find_refunds(business_ref)` instead of sending again. That lookup must be
+read-after-write consistent, or raise to say it cannot tell (see `PaymentProvider`).
 
 A real provider plugs in behind the same Protocol. Sketch for Stripe (no network code here):
 
     class StripePaymentProvider:
-        def __init__(self, api_key: str, timeout_seconds: float) -> None:
+        def __init__(self, api_key: str, timeout_seconds: float, payment_reference: str) -> None:
             # One HTTP client, zero automatic retries (a repeat is the ledger's and the
             # workflow's decision, never the SDK's), explicit connect and read timeouts that fit
-            # inside the Lambda timeout.
+            # inside the Lambda timeout. Built per case (Runtime.payment_provider(case)), with
+            # the case's refund.payment_reference: the payment whose refunds find_refunds lists.
             ...
 
         def refund(self, request, *, idempotency_key):
@@ -29,10 +31,16 @@ A real provider plugs in behind the same Protocol. Sketch for Stripe (no network
             ...
 
         def find_refunds(self, business_ref):
-            # GET /v1/refunds/search?query=metadata['business_ref']:'<ref>'
-            # Stripe's search is eventually consistent (about a minute): an empty answer shortly
-            # after a lost response is not proof of absence. A real adapter returns "cannot
-            # tell" (raise DownstreamUnavailable) inside that window instead of an empty list.
+            # GET /v1/refunds?payment_intent=<payment_reference>&limit=100 (charge=<id> for a
+            # charge), then starting_after=<last id> while has_more: a list call, which Stripe
+            # serves read-after-write consistent. Keep the refunds whose
+            # metadata['business_ref'] == business_ref.
+            # Not Stripe's search API: it does not cover refunds (charges, customers, invoices,
+            # payment intents, prices, products, subscriptions only) and lags writes by up to a
+            # minute, longer in an outage, so a refund whose response was just lost could be
+            # missing from it.
+            # A timeout, an error or a page not read -> raise DownstreamUnavailable ("cannot
+            # tell"); [] only after every page was read.
             ...
 """
 
@@ -103,7 +111,13 @@ class PaymentProvider(Protocol):
         ...
 
     def find_refunds(self, business_ref: str) -> list[RefundReceipt]:
-        """Every refund made for the reference; raising means "cannot tell"."""
+        """Every refund made for the reference; raising means "cannot tell".
+
+        The answer must be read-after-write consistent: it includes every refund the provider
+        has made for the reference, one whose response was lost a moment ago included. A
+        source that may lag behind writes (a search index) must raise instead of returning []:
+        an empty list is read as "no such refund", on which the refund may be sent again.
+        """
         ...
 
 

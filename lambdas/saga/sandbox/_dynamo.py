@@ -96,8 +96,8 @@ def append_reference_update(
 
     The index item lives in the sandbox control table and is written in the same transaction as
     the effect item, so a consistent read of it is an authoritative answer to "what exists for
-    this reference?". The tables' by-business-ref GSIs are eventually consistent: a lookup right
-    after a lost response could miss the item there and make reconciliation re-send the effect.
+    this reference?". A secondary index on the effect tables would be eventually consistent: a
+    lookup right after a lost response could miss the item there and re-send the effect.
     """
     return {
         "Update": {

@@ -7,12 +7,10 @@ there is no CloudFormation (moto in-process tests).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-BUSINESS_REF_INDEX: Final = "by-business-ref"
 
 
 @dataclass(frozen=True)
@@ -24,24 +22,6 @@ class SandboxTables:
 
 
 def table_definitions(names: SandboxTables) -> list[dict[str, Any]]:
-    def by_business_ref(table: str, key: str) -> dict[str, Any]:
-        return {
-            "TableName": table,
-            "BillingMode": "PAY_PER_REQUEST",
-            "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
-            "AttributeDefinitions": [
-                {"AttributeName": key, "AttributeType": "S"},
-                {"AttributeName": "business_ref", "AttributeType": "S"},
-            ],
-            "GlobalSecondaryIndexes": [
-                {
-                    "IndexName": BUSINESS_REF_INDEX,
-                    "KeySchema": [{"AttributeName": "business_ref", "KeyType": "HASH"}],
-                    "Projection": {"ProjectionType": "ALL"},
-                }
-            ],
-        }
-
     def simple(table: str, key: str) -> dict[str, Any]:
         return {
             "TableName": table,
@@ -51,8 +31,8 @@ def table_definitions(names: SandboxTables) -> list[dict[str, Any]]:
         }
 
     return [
-        by_business_ref(names.payments, "refund_id"),
-        by_business_ref(names.shipments, "shipment_id"),
+        simple(names.payments, "refund_id"),
+        simple(names.shipments, "shipment_id"),
         simple(names.sandbox, "pk"),
         simple(names.inventory, "sku"),
     ]

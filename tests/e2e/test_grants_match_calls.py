@@ -1,0 +1,522 @@
+"""Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed.
+
+The scenarios below run the saga's paths in the local AWS (the same handlers, the synthesized
+template) while `recording_aws_calls` notes every API call each in-process handler makes. Each
+call becomes what IAM must allow: (function, action, resource), where a TransactWriteItems
+counts as one item action per item on that item's table (that is how IAM authorises it) and a
+Query on an index is granted on the index. The same triples are read from the roles' policy
+statements in the template. The two sets must be equal per function: a grant nobody exercises
+is extra, a call without a grant would be AccessDenied on AWS.
+
+Rare paths are scenarios too: reconciliation of each step (found, absent, undeterminable), the
+release (done, lost answer, refused, blocked, redriven), a cancelled transaction, key conflicts,
+the sweeper (nothing stuck, something stuck), and two DynamoDB answers no sandbox fault gives (a
+throttled commit at the payment provider, a reused ClientRequestToken at ReserveStock), injected
+into the local DynamoDB for one transaction. Grants that stay without a recorded call would be
+listed in KEPT_WITHOUT_A_LOCAL_CALL with the code path that needs them; today none does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from copy import deepcopy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
+from moto.dynamodb.models import DynamoDBBackend
+
+from saga import clock as saga_clock
+from saga.identity import Operation
+from saga.models import with_approval_digest
+from sagactl.local.environment import LocalAws
+from sagactl.local.lambda_runtime import AwsCall, recording_aws_calls
+from stacks.constructs.tools import TOOL_SPECS
+from tests.e2e.test_saga_paths import complete_under_another_approval
+from tests.infra.synth import Synthesized
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+Grant = tuple[str, str, str]  # (function construct id, IAM action, resource)
+
+# IAM actions used by the Lambda service and the tracing library for the function, never by
+# the code's own clients: CloudWatch Logs (the runtime) and X-Ray (active tracing).
+RUNTIME_ACTION_PREFIXES = ("logs:", "xray:")
+# TransactWriteItems is authorised per item by these actions on each item's table.
+TRANSACT_ITEM_ACTIONS = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+}
+TRANSACT_GET_ACTIONS = {"Get": "dynamodb:GetItem"}
+
+# Grants that stay although no local scenario makes the call: (function, action, resource) ->
+# the code path that needs it on AWS and why the local AWS cannot reach it.
+KEPT_WITHOUT_A_LOCAL_CALL: dict[Grant, str] = {}
+
+
+# --- naming: physical names in the local account -> the template's names ---------------------
+@dataclass(frozen=True)
+class Names:
+    """Readable names for what the calls and the policies refer to."""
+
+    function_of_name: Mapping[str, str]  # local function name -> construct id
+    function_of_logical_id: Mapping[str, str]  # logical id -> construct id
+    resource_of_logical_id: Mapping[str, str]  # table / queue logical id -> "table:ledger", ...
+    resource_of_name: Mapping[str, str]  # local table name / queue URL -> "table:ledger", ...
+
+    @classmethod
+    def of(cls, synth: Synthesized, local: LocalAws) -> Names:
+        stack = synth.saga.stack
+        functions = {
+            synth.logical_id(fn): construct_id for construct_id, fn in stack.tools.functions.items()
+        }
+        resources = {
+            synth.logical_id(stack.tables.ledger): "table:ledger",
+            synth.logical_id(stack.tables.cases): "table:cases",
+            synth.logical_id(stack.tables.inventory): "table:inventory",
+            synth.logical_id(stack.tables.reservations): "table:reservations",
+            synth.logical_id(stack.escalation.queue): "queue:escalation",
+            synth.logical_id(stack.escalation.dead_letter_queue): "queue:escalation-dlq",
+        }
+        if stack.sandbox is not None:
+            resources |= {
+                synth.logical_id(stack.sandbox.payments): "table:payments",
+                synth.logical_id(stack.sandbox.shipments): "table:shipments",
+                synth.logical_id(stack.sandbox.control): "table:sandbox",
+            }
+        provisioned = local.provisioned
+        assert provisioned is not None
+        physical = {**provisioned.tables, **provisioned.queues}
+        return cls(
+            function_of_name={name: functions[lid] for lid, name in provisioned.functions.items()},
+            function_of_logical_id=functions,
+            resource_of_logical_id=resources,
+            resource_of_name={name: resources[lid] for lid, name in physical.items()},
+        )
+
+
+# --- what the code called ----------------------------------------------------------------------
+def required_grants(calls: Iterable[AwsCall], names: Names) -> set[Grant]:
+    """The (function, action, resource) IAM must allow for each recorded call."""
+    grants: set[Grant] = set()
+    for call in calls:
+        function = names.function_of_name[call.function_name]
+        for action, resource in _authorised_as(call, names):
+            grants.add((function, action, resource))
+    return grants
+
+
+def _authorised_as(call: AwsCall, names: Names) -> list[tuple[str, str]]:
+    params = call.params
+    if call.service == "dynamodb":
+        if call.operation == "TransactWriteItems":
+            return [
+                _transact_item(item, TRANSACT_ITEM_ACTIONS, names)
+                for item in params["TransactItems"]
+            ]
+        if call.operation == "TransactGetItems":
+            return [
+                _transact_item(item, TRANSACT_GET_ACTIONS, names)
+                for item in params["TransactItems"]
+            ]
+        if call.operation in ("BatchGetItem", "BatchWriteItem"):
+            return [
+                (f"dynamodb:{call.operation}", names.resource_of_name[table])
+                for table in params["RequestItems"]
+            ]
+        resource = names.resource_of_name[params["TableName"]]
+        if params.get("IndexName"):
+            resource += f"/index/{params['IndexName']}"
+        return [(f"dynamodb:{call.operation}", resource)]
+    if call.service == "sqs":
+        return [(f"sqs:{call.operation}", names.resource_of_name[params["QueueUrl"]])]
+    # Any other service is compared by action only (its resources are not mapped here).
+    return [(f"{call.service}:{call.operation}", "*")]
+
+
+def _transact_item(
+    item: Mapping[str, Any], actions: Mapping[str, str], names: Names
+) -> tuple[str, str]:
+    ((kind, body),) = item.items()
+    return actions[kind], names.resource_of_name[body["TableName"]]
+
+
+# --- what the template grants ------------------------------------------------------------------
+def template_grants(synth: Synthesized, names: Names) -> set[Grant]:
+    """Each function's (action, resource) from its role's policy statements, runtime excluded."""
+    resources = synth.template_json["Resources"]
+    role_of_function = {
+        names.function_of_logical_id[lid]: resource["Properties"]["Role"]["Fn::GetAtt"][0]
+        for lid, resource in resources.items()
+        if resource["Type"] == "AWS::Lambda::Function"
+    }
+    statements: dict[str, list[dict[str, Any]]] = {}
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            statements.setdefault(role["Ref"], []).extend(
+                policy["Properties"]["PolicyDocument"]["Statement"]
+            )
+    grants: set[Grant] = set()
+    for function, role in role_of_function.items():
+        for statement in statements.get(role, []):
+            assert statement["Effect"] == "Allow", statement
+            for action in _as_list(statement["Action"]):
+                if action.startswith(RUNTIME_ACTION_PREFIXES):
+                    continue
+                if not action.startswith(("dynamodb:", "sqs:")):
+                    grants.add((function, action, "*"))
+                    continue
+                grants.update(
+                    (function, action, _resource_name(resource, names))
+                    for resource in _as_list(statement["Resource"])
+                )
+    return grants
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _resource_name(resource: Any, names: Names) -> str:
+    if isinstance(resource, dict) and "Fn::GetAtt" in resource:
+        return names.resource_of_logical_id[resource["Fn::GetAtt"][0]]
+    if isinstance(resource, dict) and "Fn::Join" in resource:
+        separator, parts = resource["Fn::Join"]
+        if separator == "" and len(parts) == 2 and isinstance(parts[1], str):
+            return _resource_name(parts[0], names) + parts[1]
+    return json.dumps(resource, sort_keys=True)
+
+
+# --- the comparison ----------------------------------------------------------------------------
+def grant_differences(
+    granted: set[Grant], required: set[Grant], kept: Mapping[Grant, str]
+) -> list[str]:
+    """One line per (function, action, resource) that is missing, extra, or wrongly kept."""
+    lines = [
+        f"MISSING {f} {a} on {r}: the code calls it, the role does not allow it"
+        for f, a, r in sorted(required - granted)
+    ]
+    lines += [
+        f"EXTRA   {f} {a} on {r}: granted, but no scenario made the call (remove it, or list "
+        "it in KEPT_WITHOUT_A_LOCAL_CALL with the path that needs it)"
+        for f, a, r in sorted(granted - required - set(kept))
+    ]
+    lines += [
+        f"KEPT    {f} {a} on {r}: listed as never called locally, but it was called (or is no "
+        "longer granted): drop it from KEPT_WITHOUT_A_LOCAL_CALL"
+        for f, a, r in sorted(set(kept) & required | set(kept) - granted)
+    ]
+    return lines
+
+
+def test_grant_differences_name_each_function_action_and_resource() -> None:
+    granted = {("F", "dynamodb:GetItem", "table:t"), ("F", "dynamodb:PutItem", "table:t")}
+    required = {("F", "dynamodb:PutItem", "table:t"), ("G", "sqs:SendMessage", "queue:q")}
+    kept = {("F", "dynamodb:UpdateItem", "table:t"): "why"}
+
+    lines = grant_differences(granted, required, kept)
+
+    assert lines == [
+        "MISSING G sqs:SendMessage on queue:q: the code calls it, the role does not allow it",
+        "EXTRA   F dynamodb:GetItem on table:t: granted, but no scenario made the call (remove "
+        "it, or list it in KEPT_WITHOUT_A_LOCAL_CALL with the path that needs it)",
+        "KEPT    F dynamodb:UpdateItem on table:t: listed as never called locally, but it was "
+        "called (or is no longer granted): drop it from KEPT_WITHOUT_A_LOCAL_CALL",
+    ]
+    # Equal sets, and the kept grant granted but never called: nothing to report.
+    assert grant_differences(granted | set(kept), granted, kept) == []
+
+
+# --- the scenarios -----------------------------------------------------------------------------
+def example(name: str, case_id: str | None = None, **faults: list[str]) -> dict[str, Any]:
+    """An example case, under another case id and with other sandbox faults, re-approved."""
+    case: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
+    case = deepcopy(case)
+    if case_id is not None:
+        case["case_id"] = case_id
+    if faults:
+        case["sandbox"]["faults"] = {**case["sandbox"]["faults"], **faults}
+    return with_approval_digest(case)
+
+
+def run(local: LocalAws, case: Mapping[str, Any], *, name: str | None = None) -> dict[str, Any]:
+    """Run one execution: its status and the states it entered."""
+    description, history = local.run_case(case, name=name)
+    states = [
+        e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e
+    ]
+    return {"status": description["status"], "states": states}
+
+
+def redrive_release(local: LocalAws, case_id: str) -> None:
+    """What RedriveExecution does for a FAILED ReleaseReservation: deliver its input again."""
+    execution_arn = local.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{case_id}"
+    scheduled = [
+        e["taskScheduledEventDetails"]
+        for e in local.history(execution_arn)
+        if e["type"] == "TaskScheduled"
+        and "ReleaseReservation" in e["taskScheduledEventDetails"]["parameters"]
+    ]
+    parameters = json.loads(scheduled[-1]["parameters"])
+    payload = dict(parameters["Payload"])
+    errors = []
+    for retry in range(4):  # the fault list outlasts the workflow's own retries by one
+        payload["attempt"] = {**payload["attempt"], "redrive": 1, "retry": retry}
+        response = local.client("lambda").invoke(
+            FunctionName=parameters["FunctionName"], Payload=json.dumps(payload).encode()
+        )
+        body = json.loads(response["Payload"].read())
+        if not response.get("FunctionError"):
+            return
+        errors.append(body["errorType"])
+    raise AssertionError(f"the redriven release never finished: {errors}")
+
+
+def invoke_sweeper(local: LocalAws, *, hours_later: float) -> dict[str, Any]:
+    """The scheduled sweep, with the Lambda code's clock moved on so open actions are stuck."""
+    assert local.provisioned is not None
+    (name,) = [n for n in local.provisioned.functions.values() if "SweepStuckActions" in n]
+
+    def later() -> float:
+        return earlier() + hours_later * 3600
+
+    earlier = saga_clock.use(later)
+    try:
+        response = local.client("lambda").invoke(FunctionName=name, Payload=b"{}")
+    finally:
+        saga_clock.use(earlier)
+    body: dict[str, Any] = json.loads(response["Payload"].read())
+    assert not response.get("FunctionError"), body
+    return body
+
+
+@contextmanager
+def next_transaction_fails(
+    local: LocalAws, output_key: str, code: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[str]]:
+    """The local DynamoDB answers the next TransactWriteItems that writes the table of
+    `output_key` with `code`, applying nothing: what DynamoDB may answer (throttled, a token
+    reused with other items) and no sandbox fault produces. Yields the codes it answered."""
+    table = local.outputs[output_key]
+    answered: list[str] = []
+    original = DynamoDBBackend.transact_write_items
+
+    def failing_once(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+        tables = {next(iter(item.values())).get("TableName") for item in transact_items}
+        if not answered and table in tables:
+            answered.append(code)
+            raise DynamodbException(ERROR_TYPE_PREFIX + code, f"{code} (injected by the test)")
+        original(backend, transact_items)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DynamoDBBackend, "transact_write_items", failing_once)
+        yield answered
+
+
+Scenario = Callable[[LocalAws], None]
+
+
+def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
+    def expect(
+        case: Mapping[str, Any], status: str, *states: str, name: str | None = None
+    ) -> Scenario:
+        def scenario(local: LocalAws) -> None:
+            ran = run(local, case, name=name)
+            assert ran["status"] == status, ran
+            missing = [s for s in states if s not in ran["states"]]
+            assert not missing, f"{case['case_id']}: never entered {missing}: {ran['states']}"
+
+        return scenario
+
+    def conflict_at(operation: Operation, parameters: dict[str, Any], case_id: str) -> Scenario:
+        def scenario(local: LocalAws) -> None:
+            case = example("happy-path", case_id)
+            complete_under_another_approval(local, case, operation, parameters)
+            expect(case, "SUCCEEDED", "ReleaseReservation", "Escalate")(local)
+
+        return scenario
+
+    def compensation_redriven(local: LocalAws) -> None:
+        expect(example("compensation-stuck"), "FAILED", "ReleaseReservation")(local)
+        redrive_release(local, "case-compensation-stuck")
+
+    def duplicate_and_conflicting_starts(local: LocalAws) -> None:
+        case = example("happy-path", "g-duplicate")
+        expect(case, "SUCCEEDED", "RecordOutcome")(local)
+        run(local, case, name="g-duplicate-again")
+        changed = deepcopy(case)
+        changed["refund"]["amount_minor"] += 1
+        run(local, with_approval_digest(changed), name="g-duplicate-changed")
+
+    def sweeps(local: LocalAws) -> None:
+        invoke_sweeper(local, hours_later=0)
+        expect(example("carrier-unavailable", "g-stuck"), "SUCCEEDED", "ReconcileStep")(local)
+        report = invoke_sweeper(local, hours_later=1)
+        assert report["stuck"] >= 1, report
+
+    def answered_once(output_key: str, code: str, case_id: str) -> Scenario:
+        def scenario(local: LocalAws) -> None:
+            with next_transaction_fails(local, output_key, code, monkeypatch) as answered:
+                expect(example("happy-path", case_id), "SUCCEEDED", "RecordOutcome")(local)
+            assert answered == [code], f"{case_id}: no transaction on {output_key} failed"
+
+        return scenario
+
+    mismatch = example("happy-path", "g-mismatch")
+    mismatch["refund"]["amount_minor"] += 1  # not what was approved
+    return [
+        ("happy path", expect(example("happy-path"), "SUCCEEDED", "RecordOutcome")),
+        (
+            "lost refund response",
+            expect(example("lost-refund-response"), "SUCCEEDED", "ReconcileStep"),
+        ),
+        (
+            "lost carrier response",
+            expect(example("lost-carrier-response"), "SUCCEEDED", "ReconcileStep"),
+        ),
+        ("carrier unavailable", expect(example("carrier-unavailable"), "SUCCEEDED", "Escalate")),
+        ("refund rejected", expect(example("refund-rejected"), "SUCCEEDED", "ReleaseReservation")),
+        (
+            "shipment rejected",
+            expect(example("shipment-rejected"), "SUCCEEDED", "ReleaseReservation"),
+        ),
+        (
+            "out of stock (cancelled transaction)",
+            expect(example("out-of-stock"), "SUCCEEDED", "Escalate"),
+        ),
+        ("approval mismatch", expect(mismatch, "FAILED", "ValidateCase")),
+        ("compensation stuck, then redriven", compensation_redriven),
+        ("duplicate and conflicting starts", duplicate_and_conflicting_starts),
+        (
+            "key conflict at the refund",
+            conflict_at(Operation.REFUND, {"amount_minor": 1}, "g-conflict-refund"),
+        ),
+        (
+            "key conflict at the shipment",
+            conflict_at(Operation.SHIP, {"address": "x"}, "g-conflict-ship"),
+        ),
+        (
+            "reserve: answer lost",
+            expect(
+                example("happy-path", "g-reserve-lost", reserve=["lose_response"]),
+                "SUCCEEDED",
+                "ReconcileStep",
+            ),
+        ),
+        (
+            "reserve: no answer",
+            expect(
+                example("happy-path", "g-reserve-timeout", reserve=["timeout"]),
+                "SUCCEEDED",
+                "ReconcileStep",
+            ),
+        ),
+        (
+            "reserve: rejected",
+            expect(
+                example("happy-path", "g-reserve-reject", reserve=["reject"]),
+                "SUCCEEDED",
+                "Escalate",
+            ),
+        ),
+        (
+            "reserve: failed before commit",
+            expect(
+                example("happy-path", "g-reserve-fbc", reserve=["fail_before_commit"]),
+                "SUCCEEDED",
+                "RecordOutcome",
+            ),
+        ),
+        (
+            "refund: no answer",
+            expect(
+                example("happy-path", "g-refund-timeout", refund=["timeout"]),
+                "SUCCEEDED",
+                "ReconcileStep",
+            ),
+        ),
+        (
+            "refund: failed before commit",
+            expect(
+                example("happy-path", "g-refund-fbc", refund=["fail_before_commit"]),
+                "SUCCEEDED",
+                "RecordOutcome",
+            ),
+        ),
+        (
+            "refund: provider unavailable",
+            expect(
+                example("happy-path", "g-refund-unavailable", refund=["unavailable"]),
+                "SUCCEEDED",
+                "Escalate",
+            ),
+        ),
+        (
+            "shipment: no answer",
+            expect(
+                example("happy-path", "g-ship-timeout", shipment=["timeout"]),
+                "SUCCEEDED",
+                "ReconcileStep",
+            ),
+        ),
+        (
+            "shipment: failed before commit",
+            expect(
+                example("happy-path", "g-ship-fbc", shipment=["fail_before_commit"]),
+                "SUCCEEDED",
+                "RecordOutcome",
+            ),
+        ),
+        (
+            "release: answer lost",
+            expect(
+                example("refund-rejected", "g-release-lost", release=["lose_response"]),
+                "SUCCEEDED",
+                "ReleaseReservation",
+            ),
+        ),
+        (
+            "release: refused",
+            expect(
+                example("refund-rejected", "g-release-reject", release=["reject"]),
+                "SUCCEEDED",
+                "ReleaseReservation",
+            ),
+        ),
+        (
+            "refund: the provider's commit is throttled (the key is given back)",
+            answered_once("PaymentsTableName", "ThrottlingException", "g-refund-throttled"),
+        ),
+        (
+            "reserve: DynamoDB reports the token reused (the record is read)",
+            answered_once(
+                "ReservationsTableName", "IdempotentParameterMismatchException", "g-reserve-token"
+            ),
+        ),
+        ("sweeps", sweeps),
+    ]
+
+
+def test_each_function_is_granted_exactly_the_calls_its_code_makes(
+    local_aws: LocalAws, synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = Names.of(synthesized, local_aws)
+    with recording_aws_calls() as calls:
+        for title, scenario in scenarios(monkeypatch):
+            try:
+                scenario(local_aws)
+            except AssertionError as exc:
+                raise AssertionError(f"scenario {title!r}: {exc}") from exc
+
+    required = required_grants(calls, names)
+    granted = template_grants(synthesized, names)
+    assert {f for f, _, _ in required} == {spec.construct_id for spec in TOOL_SPECS}
+    differences = grant_differences(granted, required, KEPT_WITHOUT_A_LOCAL_CALL)
+    assert not differences, "grants differ from the calls:\n" + "\n".join(differences)
