@@ -2,7 +2,9 @@
 injected Retry and timeouts) holds only what AWS accepts at CreateStateMachine.
 
 - every `{% ... %}` expression, wherever it stands, parses with the reference JSONata (jsonata-js
-  2.0.6, the version AWS documents): AWS parses them all when the state machine is created.
+  2.0.6, the version AWS documents): AWS parses them all when the state machine is created;
+- no Choice state has a state-level `Assign`: AWS applies it whatever rule matches (design.md §7),
+  so a state-level Assign meant for the Default path would run on every path.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sagactl.local.definition_validation import (
     validate_definition,
 )
 from sagactl.local.jsonata_reference import parse_errors
+from stacks.workflow_policy import iter_states
 from tests.infra.synth import Synthesized
 
 # The ReconcileStep catch-all's text before the fix: JSONata has no \' escape (S0103).
@@ -80,3 +83,27 @@ def test_the_old_escape_in_the_catch_all_is_refused_where_it_stands(
     assert [(d.code, d.location) for d in diagnostics] == [(INVALID_JSONATA_EXPRESSION, CATCH_ALL)]
     assert diagnostics[0].message == 'Unsupported escape sequence: \\"\'"'
     assert validate_definition(text) == ()
+
+
+def choices_with_state_level_assign(definition: dict[str, Any]) -> list[str]:
+    return [
+        name
+        for name, state in iter_states(definition)
+        if state["Type"] == "Choice" and "Assign" in state
+    ]
+
+
+def test_no_choice_state_has_a_state_level_assign(rendered: dict[str, Any]) -> None:
+    choices = [name for name, state in iter_states(rendered) if state["Type"] == "Choice"]
+    assert "AfterReconcile" in choices
+    assert choices_with_state_level_assign(rendered) == []
+
+
+def test_the_choice_check_finds_a_state_level_assign_at_any_depth(
+    rendered: dict[str, Any],
+) -> None:
+    broken = json.loads(json.dumps(rendered))
+    broken["States"]["AfterReconcile"]["Assign"] = {"escalation": "{% 'meant for Default' %}"}
+    nested = {"StartAt": "C", "States": {"C": {"Type": "Choice", "Choices": [], "Assign": {}}}}
+    broken["States"]["Wrapper"] = {"Type": "Parallel", "Branches": [nested], "End": True}
+    assert choices_with_state_level_assign(broken) == ["AfterReconcile", "C"]
