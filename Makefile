@@ -8,7 +8,7 @@ NODE_STAMP := node_modules/.installed-stamp
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: venv test test-long lint typecheck synth demo local-up clean bench
+.PHONY: venv test test-long lint typecheck synth demo local-up clean bench validate-aws
 
 venv: $(STAMP) $(NODE_STAMP)
 
@@ -49,6 +49,12 @@ local-up: venv
 
 bench: venv
 	$(BIN)/python -m sagactl.bench
+
+# Before `cdk deploy`: AWS's own ValidateStateMachineDefinition on the synthesized definition
+# (DefinitionSubstitutions applied as CloudFormation will) with YOUR credentials, then cfn-lint.
+# Creates nothing. TEMPLATE=cdk.out/<stack>.template.json checks a template you synthesized.
+validate-aws: venv
+	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE))
 
 clean:
 	rm -rf cdk.out .local .build .mypy_cache .ruff_cache .pytest_cache

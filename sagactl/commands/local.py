@@ -214,12 +214,13 @@ def command_down(args: argparse.Namespace) -> int:
 
 def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        from sagactl.local.jsonata_reference import ReferenceJsonataUnavailable
         from sagactl.local.synth import SynthError
         from sagactl.local.template import TemplateError
 
         try:
             return command(args)
-        except (LocalCommandError, SynthError, TemplateError) as exc:
+        except (LocalCommandError, SynthError, TemplateError, ReferenceJsonataUnavailable) as exc:
             print(f"sagactl local: {exc}", file=sys.stderr)
             return 1
 

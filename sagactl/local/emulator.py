@@ -7,6 +7,9 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_dynamodb_atomicity()`: one lock around each DynamoDB request, as DynamoDB makes each
   single-item write (and each transaction) atomic; moto does not serialise concurrent requests;
 - `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down.
+- `install_definition_validation()`: Create/UpdateStateMachine refuse a definition whose JSONata
+  the reference parser (jsonata-js) rejects, as AWS does; ValidateStateMachineDefinition answers;
+- `install_choice_state_assign()`: a Choice state's own Assign applies whatever rule matches.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import threading
 import time
 from typing import Any
 
+from sagactl.local.choice_assign import install_choice_state_assign
+from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
 from sagactl.local.lambda_runtime import (
     FAKE_CREDENTIALS,
@@ -137,6 +142,8 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_inprocess_lambda()
     install_dynamodb_atomicity()
     set_retry_time_scale(time_scale)
+    install_definition_validation()
+    install_choice_state_assign()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:

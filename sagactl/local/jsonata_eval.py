@@ -26,7 +26,11 @@ _SF_HASH_ALGORITHMS = {
 
 
 class JsonataEvaluationError(Exception):
-    """A JSONata expression failed to parse or evaluate."""
+    """A JSONata expression failed to parse or evaluate; `code` is JSONata's (e.g. S0103)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _uuid() -> str:
@@ -74,7 +78,7 @@ def evaluate(expression: str) -> Any:
     except JsonataEvaluationError:
         raise
     except Exception as exc:  # jsonata-python raises JException and plain Python errors alike
-        raise JsonataEvaluationError(str(exc)) from exc
+        raise JsonataEvaluationError(str(exc), getattr(exc, "error", None)) from exc
     return to_plain_json(result)
 
 

@@ -285,12 +285,17 @@ class _Provisioner:
             physical = self.ctx.resources[logical_id]
             definition = self._definition(logical_id, props)
             machine_type: Any = str(props.get("StateMachineType", "STANDARD"))
-            arn = self.sfn.create_state_machine(
-                name=physical.attributes["Name"],
-                definition=definition,
-                roleArn=role_arn,
-                type=machine_type,
-            )["stateMachineArn"]
+            try:
+                arn = self.sfn.create_state_machine(
+                    name=physical.attributes["Name"],
+                    definition=definition,
+                    roleArn=role_arn,
+                    type=machine_type,
+                )["stateMachineArn"]
+            except self.sfn.exceptions.InvalidDefinition as exc:
+                # Refused as AWS would refuse it (sagactl/local/definition_validation.py).
+                message = exc.response["Error"]["Message"]
+                raise TemplateError(f"state machine {logical_id}: {message}") from exc
             if arn != physical.ref:
                 raise TemplateError(f"state machine ARN {arn} differs from planned {physical.ref}")
             self.result.state_machines[logical_id] = arn
