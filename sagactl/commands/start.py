@@ -26,7 +26,7 @@ from sagactl.commands.common import (
 from sagactl.errors import InvalidCaseFile, NotFound, guarded
 from sagactl.render import emit_json, emit_json_line
 from sagactl.target import Target, resolve_target
-from sagactl.timeline import describe_execution, execution_summary
+from sagactl.timeline import describe_execution, execution_summary, read_case_record
 
 
 def canonical_input(case: Any) -> str:
@@ -44,10 +44,17 @@ def check_case(raw: Any, source: str) -> str:
 
 
 def start_case(target: Target, raw: Any, case_id: str) -> dict[str, Any]:
-    """Start (or find) the case's execution: {"created", "execution_arn", "status", ...}."""
+    """Start (or find) the case's execution: {"created", "execution_arn", "status", ...}.
+
+    A case that already has a case record is never started again under a new name: its
+    execution would only end DUPLICATE (design.md §8). That is reported, nothing is started.
+    """
     payload = canonical_input(raw)
     existing = _existing(target, case_id)
     if existing is None:
+        recorded = _recorded_elsewhere(target, raw, case_id)
+        if recorded is not None:
+            return recorded
         sfn = target.client("stepfunctions")
         try:
             response = sfn.start_execution(
@@ -62,6 +69,31 @@ def start_case(target: Target, raw: Any, case_id: str) -> dict[str, Any]:
                 raise
         existing = describe_execution(target, case_id)
     return _report(target, existing, created=False, payload=payload)
+
+
+def _recorded_elsewhere(target: Target, raw: Any, case_id: str) -> dict[str, Any] | None:
+    """The report for a case whose record names another execution (or None: start it)."""
+    record = read_case_record(target, case_id)
+    if record is None:
+        return None
+    digest = raw.get("approval", {}).get("digest") if isinstance(raw, dict) else None
+    if record.get("digest") != digest:
+        raise InvalidCaseFile(
+            f"case {case_id} already ran with other approved parameters (digest "
+            f"{record.get('digest')}); one case id is one approved request: use a new case id"
+        )
+    original = record.get("execution_arn")
+    return {
+        "case_id": case_id,
+        "created": False,
+        "duplicate": True,
+        "execution_arn": original,
+        "status": None,
+        "outcome": record.get("outcome"),
+        "start_date": None,
+        "same_input": True,
+        "console_url": target.console_url(original) if isinstance(original, str) else None,
+    }
 
 
 def _existing(target: Target, case_id: str) -> dict[str, Any] | None:
@@ -104,6 +136,12 @@ def command_start(args: argparse.Namespace) -> int:
         # with --watch, JSON Lines: the report, then watch's entries and the case
         (emit_json_line if args.watch else emit_json)(report)
     else:
+        if report.get("duplicate"):
+            print(
+                f"case {case_id} already ran as {report['execution_arn']} (outcome "
+                f"{report['outcome']}): DUPLICATE, nothing started"
+            )
+            return 0
         if report["created"]:
             print(f"started case {case_id}: {report['execution_arn']}")
         else:

@@ -24,6 +24,7 @@ from typing import Any
 from sagactl.local.choice_assign import install_choice_state_assign
 from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
+from sagactl.local.lambda_errors import install_lambda_unknown_mapping
 from sagactl.local.lambda_runtime import (
     FAKE_CREDENTIALS,
     RuntimeSettings,
@@ -144,6 +145,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     set_retry_time_scale(time_scale)
     install_definition_validation()
     install_choice_state_assign()
+    install_lambda_unknown_mapping()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:

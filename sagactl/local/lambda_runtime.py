@@ -149,6 +149,11 @@ def invoke_environment(
     return env
 
 
+class SimulatedCrash(BaseException):
+    """Raised by a test's nemesis inside handler code: the function's process dies there (a
+    crash, out of memory) before it answers. A BaseException, so no handler code catches it."""
+
+
 def error_payload(exc: BaseException) -> dict[str, Any]:
     """The Python Lambda runtime's error shape: the class name is the error type."""
     return {
@@ -199,6 +204,14 @@ def invoke_in_process(
         running = _RUNNING_FUNCTION.set(function_name)
         try:
             result = handler(event, context)
+        except SimulatedCrash as crash:
+            # What Lambda answers for a process that died: no error type (Lambda.Unknown).
+            logger.debug("%s crashed: %s", function_name, crash)
+            message = (
+                f"RequestId: {context.aws_request_id} Error: Runtime exited with error: "
+                f"signal: killed ({crash})"
+            )
+            return json.dumps({"errorMessage": message}), True, message
         except Exception as exc:
             logger.debug("%s raised %s: %s", function_name, type(exc).__name__, exc)
             return (

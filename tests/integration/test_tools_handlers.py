@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from saga.errors import InvalidRequest, OutcomeUnknown, RefundRejected
+from saga.errors import ApprovalMismatch, InvalidRequest, OutcomeUnknown, RefundRejected
 from saga.handlers import (
     create_shipment,
     issue_refund,
@@ -128,3 +128,32 @@ def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsE
     assert env.available("SKU-RED-MUG") == 100
     record = env.case_record("case-rej")
     assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
+
+
+@pytest.mark.parametrize(
+    ("module", "state", "extra"),
+    [
+        (reserve_stock, "ReserveStock", {}),
+        (issue_refund, "IssueRefund", {}),
+        (create_shipment, "CreateShipment", {}),
+        (release_reservation, "ReleaseReservation", {}),
+        (reconcile_action, "ReconcileStep", {"step": "refund"}),
+        (record_outcome, "RecordOutcome", {"outcome": "COMPLETED"}),
+    ],
+)
+def test_every_tool_refuses_a_case_edited_after_approval_and_changes_nothing(
+    env: ToolsEnv, module: Any, state: str, extra: dict[str, Any]
+) -> None:
+    """A direct invoke with a case whose parameters are not the approved ones (the digest of
+    another amount) is refused by the tool itself, not only by ValidateCase: no ledger record,
+    no case record, no effect."""
+    validate_case.handler({"case": raw_case(), "attempt": attempt("ValidateCase")}, FakeContext())
+    cases_before = env.items("CASES_TABLE")
+    tampered = raw_case()
+    tampered["refund"]["amount_minor"] = 2_000_000  # the approval covers 2000
+    with pytest.raises(ApprovalMismatch, match="re-approve"):
+        module.handler({"case": tampered, "attempt": attempt(state), **extra}, FakeContext())
+    assert env.items("LEDGER_TABLE") == []
+    assert env.items("CASES_TABLE") == cases_before
+    assert (env.refunds("case-0001"), env.shipments("case-0001")) == (0, 0)
+    assert env.available("SKU-RED-MUG") == 100

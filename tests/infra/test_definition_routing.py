@@ -1,0 +1,93 @@
+"""Error routing of the rendered definition (design.md §4): the rules whose breakage only one
+scenario would show, checked on every state at once.
+
+- every forward step sends an uncertain outcome (OutcomeUnknown, BudgetExhausted,
+  ReplayWindowExpired, States.Timeout, and Lambda.Unknown: a crash or out of memory after the
+  function may have dispatched) to ReconcileStep, never past it;
+- the compensation has no Catch for those: retries, then FAILED at that task (redrivable);
+- every Lambda task retries the invoke-level faults AWS recommends retrying;
+- a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stacks.config import LAMBDA_INVOKE_ERRORS
+from stacks.workflow_policy import is_lambda_task, iter_states
+from tests.infra.synth import Synthesized
+
+STEP_NAMES = {"ReserveStock": "reserve", "IssueRefund": "refund", "CreateShipment": "ship"}
+FORWARD_STEPS = tuple(STEP_NAMES)
+UNCERTAIN = {
+    "OutcomeUnknown",
+    "BudgetExhausted",
+    "ReplayWindowExpired",
+    "States.Timeout",
+    "Lambda.Unknown",
+}
+
+
+@pytest.fixture(scope="module")
+def states(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    (machine,) = synthesized.resources("AWS::StepFunctions::StateMachine").values()
+    return dict(iter_states(json.loads(machine["Properties"]["DefinitionString"])))
+
+
+@pytest.mark.parametrize("step", FORWARD_STEPS)
+def test_an_uncertain_forward_step_goes_to_reconciliation(
+    states: dict[str, dict[str, Any]], step: str
+) -> None:
+    catchers = states[step]["Catch"]
+    routed = {error: catcher["Next"] for catcher in catchers for error in catcher["ErrorEquals"]}
+    assert {error: routed.get(error) for error in UNCERTAIN} == dict.fromkeys(
+        UNCERTAIN, "ReconcileStep"
+    )
+    assert "States.ALL" not in routed and "States.TaskFailed" not in routed
+    # The reconcile task learns which step it settles.
+    (uncertain,) = [c for c in catchers if "OutcomeUnknown" in c["ErrorEquals"]]
+    assert uncertain["Assign"] == {
+        "reconciling": {
+            "ReserveStock": "reserve",
+            "IssueRefund": "refund",
+            "CreateShipment": "ship",
+        }[step]
+    }
+
+
+def test_the_compensation_fails_at_its_task_when_it_cannot_finish(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    release = states["ReleaseReservation"]
+    caught = {error for catcher in release.get("Catch", []) for error in catcher["ErrorEquals"]}
+    assert not caught & (UNCERTAIN | {"TransientError", "States.ALL", "States.TaskFailed"})
+    retried = {error for retrier in release["Retry"] for error in retrier["ErrorEquals"]}
+    assert {"TransientError", "OutcomeUnknown", "States.Timeout", "Lambda.Unknown"} <= retried
+
+
+def test_every_lambda_task_retries_the_invoke_level_faults(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    assert "Lambda.ClientExecutionTimeoutException" in LAMBDA_INVOKE_ERRORS
+    lambda_tasks = {
+        name: s for name, s in states.items() if s["Type"] == "Task" and is_lambda_task(s)
+    }
+    assert len(lambda_tasks) == 7
+    for name, state in lambda_tasks.items():
+        retried = {error for retrier in state["Retry"] for error in retrier["ErrorEquals"]}
+        assert set(LAMBDA_INVOKE_ERRORS) <= retried, name
+
+
+def test_a_duplicate_execution_ends_succeeded_before_any_effect(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    assert states["ValidateCase"]["Next"] == "NewOrDuplicate"
+    choice = states["NewOrDuplicate"]
+    assert choice["Choices"] == [{"Condition": "{% $duplicate %}", "Next": "DuplicateCase"}]
+    assert choice["Default"] == "ReserveStock"
+    duplicate = states["DuplicateCase"]
+    assert duplicate["Type"] == "Succeed"
+    assert "'outcome': 'DUPLICATE'" in duplicate["Output"]
