@@ -6,6 +6,9 @@
 - `synthesized`: the real CDK app synthesized once (infrastructure assertions use it too).
 - `local_aws`: the real stack (that template) freshly provisioned for each test
   (reset + provision: ~0.1 s), sandbox inventory seeded, AWS_ENDPOINT_URL set for the test.
+  Its clock starts at real time: `local_aws.clock.advance(seconds)` moves the one clock the
+  handlers, Step Functions timestamps, TTL deletion and the token window read; the offset is
+  dropped again after the test, so no later test inherits it.
 - `fixture_local_aws`: the same for the small hand-written template in
   tests/e2e/local_stack_fixture.py (tests of the emulator itself).
 
@@ -93,12 +96,13 @@ def _saga_local(local_server: LocalServer, saga_stack_source: StackSource) -> Lo
 
 
 @pytest.fixture
-def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
+def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalAws]:
     """The real stack in a fresh local account; `run_case(case)` runs one execution."""
     _saga_local.reprovision()
     for name, value in client_environment(_saga_local.endpoint).items():
         monkeypatch.setenv(name, value)
-    return _saga_local
+    yield _saga_local
+    _saga_local.clock.reset()  # saga.clock stays installed in this process: back to real time
 
 
 @pytest.fixture(scope="session")
@@ -109,9 +113,12 @@ def _fixture_local(local_server: LocalServer) -> LocalAws:
 
 
 @pytest.fixture
-def fixture_local_aws(_fixture_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
-    """The hand-written fixture stack in a fresh local account."""
+def fixture_local_aws(
+    _fixture_local: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalAws]:
+    """The hand-written fixture stack in a fresh local account (clock as for `local_aws`)."""
     _fixture_local.reprovision()
     for name, value in client_environment(_fixture_local.endpoint).items():
         monkeypatch.setenv(name, value)
-    return _fixture_local
+    yield _fixture_local
+    _fixture_local.clock.reset()
