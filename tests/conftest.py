@@ -13,7 +13,10 @@
   tests/e2e/local_stack_fixture.py (tests of the emulator itself).
 
 The server shares moto's in-process state with `mock_aws`: a `mock_aws` test wipes it, which is
-why every test that uses the local AWS gets a fresh provisioning.
+why every test that uses the local AWS gets a fresh provisioning. It shares moto's code too, so
+DynamoDB's rules that the local AWS enforces (atomic requests, the ClientRequestToken contract)
+are installed for the whole session (`dynamodb_as_on_aws`): every test sees the same DynamoDB,
+whatever ran before it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from sagactl.local.emulator import LocalServer, client_environment
+from sagactl.local.clock import LOCAL_CLOCK, LocalClock
+from sagactl.local.emulator import (
+    LocalServer,
+    client_environment,
+    install_dynamodb_atomicity,
+    install_transaction_tokens,
+)
 from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.template import load_template
 from tests.infra.synth import Synthesized, synthesize
@@ -64,6 +73,21 @@ def fake_aws_credentials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         patch.setenv("AWS_CONFIG_FILE", str(empty))
         patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dynamodb_as_on_aws() -> None:
+    """moto's DynamoDB, in `mock_aws` and in the local AWS alike, with the rules the local AWS
+    adds: atomic requests and the ClientRequestToken contract (on the local clock)."""
+    install_dynamodb_atomicity()
+    install_transaction_tokens()
+
+
+@pytest.fixture
+def local_clock() -> Iterator[LocalClock]:
+    """The local AWS's clock (also the token window's in `mock_aws`), back at real time after."""
+    yield LOCAL_CLOCK
+    LOCAL_CLOCK.reset()
 
 
 @pytest.fixture(scope="session")
