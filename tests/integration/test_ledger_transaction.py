@@ -140,16 +140,23 @@ def test_lost_transaction_response_retried_by_the_sdk_is_answered_by_the_token(
 
 
 def test_lost_transaction_response_retried_after_the_token_window_is_a_replay(
-    ledger: ActionLedger, stock: Any, dynamodb: Any, local_clock: LocalClock
+    ledger: ActionLedger, stock: Any, dynamodb: Any, clock: FakeClock, local_clock: LocalClock
 ) -> None:
     """Past the token's 10 minutes the retry is a new request: the ledger condition alone must
     catch the repeat, as it does for any replay after the window."""
-    with lose_responses(dynamodb, "TransactWriteItems") as lost:
-        dynamodb.meta.events.register(
-            "needs-retry.dynamodb.TransactWriteItems",
-            lambda **_: local_clock.advance(TOKEN_WINDOW_SECONDS) and None,
-        )
-        outcome = reserve(ledger, reserve_request(), "a1", 1)
+    clock.now = local_clock.now()  # one time for the ledger and DynamoDB (token window, TTL)
+
+    def ten_minutes_pass(**_: Any) -> None:
+        local_clock.advance(TOKEN_WINDOW_SECONDS)
+        clock.advance(TOKEN_WINDOW_SECONDS)
+
+    retry_event = "needs-retry.dynamodb.TransactWriteItems"
+    dynamodb.meta.events.register(retry_event, ten_minutes_pass)
+    try:  # the client is shared for the process's life (as in a Lambda container)
+        with lose_responses(dynamodb, "TransactWriteItems") as lost:
+            outcome = reserve(ledger, reserve_request(), "a1", 1)
+    finally:
+        dynamodb.meta.events.unregister(retry_event, ten_minutes_pass)
 
     assert lost == [1]
     assert stock() == 2

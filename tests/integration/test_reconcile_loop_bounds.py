@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from saga.errors import OutcomeUnknown, OutOfStock
+from saga.errors import ActionPending, OutcomeUnknown, OutOfStock
 from saga.ledger import LedgerStatus
 from saga.models import Case, ReconcileResult
 from saga.tools.common import NoFaults
@@ -20,6 +20,14 @@ from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.reserve import reconcile_reserve, reserve_stock
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
+
+# Under DynamoDB's ClientRequestToken contract (the local AWS enforces it) this path sends one
+# token with two different transactions: issue 9, item 5. Remove the marker with the fix.
+TOKEN_REUSE_BUG = pytest.mark.xfail(
+    strict=True,
+    raises=ActionPending,
+    reason="issue 9 item 5: a takeover of an attempts=0 record reuses the transaction token",
+)
 
 BUDGET = 4
 
@@ -82,6 +90,7 @@ def test_reserve_that_never_reaches_the_inventory_escalates_within_the_budget(
     assert record is not None and record.status in (LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN)
 
 
+@TOKEN_REUSE_BUG
 def test_reserve_retried_after_a_proven_absence_reserves_exactly_once(env: ToolsEnv) -> None:
     # One timeout (nothing written), reconcile proves absence, the re-attempt reserves once.
     case = make_case()
@@ -95,6 +104,7 @@ def test_reserve_retried_after_a_proven_absence_reserves_exactly_once(env: Tools
     assert record.attempts <= BUDGET
 
 
+@TOKEN_REUSE_BUG
 def test_out_of_stock_on_the_re_attempt_is_recorded_not_left_uncertain(env: ToolsEnv) -> None:
     # The re-attempt after a proven absence finds no stock: that is a business failure, recorded
     # over the reconcile's placeholder, not an OutcomeUnknown that would loop to escalation.

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
+from saga.errors import ActionPending, KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.models import Case, OutcomePayload
 from saga.tools.common import NoFaults
@@ -17,6 +17,14 @@ from saga.tools.release import release_reservation
 from saga.tools.reserve import reconcile_reserve
 from saga.tools.ship import create_shipment
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
+
+# Under DynamoDB's ClientRequestToken contract (the local AWS enforces it) this path sends one
+# token with two different transactions: issue 9, item 5. Remove the marker with the fix.
+TOKEN_REUSE_BUG = pytest.mark.xfail(
+    strict=True,
+    raises=ActionPending,
+    reason="issue 9 item 5: a takeover of an attempts=0 record reuses the transaction token",
+)
 
 
 @pytest.fixture
@@ -110,6 +118,7 @@ def reconcile(env: ToolsEnv, case: Case, step: str, answer):  # type: ignore[no-
     )
 
 
+@TOKEN_REUSE_BUG
 def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
     case = make_case()
     nothing = reconcile(
