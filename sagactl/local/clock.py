@@ -29,6 +29,7 @@ import math
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -255,6 +256,9 @@ class ClockUnavailable(Exception):
 
 
 def _call(url: str, data: bytes | None = None) -> ClockReading:
+    host = urllib.parse.urlsplit(url).hostname
+    if host != "localhost" and not _is_loopback(host):
+        raise ClockUnavailable(f"{url}: the local AWS's clock is on a loopback address only")
     # No proxies: the local AWS is on loopback.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     request = urllib.request.Request(  # noqa: S310 (http://127.0.0.1 by construction)

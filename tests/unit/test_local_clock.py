@@ -15,7 +15,10 @@ from sagactl.local.clock import (
     MAX_ADVANCE_SECONDS,
     ClockEndpoint,
     ClockReading,
+    ClockUnavailable,
     LocalClock,
+    advance_clock,
+    read_clock,
 )
 
 
@@ -182,3 +185,11 @@ def test_the_endpoint_answers_loopback_clients_only_and_passes_everything_else_o
 
     assert _call(endpoint, "/moto-api/reset", method="POST") == ("200 OK", b"moto")
     assert passed == ["/moto-api/reset"]
+
+
+def test_the_client_talks_to_loopback_endpoints_only() -> None:
+    for endpoint in ("https://dynamodb.us-east-1.amazonaws.com", "http://10.0.0.5:4566"):
+        with pytest.raises(ClockUnavailable, match="loopback address only"):
+            read_clock(endpoint)
+        with pytest.raises(ClockUnavailable, match="loopback address only"):
+            advance_clock(endpoint, 60)
