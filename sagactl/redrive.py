@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -80,7 +79,7 @@ def plan_redrive(
         )
     stop = description.get("stopDate")
     stopped_epoch = stop.timestamp() if isinstance(stop, datetime) else None
-    current = time.time() if now is None else now
+    current = target.now() if now is None else now
     if stopped_epoch is not None and current - stopped_epoch > REDRIVE_WINDOW_SECONDS:
         days = (current - stopped_epoch) / 86400
         raise RedriveRefused(

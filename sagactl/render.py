@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TextIO
@@ -37,13 +36,13 @@ def timeline_lines(entries: Iterable[TimelineEntry]) -> list[str]:
     return [entry_line(entry) for entry in entries]
 
 
-def _age(epoch: float) -> str:
-    delta = epoch - time.time()
+def _age(epoch: float, now: float) -> str:
+    delta = epoch - now
     return f"in {delta:.0f}s" if delta >= 0 else f"{-delta:.0f}s ago"
 
 
-def record_lines(record: dict[str, Any], indent: str = "    ") -> list[str]:
-    """A ledger record, the fields an operator needs first."""
+def record_lines(record: dict[str, Any], indent: str = "    ", *, now: float) -> list[str]:
+    """A ledger record, the fields an operator needs first (`now`: the target's, for the lease)."""
     lines = [
         f"{indent}status          {record['status']}",
         f"{indent}attempts        {record['attempts']}/{record['budget']} "
@@ -56,7 +55,7 @@ def record_lines(record: dict[str, Any], indent: str = "    ") -> list[str]:
         if record.get(name):
             lines.append(f"{indent}{name:<15} {record[name]}")
     if record["status"] in ("IN_PROGRESS", "UNKNOWN") and record.get("lease_expires_at"):
-        lines.append(f"{indent}lease ends      {_age(float(record['lease_expires_at']))}")
+        lines.append(f"{indent}lease ends      {_age(float(record['lease_expires_at']), now)}")
     if record.get("error"):
         error = record["error"]
         lines.append(f"{indent}error           {error.get('type')}: {error.get('message')}")
@@ -108,7 +107,7 @@ def _action_lines(view: CaseView) -> list[str]:
         lines.append("  (tenant unknown: no ledger keys to read)")
     for action in view.actions:
         lines.append(f"  {action.step:<8} {action.action_key}")
-        lines += record_lines(action.record) if action.record else ["    no record"]
+        lines += record_lines(action.record, now=view.now) if action.record else ["    no record"]
     return lines
 
 

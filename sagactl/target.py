@@ -7,7 +7,8 @@
 - AWS: the default credential chain and region (`--region` overrides), the outputs from
   CloudFormation DescribeStacks of `--stack` (default ReplacementOrderSaga-dev).
 
-Both give the same output keys (design.md §8).
+Both give the same output keys (design.md §8), and the same notion of now: `Target.now()` is real
+time on AWS and the local AWS's movable clock locally (`sagactl local advance`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from sagactl.errors import NotFound, TargetError
+from sagactl.local.clock import ClockUnavailable, read_clock
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STACK_NAME = "ReplacementOrderSaga-dev"
@@ -57,6 +60,19 @@ class Target:
                 service, endpoint_url=self.endpoint_url, config=_CLIENT_CONFIG
             )
         return self._clients[service]
+
+    def now(self) -> float:
+        """Epoch seconds in this target's time: every "how long ago / until" sagactl computes
+        (lease ends, stuck actions, the redrive window) reads it. Locally it is the local AWS's
+        clock, which `sagactl local advance` moves; on AWS, real time."""
+        if not self.local or not self.endpoint_url:
+            return time.time()
+        try:
+            return read_clock(self.endpoint_url).now
+        except ClockUnavailable as exc:
+            raise TargetError(
+                f"cannot read the clock of the local AWS ({exc}); is `sagactl local up` running?"
+            ) from None
 
     def output(self, key: str) -> str:
         value = self.outputs.get(key)

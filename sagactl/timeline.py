@@ -335,6 +335,7 @@ class CaseView:
     escalation_queue_depth: int | None
     case_record: dict[str, Any] | None
     attempt_budget: int
+    now: float  # the target's now when this view was gathered (lease ends are relative to it)
     failed_step: FailedStep | None = None
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
@@ -546,6 +547,7 @@ def gather(target: Target, case_id: str, *, budget: int | None = None) -> CaseVi
         escalation_queue_depth=escalation_queue_depth(target),
         case_record=case_record,
         attempt_budget=budget,
+        now=target.now(),
         failed_step=find_failed_step(history)
         if status in ("FAILED", "TIMED_OUT", "ABORTED")
         else None,

@@ -6,11 +6,17 @@
 - `synthesized`: the real CDK app synthesized once (infrastructure assertions use it too).
 - `local_aws`: the real stack (that template) freshly provisioned for each test
   (reset + provision: ~0.1 s), sandbox inventory seeded, AWS_ENDPOINT_URL set for the test.
+  Its clock starts at real time: `local_aws.clock.advance(seconds)` moves the one clock the
+  handlers, Step Functions timestamps, TTL deletion and the token window read; the offset is
+  dropped again after the test, so no later test inherits it.
 - `fixture_local_aws`: the same for the small hand-written template in
   tests/e2e/local_stack_fixture.py (tests of the emulator itself).
 
 The server shares moto's in-process state with `mock_aws`: a `mock_aws` test wipes it, which is
-why every test that uses the local AWS gets a fresh provisioning.
+why every test that uses the local AWS gets a fresh provisioning. It shares moto's code too, so
+DynamoDB's rules that the local AWS enforces (atomic requests, the ClientRequestToken contract,
+TTL deletion when the clock is advanced) are installed for the whole session
+(`dynamodb_as_on_aws`): every test sees the same DynamoDB, whatever ran before it.
 """
 
 from __future__ import annotations
@@ -20,7 +26,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from sagactl.local.emulator import LocalServer, client_environment
+from sagactl.local.clock import LOCAL_CLOCK, LocalClock
+from sagactl.local.emulator import (
+    LocalServer,
+    client_environment,
+    install_dynamodb_atomicity,
+    install_transaction_tokens,
+    install_ttl_deletion,
+)
 from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.template import load_template
 from tests.infra.synth import Synthesized, synthesize
@@ -63,6 +76,23 @@ def fake_aws_credentials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def dynamodb_as_on_aws() -> None:
+    """moto's DynamoDB, in `mock_aws` and in the local AWS alike, with the rules the local AWS
+    adds: atomic requests, the ClientRequestToken contract and TTL deletion (on the local
+    clock)."""
+    install_dynamodb_atomicity()
+    install_transaction_tokens()
+    install_ttl_deletion()
+
+
+@pytest.fixture
+def local_clock() -> Iterator[LocalClock]:
+    """The local AWS's clock (also the token window's in `mock_aws`), back at real time after."""
+    yield LOCAL_CLOCK
+    LOCAL_CLOCK.reset()
+
+
 @pytest.fixture(scope="session")
 def local_server(fake_aws_credentials: None) -> Iterator[LocalServer]:
     scale = float(os.environ.get("SAGA_LOCAL_TIME_SCALE", TEST_TIME_SCALE_DEFAULT))
@@ -93,12 +123,13 @@ def _saga_local(local_server: LocalServer, saga_stack_source: StackSource) -> Lo
 
 
 @pytest.fixture
-def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
+def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalAws]:
     """The real stack in a fresh local account; `run_case(case)` runs one execution."""
     _saga_local.reprovision()
     for name, value in client_environment(_saga_local.endpoint).items():
         monkeypatch.setenv(name, value)
-    return _saga_local
+    yield _saga_local
+    _saga_local.clock.reset()  # saga.clock stays installed in this process: back to real time
 
 
 @pytest.fixture(scope="session")
@@ -109,9 +140,12 @@ def _fixture_local(local_server: LocalServer) -> LocalAws:
 
 
 @pytest.fixture
-def fixture_local_aws(_fixture_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
-    """The hand-written fixture stack in a fresh local account."""
+def fixture_local_aws(
+    _fixture_local: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalAws]:
+    """The hand-written fixture stack in a fresh local account (clock as for `local_aws`)."""
     _fixture_local.reprovision()
     for name, value in client_environment(_fixture_local.endpoint).items():
         monkeypatch.setenv(name, value)
-    return _fixture_local
+    yield _fixture_local
+    _fixture_local.clock.reset()

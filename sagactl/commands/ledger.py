@@ -11,7 +11,6 @@ own query.
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import asdict
 
 from saga.identity import parse_action_key
@@ -54,7 +53,7 @@ def command_ledger(args: argparse.Namespace) -> int:
             emit_json(summary)
         else:
             print(args.action_key)
-            print("\n".join(record_lines(summary, indent="  ")))
+            print("\n".join(record_lines(summary, indent="  ", now=target.now())))
         return 0
 
     tenant = args.tenant
@@ -71,9 +70,10 @@ def command_ledger(args: argparse.Namespace) -> int:
         emit_json({"case_id": args.case, "tenant_id": tenant, "actions": actions_json(actions)})
     else:
         print(f"case {args.case} (tenant {tenant}), budget {budget} attempts per action")
+        now = target.now()
         for view in actions:
             print(f"  {view.step:<8} {view.action_key}")
-            print("\n".join(record_lines(view.record)) if view.record else "    no record")
+            print("\n".join(record_lines(view.record, now=now)) if view.record else "    no record")
     return 0
 
 
@@ -85,7 +85,7 @@ def command_stuck(args: argparse.Namespace) -> int:
         ledger_table=target.output("LedgerTableName"),
         escalation_queue_url=target.optional_output("EscalationQueueUrl") or "",
         grace_seconds=args.grace,
-        clock=time.time,
+        clock=target.now,
     )
     stuck = sweeper.find_stuck()
     if args.json:

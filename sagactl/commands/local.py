@@ -1,4 +1,5 @@
-"""`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned.
+"""`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned;
+`sagactl local advance|clock`: move and read its clock.
 
 More `local` subcommands (e.g. `demo`) register through LOCAL_SUBCOMMANDS.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sagactl.demo import register_demo
+from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT
 from sagactl.local.synth import PROJECT_ROOT
 
@@ -28,6 +30,7 @@ DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
 PID_FILE_NAME = "local.pid"
 OUTPUTS_FILE_NAME = "outputs.json"
 STOP_WAIT_SECONDS = 15.0
+DEFAULT_TTL_SWEEP_SECONDS = 60.0
 
 
 class LocalCommandError(Exception):
@@ -176,7 +179,7 @@ def command_up(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         print("stop with Ctrl-C or `sagactl local down`", file=sys.stderr)
-        stop.wait()
+        _sweep_ttl_until(stop, args.ttl_sweep_seconds)
         print("stopping the local AWS", file=sys.stderr)
     finally:
         server.stop()
@@ -184,6 +187,24 @@ def command_up(args: argparse.Namespace) -> int:
         if record is not None and record.get("pid") == os.getpid():
             _pid_file(state_dir).unlink(missing_ok=True)
     return 0
+
+
+def _sweep_ttl_until(stop: threading.Event, interval: float) -> None:
+    """Delete TTL-expired items every `interval` seconds (0: only when the clock is advanced),
+    as DynamoDB does some time after expiry, until `stop` is set."""
+    from sagactl.local.emulator import delete_expired_items_now
+
+    if interval <= 0:
+        stop.wait()
+        return
+    while not stop.wait(interval):
+        deleted = delete_expired_items_now()
+        if deleted:
+            logger.info("TTL deleted %s", _deleted_text(deleted))
+
+
+def _deleted_text(deleted: dict[str, int]) -> str:
+    return ", ".join(f"{count} item(s) from {table}" for table, count in sorted(deleted.items()))
 
 
 def command_down(args: argparse.Namespace) -> int:
@@ -209,6 +230,66 @@ def command_down(args: argparse.Namespace) -> int:
         )
     _pid_file(state_dir).unlink(missing_ok=True)
     print(f"stopped the local AWS (pid {pid}, {record.get('endpoint')})", file=sys.stderr)
+    return 0
+
+
+def _running_endpoint(args: argparse.Namespace) -> str:
+    """The local AWS to talk to: --endpoint, else $AWS_ENDPOINT_URL (as every sagactl command),
+    else the running `sagactl local up` of --state-dir."""
+    if args.endpoint:
+        return str(args.endpoint)
+    from_env = os.environ.get("AWS_ENDPOINT_URL")
+    if from_env:
+        return from_env
+    record = read_pid_file(args.state_dir)
+    if record is None or not _process_alive(int(record["pid"])) or not record.get("endpoint"):
+        raise LocalCommandError(
+            "no local AWS is running: start one with `sagactl local up` "
+            "(or pass --endpoint / set AWS_ENDPOINT_URL)"
+        )
+    return str(record["endpoint"])
+
+
+def _offset_text(seconds: float) -> str:
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}d {hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def _print_reading(reading: ClockReading, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(reading.to_json(), indent=2, sort_keys=True))
+        return
+    ahead = _offset_text(reading.offset_seconds)
+    print(f"local AWS clock: {reading.now_utc} (real time + {ahead})")
+    deleted = reading.effects.get("ttl_deleted")
+    if deleted:
+        print(f"TTL deleted {_deleted_text(deleted)}")
+
+
+def command_advance(args: argparse.Namespace) -> int:
+    seconds = args.days * 86400 + args.hours * 3600 + args.minutes * 60 + args.seconds
+    if seconds <= 0:
+        raise LocalCommandError("say how far: --days, --hours, --minutes and/or --seconds (> 0)")
+    endpoint = _running_endpoint(args)
+    try:
+        reading = advance_clock(endpoint, seconds)
+    except ValueError as exc:
+        raise LocalCommandError(f"the clock did not move: {exc}") from None
+    except ClockUnavailable as exc:
+        raise LocalCommandError(f"cannot reach the local AWS's clock: {exc}") from None
+    _print_reading(reading, args.json)
+    return 0
+
+
+def command_clock(args: argparse.Namespace) -> int:
+    try:
+        reading = read_clock(_running_endpoint(args))
+    except ClockUnavailable as exc:
+        raise LocalCommandError(f"cannot reach the local AWS's clock: {exc}") from None
+    _print_reading(reading, args.json)
     return 0
 
 
@@ -258,6 +339,13 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=None,
         help="scale Step Functions Retry sleeps (default: $SAGA_LOCAL_TIME_SCALE or 1)",
     )
+    up.add_argument(
+        "--ttl-sweep-seconds",
+        type=_non_negative_float,
+        default=DEFAULT_TTL_SWEEP_SECONDS,
+        help="delete TTL-expired items this often (default %(default)s; 0: only when the "
+        "clock is advanced)",
+    )
     up.add_argument("--verbose", action="store_true", help="debug logging")
     up.set_defaults(handler=_guarded(command_up))
 
@@ -267,9 +355,36 @@ def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
     down.set_defaults(handler=_guarded(command_down))
 
 
+def _add_clock_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--endpoint",
+        help="the local AWS (default: $AWS_ENDPOINT_URL, else the running `sagactl local up`)",
+    )
+    parser.add_argument("--json", action="store_true", help="JSON output")
+
+
+def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    advance = local.add_parser(
+        "advance",
+        help="move the local AWS's clock forward (leases, key retention, TTL, token windows)",
+        description="Move the clock of a running local AWS forward: the Lambda code, Step "
+        "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
+        "whose TTL has passed are deleted before the command returns. The clock never goes back.",
+    )
+    for unit in ("days", "hours", "minutes", "seconds"):
+        advance.add_argument(f"--{unit}", type=_non_negative_float, default=0.0, metavar="N")
+    _add_clock_target(advance)
+    advance.set_defaults(handler=_guarded(command_advance))
+
+    clock = local.add_parser("clock", help="show the local AWS's clock and how far it is ahead")
+    _add_clock_target(clock)
+    clock.set_defaults(handler=_guarded(command_clock))
+
+
 LOCAL_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _register_up,
     _register_down,
+    _register_clock,
     register_demo,
 ]
 

@@ -6,10 +6,16 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_inprocess_lambda()`: Lambda invokes call the project's handlers in this process;
 - `install_dynamodb_atomicity()`: one lock around each DynamoDB request, as DynamoDB makes each
   single-item write (and each transaction) atomic; moto does not serialise concurrent requests;
-- `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down.
+- `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down;
 - `install_definition_validation()`: Create/UpdateStateMachine refuse a definition whose JSONata
   the reference parser (jsonata-js) rejects, as AWS does; ValidateStateMachineDefinition answers;
-- `install_choice_state_assign()`: a Choice state's own Assign applies whatever rule matches.
+- `install_choice_state_assign()`: a Choice state's own Assign applies whatever rule matches;
+- `install_lambda_unknown_mapping()`: a function that died answers Lambda.Unknown, as on AWS;
+- `install_local_clock()`: one movable clock (sagactl/local/clock.py) for the Lambda code and
+  moto's Step Functions timestamps;
+- `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
+  (`delete_expired_items_now()` sweeps on demand);
+- `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 from sagactl.local.choice_assign import install_choice_state_assign
 from sagactl.local.definition_validation import install_definition_validation
+from sagactl.local.clock import LOCAL_CLOCK, ClockEndpoint, LocalClock, install_local_clock
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
 from sagactl.local.lambda_errors import install_lambda_unknown_mapping
 from sagactl.local.lambda_runtime import (
@@ -33,6 +40,8 @@ from sagactl.local.lambda_runtime import (
     install_inprocess_lambda,
     restore_runtime,
 )
+from sagactl.local.transaction_tokens import install_transaction_tokens
+from sagactl.local.ttl import delete_expired_items
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +58,15 @@ __all__ = [
     "LOCAL_ACCOUNT_ID",
     "LocalServer",
     "client_environment",
+    "delete_expired_items_now",
     "enable_step_functions_execution",
     "install_dynamodb_atomicity",
     "install_hooks",
     "install_inprocess_lambda",
     "install_jsonata_evaluator",
+    "install_local_clock",
+    "install_transaction_tokens",
+    "install_ttl_deletion",
     "retry_time_scale",
     "set_retry_time_scale",
 ]
@@ -81,6 +94,17 @@ def install_dynamodb_atomicity() -> None:
 
     setattr(atomic_call_action, _ATOMICITY_MARK, True)
     DynamoHandler.call_action = atomic_call_action  # type: ignore[method-assign]
+
+
+def delete_expired_items_now() -> dict[str, int]:
+    """TTL deletion at the local clock's now, atomic like any DynamoDB request."""
+    with _DYNAMODB_REQUEST_LOCK:
+        return delete_expired_items(LOCAL_CLOCK.now())
+
+
+def install_ttl_deletion() -> None:
+    """Every advance of the local clock deletes what has expired, before the advance returns."""
+    LOCAL_CLOCK.on_advance("ttl_deleted", lambda _now: delete_expired_items_now())
 
 
 def enable_step_functions_execution() -> None:
@@ -146,6 +170,9 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_definition_validation()
     install_choice_state_assign()
     install_lambda_unknown_mapping()
+    install_local_clock()
+    install_ttl_deletion()
+    install_transaction_tokens()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
@@ -197,6 +224,11 @@ class LocalServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         server = ThreadedMotoServer(ip_address=self.host, port=self.requested_port, verbose=False)
         server.start()
+        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing (werkzeug reads
+        # `server.app` per request; nobody knows the port yet, so no request has been served).
+        wsgi = server._server
+        assert wsgi is not None
+        wsgi.app = ClockEndpoint(wsgi.app)
         self._server = server
         self.port = int(server.get_host_and_port()[1])
         # Restored on stop, so that an inner server does not leave an outer one unreachable.
@@ -207,12 +239,18 @@ class LocalServer:
         logger.info("local AWS listening on %s", self.endpoint)
         return self.endpoint
 
+    @property
+    def clock(self) -> LocalClock:
+        """The clock of this local AWS (one per process: `LOCAL_CLOCK`)."""
+        return LOCAL_CLOCK
+
     def reset(self) -> None:
-        """Drop every resource and execution of every service."""
+        """Drop every resource and execution of every service, and go back to real time."""
         from moto.moto_api._internal.models import moto_api_backend
 
         # The server runs in this process: the same as POST /moto-api/reset.
         moto_api_backend.reset()
+        LOCAL_CLOCK.reset()
 
     def stop(self) -> None:
         if self._server is not None:

@@ -1,7 +1,8 @@
 """The local AWS as one object: server + provisioned stack + clients + `run_case`.
 
 Used by `sagactl local up`, by `make demo` and by the test fixtures (in-process, one server per
-test session; `reprovision()` gives each test a fresh account cheaply).
+test session; `reprovision()` gives each test a fresh account cheaply, its clock back at real
+time). `clock.advance(seconds)` moves the local AWS's one clock (sagactl/local/clock.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from sagactl.local.clock import LocalClock
 from sagactl.local.emulator import (
     DEFAULT_HOST,
     DEFAULT_REGION,
@@ -95,6 +97,12 @@ class LocalAws:
         return self.server.endpoint
 
     @property
+    def clock(self) -> LocalClock:
+        """The local AWS's clock: `clock.advance(seconds)` moves it (and deletes what TTL
+        expires), `clock.now()` reads it."""
+        return self.server.clock
+
+    @property
     def outputs(self) -> dict[str, str]:
         """The stack outputs (design.md §8 keys) plus `Endpoint`."""
         if self.provisioned is None:
@@ -129,7 +137,8 @@ class LocalAws:
         return self.provisioned
 
     def reprovision(self) -> ProvisionResult:
-        """A fresh account: drop everything (also running executions' state), provision again."""
+        """A fresh account at real time: drop everything (also running executions' state), reset
+        the clock, provision again."""
         self.server.reset()
         return self.provision()
 

@@ -21,6 +21,8 @@ from saga.errors import (
 )
 from saga.identity import Operation, action_id_for, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerStatus
+from sagactl.local.clock import LocalClock
+from sagactl.local.transaction_tokens import TOKEN_WINDOW_SECONDS
 from tests.integration.ledger_harness import FakeClock, RequestCounter, lose_responses
 
 INVENTORY = "inventory-test"
@@ -125,13 +127,37 @@ def test_native_replay_is_decided_from_the_cancellation_reason_with_one_request(
     assert again.replayed and again.result == first.result
 
 
-def test_lost_transaction_response_retried_by_the_sdk_is_a_replay_not_a_second_effect(
+def test_lost_transaction_response_retried_by_the_sdk_is_answered_by_the_token(
     ledger: ActionLedger, stock: Any, dynamodb: Any
 ) -> None:
-    """moto ignores ClientRequestToken (DynamoDB honours it for 10 minutes): the ledger
-    condition alone must catch the repeat, as it does for any replay after the window."""
+    """Within 10 minutes DynamoDB answers the SDK's retry of the same request from its
+    ClientRequestToken (the local AWS enforces the contract): success, nothing applied again."""
     with lose_responses(dynamodb, "TransactWriteItems") as lost:
         outcome = reserve(ledger, reserve_request(), "a1", 1)
+
+    assert lost == [1]
+    assert stock() == 2
+    assert (outcome.status, outcome.replayed, outcome.attempts) == ("COMPLETED", False, 1)
+
+
+def test_lost_transaction_response_retried_after_the_token_window_is_a_replay(
+    ledger: ActionLedger, stock: Any, dynamodb: Any, clock: FakeClock, local_clock: LocalClock
+) -> None:
+    """Past the token's 10 minutes the retry is a new request: the ledger condition alone must
+    catch the repeat, as it does for any replay after the window."""
+    clock.now = local_clock.now()  # one time for the ledger and DynamoDB (token window, TTL)
+
+    def ten_minutes_pass(**_: Any) -> None:
+        local_clock.advance(TOKEN_WINDOW_SECONDS)
+        clock.advance(TOKEN_WINDOW_SECONDS)
+
+    retry_event = "needs-retry.dynamodb.TransactWriteItems"
+    dynamodb.meta.events.register(retry_event, ten_minutes_pass)
+    try:  # the client is shared for the process's life (as in a Lambda container)
+        with lose_responses(dynamodb, "TransactWriteItems") as lost:
+            outcome = reserve(ledger, reserve_request(), "a1", 1)
+    finally:
+        dynamodb.meta.events.unregister(retry_event, ten_minutes_pass)
 
     assert lost == [1]
     assert stock() == 2
