@@ -6,7 +6,11 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_inprocess_lambda()`: Lambda invokes call the project's handlers in this process;
 - `install_dynamodb_atomicity()`: one lock around each DynamoDB request, as DynamoDB makes each
   single-item write (and each transaction) atomic; moto does not serialise concurrent requests;
-- `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down.
+- `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down;
+- `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
+- `install_execution_events()`: execution status changes reach the stack's EventBridge rules
+  (sagactl.local.event_rules). Scheduled rules fire only in a server started with
+  `run_schedules=True` (sagactl.local.schedules).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
 from sagactl.local.lambda_runtime import (
     FAKE_CREDENTIALS,
@@ -27,6 +32,8 @@ from sagactl.local.lambda_runtime import (
     install_inprocess_lambda,
     restore_runtime,
 )
+from sagactl.local.redrive import install_redrive
+from sagactl.local.schedules import RuleScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +144,8 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_inprocess_lambda()
     install_dynamodb_atomicity()
     set_retry_time_scale(time_scale)
+    install_redrive()
+    install_execution_events()  # after install_redrive: the events carry its stopDate
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
@@ -155,6 +164,8 @@ class LocalServer:
 
     port=0 picks a free port. The server shares this process's moto backends, so in-process
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
+    `run_schedules` fires the scheduled EventBridge rules (off by default: a test's queue
+    should hold only what the test caused).
     """
 
     def __init__(
@@ -164,6 +175,7 @@ class LocalServer:
         *,
         region: str = DEFAULT_REGION,
         time_scale: float | None = None,
+        run_schedules: bool = False,
     ) -> None:
         if not host.startswith("127.") and host not in ("localhost", "::1"):
             raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
@@ -174,6 +186,7 @@ class LocalServer:
         self._server: Any = None
         self.port: int | None = None
         self._previous: tuple[str | None, RuntimeSettings] | None = None
+        self.scheduler = RuleScheduler(LOCAL_ACCOUNT_ID, region) if run_schedules else None
 
     @property
     def endpoint(self) -> str:
@@ -195,6 +208,8 @@ class LocalServer:
         # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
         configure_runtime(self.endpoint, self.region)
+        if self.scheduler is not None:
+            self.scheduler.start()
         logger.info("local AWS listening on %s", self.endpoint)
         return self.endpoint
 
@@ -206,6 +221,8 @@ class LocalServer:
         moto_api_backend.reset()
 
     def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self._server is not None:
             self._server.stop()
             self._server = None
