@@ -243,6 +243,24 @@ def _dates_on_local_clock() -> None:
     _once(BaseExecutionWorkerCommunication, "terminated", wrap_terminated)
 
 
+def _stop_is_final() -> None:
+    """A stopped execution ends ABORTED, as StopExecution does on AWS. moto let a task failing
+    after the stop (its Retry and Catch are skipped once stopped) turn it into FAILED."""
+    from moto.stepfunctions.parser.asl.eval.environment import Environment
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
+    def wrap(original: Any) -> Any:
+        @functools.wraps(original)
+        def unless_stopped(self: Any, *args: Any, **kwargs: Any) -> None:
+            if not isinstance(self._program_state, ProgramStopped):
+                original(self, *args, **kwargs)
+
+        return unless_stopped
+
+    _once(Environment, "set_error", wrap)
+    _once(Environment, "set_timed_out", wrap)
+
+
 def _serve_the_api() -> None:
     """RedriveExecution, and the redrive fields of DescribeExecution and ListExecutions."""
     from moto.core.responses import ActionResult
@@ -323,6 +341,7 @@ def install_redrive() -> None:
         _record_state_entries()
         _count_redrives_in_context()
         _dates_on_local_clock()
+        _stop_is_final()
         _serve_the_api()
 
 

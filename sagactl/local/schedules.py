@@ -69,6 +69,7 @@ class RuleScheduler:
     _skipped: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    tick_count: int = 0  # ticks done (the thread's heartbeat)
 
     def _scheduled_rules(self) -> list[Any]:
         from moto.events.models import events_backends
@@ -106,6 +107,7 @@ class RuleScheduler:
         # A rule deleted (or a reset account) starts a fresh period if it comes back.
         for arn in set(self._due) - seen:
             del self._due[arn]
+        self.tick_count += 1
         return fired
 
     def _fire(self, rule: Any, now: float) -> None:

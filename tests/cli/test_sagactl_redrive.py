@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from saga import clock
 from sagactl.errors import RedriveRefused
 from sagactl.local.environment import LocalAws
 from sagactl.redrive import REDRIVE_WINDOW_SECONDS, plan_redrive
 from sagactl.target import local_target
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl, scan
+from tests.local_clock import local_clock
 
-__all__ = ["saga", "sagactl"]
+__all__ = ["local_clock", "saga", "sagactl"]
 
 CASE = "case-compensation-stuck"
 RELEASE_KEY = "acme#release#case-compensation-stuck.reserve"
@@ -26,17 +26,6 @@ SKU = "SKU-RED-MUG"
 def _stock(local: LocalAws, sku: str) -> int:
     items = scan(local, "InventoryTableName")
     return next(int(i["available"]["N"]) for i in items if i["sku"]["S"] == sku)
-
-
-@pytest.fixture
-def days_later() -> Iterator[list[float]]:
-    """Move the local AWS's clock (saga.clock, read by the server in this process) forward."""
-    offset = [0.0]
-    previous = clock.use(lambda: previous() + offset[0] * 86400)
-    try:
-        yield offset
-    finally:
-        clock.use(previous)
 
 
 def test_redrive_of_a_succeeded_case_is_refused(saga: LocalAws, sagactl: Sagactl) -> None:
@@ -128,13 +117,13 @@ def test_redrive_with_no_budget_left_is_refused(saga: LocalAws, sagactl: Sagactl
 
 
 def test_redrive_past_the_14_day_window_is_refused_by_step_functions(
-    saga: LocalAws, sagactl: Sagactl, days_later: list[float]
+    saga: LocalAws, sagactl: Sagactl, local_clock: Callable[[float], None]
 ) -> None:
     run_example(sagactl, saga, "compensation-stuck")
-    days_later[0] = 13.9
+    local_clock(13.9 * 86400)
     assert sagactl("status", CASE, "--json").json()["execution"]["redriveStatus"] == "REDRIVABLE"
 
-    days_later[0] = 14.1
+    local_clock(14.1 * 86400)
     result = sagactl("redrive", CASE, "--yes", "--json")
 
     assert result.code == 3
