@@ -368,7 +368,7 @@ def redrive(backend: Any, execution_arn: str, client_token: str | None) -> datet
             return replayed
         if not isinstance(execution, Execution) or execution.exec_worker is None:
             raise _not_redrivable("this execution was not run by the local interpreter")
-        if str(execution.state_machine.sm_type) not in ("STANDARD", "StateMachineType.STANDARD"):
+        if getattr(execution.state_machine, "type", "STANDARD") != "STANDARD":
             raise _not_redrivable("RedriveExecution is not supported for EXPRESS state machines")
         status, reason = redrive_status(execution, now)
         if status == NOT_REDRIVABLE:

@@ -236,3 +236,21 @@ def test_an_aborted_execution_resumes_where_it_was_stopped(fixture_local_aws: Lo
     assert output["case_id"] == "rd-stop" and output["result"] == {"accepted": True, "calls": 4}
     assert calls(local, "rd-stop") == (1, 4)  # Record not rerun; Reject's counter started again
     assert entered(history(local, arn)) == ["Record", "Reject", "Reject", "Done"]
+
+
+def test_list_executions_pages_newest_first(fixture_local_aws: LocalAws) -> None:
+    local = fixture_local_aws
+    sfn = local.client("stepfunctions")
+    for name in ("page-1", "page-2", "page-3"):
+        wait(local, start(local, name, fail_times=0))
+    machine = local.outputs["StateMachineArn"]
+
+    first = sfn.list_executions(stateMachineArn=machine, maxResults=2)
+    rest = sfn.list_executions(stateMachineArn=machine, maxResults=2, nextToken=first["nextToken"])
+
+    names = [e["name"] for e in first["executions"] + rest["executions"]]
+    assert names == ["page-3", "page-2", "page-1"]
+    assert "nextToken" not in rest
+    assert all(e["redriveCount"] == 0 and "redriveDate" not in e for e in first["executions"])
+    failed = sfn.list_executions(stateMachineArn=machine, statusFilter="FAILED")
+    assert failed["executions"] == []
