@@ -376,10 +376,11 @@ def redrive(backend: Any, execution_arn: str, client_token: str | None) -> datet
         record.count += 1
         record.date = now
         record.remember(client_token, now)
-        _RedriveWorker.resume(execution, redrive_count=record.count, redrive_time=now)
+        _resume(execution, redrive_count=record.count, redrive_time=now)
         return now
 
 
+@functools.cache
 def _redrive_worker_class() -> type:
     from moto.stepfunctions.parser.api import HistoryEventType
     from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
@@ -443,22 +444,17 @@ def _redrive_worker_class() -> type:
     return RedriveWorker
 
 
-class _RedriveWorker:
-    _class: type | None = None
+def _resume(execution: Any, *, redrive_count: int, redrive_time: datetime.datetime) -> None:
+    """Put the execution back to RUNNING under a worker that continues it."""
+    from moto.stepfunctions.parser.api import ExecutionStatus
 
-    @classmethod
-    def resume(cls, execution: Any, *, redrive_count: int, redrive_time: datetime.datetime) -> None:
-        if cls._class is None:
-            cls._class = _redrive_worker_class()
-        previous = execution.exec_worker
-        entered: EnteredState | None = getattr(previous.env, "_saga_entered", None)
-        worker = cls._class(previous, entered, redrive_count, redrive_time)
-        from moto.stepfunctions.parser.api import ExecutionStatus
-
-        execution.exec_worker = worker
-        execution.exec_status = ExecutionStatus.RUNNING
-        execution.stop_date = None
-        execution.error = None
-        execution.cause = None
-        execution.output = None
-        worker.start()
+    previous = execution.exec_worker
+    entered: EnteredState | None = getattr(previous.env, "_saga_entered", None)
+    worker = _redrive_worker_class()(previous, entered, redrive_count, redrive_time)
+    execution.exec_worker = worker
+    execution.exec_status = ExecutionStatus.RUNNING
+    execution.stop_date = None
+    execution.error = None
+    execution.cause = None
+    execution.output = None
+    worker.start()
