@@ -111,6 +111,7 @@ class RuleScheduler:
         return fired
 
     def _fire(self, rule: Any, now: float) -> None:
+        logger.info("scheduled rule %s fires (%s)", rule.name, rule.scheduled_expression)
         event = scheduled_event(rule.arn, self.account, self.region, now)
         for target in list(rule.targets):
             try:
