@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sagactl.commands.status",
     "sagactl.commands.ledger",
     "sagactl.commands.redrive",
+    "sagactl.commands.sweep",
     "sagactl.commands.inventory",
 )
 

@@ -5,13 +5,12 @@ runs each scenario from examples/ through the real state machine and handlers, p
 case's timeline and outcome (the same view as `sagactl status`), then stops everything.
 
 Scenarios: happy path; lost refund response (reconciled, no second refund); shipment rejected
-(reservation released, refund kept, escalated); compensation stuck (execution FAILED at the
-release, case COMPENSATION_PENDING), followed by the redrive check and, when the budget allows,
-an emulated redrive of the failed step (moto has no RedriveExecution; see sagactl.redrive).
+(reservation released, refund kept, escalated); compensation stuck: the release of the
+reservation runs out of retries, so the execution ends FAILED at that task (case
+COMPENSATION_PENDING); the demo says what caused it and what removes the cause, then redrives
+the execution (`sagactl redrive`, RedriveExecution in the local AWS): it continues from the
+release and ends SUCCEEDED, the case ESCALATED, the stock released exactly once.
 Retry waits are scaled down (--time-scale, default 0.1) so the demo takes seconds.
-
-Wire-up: `sagactl.commands.local` adds `register_demo` to LOCAL_SUBCOMMANDS; `run_demo` is the
-callable for scripts.
 """
 
 from __future__ import annotations
@@ -24,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from saga.sandbox.faults import cursor_key
 from sagactl.errors import RedriveRefused, SagactlError, guarded
 from sagactl.local.lambda_runtime import quiet_handlers
-from sagactl.redrive import emulate_redrive, plan_redrive
-from sagactl.render import case_view_text
+from sagactl.redrive import plan_redrive, redrive
+from sagactl.render import case_view_text, timeline_lines
 from sagactl.target import PROJECT_ROOT, Target, local_target_from_outputs
 from sagactl.timeline import CaseView, gather, resolve_budget
 
@@ -46,7 +46,8 @@ class Scenario:
     example: str
     expect_status: str
     expect_outcome: str
-    redrive: bool = False
+    # (status, outcome) the first run must end in; then the demo redrives it.
+    redrive_from: tuple[str, str] | None = None
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -67,11 +68,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "compensation-stuck",
-        "compensation stuck: FAILED at the release, then redrive (emulated)",
+        "compensation stuck: FAILED at the release, the cause goes away, redrive, ESCALATED",
         "compensation-stuck.json",
-        "FAILED",
-        "COMPENSATION_PENDING",
-        redrive=True,
+        "SUCCEEDED",
+        "ESCALATED",
+        redrive_from=("FAILED", "COMPENSATION_PENDING"),
     ),
 )
 SCENARIO_KEYS = tuple(scenario.key for scenario in SCENARIOS)
@@ -81,13 +82,22 @@ SCENARIO_KEYS = tuple(scenario.key for scenario in SCENARIOS)
 class ScenarioResult:
     scenario: Scenario
     view: CaseView
-    redrive: dict[str, Any] | None
+    first: CaseView | None = None  # the run before the redrive
+    stock: tuple[int, int, int] | None = None  # before the case, while FAILED, after the redrive
 
     @property
     def as_expected(self) -> bool:
-        return (self.view.status, self.view.outcome) == (
-            self.scenario.expect_status,
-            self.scenario.expect_outcome,
+        scenario = self.scenario
+        final = (self.view.status, self.view.outcome)
+        if scenario.redrive_from is None:
+            return final == (scenario.expect_status, scenario.expect_outcome)
+        first = (self.first.status, self.first.outcome) if self.first else None
+        before, failed, after = self.stock or (0, 0, -1)
+        return (
+            first == scenario.redrive_from
+            and final == (scenario.expect_status, scenario.expect_outcome)
+            and failed == before - 1  # reserved, not yet released
+            and after == before  # released exactly once
         )
 
 
@@ -97,6 +107,7 @@ def run_scenario(
     from sagactl.commands.start import start_case
 
     case = json.loads((EXAMPLES_DIR / scenario.example).read_text(encoding="utf-8"))
+    stock_before = _stock(target, case["reserve"]["sku"])
     report = start_case(target, case, case["case_id"])
     local.wait_for_execution(report["execution_arn"], timeout_seconds=timeout)
     view = gather(target, case["case_id"])
@@ -104,41 +115,78 @@ def run_scenario(
     print(f"{scenario.title}   (examples/{scenario.example})", file=out)
     print(RULE, file=out)
     print(case_view_text(view), file=out)
-    redrive_result: dict[str, Any] | None = None
-    if scenario.redrive:
-        redrive_result = _redrive(target, view.case_id, out)
+    if scenario.redrive_from is None or (view.status, view.outcome) != scenario.redrive_from:
+        print(file=out)
+        return ScenarioResult(scenario, view)
+    stock_failed = _stock(target, case["reserve"]["sku"])
+    _explain_the_cause(target, case, out)
+    final = _redrive(local, target, view, timeout=timeout, out=out)
+    stock_after = _stock(target, case["reserve"]["sku"])
+    print(
+        f"\nstock of {case['reserve']['sku']}: {stock_before} before the case, {stock_failed} "
+        f"while FAILED (reserved), {stock_after} after the redrive (released once)",
+        file=out,
+    )
     print(file=out)
-    return ScenarioResult(scenario, view, redrive_result)
+    return ScenarioResult(scenario, final, view, (stock_before, stock_failed, stock_after))
 
 
-def _redrive(target: Target, case_id: str, out: TextIO) -> dict[str, Any]:
-    print(f"\n$ sagactl redrive {case_id} --emulate --yes", file=out)
+def _stock(target: Target, sku: str) -> int:
+    item = target.client("dynamodb").get_item(
+        TableName=target.output("InventoryTableName"), Key={"sku": {"S": sku}}, ConsistentRead=True
+    )["Item"]
+    return int(item["available"]["N"])
+
+
+def _explain_the_cause(target: Target, case: dict[str, Any], out: TextIO) -> None:
+    """Why the release failed, and what takes the cause away: told, not hidden."""
+    faults = list(case.get("sandbox", {}).get("faults", {}).get("release", []))
+    item = (
+        target.client("dynamodb")
+        .get_item(
+            TableName=target.output("SandboxTableName"),
+            Key={"pk": {"S": cursor_key(case["case_id"], "release")}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+    calls = int(item["cursor"]["N"]) if item else 0
+    left = max(0, len(faults) - calls)
+    print(
+        f"""
+why it FAILED: the case file tells the sandbox inventory not to answer the release {len(faults)}
+  times (sandbox.faults.release); the release's {calls} deliveries (the first and its retries)
+  used {calls} of them, so the execution ended FAILED at ReleaseReservation: unfinished work,
+  not an outcome. The stack's EventBridge rule put an EXECUTION_NOT_SUCCEEDED message on the
+  escalation queue.
+what removes the cause here: that list runs out ({left} left); from then on the inventory
+  answers. On AWS, this is where a person gets the inventory answering again, then redrives.""",
+        file=out,
+    )
+
+
+def _redrive(
+    local: LocalAws, target: Target, failed: CaseView, *, timeout: float, out: TextIO
+) -> CaseView:
+    from sagactl.commands.redrive import plan_lines
+
+    case_id = failed.case_id
+    print(f"\n$ sagactl redrive {case_id} --yes", file=out)
     try:
         plan = plan_redrive(target, case_id, budget=resolve_budget(target))
     except RedriveRefused as exc:
         print(f"refused: {exc}", file=out)
-        return {"refused": str(exc)}
-    from sagactl.commands.redrive import invocation_lines, plan_lines
-
+        return failed
     print("\n".join(plan_lines(plan)), file=out)
-    result = emulate_redrive(target, plan)
-    print(f"EMULATED redrive #{result['redrive']} of {result['state']}:", file=out)
-    print("\n".join(invocation_lines(result)), file=out)
-    for action in result["actions"]:
-        after = action["after"] or {}
-        print(
-            f"  {action['action_key']}: {action['before']['status']} -> {after.get('status')}, "
-            f"attempts {action['before']['attempts']} -> {after.get('attempts')}",
-            file=out,
-        )
-    print(f"  note: {result['not_run']}", file=out)
-    effects = gather(target, case_id).effects
-    print(
-        f"  after: reservation {(effects.get('reservation') or {}).get('status')}, "
-        f"refunds {effects.get('refunds')}, shipments {effects.get('shipments')}",
-        file=out,
-    )
-    return result
+    result = redrive(target, plan)
+    print(f"redriven: {result['execution_arn']} (redrive #{result['redrive']})", file=out)
+    local.wait_for_execution(plan.execution_arn, timeout_seconds=timeout)
+    view = gather(target, case_id)
+    seen = {entry.event_id for entry in failed.timeline}
+    print("\nafter the redrive (the states before the release are not rerun):", file=out)
+    print("\n".join(timeline_lines(e for e in view.timeline if e.event_id not in seen)), file=out)
+    print(case_view_text(view, with_timeline=False), file=out)
+    return view
 
 
 def run_demo(

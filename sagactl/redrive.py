@@ -1,20 +1,15 @@
 """Redrive a failed execution, or refuse with the reason when redrive cannot help (design.md §6).
 
-Redrive reruns the failed state with its input and fresh Retry counters; the states that
-succeeded are not rerun. Every rerun reuses the execution's action keys, so the ledger's
-lifetime attempt budget (the one counter a redrive cannot reset) decides whether a rerun can
-still dispatch: with no budget left it would only end in BudgetExhausted, so it is refused here.
-
-Local mode: moto 5.2.5 has no RedriveExecution. `emulate_redrive` reruns the failed Task state:
-its Lambda function with the payload the state last sent (same case, same action keys), as redrive
-attempt n+1, with fresh Retry counters under the state's own Retry policy (the waits are skipped).
-It emulates the failed step only: the states after it are not run and the emulated execution
-stays FAILED.
+Redrive (Step Functions RedriveExecution) reruns the failed state with the input and variables
+it had, with fresh Retry counters; the states that succeeded are not rerun. Every rerun reuses
+the execution's action keys, so the ledger's lifetime attempt budget (the one counter a redrive
+cannot reset) decides whether a rerun can still dispatch: with no budget left it would only end
+in BudgetExhausted, so it is refused here. The same call redrives on AWS and in the local AWS
+(sagactl.local.redrive emulates RedriveExecution there).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -77,6 +72,12 @@ def plan_redrive(
         raise RedriveRefused(
             f"case {case_id}: redrive reruns only FAILED, TIMED_OUT or ABORTED executions; {hint}"
         )
+    # Step Functions judges on its own clock; the check below covers a service that says nothing.
+    if description.get("redriveStatus") == "NOT_REDRIVABLE":
+        raise RedriveRefused(
+            f"case {case_id}: Step Functions says NOT_REDRIVABLE: "
+            f"{description.get('redriveStatusReason', 'no reason given')}"
+        )
     stop = description.get("stopDate")
     stopped_epoch = stop.timestamp() if isinstance(stop, datetime) else None
     current = target.now() if now is None else now
@@ -85,11 +86,6 @@ def plan_redrive(
         raise RedriveRefused(
             f"case {case_id}: the execution closed {days:.0f} days ago; Step Functions redrives "
             "only within 14 days of the close. Reconcile the open actions and start a new case"
-        )
-    if description.get("redriveStatus") == "NOT_REDRIVABLE":
-        raise RedriveRefused(
-            f"case {case_id}: Step Functions says NOT_REDRIVABLE: "
-            f"{description.get('redriveStatusReason', 'no reason given')}"
         )
     failed = find_failed_step(execution_history(target, arn))
     plan = RedrivePlan(
@@ -160,7 +156,6 @@ def redrive(target: Target, plan: RedrivePlan) -> dict[str, Any]:
     )
     redrive_date = response.get("redriveDate")
     return {
-        "emulated": False,
         "execution_arn": plan.execution_arn,
         "redrive": plan.redrive_count + 1,
         "redrive_date": redrive_date.isoformat()
@@ -168,99 +163,3 @@ def redrive(target: Target, plan: RedrivePlan) -> dict[str, Any]:
         else redrive_date,
         "console_url": target.console_url(plan.execution_arn),
     }
-
-
-def state_retriers(target: Target, state: str) -> list[dict[str, Any]]:
-    """The failed state's Retry policy, from the deployed definition."""
-    definition = target.client("stepfunctions").describe_state_machine(
-        stateMachineArn=target.state_machine_arn
-    )["definition"]
-    states = json.loads(definition).get("States", {})
-    retriers = states.get(state, {}).get("Retry", [])
-    return [retrier for retrier in retriers if isinstance(retrier, dict)]
-
-
-def _matching_retrier(retriers: list[dict[str, Any]], error: str) -> int | None:
-    for index, retrier in enumerate(retriers):
-        names = retrier.get("ErrorEquals", [])
-        if error in names or "States.ALL" in names:
-            return index
-        if "States.TaskFailed" in names and error != "States.Timeout":
-            return index
-    return None
-
-
-def _invoke(target: Target, function: str, payload: dict[str, Any]) -> tuple[bool, Any]:
-    response = target.client("lambda").invoke(
-        FunctionName=function, Payload=json.dumps(payload).encode()
-    )
-    body = response["Payload"].read()
-    try:
-        answer: Any = json.loads(body) if body else None
-    except ValueError:
-        answer = body.decode(errors="replace")
-    if response.get("FunctionError"):
-        error = answer if isinstance(answer, dict) else {}
-        return False, {
-            "type": str(error.get("errorType", response["FunctionError"])),
-            "message": str(error.get("errorMessage", answer))[:300],
-        }
-    return True, answer
-
-
-def emulate_redrive(target: Target, plan: RedrivePlan) -> dict[str, Any]:
-    """Rerun the failed Task state locally: its Lambda with its last payload, as redrive n+1,
-    with fresh Retry counters under the state's own Retry policy (waits are skipped)."""
-    step = plan.failed_step
-    if step is None or step.function_name is None or step.payload is None:
-        state = step.state if step else "unknown"
-        raise RedriveRefused(
-            f"case {plan.case_id}: the failed state {state} is not a Lambda task, so there is "
-            "no step to re-invoke; emulation covers only Lambda task states"
-        )
-    retriers = state_retriers(target, step.state)
-    counters = [0] * len(retriers)
-    redrive_number = plan.redrive_count + 1
-    invocations: list[dict[str, Any]] = []
-    while True:
-        payload = copy.deepcopy(step.payload)
-        if isinstance(payload.get("attempt"), dict):
-            payload["attempt"]["retry"] = len(invocations)  # redrive resets Retry counters
-            payload["attempt"]["redrive"] = redrive_number
-        ok, answer = _invoke(target, step.function_name, payload)
-        invocations.append({"retry": len(invocations), "ok": ok, "error": None if ok else answer})
-        if ok:
-            break
-        index = _matching_retrier(retriers, answer["type"])
-        if index is None or counters[index] >= int(retriers[index].get("MaxAttempts", 3)):
-            break
-        counters[index] += 1
-    last = invocations[-1]
-    result: dict[str, Any] = {
-        "emulated": True,
-        "execution_arn": plan.execution_arn,
-        "state": step.state,
-        "function": step.function_name,
-        "redrive": redrive_number,
-        "invocations": invocations,
-        "succeeded": last["ok"],
-        "error": last["error"],
-        "result": answer if last["ok"] else None,
-        "not_run": (
-            f"only {step.state} was rerun (with its Retry policy, waits skipped); the states "
-            "after it were not run and the execution stays FAILED in the emulator"
-        ),
-        "actions": [],
-    }
-    ledger = ledger_for(target)
-    for action in plan.actions:
-        record = ledger.get(action["action_key"])
-        result["actions"].append(
-            {
-                "step": action["step"],
-                "action_key": action["action_key"],
-                "before": {key: action[key] for key in ("status", "attempts")},
-                "after": record_summary(record, action["budget"]) if record else None,
-            }
-        )
-    return result

@@ -134,7 +134,8 @@ def command_up(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
 
-    server = LocalServer(args.host, args.port, time_scale=args.time_scale)
+    # The stack's scheduled rules (the stuck-action sweeper) fire as they do on AWS.
+    server = LocalServer(args.host, args.port, time_scale=args.time_scale, run_schedules=True)
     started = time.perf_counter()
     try:
         server.start()
@@ -158,7 +159,8 @@ def command_up(args: argparse.Namespace) -> int:
             f"local AWS on {local.endpoint} (server {server_seconds:.2f}s, provisioning "
             f"{provision_seconds:.2f}s): {len(provisioned.tables)} tables, "
             f"{len(provisioned.queues)} queues, {len(provisioned.functions)} functions, "
-            f"{len(provisioned.state_machines)} state machine(s)",
+            f"{len(provisioned.state_machines)} state machine(s), "
+            f"{len(provisioned.rules)} EventBridge rule(s)",
             file=sys.stderr,
         )
         print(f"outputs: {outputs_path}", file=sys.stderr)

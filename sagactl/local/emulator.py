@@ -16,6 +16,10 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
   (`delete_expired_items_now()` sweeps on demand);
 - `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
+- `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
+- `install_execution_events()`: execution status changes reach the stack's EventBridge rules
+  (sagactl.local.event_rules). Scheduled rules fire only in a server started with
+  `run_schedules=True` (sagactl.local.schedules).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import time
 from typing import Any
 
 from sagactl.local.choice_assign import install_choice_state_assign
-from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.clock import LOCAL_CLOCK, ClockEndpoint, LocalClock, install_local_clock
+from sagactl.local.definition_validation import install_definition_validation
+from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
 from sagactl.local.lambda_errors import install_lambda_unknown_mapping
 from sagactl.local.lambda_runtime import (
@@ -40,6 +45,8 @@ from sagactl.local.lambda_runtime import (
     install_inprocess_lambda,
     restore_runtime,
 )
+from sagactl.local.redrive import install_redrive
+from sagactl.local.schedules import RuleScheduler
 from sagactl.local.transaction_tokens import install_transaction_tokens
 from sagactl.local.ttl import delete_expired_items
 
@@ -173,6 +180,8 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_local_clock()
     install_ttl_deletion()
     install_transaction_tokens()
+    install_redrive()
+    install_execution_events()  # after install_redrive: the events carry its stopDate
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
@@ -191,6 +200,8 @@ class LocalServer:
 
     port=0 picks a free port. The server shares this process's moto backends, so in-process
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
+    `run_schedules` fires the scheduled EventBridge rules (off by default: a test's queue
+    should hold only what the test caused).
     """
 
     def __init__(
@@ -200,6 +211,7 @@ class LocalServer:
         *,
         region: str = DEFAULT_REGION,
         time_scale: float | None = None,
+        run_schedules: bool = False,
     ) -> None:
         if not host.startswith("127.") and host not in ("localhost", "::1"):
             raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
@@ -210,6 +222,7 @@ class LocalServer:
         self._server: Any = None
         self.port: int | None = None
         self._previous: tuple[str | None, RuntimeSettings] | None = None
+        self.scheduler = RuleScheduler(LOCAL_ACCOUNT_ID, region) if run_schedules else None
 
     @property
     def endpoint(self) -> str:
@@ -236,6 +249,8 @@ class LocalServer:
         # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
         configure_runtime(self.endpoint, self.region)
+        if self.scheduler is not None:
+            self.scheduler.start()
         logger.info("local AWS listening on %s", self.endpoint)
         return self.endpoint
 
@@ -253,6 +268,8 @@ class LocalServer:
         LOCAL_CLOCK.reset()
 
     def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self._server is not None:
             self._server.stop()
             self._server = None

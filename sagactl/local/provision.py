@@ -2,8 +2,10 @@
 
 `cdk deploy` into moto's CloudFormation is not reliable (design.md §7), so the emulated resources
 are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (their code runs
-in-process, moto only holds a dummy zip) and Step Functions state machines. Every other resource
-type is skipped (logged at debug level); references to it resolve to placeholder ARNs.
+in-process, moto only holds a dummy zip), Step Functions state machines and EventBridge rules
+with their targets (moto stores them; sagactl.local.event_rules and sagactl.local.schedules make
+them fire). Every other resource type is skipped (logged at debug level); references to it
+resolve to placeholder ARNs.
 """
 
 from __future__ import annotations
@@ -32,7 +34,20 @@ TABLE_TYPES = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
 QUEUE_TYPE = "AWS::SQS::Queue"
 FUNCTION_TYPE = "AWS::Lambda::Function"
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
-EMULATED_TYPES = (*TABLE_TYPES, QUEUE_TYPE, FUNCTION_TYPE, STATE_MACHINE_TYPE)
+RULE_TYPE = "AWS::Events::Rule"
+EMULATED_TYPES = (*TABLE_TYPES, QUEUE_TYPE, FUNCTION_TYPE, STATE_MACHINE_TYPE, RULE_TYPE)
+# The parts of a rule target that EventBridge's PutTargets takes as they are.
+_TARGET_KEYS = (
+    "Id",
+    "Arn",
+    "RoleArn",
+    "Input",
+    "InputPath",
+    "InputTransformer",
+    "RetryPolicy",
+    "DeadLetterConfig",
+    "SqsParameters",
+)
 
 LOCAL_ROLE_NAME = "saga-local-execution-role"
 _TRUST_POLICY = {
@@ -59,6 +74,7 @@ class ProvisionResult:
     queues: dict[str, str] = field(default_factory=dict)
     functions: dict[str, str] = field(default_factory=dict)
     state_machines: dict[str, str] = field(default_factory=dict)
+    rules: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -97,6 +113,7 @@ class _Provisioner:
         self.sqs = session.client("sqs", endpoint_url=endpoint)
         self.lambda_ = session.client("lambda", endpoint_url=endpoint)
         self.sfn = session.client("stepfunctions", endpoint_url=endpoint)
+        self.events = session.client("events", endpoint_url=endpoint)
         self.iam = session.client("iam", endpoint_url=endpoint)
         self.result = ProvisionResult(stack_name=stack_name, outputs={})
 
@@ -148,6 +165,11 @@ class _Provisioner:
             arn = self._arn("states", f"stateMachine:{name}")
             self.ctx.resources[logical_id] = PhysicalResource(
                 ref=arn, attributes={"Arn": arn, "Name": name}
+            )
+        for logical_id, props in self._of_type(RULE_TYPE):
+            name = self._name(logical_id, props.get("Name"))
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=name, attributes={"Arn": self._arn("events", f"rule/{name}")}
             )
         for logical_id, resource in self.resources.items():
             if resource.get("Type") not in EMULATED_TYPES:
@@ -300,6 +322,29 @@ class _Provisioner:
                 raise TemplateError(f"state machine ARN {arn} differs from planned {physical.ref}")
             self.result.state_machines[logical_id] = arn
 
+    def create_rules(self) -> None:
+        for logical_id, raw_props in self._of_type(RULE_TYPE):
+            name = self.ctx.resources[logical_id].ref
+            props = self.ctx.resolve(raw_props)
+            bus = str(props.get("EventBusName", "default"))
+            if bus != "default":
+                raise TemplateError(f"rule {logical_id}: only the default event bus is emulated")
+            request: dict[str, Any] = {"Name": name, "State": props.get("State", "ENABLED")}
+            if "EventPattern" in props:
+                request["EventPattern"] = json.dumps(props["EventPattern"])
+            if "ScheduleExpression" in props:
+                request["ScheduleExpression"] = props["ScheduleExpression"]
+            if "Description" in props:
+                request["Description"] = props["Description"]
+            self.events.put_rule(**request)
+            targets = [
+                {key: target[key] for key in _TARGET_KEYS if key in target}
+                for target in props.get("Targets", [])
+            ]
+            if targets:
+                self.events.put_targets(Rule=name, Targets=targets)
+            self.result.rules[logical_id] = name
+
     def resolve_outputs(self) -> None:
         for key, output in self.template.get("Outputs", {}).items():
             try:
@@ -314,6 +359,7 @@ class _Provisioner:
         role_arn = self._execution_role()
         self.create_functions(role_arn)
         self.create_state_machines(role_arn)
+        self.create_rules()
         self.resolve_outputs()
         return self.result
 

@@ -68,10 +68,13 @@ def test_the_redrive_window_follows_the_local_clock(saga: LocalAws, sagactl: Sag
     run_example(sagactl, saga, "compensation-stuck")
 
     sagactl("local", "advance", "--days", "15")
-    refused = sagactl("redrive", "case-compensation-stuck", "--yes", "--emulate", "--json")
+    refused = sagactl("redrive", "case-compensation-stuck", "--yes", "--json")
 
     assert refused.code == 3
-    assert "closed 15 days ago" in refused.json()["error"]["message"]
+    assert refused.json()["error"]["message"] == (
+        "case case-compensation-stuck: Step Functions says NOT_REDRIVABLE: "
+        "Execution redrivable period exceeded"
+    )
 
 
 def test_advance_and_ttl_against_a_running_local_up(tmp_path: Path) -> None:

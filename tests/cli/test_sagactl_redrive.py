@@ -1,9 +1,10 @@
-"""`sagactl redrive`: refusals with reasons, and the local emulation of the failed step."""
+"""`sagactl redrive`: refusals with reasons, and a real redrive (RedriveExecution) locally."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,13 @@ from sagactl.local.environment import LocalAws
 from sagactl.redrive import REDRIVE_WINDOW_SECONDS, plan_redrive
 from sagactl.target import local_target
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl, scan
+from tests.local_clock import local_clock
 
-__all__ = ["saga", "sagactl"]
+__all__ = ["local_clock", "saga", "sagactl"]
 
+CASE = "case-compensation-stuck"
 RELEASE_KEY = "acme#release#case-compensation-stuck.reserve"
+SKU = "SKU-RED-MUG"
 
 
 def _stock(local: LocalAws, sku: str) -> int:
@@ -27,7 +31,7 @@ def _stock(local: LocalAws, sku: str) -> int:
 def test_redrive_of_a_succeeded_case_is_refused(saga: LocalAws, sagactl: Sagactl) -> None:
     run_example(sagactl, saga, "happy-path")
 
-    result = sagactl("redrive", "case-happy-path", "--yes", "--emulate", "--json")
+    result = sagactl("redrive", "case-happy-path", "--yes", "--json")
 
     assert result.code == 3
     error = result.json()["error"]
@@ -41,38 +45,26 @@ def test_redrive_of_an_unknown_case(saga: LocalAws, sagactl: Sagactl) -> None:
     assert result.code == 1 and "no execution for case no-such-case" in result.err
 
 
-def test_local_redrive_says_the_emulator_cannot_and_changes_nothing(
-    saga: LocalAws, sagactl: Sagactl
-) -> None:
-    run_example(sagactl, saga, "compensation-stuck")
-    before = sagactl("ledger", RELEASE_KEY, "--json").json()
-
-    result = sagactl("redrive", "case-compensation-stuck", "--yes")
-
-    assert result.code == 3
-    assert "has no RedriveExecution" in result.err and "--emulate" in result.err
-    assert sagactl("ledger", RELEASE_KEY, "--json").json()["attempts"] == before["attempts"]
-
-
 def test_redrive_without_a_terminal_needs_yes(saga: LocalAws, sagactl: Sagactl) -> None:
     run_example(sagactl, saga, "compensation-stuck")
 
-    result = sagactl("redrive", "case-compensation-stuck", "--emulate")
+    result = sagactl("redrive", CASE)
 
     assert result.code == 2 and "pass --yes" in result.err
     assert "will rerun:   ReleaseReservation" in result.out  # the plan is shown first
+    assert sagactl("status", CASE, "--json").json()["execution"]["redriveCount"] == 0
 
 
-def test_emulated_redrive_finishes_the_compensation_once(saga: LocalAws, sagactl: Sagactl) -> None:
-    sku = "SKU-RED-MUG"
-    stock_before = _stock(saga, sku)
+def test_redrive_finishes_the_compensation_once_and_the_case_escalates(
+    saga: LocalAws, sagactl: Sagactl
+) -> None:
+    stock_before = _stock(saga, SKU)
     run_example(sagactl, saga, "compensation-stuck")
-    assert _stock(saga, sku) == stock_before - 1  # reserved, never released
-    assert sagactl("status", "case-compensation-stuck", "--json").json()["outcome"] == (
-        "COMPENSATION_PENDING"
-    )
+    assert _stock(saga, SKU) == stock_before - 1  # reserved, never released
+    stuck = sagactl("status", CASE, "--json").json()
+    assert (stuck["status"], stuck["outcome"]) == ("FAILED", "COMPENSATION_PENDING")
 
-    result = sagactl("redrive", "case-compensation-stuck", "--emulate", "--yes", "--json")
+    result = sagactl("redrive", CASE, "--yes", "--json")
 
     assert result.code == 0, result.err
     plan, outcome = result.json()["plan"], result.json()["result"]
@@ -83,53 +75,77 @@ def test_emulated_redrive_finishes_the_compensation_once(saga: LocalAws, sagactl
     )
     [action] = plan["actions"]
     assert action["action_key"] == RELEASE_KEY and action["remaining_budget"] > 0
-    assert outcome["emulated"] is True and outcome["succeeded"] is True
-    assert outcome["redrive"] == 1
-    assert [i["retry"] for i in outcome["invocations"]] == list(range(len(outcome["invocations"])))
-    after = outcome["actions"][0]["after"]
-    assert after["status"] == "COMPLETED"
-    assert after["attempts"] <= after["budget"]
-    assert _stock(saga, sku) == stock_before  # restored exactly once
-    view = sagactl("status", "case-compensation-stuck", "--json").json()
+    assert outcome["redrive"] == 1 and outcome["redrive_date"]
+    saga.wait_for_execution(outcome["execution_arn"])
+    view = sagactl("status", CASE, "--json").json()
+    assert (view["status"], view["outcome"]) == ("SUCCEEDED", "ESCALATED")
+    assert view["execution"]["redriveCount"] == 1
     assert view["effects"]["reservation"]["status"] == "RELEASED"
-    assert view["status"] == "FAILED"  # emulation reruns the failed step only
+    assert view["effects"]["refunds"] == 1 and view["effects"]["shipments"] == 0
+    release = sagactl("ledger", RELEASE_KEY, "--json").json()
+    assert release["status"] == "COMPLETED" and release["attempts"] <= release["budget"]
+    assert _stock(saga, SKU) == stock_before  # restored exactly once
 
-    again = sagactl("redrive", "case-compensation-stuck", "--emulate", "--yes", "--json")
-    assert again.json()["result"]["actions"][0]["after"]["status"] == "COMPLETED"
-    assert _stock(saga, sku) == stock_before  # a replay restores nothing twice
+    again = sagactl("redrive", CASE, "--yes", "--json")
+    assert again.code == 3 and "it SUCCEEDED" in again.json()["error"]["message"]
+    assert _stock(saga, SKU) == stock_before
+
+
+def test_redrive_text_output_says_how_to_follow(saga: LocalAws, sagactl: Sagactl) -> None:
+    run_example(sagactl, saga, "compensation-stuck")
+
+    result = sagactl("redrive", CASE, "--yes", "--local")
+
+    assert result.code == 0, result.err
+    arn = saga.outputs["StateMachineArn"].replace(":stateMachine:", ":execution:") + f":{CASE}"
+    assert f"redriven: {arn} (redrive #1)" in result.out
+    assert f"follow it with: sagactl watch {CASE} --local" in result.out
+    assert saga.wait_for_execution(arn)["status"] == "SUCCEEDED"
 
 
 def test_redrive_with_no_budget_left_is_refused(saga: LocalAws, sagactl: Sagactl) -> None:
     run_example(sagactl, saga, "compensation-stuck")
     used = sagactl("ledger", RELEASE_KEY, "--json").json()["attempts"]
 
-    result = sagactl(
-        "redrive", "case-compensation-stuck", "--emulate", "--yes", "--budget", str(used)
-    )
+    result = sagactl("redrive", CASE, "--yes", "--budget", str(used))
 
     assert result.code == 3
     assert f"has used {used} of {used} lifetime attempts" in result.err
     assert "BudgetExhausted" in result.err
     assert sagactl("ledger", RELEASE_KEY, "--json").json()["attempts"] == used
+    assert sagactl("status", CASE, "--json").json()["execution"]["redriveCount"] == 0
 
 
-def test_redrive_past_the_14_day_window_is_refused(saga: LocalAws, sagactl: Sagactl) -> None:
+def test_redrive_past_the_14_day_window_is_refused_by_step_functions(
+    saga: LocalAws, sagactl: Sagactl, local_clock: Callable[[float], None]
+) -> None:
     run_example(sagactl, saga, "compensation-stuck")
-    target = local_target(
-        Path(os.environ["SAGA_LOCAL_OUTPUTS"]),
-        endpoint_url=saga.endpoint,
+    local_clock(13.9 * 86400)
+    assert sagactl("status", CASE, "--json").json()["execution"]["redriveStatus"] == "REDRIVABLE"
+
+    local_clock(14.1 * 86400)
+    result = sagactl("redrive", CASE, "--yes", "--json")
+
+    assert result.code == 3
+    assert result.json()["error"]["message"] == (
+        f"case {CASE}: Step Functions says NOT_REDRIVABLE: Execution redrivable period exceeded"
     )
+    assert sagactl("ledger", RELEASE_KEY, "--json").json()["status"] == "UNKNOWN"
+
+
+def test_plan_refuses_past_the_window_even_when_the_service_does_not_say(
+    saga: LocalAws, sagactl: Sagactl
+) -> None:
+    run_example(sagactl, saga, "compensation-stuck")
+    target = local_target(Path(os.environ["SAGA_LOCAL_OUTPUTS"]), endpoint_url=saga.endpoint)
     stopped = target.client("stepfunctions").describe_execution(
-        executionArn=target.execution_arn("case-compensation-stuck")
+        executionArn=target.execution_arn(CASE)
     )["stopDate"]
     assert isinstance(stopped, dt.datetime)
 
-    plan = plan_redrive(target, "case-compensation-stuck", budget=8, now=stopped.timestamp())
+    plan = plan_redrive(target, CASE, budget=8, now=stopped.timestamp())
     assert plan.failed_step is not None and plan.failed_step.state == "ReleaseReservation"
     with pytest.raises(RedriveRefused, match="closed 15 days ago"):
         plan_redrive(
-            target,
-            "case-compensation-stuck",
-            budget=8,
-            now=stopped.timestamp() + REDRIVE_WINDOW_SECONDS + 86400,
+            target, CASE, budget=8, now=stopped.timestamp() + REDRIVE_WINDOW_SECONDS + 86400
         )

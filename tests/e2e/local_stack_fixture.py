@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import boto3
@@ -45,7 +46,9 @@ def record(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def reject(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Fail a few times with Flaky (counted in the table), then with CustomRejection."""
+    """Fail a few times with Flaky (counted in the table), then with CustomRejection.
+    `hold_seconds`: each call takes that long first (a call still in flight)."""
+    time.sleep(float(event.get("hold_seconds", 0)))
     dynamodb = boto3.client("dynamodb")
     table = os.environ["TABLE"]
     counter = dynamodb.update_item(

@@ -15,6 +15,7 @@ import pytest
 
 from saga.identity import Operation, action_id_for, action_key, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, EffectResult, LedgerPolicy
+from saga.sandbox.faults import cursor_key
 from sagactl.bench import count_dynamodb_requests
 from sagactl.local.environment import LocalAws
 from stacks.config import SagaConfig
@@ -46,6 +47,16 @@ class Saga:
         self.tenant: str = case["tenant_id"]
         self.ddb = local.client("dynamodb")
         self.description, self.history = local.run_case(case)
+
+    def redrive(self) -> dict[str, Any]:
+        """RedriveExecution, then wait for the execution to end again."""
+        arn = str(self.description["executionArn"])
+        response: dict[str, Any] = self.local.client("stepfunctions").redrive_execution(
+            executionArn=arn
+        )
+        self.description = self.local.wait_for_execution(arn)
+        self.history = self.local.history(arn)
+        return response
 
     # -- the execution ---------------------------------------------------------------------
     @property
@@ -112,6 +123,25 @@ class Saga:
             ConsistentRead=True,
         )["Item"]
         return int(item["available"]["N"])
+
+    def task_payloads(self, state: str) -> list[dict[str, Any]]:
+        """The Lambda payload of every delivery to `state`, in order."""
+        payloads = []
+        for event in self.events("TaskScheduled"):
+            parameters = json.loads(event["taskScheduledEventDetails"]["parameters"])
+            payload = parameters.get("Payload")
+            if isinstance(payload, dict) and payload.get("attempt", {}).get("state") == state:
+                payloads.append(payload)
+        return payloads
+
+    def sandbox_calls(self, downstream: str) -> int:
+        """How many calls the sandbox downstream answered for this case (its fault cursor)."""
+        item = self.ddb.get_item(
+            TableName=self.local.outputs["SandboxTableName"],
+            Key={"pk": {"S": cursor_key(self.case_id, downstream)}},
+            ConsistentRead=True,
+        ).get("Item")
+        return 0 if item is None else int(item["cursor"]["N"])
 
     def escalations(self) -> list[dict[str, Any]]:
         sqs = self.local.client("sqs")
@@ -314,6 +344,18 @@ def test_rejected_case_fails_with_a_readable_cause_and_no_effect(local_aws: Loca
     assert saga.case_outcome() is None
     for op in (Operation.RESERVE, Operation.REFUND, Operation.SHIP):
         assert saga.ledger(op) is None
+    # The stack's EventBridge rule escalates every execution that did not succeed.
+    [message] = saga.escalations()
+    assert (message["kind"], message["status"], message["error"]) == (
+        "EXECUTION_NOT_SUCCEEDED",
+        "FAILED",
+        "ApprovalMismatch",
+    )
+
+
+def _attempt_budget() -> int:
+    context = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    return SagaConfig.from_mapping(context).ledger.attempt_budget
 
 
 def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once(
@@ -332,43 +374,77 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
     release = saga.ledger(Operation.RELEASE)
     assert release is not None and release["status"]["S"] != "COMPLETED"
     attempts_before = int(release["attempts"]["N"])
-
-    # Redrive reruns the failed state with its input: same action keys, retry counters reset.
-    scheduled = [
-        e
-        for e in saga.events("TaskScheduled")
-        if "ReleaseReservation" in e["taskScheduledEventDetails"]["parameters"]
+    first_run = saga.task_payloads("ReleaseReservation")
+    assert [(p["attempt"]["redrive"], p["attempt"]["retry"]) for p in first_run] == [
+        (0, retry) for retry in range(attempts_before)
     ]
-    parameters = json.loads(scheduled[-1]["taskScheduledEventDetails"]["parameters"])
-    payload = dict(parameters["Payload"])
-    lam = local_aws.client("lambda")
-    outcomes = []
-    for retry in range(4):
-        payload["attempt"] = {**payload["attempt"], "redrive": 1, "retry": retry}
-        response = lam.invoke(
-            FunctionName=parameters["FunctionName"], Payload=json.dumps(payload).encode()
-        )
-        body = json.loads(response["Payload"].read())
-        outcomes.append(response.get("FunctionError") and body["errorType"])
-        if not response.get("FunctionError"):
-            break
-    assert outcomes[-1] is None, outcomes  # the redriven compensation finished
+    entered_before = len(saga.path)
+
+    # Redrive: the execution continues at the failed task, with the same input and variables.
+    saga.redrive()
+
+    assert saga.status == "SUCCEEDED"
+    assert saga.description["redriveCount"] == 1
+    assert saga.path[entered_before:] == ["ReleaseReservation", "Escalate", "RecordOutcome"]
+    assert saga.path[:entered_before].count("ReserveStock") == 1  # not rerun
+    [redriven] = saga.events("ExecutionRedriven")
+    assert redriven["executionRedrivenEventDetails"] == {"redriveCount": 1}
+    rerun = saga.task_payloads("ReleaseReservation")[len(first_run) :]
+    # Same case, same action keys; RedriveCount 1; the Retry counter starts again at 0.
+    assert [(p["attempt"]["redrive"], p["attempt"]["retry"]) for p in rerun] == [
+        (1, retry) for retry in range(len(rerun))
+    ]
+    assert all(p["case"] == first_run[0]["case"] for p in rerun)
+    assert saga.output["outcome"] == "ESCALATED"
+    assert saga.output["escalation"]["reason"] == "SHIPMENT_REJECTED"  # the variables it had
+    assert saga.output["escalation"]["decision_needed"].startswith("The reservation was released.")
+    assert saga.case_outcome() == "ESCALATED"
     assert saga.available("SKU-RED-MUG") == stock_before  # restored exactly once
-
-    # A second redrive of the same step replays the recorded result: no second restore.
-    payload["attempt"] = {**payload["attempt"], "redrive": 2, "retry": 0}
-    again = lam.invoke(
-        FunctionName=parameters["FunctionName"], Payload=json.dumps(payload).encode()
-    )
-    assert not again.get("FunctionError")
-    assert json.loads(again["Payload"].read())["replayed"] is True
-    assert saga.available("SKU-RED-MUG") == stock_before
-
+    assert saga.count_effects("PaymentsTableName") == 1  # the refund was not made again
     release = saga.ledger(Operation.RELEASE)
     assert release is not None and release["status"]["S"] == "COMPLETED"
-    context = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
-    budget = SagaConfig.from_mapping(context).ledger.attempt_budget
-    assert attempts_before < int(release["attempts"]["N"]) <= budget
+    assert attempts_before < int(release["attempts"]["N"]) <= _attempt_budget()
+    kinds = [m.get("kind") for m in saga.escalations()]
+    assert sorted(kinds) == ["CASE_ESCALATED", "EXECUTION_NOT_SUCCEEDED"]
+
+
+def test_chained_redrive_counts_redrives_and_stops_at_the_lifetime_budget(
+    local_aws: LocalAws, stock_before: int
+) -> None:
+    """The cause stays: a redrive fails again, and the next one finds the budget spent. Retry
+    counters restart with every redrive; the ledger's attempts never do."""
+    case = load_example("compensation-stuck")
+    budget = _attempt_budget()
+    case["sandbox"]["faults"]["release"] = ["timeout"] * budget  # never answers within budget
+    saga = Saga(local_aws, case)
+    assert saga.status == "FAILED"
+    per_run = saga.sandbox_calls("release")
+    assert 2 * per_run == budget  # two runs of the Retry policy spend the budget exactly
+
+    saga.redrive()
+    assert (saga.status, saga.description["redriveCount"]) == ("FAILED", 1)
+    assert saga.sandbox_calls("release") == 2 * per_run
+
+    saga.redrive()  # Step Functions allows it; the ledger does not dispatch again
+    assert (saga.status, saga.description["redriveCount"]) == ("FAILED", 2)
+    assert saga.description["error"] == "BudgetExhausted"
+    assert saga.path[-1] == "ReleaseReservation"
+    assert [
+        e["executionRedrivenEventDetails"]["redriveCount"] for e in saga.events("ExecutionRedriven")
+    ] == [1, 2]
+    redrives = [p["attempt"]["redrive"] for p in saga.task_payloads("ReleaseReservation")]
+    assert redrives == [0] * per_run + [1] * per_run + [2]
+    assert saga.sandbox_calls("release") == budget  # no call beyond the budget
+    release = saga.ledger(Operation.RELEASE)
+    assert release is not None and int(release["attempts"]["N"]) == budget
+    assert saga.available("SKU-RED-MUG") == stock_before - 1  # still reserved: a person decides
+    assert saga.case_outcome() == "COMPENSATION_PENDING"
+    rule_messages = [m for m in saga.escalations() if m["kind"] == "EXECUTION_NOT_SUCCEEDED"]
+    assert [m["error"] for m in rule_messages] == [
+        "OutcomeUnknown",  # no answer may hide a release: unknown, never "nothing happened"
+        "OutcomeUnknown",
+        "BudgetExhausted",
+    ]
 
 
 def test_rejection_after_a_reservation_releases_it_and_escalates(

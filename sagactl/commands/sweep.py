@@ -1,0 +1,105 @@
+"""`sagactl sweep`: run the stuck-action sweeper now and show what it found.
+
+Invokes the stack's SweepStuckActionsFunction, the function its EventBridge schedule runs every
+few minutes (on AWS, and in `sagactl local up`). The sweeper reads the ledger's open actions
+whose lease ended more than its grace period ago (IN_PROGRESS that nobody holds, or UNKNOWN) and
+sends one escalation message per stuck action: every sweep re-sends a still-stuck action, with
+the same `escalation_id`. `sagactl stuck` lists the same actions without sending anything.
+
+The function is the one whose handler is the sweeper's and whose LEDGER_TABLE is this stack's
+ledger, so the same command works against AWS and the local AWS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from sagactl.commands.common import Subparsers, add_aws_command_arguments
+from sagactl.errors import NotFound, SagactlError, guarded
+from sagactl.render import emit_json
+from sagactl.target import Target, resolve_target
+
+# The Handler of SweepStuckActionsFunction (stacks/constructs/tools.py TOOL_SPECS).
+SWEEPER_HANDLER = "saga.handlers.sweep_stuck_actions.handler"
+
+
+class SweepFailed(SagactlError):
+    """The sweeper function ran and raised."""
+
+
+def find_sweeper(target: Target) -> str:
+    """The name of this stack's sweeper function."""
+    ledger = target.output("LedgerTableName")
+    found = []
+    for page in target.client("lambda").get_paginator("list_functions").paginate():
+        for function in page["Functions"]:
+            variables = (function.get("Environment") or {}).get("Variables") or {}
+            if function.get("Handler") != SWEEPER_HANDLER:
+                continue
+            if variables.get("LEDGER_TABLE") == ledger:
+                found.append(str(function["FunctionName"]))
+    if not found:
+        raise NotFound(f"no sweeper function ({SWEEPER_HANDLER}) for ledger table {ledger}")
+    if len(found) > 1:
+        raise SagactlError(f"several sweeper functions use ledger table {ledger}: {found}")
+    return found[0]
+
+
+def sweep(target: Target) -> dict[str, Any]:
+    """Invoke the sweeper once; its report ({stuck, escalated, by_status, action_keys})."""
+    function = find_sweeper(target)
+    response = target.client("lambda").invoke(
+        FunctionName=function, InvocationType="RequestResponse", Payload=b"{}"
+    )
+    body = response["Payload"].read()
+    try:
+        answer: Any = json.loads(body) if body else None
+    except ValueError:
+        answer = body.decode(errors="replace")
+    if response.get("FunctionError"):
+        error = answer if isinstance(answer, dict) else {}
+        raise SweepFailed(
+            f"the sweeper {function} failed: {error.get('errorType', response['FunctionError'])}: "
+            f"{error.get('errorMessage', answer)}"
+        )
+    if not isinstance(answer, dict):
+        raise SweepFailed(f"the sweeper {function} answered {answer!r}, not a report")
+    return {"function": function, "report": answer}
+
+
+def sweep_lines(result: dict[str, Any]) -> list[str]:
+    report = result["report"]
+    stuck = int(report.get("stuck", 0))
+    by_status = report.get("by_status") or {}
+    counts = ", ".join(f"{count} {status}" for status, count in by_status.items() if count)
+    lines = [
+        f"swept with {result['function']}: {stuck} stuck action(s)"
+        + (f" ({counts})" if counts else "")
+        + f", {report.get('escalated', 0)} escalation message(s) sent"
+    ]
+    lines.extend(f"  {key}" for key in report.get("action_keys", []))
+    if stuck:
+        lines.append("  each one is re-sent by every sweep until it is settled")
+    return lines
+
+
+def command_sweep(args: argparse.Namespace) -> int:
+    result = sweep(resolve_target(args))
+    if args.json:
+        emit_json(result)
+    else:
+        print("\n".join(sweep_lines(result)))
+    return 0
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run the stuck-action sweeper now: escalate open actions nobody is finishing",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_aws_command_arguments(parser)
+    parser.set_defaults(handler=guarded(command_sweep))

@@ -1,0 +1,39 @@
+"""`make demo` (`sagactl local demo`): the stuck compensation is redriven to its outcome."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from sagactl.demo import run_demo
+from sagactl.local.environment import StackSource
+
+
+def test_the_demo_redrives_the_stuck_compensation_to_escalated_with_stock_released_once(
+    saga_stack_source: StackSource, tmp_path: Path
+) -> None:
+    out = io.StringIO()
+
+    code = run_demo(
+        saga_stack_source,
+        scenarios=("compensation-stuck",),
+        time_scale=0.05,
+        out=out,
+        handler_log=tmp_path / "handlers.log",
+    )
+
+    text = out.getvalue()
+    assert code == 0, text
+    failed = text.index("execution FAILED: OutcomeUnknown")
+    cause = text.index("why it FAILED: the case file tells the sandbox inventory not to answer")
+    removed = text.index("what removes the cause here: that list runs out (1 left)")
+    redrive = text.index("$ sagactl redrive case-compensation-stuck --yes")
+    redriven = text.index("execution redriven (1)")
+    succeeded = text.index("execution SUCCEEDED: case ESCALATED")
+    assert failed < cause < removed < redrive < redriven < succeeded
+    assert "-> ValidateCase" not in text[redriven:]  # the states that succeeded are not rerun
+    assert (
+        "stock of SKU-RED-MUG: 100 before the case, 99 while FAILED (reserved), "
+        "100 after the redrive (released once)"
+    ) in text
+    assert "ok         case-compensation-stuck      SUCCEEDED ESCALATED" in text
