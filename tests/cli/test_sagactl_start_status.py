@@ -168,3 +168,29 @@ def test_commands_need_the_local_outputs(saga: LocalAws, sagactl: Sagactl, tmp_p
 
     assert result.code == 1
     assert "no local outputs" in result.err and "sagactl local up" in result.err
+
+
+def test_start_of_a_case_that_already_ran_under_another_name_says_duplicate_in_one_line(
+    saga: LocalAws, sagactl: Sagactl
+) -> None:
+    """Started once from the console under another name: the case record names that execution,
+    so `sagactl start` starts nothing (a new execution would only end DUPLICATE)."""
+    case = json.loads(example("happy-path").read_text())
+    original = saga.start_case(case, name="from-the-console")
+    saga.wait_for_execution(original)
+
+    result = sagactl("start", str(example("happy-path")))
+
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        f"case case-happy-path already ran as {original} (outcome COMPLETED): DUPLICATE, "
+        "nothing started"
+    ]
+    assert [e["name"] for e in executions(saga)] == ["from-the-console"]
+    assert len(scan(saga, "PaymentsTableName")) == 1
+    report = sagactl("start", str(example("happy-path")), "--json").json()
+    assert (report["duplicate"], report["created"], report["execution_arn"]) == (
+        True,
+        False,
+        original,
+    )

@@ -6,20 +6,17 @@ effects where they land (sandbox payments and shipments tables, inventory stock)
 
 from __future__ import annotations
 
+import copy
 import json
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from saga import clock as saga_clock
 from saga.identity import Operation
 from saga.models import with_approval_digest
 from saga.sandbox.inventory import DEFAULT_STOCK
 from saga.sandbox.payments import SandboxPaymentsService
-from sagactl.local.environment import LocalAws
+from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.lambda_runtime import SimulatedCrash
 from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
 
@@ -30,16 +27,6 @@ def variant(name: str, case_id: str, **faults: list[str]) -> dict[str, Any]:
     if faults:
         case["sandbox"] = {"faults": faults}
     return with_approval_digest(case)
-
-
-@contextmanager
-def clock_moved_by(seconds: float) -> Iterator[None]:
-    """The Lambda code's clock, `seconds` ahead (the handlers run in this process)."""
-    previous = saga_clock.use(lambda: time.time() + seconds)
-    try:
-        yield
-    finally:
-        saga_clock.use(previous)
 
 
 def test_a_new_execution_of_a_completed_case_is_a_duplicate_with_no_effect(
@@ -117,15 +104,12 @@ def test_a_refund_step_that_dies_after_sending_is_reconciled_not_failed(
         if not crashes:
             crashes.append(args[0])
             # The process dies; by the time anyone looks, its lease has run out.
-            saga_clock.use(lambda: time.time() + 120)
+            local_aws.clock.advance(120)
             raise SimulatedCrash("out of memory after the refund was committed")
         return response
 
     monkeypatch.setattr(SandboxPaymentsService, "_commit_refund", commit_then_die)
-    try:
-        saga = Saga(local_aws, variant("happy-path", "case-crash-after-refund"))
-    finally:
-        saga_clock.use(time.time)
+    saga = Saga(local_aws, variant("happy-path", "case-crash-after-refund"))
 
     assert crashes, "the nemesis never fired"
     failed = [e for e in saga.history if e["type"] == "TaskFailed"]
@@ -155,3 +139,77 @@ def test_an_address_a_carrier_would_refuse_is_rejected_before_any_effect(
     assert saga.available("SKU-RED-MUG") == stock_before
     assert saga.count_effects("PaymentsTableName") == 0
     assert saga.case_outcome() is None
+
+
+def test_a_completed_case_resubmitted_after_the_ledgers_retention_is_a_duplicate(
+    local_aws: LocalAws,
+) -> None:
+    """31 days later DynamoDB's TTL has deleted the ledger records and the payment provider has
+    forgotten the idempotency key; the carrier never had one. Only the case record (no TTL)
+    still knows the case ran: the resubmission must not reach any downstream."""
+    case = variant("happy-path", "case-late")
+    first = Saga(local_aws, case)
+    assert first.output["outcome"] == "COMPLETED"
+
+    deleted = local_aws.clock.advance(31 * 86400).effects["ttl_deleted"]
+    assert deleted.get(local_aws.outputs["LedgerTableName"]) == 3  # reserve, refund, ship
+    assert first.ledger(Operation.REFUND) is None
+
+    description, _ = local_aws.run_case(case, name="case-late-resubmitted")
+
+    assert description["status"] == "SUCCEEDED"
+    assert json.loads(description["output"])["outcome"] == "DUPLICATE"
+    assert first.count_effects("PaymentsTableName") == 1
+    assert first.count_effects("ShipmentsTableName") == 1
+    assert first.available("SKU-RED-MUG") == DEFAULT_STOCK["SKU-RED-MUG"] - 1
+    assert first.ledger(Operation.REFUND) is None  # nothing was claimed again
+
+
+def with_budget(local_aws: LocalAws, budget: int) -> LocalAws:
+    """The same stack deployed with another `ledger.attempt_budget` (each function's
+    ATTEMPT_BUDGET), in a fresh local account."""
+    template = copy.deepcopy(local_aws.source.template)
+    for resource in template["Resources"].values():
+        variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+        if "ATTEMPT_BUDGET" in variables:
+            variables["ATTEMPT_BUDGET"] = str(budget)
+    other = LocalAws(
+        server=local_aws.server,
+        source=StackSource(template, local_aws.source.stack_name, local_aws.source.asl_path),
+    )
+    other.reprovision()
+    return other
+
+
+def test_chained_redrives_past_the_first_records_retention_finish_the_compensation(
+    local_aws: LocalAws,
+) -> None:
+    """Each redrive comes 13 days after the previous close, inside Step Functions' 14-day
+    window; the third one runs 39 days after the release's first delivery. Retention counts
+    from the latest delivery, so the record is still there, still counts the lifetime budget,
+    and the compensation finishes exactly once."""
+    local = with_budget(local_aws, 20)
+    case = variant(
+        "compensation-stuck", "case-chained", shipment=["reject"], release=["timeout"] * 12
+    )
+    saga = Saga(local, case)
+    assert saga.status == "FAILED"
+    stock_reserved = saga.available("SKU-RED-MUG")
+    for redrive in (1, 2):
+        local.clock.advance(13 * 86400)
+        saga.redrive()
+        assert (saga.status, saga.description["redriveCount"]) == ("FAILED", redrive)
+        record = saga.ledger(Operation.RELEASE)
+        assert record is not None
+        assert int(record["expires_at"]["N"]) > local.clock.now() + 29 * 86400
+
+    local.clock.advance(13 * 86400)  # day 39: the first delivery's retention ran out at day 30
+    saga.redrive()
+
+    assert saga.status == "SUCCEEDED", saga.description.get("cause")
+    assert (saga.status, saga.output["outcome"]) == ("SUCCEEDED", "ESCALATED")
+    release = saga.ledger(Operation.RELEASE)
+    assert release is not None and release["status"]["S"] == "COMPLETED"
+    assert int(release["attempts"]["N"]) > 12  # the lifetime count went on: nothing reset it
+    assert saga.available("SKU-RED-MUG") == stock_reserved + 1  # released exactly once
+    assert saga.case_outcome() == "ESCALATED"

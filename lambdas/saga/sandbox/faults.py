@@ -35,7 +35,8 @@ DOWNSTREAMS: Final[tuple[str, ...]] = ("reserve", "refund", "shipment", "release
 # Faults only some downstreams can act out.
 _ONLY_FOR: Final[dict[str, str]] = {IN_FLIGHT: "refund"}
 
-# Cursor items only matter while a case runs; the table's TTL cleans them up afterwards.
+# Cursor items only matter while a case runs (redrives included); the table's TTL cleans them
+# up afterwards.
 CURSOR_RETENTION_SECONDS: Final = 30 * 86400
 
 Clock = Callable[[], float]
@@ -128,8 +129,10 @@ class FaultInjector:
             TableName=self._table_name,
             Key={"pk": {"S": cursor_key(self._case_id, self._downstream)}},
             UpdateExpression=(
+                # Retention from the latest call: a case redriven weeks later must not see its
+                # fault list start over.
                 "ADD #cursor :one SET case_id = :case_id, downstream = :downstream, "
-                "expires_at = if_not_exists(expires_at, :expires_at)"
+                "expires_at = :expires_at"
             ),
             # CURSOR is a DynamoDB reserved word.
             ExpressionAttributeNames={"#cursor": "cursor"},
