@@ -217,6 +217,12 @@ class CaseRecords:
 
     @staticmethod
     def _check_same_case(case: Case, digest: str, old: Mapping[str, Any]) -> None:
+        if old.get("tenant_id") not in (None, case.tenant_id):
+            # Case ids are global (they name executions): say so, without the other's details.
+            raise KeyConflict(
+                f"case id {case.case_id} is already used by another tenant's case: choose "
+                "another case id"
+            )
         if old.get("digest") != digest:
             raise KeyConflict(
                 f"case {case.case_id} is already recorded with approval digest "

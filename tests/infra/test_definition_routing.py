@@ -91,3 +91,18 @@ def test_a_duplicate_execution_ends_succeeded_before_any_effect(
     duplicate = states["DuplicateCase"]
     assert duplicate["Type"] == "Succeed"
     assert "'outcome': 'DUPLICATE'" in duplicate["Output"]
+
+
+def test_a_rejection_while_reconciling_releases_only_this_cases_reservation(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """KeyConflict at ReconcileStep for the refund or the shipment comes after this case's own
+    reservation, which is released as at IssueRefund; for the reservation itself the key holds
+    another request's reservation, which is left alone."""
+    (rejected,) = [c for c in states["ReconcileStep"]["Catch"] if "KeyConflict" in c["ErrorEquals"]]
+    assert rejected["Next"] == "AfterRejectedReconcile"
+    choice = states["AfterRejectedReconcile"]
+    assert choice["Choices"] == [
+        {"Condition": "{% $reconciling = 'reserve' %}", "Next": "Escalate"}
+    ]
+    assert choice["Default"] == "ReleaseReservation"

@@ -499,3 +499,36 @@ def test_the_provider_replays_the_exact_stored_status_and_body(
     assert (rejected.status, rejected.replayed) == (402, False)
     assert (replayed.status, replayed.body, replayed.replayed) == (402, rejected.body, True)
     assert refunds_of(sandbox_client) == []
+
+
+# --- in_flight: accepted, no answer, commits late ----------------------------------------------
+def test_an_in_flight_refund_commits_after_the_next_lookup_answered_not_found(
+    sandbox_client: Any, clock: FakeClock
+) -> None:
+    with pytest.raises(DownstreamTimeout, match="in_flight"):
+        provider(sandbox_client, clock, ["in_flight"]).refund(refund_request(), idempotency_key=KEY)
+    assert refunds_of(sandbox_client) == []  # accepted, not committed yet
+    looking = provider(sandbox_client, clock, ["in_flight"])
+    assert looking.find_refunds(f"{CASE}.refund") == []  # the answer comes before the commit
+    assert len(refunds_of(sandbox_client)) == 1
+    [found] = looking.find_refunds(f"{CASE}.refund")
+    replayed = looking.refund(refund_request(), idempotency_key=KEY)  # the key deduplicates
+    assert replayed.refund_id == found.refund_id and len(refunds_of(sandbox_client)) == 1
+
+
+@pytest.mark.parametrize("hours_later", [13, 25, 60])
+def test_an_in_flight_refund_nobody_asked_about_has_committed_within_the_key_retention(
+    sandbox_client: Any, clock: FakeClock, hours_later: int
+) -> None:
+    """design.md §8: it commits "always within the provider's key retention of the first call",
+    whether or not anyone asked in between; a lookup long after finds it, never an error."""
+    with pytest.raises(DownstreamTimeout):
+        provider(sandbox_client, clock, ["in_flight"]).refund(refund_request(), idempotency_key=KEY)
+    clock.now += hours_later * 3600
+    if hours_later * 3600 >= PAYMENT_KEY_RETENTION_SECONDS:  # what TTL does to the key by then
+        sandbox_client.delete_item(
+            TableName=TABLES.sandbox, Key={"pk": {"S": idempotency_item_key(KEY)}}
+        )
+    found = provider(sandbox_client, clock, ["in_flight"]).find_refunds(f"{CASE}.refund")
+    assert [receipt.business_ref for receipt in found] == [f"{CASE}.refund"]
+    assert len(refunds_of(sandbox_client)) == 1

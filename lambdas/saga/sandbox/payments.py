@@ -49,6 +49,9 @@ PAYMENT_KEY_RETENTION_SECONDS: Final = 24 * 3600
 # A claimed key whose request died mid-flight (nothing committed: the refund and the response are
 # one transaction) may be taken over by a retry with the same parameters after this long.
 IN_FLIGHT_LOCK_SECONDS: Final = 30
+# How long a request accepted `in_flight` is remembered, so that it commits at the next call even
+# when nobody asked about it within the key retention.
+IN_FLIGHT_RECORD_RETENTION_SECONDS: Final = 30 * 86400
 
 IN_FLIGHT: Final = "IN_FLIGHT"
 COMPLETED: Final = "COMPLETED"
@@ -184,8 +187,10 @@ class SandboxPaymentsService:
                     "params": params,
                     "owner": owner,
                     "accepted_at": now,
-                    "commit_by": now + self.key_retention_seconds,
-                    "expires_at": now + 2 * self.key_retention_seconds,
+                    # Halfway through the key retention at the latest: a call after that finds
+                    # it committed, whether or not anyone asked in between.
+                    "commit_by": now + self.key_retention_seconds // 2,
+                    "expires_at": now + IN_FLIGHT_RECORD_RETENTION_SECONDS,
                 }
             ),
         )
@@ -205,8 +210,20 @@ class SandboxPaymentsService:
         if "Item" not in response:
             return
         pending = _dynamo.from_item(response["Item"])
-        if only_if_overdue and int(self.clock()) < int(pending["commit_by"]):
+        now = int(self.clock())
+        if only_if_overdue and now < int(pending["commit_by"]):
             return
+        key = self.client.get_item(
+            TableName=self.sandbox_table,
+            Key={"pk": {"S": idempotency_item_key(pending["idempotency_key"])}},
+            ConsistentRead=True,
+        ).get("Item")
+        key_record = _dynamo.from_item(key) if key is not None else {}
+        # The key may be gone (its retention passed while nobody asked): the refund commits all
+        # the same, it was accepted inside the retention; only the stored answer is lost.
+        holds_key = key_record.get("owner") == pending["owner"] and (
+            int(key_record.get("expires_at", 0)) > now
+        )
         self._commit_refund(
             pending["idempotency_key"],
             dict(pending["params"]),
@@ -221,6 +238,7 @@ class SandboxPaymentsService:
                     }
                 }
             ],
+            store_on_key=holds_key,
         )
 
     # --- the idempotency-key state machine -----------------------------------------------
@@ -369,6 +387,8 @@ class SandboxPaymentsService:
         now: int,
         action: str,
         also: list[TransactWriteItemTypeDef] | None = None,
+        *,
+        store_on_key: bool = True,
     ) -> ProviderResponse:
         refund_id = self.new_refund_id()
         refund = {
@@ -397,6 +417,11 @@ class SandboxPaymentsService:
             "status": "succeeded",
             "created_at": now,
         }
+        key_update: list[TransactWriteItemTypeDef] = (
+            [{"Update": self._complete_key_update(idempotency_key, owner, response)}]
+            if store_on_key
+            else []
+        )
         try:
             # The refund, the stored response and the reference index commit together: a request
             # that dies before this line leaves nothing behind but an in-flight key.
@@ -409,7 +434,7 @@ class SandboxPaymentsService:
                             "ConditionExpression": "attribute_not_exists(refund_id)",
                         }
                     },
-                    {"Update": self._complete_key_update(idempotency_key, owner, response)},
+                    *key_update,
                     _dynamo.append_reference_update(
                         self.sandbox_table, REFERENCE_KIND, params["business_ref"], receipt
                     ),
@@ -420,7 +445,7 @@ class SandboxPaymentsService:
             # Item 1 of the transaction is the key update: its condition failing means our lock
             # was taken over.
             codes = _dynamo.cancellation_codes(exc) if isinstance(exc, ClientError) else []
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+            if store_on_key and len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
                 raise _lost_key(action) from exc
             failure = _dynamo.classify_failure(exc, downstream=DOWNSTREAM, action=action)
             if isinstance(failure, DownstreamNotDispatched):
