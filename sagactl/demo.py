@@ -281,8 +281,7 @@ def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         type=_scenario,
         choices=SCENARIO_KEYS,
-        help="run only this scenario, named after its file in examples/ (repeatable; "
-        "default: all)",
+        help="run only this scenario, named after its file in examples/ (repeatable; default: all)",
     )
     demo.add_argument(
         "--template", type=Path, help="provision this synthesized template (no synthesis)"

@@ -16,6 +16,7 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
   (`delete_expired_items_now()` sweeps on demand);
 - `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
+- `install_execution_name_validation()`: StartExecution refuses names Step Functions refuses;
 - `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
   (sagactl.local.event_rules). Scheduled rules fire only in a server started with
@@ -115,6 +116,32 @@ def install_ttl_deletion() -> None:
     LOCAL_CLOCK.on_advance("ttl_deleted", lambda _now: delete_expired_items_now())
 
 
+_NAME_CHECK_MARK = "_saga_checks_execution_names"
+
+
+def install_execution_name_validation() -> None:
+    """StartExecution refuses a name Step Functions refuses (over 80 characters: a
+    ValidationException; whitespace, brackets, wildcards, `"#%\\^|~`$&,;:/`, control
+    characters: InvalidName). moto checks them in its plain backend; the executing backend the
+    local AWS uses skips the check."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    if getattr(original, _NAME_CHECK_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def start_execution(
+        self: Any, state_machine_arn: str, name: Any = None, *a: Any, **kw: Any
+    ) -> Any:
+        if name is not None:
+            self._validate_name(name)
+        return original(self, state_machine_arn, name, *a, **kw)
+
+    setattr(start_execution, _NAME_CHECK_MARK, True)
+    StepFunctionsParserBackend.start_execution = start_execution  # type: ignore[method-assign]
+
+
 def enable_step_functions_execution() -> None:
     """Same effect as moto's `{"stepfunctions": {"execute_state_machine": True}}` config."""
     from moto.core.config import default_user_config
@@ -183,6 +210,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_transaction_tokens()
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
+    install_execution_name_validation()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
