@@ -85,7 +85,12 @@ def register(subparsers: Subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("case_id", metavar="CASE", help="the case id (= execution name)")
+    parser.add_argument(
+        "case_id",
+        metavar="CASE",
+        help="the case id (the case record names its execution; else the execution of that "
+        "name), or an execution's own name",
+    )
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
