@@ -27,6 +27,16 @@ def add_aws_command_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_argument(parser)
 
 
+def add_case_argument(parser: argparse.ArgumentParser) -> None:
+    """CASE, as `status`, `watch` and `redrive` take it (sagactl.timeline.find_case_execution)."""
+    parser.add_argument(
+        "case_id",
+        metavar="CASE",
+        help="the case id (the case record names its execution; else the execution of that "
+        "name), or an execution's own name",
+    )
+
+
 def add_budget_argument(parser: argparse.ArgumentParser) -> None:
     """--budget: overrides the attempt budget shown next to each ledger record."""
     parser.add_argument(

@@ -17,6 +17,7 @@ from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    add_case_argument,
     positive_float,
 )
 from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help, guarded
@@ -94,12 +95,7 @@ def command_watch(args: argparse.Namespace) -> int:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "case_id",
-        metavar="CASE",
-        help="the case id (the case record names its execution; else the execution of that "
-        "name), or an execution's own name",
-    )
+    add_case_argument(parser)
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
 
