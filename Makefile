@@ -44,8 +44,9 @@ synth: venv
 demo: venv
 	$(BIN)/sagactl local demo
 
+# PORT=4567 serves the local AWS on another port than 4566.
 local-up: venv
-	$(BIN)/sagactl local up
+	$(BIN)/sagactl local up$(if $(PORT), --port $(PORT))
 
 bench: venv
 	$(BIN)/python -m sagactl.bench

@@ -1,16 +1,25 @@
 """`sagactl local demo`: the saga's recovery paths, run against a throwaway local AWS.
 
 Starts the local AWS in this process (a free loopback port), provisions the synthesized stack,
-runs each scenario from examples/ through the real state machine and handlers, prints each
-case's timeline and outcome (the same view as `sagactl status`), then stops everything.
+runs each scenario's case file from examples/ through the real state machine and handlers,
+prints each case's timeline and outcome (the same view as `sagactl status`), then stops
+everything. Nothing is left running and nothing reaches real AWS.
 
-Scenarios: happy path; lost refund response (reconciled, no second refund); shipment rejected
-(reservation released, refund kept, escalated); compensation stuck: the release of the
-reservation runs out of retries, so the execution ends FAILED at that task (case
-COMPENSATION_PENDING); the demo says what caused it and what removes the cause, then redrives
-the execution (`sagactl redrive`, RedriveExecution in the local AWS): it continues from the
-release and ends SUCCEEDED, the case ESCALATED, the stock released exactly once.
-Retry waits are scaled down (--time-scale, default 0.1) so the demo takes seconds.
+Scenarios (--scenario NAME, the case file examples/NAME.json):
+  happy-path            reserved, refunded, shipped: COMPLETED
+  lost-refund-response  the refund's response is lost; reconciliation finds the refund by its
+                        reference: COMPLETED, no second refund
+  shipment-rejected     the carrier refuses: the reservation is released, the refund kept,
+                        the case ESCALATED
+  compensation-stuck    the release of the reservation runs out of retries, so the execution
+                        ends FAILED at that task (case COMPENSATION_PENDING); the demo says what
+                        caused it and what removes the cause, then redrives the execution
+                        (`sagactl redrive`): it continues from the release and ends SUCCEEDED,
+                        the case ESCALATED, the stock released exactly once
+
+Retry waits are scaled down (--time-scale, default 0.1) so the demo takes seconds. The
+functions' own output (JSON logs, metrics) goes to <state dir>/demo-handlers.log. Exits 0 when
+every scenario ended as expected, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -41,41 +50,43 @@ RULE = "=" * 78
 
 @dataclass(frozen=True)
 class Scenario:
-    key: str
+    key: str  # the example file's stem: examples/<key>.json
     title: str
-    example: str
     expect_status: str
     expect_outcome: str
     # (status, outcome) the first run must end in; then the demo redrives it.
     redrive_from: tuple[str, str] | None = None
 
+    @property
+    def example(self) -> str:
+        return f"{self.key}.json"
+
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("happy", "happy path", "happy-path.json", "SUCCEEDED", "COMPLETED"),
+    Scenario("happy-path", "happy path", "SUCCEEDED", "COMPLETED"),
     Scenario(
-        "lost-refund",
+        "lost-refund-response",
         "lost refund response: reconciled by reference, no second refund",
-        "lost-refund-response.json",
         "SUCCEEDED",
         "COMPLETED",
     ),
     Scenario(
         "shipment-rejected",
         "shipment rejected: reservation released, refund kept, escalated",
-        "shipment-rejected.json",
         "SUCCEEDED",
         "ESCALATED",
     ),
     Scenario(
         "compensation-stuck",
         "compensation stuck: FAILED at the release, the cause goes away, redrive, ESCALATED",
-        "compensation-stuck.json",
         "SUCCEEDED",
         "ESCALATED",
         redrive_from=("FAILED", "COMPENSATION_PENDING"),
     ),
 )
 SCENARIO_KEYS = tuple(scenario.key for scenario in SCENARIOS)
+# The names these scenarios had before they were named after their example files.
+SCENARIO_ALIASES = {"happy": "happy-path", "lost-refund": "lost-refund-response"}
 
 
 @dataclass
@@ -249,12 +260,16 @@ def command_demo(args: argparse.Namespace) -> int:
         source,
         scenarios=args.scenario or SCENARIO_KEYS,
         time_scale=args.time_scale,
-        handler_log=args.state_dir / "demo-handlers.log",
+        handler_log=args.handler_log or args.state_dir / "demo-handlers.log",
     )
 
 
+def _scenario(name: str) -> str:
+    return SCENARIO_ALIASES.get(name, name)
+
+
 def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Adds `demo` under `sagactl local` (uses the `local` parser's --state-dir)."""
+    """`sagactl local demo` (under `sagactl local`, whose --state-dir it uses)."""
     demo = local.add_parser(
         "demo",
         help="run the saga's scenarios against a throwaway local AWS and show each timeline",
@@ -264,29 +279,26 @@ def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument(
         "--scenario",
         action="append",
+        type=_scenario,
         choices=SCENARIO_KEYS,
-        help="run only this scenario (repeatable; default: all)",
+        help="run only this scenario, named after its file in examples/ (repeatable; default: all)",
     )
-    demo.add_argument("--template", type=Path, help="use this synthesized template (skip synth)")
-    demo.add_argument("--cloud-assembly", type=Path, help="use this cdk.out directory (skip synth)")
+    demo.add_argument(
+        "--template", type=Path, help="provision this synthesized template (no synthesis)"
+    )
+    demo.add_argument(
+        "--cloud-assembly", type=Path, help="provision from this cdk.out directory (no synthesis)"
+    )
     demo.add_argument(
         "--time-scale",
         type=float,
         default=DEFAULT_TIME_SCALE,
         help="scale Step Functions retry waits (default %(default)s)",
     )
+    demo.add_argument(
+        "--handler-log",
+        type=Path,
+        metavar="FILE",
+        help="where the functions' output goes (default: <state dir>/demo-handlers.log)",
+    )
     demo.set_defaults(handler=guarded(command_demo))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m sagactl.demo` until `sagactl local demo` is wired in."""
-    parser = argparse.ArgumentParser(prog="sagactl-demo")
-    parser.add_argument("--state-dir", type=Path, default=PROJECT_ROOT / ".local")
-    commands = parser.add_subparsers(dest="command", required=True)
-    register_demo(commands)
-    args = parser.parse_args(["demo", *(argv if argv is not None else sys.argv[1:])])
-    return int(args.handler(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

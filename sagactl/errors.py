@@ -1,8 +1,10 @@
-"""Typed user-facing errors of the operator commands and the wrapper that prints them.
+"""Typed user-facing errors of the operator commands, the wrapper that prints them, and the
+exit statuses scripts can rely on.
 
 A user error (an unknown case, an invalid case file, a refused redrive, a missing stack) is a
 message and a non-zero exit code, never a traceback. Each class names the kind of failure so that
-`--json` callers can branch on `error.type`.
+`--json` callers can branch on `error.type`. `start` and `watch` also say how the case ended in
+their exit status (EXIT_STATUSES).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -24,6 +28,75 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_TIMEOUT = 4
+# How a case ended, for `sagactl start` and `sagactl watch` (EXIT_STATUSES says when).
+EXIT_ESCALATED = 5
+EXIT_NOT_FINISHED = 6
+EXIT_DUPLICATE = 7
+EXIT_NOT_STARTED = 8
+EXIT_INTERRUPTED = 130
+
+# The exit statuses of `start` and `watch`, as their --help and the README list them.
+EXIT_STATUSES: tuple[tuple[int, str], ...] = (
+    (
+        0,
+        "COMPLETED: the execution SUCCEEDED and the case is done. Without --watch, `start` "
+        "exits 0 once the execution is started, or found already started with this file",
+    ),
+    (EXIT_ERROR, "an error: AWS or the local AWS unreachable, no such case or stack, ..."),
+    (EXIT_USAGE, "a usage error or an invalid case file: nothing was started"),
+    (
+        EXIT_TIMEOUT,
+        "the execution was still RUNNING when --timeout ran out (`sagactl watch CASE` follows "
+        "it on)",
+    ),
+    (
+        EXIT_ESCALATED,
+        "ESCALATED: the execution SUCCEEDED and a person has to decide what is left "
+        "(`sagactl status CASE` shows the decision needed)",
+    ),
+    (
+        EXIT_NOT_FINISHED,
+        "the execution FAILED, TIMED_OUT or was ABORTED: the case was rejected at ValidateCase "
+        "(nothing was done: correct it, re-approve it as the next revision, start it), or its "
+        "work is unfinished (`sagactl redrive CASE`)",
+    ),
+    (
+        EXIT_DUPLICATE,
+        "DUPLICATE: the case already ran as another execution; nothing ran again",
+    ),
+    (
+        EXIT_NOT_STARTED,
+        "not started: an execution of the same name ran a different input than this file",
+    ),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C stops the command, not the execution)"),
+)
+
+
+def exit_statuses_help() -> str:
+    """EXIT_STATUSES as an argparse epilog (RawDescriptionHelpFormatter keeps the layout)."""
+    lines = ["exit status:"]
+    for code, text in EXIT_STATUSES:
+        wrapped = textwrap.wrap(text, width=72)
+        lines.append(f"  {code:<4} {wrapped[0]}")
+        lines.extend(f"       {line}" for line in wrapped[1:])
+    return "\n".join(lines)
+
+
+def execution_exit_code(description: Mapping[str, Any]) -> int:
+    """The exit status for a closed execution of the saga (its status, and its output's
+    `outcome` when it SUCCEEDED)."""
+    status = description.get("status")
+    if status in ("FAILED", "TIMED_OUT", "ABORTED"):
+        return EXIT_NOT_FINISHED
+    try:
+        output = json.loads(description.get("output") or "null")
+    except ValueError:
+        output = None
+    outcome = output.get("outcome") if isinstance(output, dict) else None
+    codes = {"COMPLETED": 0, "ESCALATED": EXIT_ESCALATED, "DUPLICATE": EXIT_DUPLICATE}
+    if status == "SUCCEEDED" and outcome in codes:
+        return codes[outcome]
+    return EXIT_ERROR  # not a closed execution of this saga
 
 
 class SagactlError(Exception):
@@ -55,7 +128,7 @@ class TargetError(SagactlError):
 
 
 class RedriveRefused(SagactlError):
-    """Redrive cannot help: the reason says why (design.md §6)."""
+    """Redrive cannot help: the reason says why."""
 
     exit_code = EXIT_REFUSED
 
@@ -102,7 +175,7 @@ def guarded(handler: Handler) -> Handler:
             return _report(args, type(exc).__name__, f"AWS call failed: {exc}", EXIT_ERROR)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
-            return 130
+            return EXIT_INTERRUPTED
 
     return run
 

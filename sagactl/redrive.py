@@ -21,8 +21,8 @@ from sagactl.target import Target
 from sagactl.timeline import (
     FailedStep,
     case_action_keys,
-    describe_execution,
     execution_history,
+    find_case_execution,
     find_failed_step,
     ledger_for,
     record_summary,
@@ -60,7 +60,9 @@ def plan_redrive(
     target: Target, case_id: str, *, budget: int, now: float | None = None
 ) -> RedrivePlan:
     """What a redrive would rerun; RedriveRefused when it cannot help."""
-    description = describe_execution(target, case_id)
+    found = find_case_execution(target, case_id)
+    description = found.require()
+    case_id = found.case_id  # CASE may have named an execution of the case
     status = str(description["status"])
     arn = str(description["executionArn"])
     if status not in REDRIVABLE_STATUSES:

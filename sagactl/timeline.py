@@ -367,17 +367,65 @@ class CaseView:
         }
 
 
-def describe_execution(target: Target, case_id: str) -> dict[str, Any]:
-    arn = target.execution_arn(case_id)
+def describe_execution_arn(target: Target, execution_arn: str) -> dict[str, Any] | None:
+    """DescribeExecution; None when there is no such execution."""
     try:
         description: dict[str, Any] = target.client("stepfunctions").describe_execution(
-            executionArn=arn
+            executionArn=execution_arn
         )
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
-            raise NotFound(f"no execution for case {case_id} ({arn})") from None
+            return None
         raise
     return description
+
+
+@dataclass(frozen=True)
+class CaseExecution:
+    """A case and the execution that is its run (None: its record outlived the execution)."""
+
+    case_id: str
+    record: dict[str, Any] | None
+    description: dict[str, Any] | None
+
+    def require(self) -> dict[str, Any]:
+        """The execution's description; NotFound when only the record is left."""
+        if self.description is None:
+            outcome = self.record.get("outcome") if self.record else None
+            raise NotFound(
+                f"case {self.case_id} has a record (outcome {outcome}) but its execution is "
+                "gone (Step Functions keeps closed executions for 90 days)"
+            )
+        return self.description
+
+
+def find_case_execution(target: Target, case: str) -> CaseExecution:
+    """The execution of a case as the commands take CASE: the execution the case record names
+    (the one that passed ValidateCase first: a re-approved revision runs under another name
+    than the case id, a console start under any name), else the execution named `case`. That
+    name may also be an execution's own (`case-7--r2`): the case id is then its input's."""
+    record = read_case_record(target, case)
+    owner = record.get("execution_arn") if record else None
+    if isinstance(owner, str):
+        description = describe_execution_arn(target, owner)
+        if description is not None:
+            return CaseExecution(case, record, description)
+    by_name = target.execution_arn(case)
+    description = describe_execution_arn(target, by_name)
+    if description is None:
+        if record is None:
+            raise NotFound(f"no execution for case {case} ({by_name})")
+        return CaseExecution(case, record, None)
+    case_input = _json(description.get("input"))
+    case_id = case_input.get("case_id") if isinstance(case_input, dict) else None
+    if isinstance(case_id, str) and case_id and case_id != case:
+        return CaseExecution(case_id, read_case_record(target, case_id), description)
+    return CaseExecution(case, record, description)
+
+
+def describe_execution(target: Target, case: str) -> dict[str, Any]:
+    """DescribeExecution of the case's execution (find_case_execution); NotFound if none."""
+    return find_case_execution(target, case).require()
 
 
 def execution_summary(description: dict[str, Any]) -> dict[str, Any]:
@@ -510,17 +558,23 @@ def escalation_queue_depth(target: Target) -> int | None:
     return int(attributes.get("ApproximateNumberOfMessages", 0))
 
 
-def gather(target: Target, case_id: str, *, budget: int | None = None) -> CaseView:
-    """Everything known about a case (raises NotFound when there is neither an execution nor a
-    case record)."""
+def gather(
+    target: Target, case: str, *, budget: int | None = None, execution_arn: str | None = None
+) -> CaseView:
+    """Everything known about a case (find_case_execution; NotFound when there is neither an
+    execution nor a case record), or about one of its executions (`execution_arn`)."""
     budget = resolve_budget(target, budget)
-    case_record = read_case_record(target, case_id)
-    try:
-        description: dict[str, Any] | None = describe_execution(target, case_id)
-    except NotFound:
-        if case_record is None:
-            raise
-        description = None
+    if execution_arn is None:
+        found = find_case_execution(target, case)
+    else:
+        chosen = describe_execution_arn(target, execution_arn)
+        if chosen is None:
+            raise NotFound(f"no execution {execution_arn}")
+        chosen_input = _json(chosen.get("input"))
+        named = chosen_input.get("case_id") if isinstance(chosen_input, dict) else None
+        case = named if isinstance(named, str) and named else case
+        found = CaseExecution(case, read_case_record(target, case), chosen)
+    case_id, case_record, description = found.case_id, found.record, found.description
     history = execution_history(target, description["executionArn"]) if description else []
     execution = execution_summary(description) if description else None
     case_input = _json(description.get("input")) if description else None

@@ -1,28 +1,74 @@
-"""`sagactl case new|approve|check`: write, approve and check case files (design.md §8).
+"""`sagactl case new|approve|check`: write, approve and check case files.
 
 The approval digest covers the case's consequential parameters and the approved revision
-(`saga.models.approval_digest`); `sandbox.faults` is never digested. Every command validates
-with the saga's own models, so a file accepted here is accepted by ValidateCase.
+(`saga.models.approval_digest`); `sandbox.faults` is never digested. Every command checks a case
+as ValidateCase does, with the same code: the fields, the tenant and its approver, the digest.
+Who may approve for which tenant is read from cdk.json's `tenants`, the configuration `cdk
+deploy` and `sagactl local up` give ValidateCase (its TENANTS). A stack deployed with another
+`-c tenants=...` has other tenants: --deployed reads the TENANTS of the deployed ValidateCase
+function instead (the stack of --stack, or the local AWS with --local).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saga.errors import ApprovalMismatch, InvalidRequest
-from saga.models import parse_case, verify_approval, with_approval_digest
+from saga.errors import ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.models import Case, parse_case, verify_approval, with_approval_digest
 from saga.sandbox.faults import DOWNSTREAMS
+from saga.settings import ConfigurationError, parse_tenants
+from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
     add_json_argument,
+    cdk_config,
     positive_int,
     read_case_file,
+    stack_function,
     write_json_file,
 )
-from sagactl.errors import InvalidCaseFile, UsageError, guarded
+from sagactl.errors import InvalidCaseFile, SagactlError, UsageError, guarded
 from sagactl.render import emit_json
+from sagactl.target import add_target_arguments, resolve_target
+
+# The Handler of ValidateCaseFunction (stacks/constructs/tools.py TOOL_SPECS).
+VALIDATE_CASE_HANDLER = "saga.handlers.validate_case.handler"
+
+
+@dataclass(frozen=True)
+class Tenants:
+    """Who may approve cases for which tenant, and where that was read."""
+
+    approvers: Mapping[str, frozenset[str]]
+    source: str
+
+
+def configured_tenants(args: argparse.Namespace) -> Tenants:
+    if not args.deployed:
+        tenants = cdk_config().tenants
+        return Tenants({t: frozenset(a) for t, a in tenants.items()}, "cdk.json")
+    target = resolve_target(args)
+    function = stack_function(
+        target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
+    )
+    name = str(function["FunctionName"])
+    variables = (function.get("Environment") or {}).get("Variables") or {}
+    try:
+        return Tenants(parse_tenants(str(variables.get("TENANTS") or "")), f"TENANTS of {name}")
+    except ConfigurationError as exc:
+        raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
+
+
+def check_authorized(case: Case, tenants: Tenants, *, source: str) -> None:
+    """ValidateCase's own rule (saga.tools.validate.authorize) against `tenants`."""
+    try:
+        authorize(case, tenants.approvers)
+    except AuthorizationDenied as exc:
+        raise InvalidCaseFile(f"{source}: {exc} (tenants from {tenants.source})") from None
 
 
 def parse_faults(specs: list[str]) -> dict[str, list[str]]:
@@ -63,14 +109,18 @@ def case_from_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def approve(case: Any, *, source: str) -> dict[str, Any]:
-    """The case with its approval digest filled in; InvalidCaseFile names the bad field."""
+def approve(case: Any, tenants: Tenants, *, source: str) -> dict[str, Any]:
+    """The case with its approval digest filled in; InvalidCaseFile names the bad field, or the
+    tenant or approver ValidateCase would refuse."""
     if not isinstance(case, dict):
         raise InvalidCaseFile(f"{source}: expected a JSON object, got {type(case).__name__}")
     try:
-        return with_approval_digest(case)
+        approved = with_approval_digest(case)
+        parsed = parse_case(approved)
     except InvalidRequest as exc:
         raise InvalidCaseFile(f"{source}: {exc}") from None
+    check_authorized(parsed, tenants, source=source)
+    return approved
 
 
 def _write(case: dict[str, Any], output: str, *, force: bool) -> str:
@@ -97,7 +147,7 @@ def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
 
 
 def command_new(args: argparse.Namespace) -> int:
-    case = approve(case_from_args(args), source="case")
+    case = approve(case_from_args(args), configured_tenants(args), source="case")
     written_to = _write(case, args.output, force=args.force)
     summary = _approval_summary(case, written_to)
     if args.output == "-":
@@ -118,7 +168,7 @@ def command_approve(args: argparse.Namespace) -> int:
         if args.revision:
             approval["revision"] = args.revision
         case = {**case, "approval": approval}
-    approved = approve(case, source=str(args.file))
+    approved = approve(case, configured_tenants(args), source=str(args.file))
     output = args.output or str(args.file)
     written_to = _write(approved, output, force=True)
     summary = _approval_summary(approved, written_to)
@@ -136,33 +186,60 @@ def command_approve(args: argparse.Namespace) -> int:
 
 def command_check(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
+    tenants = configured_tenants(args)
+    # In ValidateCase's order: the fields, who approved, then the digest.
     try:
         case = parse_case(raw)
+        check_authorized(case, tenants, source=str(args.file))
         verify_approval(case)
     except (InvalidRequest, ApprovalMismatch) as exc:
         raise InvalidCaseFile(f"{args.file}: {exc}") from None
     if args.json:
-        emit_json({"file": str(args.file), "case_id": case.case_id, "valid": True})
+        emit_json(
+            {
+                "file": str(args.file),
+                "case_id": case.case_id,
+                "valid": True,
+                "tenants_from": tenants.source,
+            }
+        )
     else:
-        print(f"{args.file}: case {case.case_id} is valid and its approval digest matches")
+        print(
+            f"{args.file}: case {case.case_id} is valid, {case.approval.approved_by} may approve "
+            f"for tenant {case.tenant_id} ({tenants.source}) and the approval digest matches"
+        )
     return 0
+
+
+def _add_tenant_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deployed",
+        action="store_true",
+        help="check the tenant and approver against the deployed ValidateCase function's "
+        "TENANTS (of --stack, or the local AWS) instead of cdk.json",
+    )
+    add_target_arguments(parser)
 
 
 def register(subparsers: Subparsers) -> None:
     case = subparsers.add_parser(
-        "case", help="write, approve and check case files", description=__doc__
+        "case",
+        help="write, approve and check case files",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = case.add_subparsers(dest="case_command", metavar="SUBCOMMAND", required=True)
 
     new = commands.add_parser(
         "new",
         help="write an approved case file from flags",
-        description="Write a case file (design.md §8) with its approval digest filled in. "
-        "Refuses an invalid case with a message naming the field.",
+        description="Write a case file with its approval digest filled in, checked as "
+        "ValidateCase checks it (fields, tenant and approver). Refuses an invalid case with a "
+        "message naming the field, and writes nothing.",
     )
     required = new.add_argument_group("case (all required)")
     for flag, help_text in (
-        ("--case-id", "the case id; also the execution name"),
+        ("--case-id", "the case id; also the execution name of revision 1"),
         ("--tenant", "tenant id (who the case belongs to)"),
         ("--order-id", "the order being replaced"),
         ("--customer-id", "the customer"),
@@ -181,7 +258,12 @@ def register(subparsers: Subparsers) -> None:
     required.add_argument(
         "--amount-minor", type=int, required=True, help="refund amount in minor units (cents)"
     )
-    new.add_argument("--revision", type=positive_int, default=1, help="approved revision (1)")
+    new.add_argument(
+        "--revision",
+        type=positive_int,
+        default=1,
+        help="approved revision (1); a revision > 1 starts as execution <case id>--r<revision>",
+    )
     new.add_argument(
         "--fault",
         action="append",
@@ -193,26 +275,33 @@ def register(subparsers: Subparsers) -> None:
     new.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     add_json_argument(new)
+    _add_tenant_source(new)
     new.set_defaults(handler=guarded(command_new))
 
     approve_parser = commands.add_parser(
         "approve",
         help="fill in approval.digest of a case file",
-        description="Validate the case and write approval.digest (sha256 of the approved "
-        "parameters and revision) into the file, or into --output.",
+        description="Validate the case (fields, tenant and approver, as ValidateCase does) and "
+        "write approval.digest (sha256 of the approved parameters and revision) into the file, "
+        "or into --output. A case ValidateCase rejected is corrected, then approved again with "
+        "the next --revision: it starts under its own execution name.",
     )
     approve_parser.add_argument("file", type=Path, help="the case file")
     approve_parser.add_argument("--approved-by", help="set approval.approved_by")
     approve_parser.add_argument("--revision", type=positive_int, help="set approval.revision")
     approve_parser.add_argument("-o", "--output", help="write here instead (- for stdout)")
     add_json_argument(approve_parser)
+    _add_tenant_source(approve_parser)
     approve_parser.set_defaults(handler=guarded(command_approve))
 
     check = commands.add_parser(
         "check",
         help="validate a case file and verify its approval digest",
-        description="Exit 0 when the case is valid and approval.digest matches its parameters.",
+        description="Check a case file as ValidateCase will: its fields, that the tenant is "
+        "configured and the approver may approve for it, and that approval.digest matches the "
+        "parameters. Exit 0 when it would be accepted, 2 (with the reason) when not.",
     )
     check.add_argument("file", type=Path, help="the case file")
     add_json_argument(check)
+    _add_tenant_source(check)
     check.set_defaults(handler=guarded(command_check))

@@ -83,11 +83,24 @@ def register(subparsers: Subparsers) -> None:
     actions = inventory.add_subparsers(dest="inventory_command", metavar="SUBCOMMAND")
     actions.required = True
 
-    show = actions.add_parser("show", help="stock level per SKU")
+    show = actions.add_parser(
+        "show",
+        help="stock level per SKU",
+        description="Print the available stock of every SKU in the stack's inventory table "
+        "(InventoryTableName), read consistently. Reserving a case's SKU takes from it; "
+        "releasing a reservation gives it back.",
+    )
     add_aws_command_arguments(show)
     show.set_defaults(handler=guarded(command_show))
 
-    seed = actions.add_parser("seed", help="set stock levels (default: the sandbox's SKUs)")
+    seed = actions.add_parser(
+        "seed",
+        help="set stock levels (default: the sandbox's SKUs)",
+        description="Set the available stock of SKUs in the stack's inventory table: the "
+        "sandbox defaults, or the --sku SKU=N pairs given. It sets the level, it does not add "
+        "to it, so running it twice is harmless. A new deployment needs it once, or every case "
+        "ends ESCALATED as OUT_OF_STOCK; `sagactl local up` seeds the defaults itself.",
+    )
     seed.add_argument(
         "--sku",
         action="append",

@@ -1,12 +1,12 @@
 """`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned;
-`sagactl local advance|clock`: move and read its clock.
-
-More `local` subcommands (e.g. `demo`) register through LOCAL_SUBCOMMANDS.
+`sagactl local advance|clock`: move and read its clock; `sagactl local demo` (sagactl.demo).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -29,6 +29,7 @@ logger = logging.getLogger("sagactl.local")
 DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
 PID_FILE_NAME = "local.pid"
 OUTPUTS_FILE_NAME = "outputs.json"
+HANDLER_LOG_NAME = "handlers.log"
 STOP_WAIT_SECONDS = 15.0
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
 
@@ -116,9 +117,23 @@ def _stack_source(args: argparse.Namespace) -> Any:
     return source
 
 
+def _listen_error(host: str, port: int, exc: OSError) -> LocalCommandError:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        reason += " (another program holds the port: stop it, or pass --port)"
+    return LocalCommandError(f"cannot listen on {host}:{port}: {reason}")
+
+
+def _display_path(path: Path) -> str:
+    """The path as a user would type it from here (relative when under the working directory)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def command_up(args: argparse.Namespace) -> int:
     from sagactl.local.emulator import LocalServer
-    from sagactl.local.environment import LocalAws
 
     _configure_logging(args.verbose)
     state_dir: Path = args.state_dir
@@ -128,21 +143,46 @@ def command_up(args: argparse.Namespace) -> int:
             f"a local AWS is already running (pid {running['pid']}, {running.get('endpoint')}); "
             "stop it with `sagactl local down`"
         )
-    source = _stack_source(args)
-
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-
-    # The stack's scheduled rules (the stuck-action sweeper) fire as they do on AWS.
+    # The port first: a busy one is reported at once, before seconds of synthesis.
     server = LocalServer(args.host, args.port, time_scale=args.time_scale, run_schedules=True)
     started = time.perf_counter()
     try:
         server.start()
     except OSError as exc:
-        raise LocalCommandError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
+        raise _listen_error(args.host, args.port, exc) from None
     server_seconds = time.perf_counter() - started
     try:
+        source = _stack_source(args)
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        _serve(args, server, source, stop, server_seconds)
+    finally:
+        server.stop()
+        record = read_pid_file(state_dir) if _pid_file(state_dir).exists() else None
+        if record is not None and record.get("pid") == os.getpid():
+            _pid_file(state_dir).unlink(missing_ok=True)
+    return 0
+
+
+def _serve(
+    args: argparse.Namespace,
+    server: Any,
+    source: Any,
+    stop: threading.Event,
+    server_seconds: float,
+) -> None:
+    """Provision the stack, say how to reach it, serve until `stop`. The handlers' own output
+    (JSON log lines, metrics) goes to the handler log, not into this shell."""
+    from sagactl.local.environment import LocalAws
+    from sagactl.local.lambda_runtime import quiet_handlers
+
+    state_dir: Path = args.state_dir
+    terminal = sys.stdout
+    handler_log = _handler_log(args)
+    # Handlers print to stdout, where these lines go: keep them apart (`-` keeps them here).
+    quiet = quiet_handlers(handler_log) if handler_log is not None else contextlib.nullcontext()
+    with quiet:
         local = LocalAws(server=server, source=source, seed=args.seed)
         started = time.perf_counter()
         local.provision()
@@ -157,22 +197,22 @@ def command_up(args: argparse.Namespace) -> int:
         assert provisioned is not None
         print(
             f"local AWS on {local.endpoint} (server {server_seconds:.2f}s, provisioning "
-            f"{provision_seconds:.2f}s): {len(provisioned.tables)} tables, "
-            f"{len(provisioned.queues)} queues, {len(provisioned.functions)} functions, "
+            f"{provision_seconds:.2f}s): stack {source.stack_name}, {len(provisioned.tables)} "
+            f"tables, {len(provisioned.queues)} queues, {len(provisioned.functions)} functions, "
             f"{len(provisioned.state_machines)} state machine(s), "
             f"{len(provisioned.rules)} EventBridge rule(s)",
             file=sys.stderr,
         )
-        print(f"outputs: {outputs_path}", file=sys.stderr)
+        print(f"outputs: {_display_path(outputs_path)}", file=sys.stderr)
+        if handler_log is not None:
+            print(f"handler logs: {_display_path(handler_log)}", file=sys.stderr)
         print("# in another shell:", file=sys.stderr)
-        for line in export_lines(local.environment):
-            print(line)
+        exports = export_lines(local.environment)
         # The stack's outputs too, so `$StateMachineArn`, `$LedgerTableName`... work in a shell.
-        for line in export_lines(
+        exports += export_lines(
             {key: value for key, value in local.outputs.items() if key != "Endpoint"}
-        ):
-            print(line)
-        sys.stdout.flush()
+        )
+        print("\n".join(exports), file=terminal, flush=True)
         machine = local.outputs.get("StateMachineArn")
         if machine:
             print(
@@ -183,12 +223,14 @@ def command_up(args: argparse.Namespace) -> int:
         print("stop with Ctrl-C or `sagactl local down`", file=sys.stderr)
         _sweep_ttl_until(stop, args.ttl_sweep_seconds)
         print("stopping the local AWS", file=sys.stderr)
-    finally:
-        server.stop()
-        record = read_pid_file(state_dir) if _pid_file(state_dir).exists() else None
-        if record is not None and record.get("pid") == os.getpid():
-            _pid_file(state_dir).unlink(missing_ok=True)
-    return 0
+
+
+def _handler_log(args: argparse.Namespace) -> Path | None:
+    """Where the handlers' output goes: --handler-log, default <state dir>/handlers.log; None
+    (`--handler-log -`): into this shell."""
+    if args.handler_log == "-":
+        return None
+    return Path(args.handler_log) if args.handler_log else args.state_dir / HANDLER_LOG_NAME
 
 
 def _sweep_ttl_until(stop: threading.Event, interval: float) -> None:
@@ -306,6 +348,9 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         except (LocalCommandError, SynthError, TemplateError, ReferenceJsonataUnavailable) as exc:
             print(f"sagactl local: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (synthesis)
+            print("sagactl local: interrupted", file=sys.stderr)
+            return 130
 
     return run
 
@@ -321,8 +366,13 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     up = local.add_parser(
         "up",
         help="start the local AWS with the stack provisioned; stays up until interrupted",
-        description="Start a moto server on loopback, provision the synthesized stack into it, "
-        "write .local/outputs.json and print the export lines a client needs.",
+        description="Start the local AWS (a moto server on loopback, nothing reaches real AWS), "
+        "synthesize the CDK app and provision its stack into it (tables, queues, functions, the "
+        "state machine, EventBridge rules; resources are named after the stack, as in the "
+        "README), seed the sandbox inventory, write <state dir>/outputs.json, and print the "
+        "`export` lines a client in another shell needs. The functions' own output (JSON log "
+        "lines, metrics) goes to <state dir>/handlers.log. Stops on Ctrl-C, SIGTERM or "
+        "`sagactl local down`. A port that is already in use ends it at once (exit 1).",
     )
     up.add_argument("--port", type=int, default=DEFAULT_PORT, help="default %(default)s")
     up.add_argument("--host", default=DEFAULT_HOST, help="loopback address (default %(default)s)")
@@ -332,9 +382,27 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=True,
         help="seed the sandbox inventory (default on)",
     )
-    up.add_argument("--template", type=Path, help="use this synthesized template (skip synth)")
-    up.add_argument("--cloud-assembly", type=Path, help="use this cdk.out directory (skip synth)")
-    up.add_argument("--stack-name", help="the stack to provision when there are several")
+    up.add_argument(
+        "--template",
+        type=Path,
+        help="provision this synthesized template instead of synthesizing (the stack name, "
+        "which prefixes every resource name, comes from cdk.out/manifest.json next to it, else "
+        "from its file name <stack>.template.json; --stack-name overrides)",
+    )
+    up.add_argument(
+        "--cloud-assembly", type=Path, help="provision from this cdk.out directory (no synthesis)"
+    )
+    up.add_argument(
+        "--stack-name",
+        help="the stack to provision when the cloud assembly has several; with --template, "
+        "the name its resources get",
+    )
+    up.add_argument(
+        "--handler-log",
+        metavar="FILE",
+        help="where the functions' output goes (default: <state dir>/handlers.log; `-`: this "
+        "shell)",
+    )
     up.add_argument(
         "--time-scale",
         type=_non_negative_float,
@@ -353,7 +421,14 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    down = local.add_parser("down", help="stop a running `sagactl local up`")
+    down = local.add_parser(
+        "down",
+        help="stop a running `sagactl local up`",
+        description="Stop the `sagactl local up` whose pid file is in the state directory "
+        "(SIGTERM, then wait for it to exit). Its resources and executions are gone with it; "
+        "the next `local up` starts from an empty account. With nothing running it says so and "
+        "exits 0.",
+    )
     down.set_defaults(handler=_guarded(command_down))
 
 
@@ -378,27 +453,30 @@ def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_clock_target(advance)
     advance.set_defaults(handler=_guarded(command_advance))
 
-    clock = local.add_parser("clock", help="show the local AWS's clock and how far it is ahead")
+    clock = local.add_parser(
+        "clock",
+        help="show the local AWS's clock and how far it is ahead",
+        description="Print the time of a running local AWS, and how far `sagactl local "
+        "advance` has moved it ahead of real time.",
+    )
     _add_clock_target(clock)
     clock.set_defaults(handler=_guarded(command_clock))
 
 
-LOCAL_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
-    _register_up,
-    _register_down,
-    _register_clock,
-    register_demo,
-]
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    local = subparsers.add_parser("local", help="the local AWS (moto) with the stack provisioned")
+    local = subparsers.add_parser(
+        "local",
+        help="the local AWS (moto) with the stack provisioned",
+        description="Run the whole stack on this machine, with no AWS account: `up` starts the "
+        "local AWS and provisions the synthesized stack, `down` stops it, `advance` and `clock` "
+        "move and read its clock, `demo` runs the saga's scenarios against a throwaway one.",
+    )
     local.add_argument(
         "--state-dir",
         type=Path,
         default=DEFAULT_STATE_DIR,
-        help="where outputs.json and the pid file live (default %(default)s)",
+        help="where outputs.json, the pid file and the handler log live (default %(default)s)",
     )
     local_commands = local.add_subparsers(dest="local_command", metavar="SUBCOMMAND", required=True)
-    for add in LOCAL_SUBCOMMANDS:
+    for add in (_register_up, _register_down, _register_clock, register_demo):
         add(local_commands)

@@ -20,6 +20,7 @@ from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    add_case_argument,
 )
 from sagactl.errors import UsageError, guarded
 from sagactl.redrive import RedrivePlan, plan_redrive, redrive
@@ -85,7 +86,7 @@ def register(subparsers: Subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("case_id", metavar="CASE", help="the case id (= execution name)")
+    add_case_argument(parser)
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_budget_argument(parser)
     add_aws_command_arguments(parser)

@@ -1,14 +1,25 @@
-"""`sagactl start FILE`: start the saga for a case, exactly once per case id.
+"""`sagactl start FILE`: start the saga for an approved case file, once.
 
-The execution name is the case id (design.md §2), so the name is the idempotency key: an
-existing execution of the case is reported instead of a second one being created. The input is
-the case file's JSON in canonical form, so starting the same file twice sends the same input
-(StartExecution returns the running execution for the same name and input).
+The execution is named after the case. Revision 1 runs under the case id itself. A case that
+ValidateCase rejected (an approver not allowed, a stale approval, ...) did nothing, but its
+execution keeps that name for 90 days; corrected and re-approved as the next revision
+(`sagactl case approve FILE --revision 2`), it runs as `<case id>--r<revision>` (when that
+would pass Step Functions' 80 characters, the case id is cut and a hash of the case id and the
+revision keeps the name apart). `sagactl status|watch|redrive CASE` find that execution by the
+case id: the case record names the execution that owns the case.
+
+Starting the same file again starts nothing: the execution of its name is reported. A case that
+already ran (its record names another execution, e.g. one started from the console under
+another name) is not run again: DUPLICATE. The input is the file's JSON in canonical form, so
+the same file always sends the same input. The file is validated here first (fields, approval
+digest), so a bad file never becomes an execution; whether the tenant and approver are allowed
+is ValidateCase's to decide (`sagactl case check` asks the same question beforehand).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -23,10 +34,47 @@ from sagactl.commands.common import (
     positive_float,
     read_case_file,
 )
-from sagactl.errors import InvalidCaseFile, NotFound, guarded
+from sagactl.errors import (
+    EXIT_DUPLICATE,
+    EXIT_NOT_STARTED,
+    InvalidCaseFile,
+    exit_statuses_help,
+    guarded,
+)
 from sagactl.render import emit_json, emit_json_line
 from sagactl.target import Target, resolve_target
-from sagactl.timeline import describe_execution, execution_summary, read_case_record
+from sagactl.timeline import describe_execution_arn, execution_summary, read_case_record
+
+MAX_EXECUTION_NAME = 80  # Step Functions' limit
+REVISION_MARK = "--r"
+# A revision number this long leaves the name only the hash to tell revisions apart.
+_MAX_TAIL = MAX_EXECUTION_NAME // 2
+
+
+def execution_name(case_id: str, revision: int) -> str:
+    """The execution name of a case's approved revision: the case id for revision 1, else
+    `<case id>--r<revision>`, cut to 80 characters with a hash when longer. Only characters of
+    case ids ([A-Za-z0-9_-]) are added: Step Functions asks for those in the names of
+    executions it logs to CloudWatch Logs, as the stack's state machine does."""
+    if revision <= 1:
+        return case_id
+    name = f"{case_id}{REVISION_MARK}{revision}"
+    if len(name) <= MAX_EXECUTION_NAME:
+        return name
+    digest = hashlib.sha256(f"{case_id}\n{revision}".encode()).hexdigest()[:12]
+    tail = f"-{digest}{REVISION_MARK}{revision}"
+    if len(tail) > _MAX_TAIL:
+        tail = f"-{digest}"
+    return case_id[: MAX_EXECUTION_NAME - len(tail)] + tail
+
+
+def case_revision(raw: Any) -> int:
+    """approval.revision of a case file (1 when it has none to read)."""
+    approval = raw.get("approval") if isinstance(raw, dict) else None
+    revision = approval.get("revision") if isinstance(approval, dict) else None
+    if isinstance(revision, int) and not isinstance(revision, bool) and revision > 1:
+        return revision
+    return 1
 
 
 def canonical_input(case: Any) -> str:
@@ -44,13 +92,16 @@ def check_case(raw: Any, source: str) -> str:
 
 
 def start_case(target: Target, raw: Any, case_id: str) -> dict[str, Any]:
-    """Start (or find) the case's execution: {"created", "execution_arn", "status", ...}.
+    """Start (or find) the execution of this case file: {"created", "execution_arn", "status",
+    "same_input", ...}, or {"duplicate": True, ...} for a case that already ran elsewhere.
 
     A case that already has a case record is never started again under a new name: its
-    execution would only end DUPLICATE (design.md §8). That is reported, nothing is started.
+    execution would only end DUPLICATE. That is reported, nothing is started.
     """
+    revision = case_revision(raw)
+    name = execution_name(case_id, revision)
     payload = canonical_input(raw)
-    existing = _existing(target, case_id)
+    existing = describe_execution_arn(target, target.execution_arn(name))
     if existing is None:
         recorded = _recorded_elsewhere(target, raw, case_id)
         if recorded is not None:
@@ -58,17 +109,17 @@ def start_case(target: Target, raw: Any, case_id: str) -> dict[str, Any]:
         sfn = target.client("stepfunctions")
         try:
             response = sfn.start_execution(
-                stateMachineArn=target.state_machine_arn, name=case_id, input=payload
+                stateMachineArn=target.state_machine_arn, name=name, input=payload
             )
             arn = str(response["executionArn"])
             description = sfn.describe_execution(executionArn=arn)
-            return _report(target, description, created=True, payload=payload)
+            return _report(target, description, created=True, payload=payload, revision=revision)
         except ClientError as exc:
             # Another start won the race between our describe and our start.
             if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
                 raise
-        existing = describe_execution(target, case_id)
-    return _report(target, existing, created=False, payload=payload)
+        existing = sfn.describe_execution(executionArn=target.execution_arn(name))
+    return _report(target, existing, created=False, payload=payload, revision=revision)
 
 
 def _recorded_elsewhere(target: Target, raw: Any, case_id: str) -> dict[str, Any] | None:
@@ -88,38 +139,74 @@ def _recorded_elsewhere(target: Target, raw: Any, case_id: str) -> dict[str, Any
         "created": False,
         "duplicate": True,
         "execution_arn": original,
+        "execution_name": original.rpartition(":")[2] if isinstance(original, str) else None,
+        "revision": case_revision(raw),
         "status": None,
         "outcome": record.get("outcome"),
         "start_date": None,
+        "stop_date": None,
         "same_input": True,
         "console_url": target.console_url(original) if isinstance(original, str) else None,
     }
 
 
-def _existing(target: Target, case_id: str) -> dict[str, Any] | None:
-    try:
-        return describe_execution(target, case_id)
-    except NotFound:
-        return None
-
-
 def _report(
-    target: Target, description: dict[str, Any], *, created: bool, payload: str
+    target: Target, description: dict[str, Any], *, created: bool, payload: str, revision: int
 ) -> dict[str, Any]:
     summary = execution_summary(description)
     try:
         same_input = json.loads(description.get("input") or "null") == json.loads(payload)
     except ValueError:
         same_input = False
+    case_input = json.loads(payload)
     return {
-        "case_id": summary.get("name"),
+        "case_id": case_input.get("case_id") if isinstance(case_input, dict) else None,
         "created": created,
         "execution_arn": summary["executionArn"],
+        "execution_name": summary.get("name"),
+        "revision": revision,
         "status": summary["status"],
         "start_date": summary.get("startDate"),
+        "stop_date": summary.get("stopDate"),
         "same_input": same_input,
         "console_url": target.console_url(summary["executionArn"]),
     }
+
+
+def start_exit_code(report: dict[str, Any]) -> int:
+    """0 when this file's execution runs or ran; else why nothing was started."""
+    if report.get("duplicate"):
+        return EXIT_DUPLICATE
+    return 0 if report["same_input"] else EXIT_NOT_STARTED
+
+
+def _state(report: dict[str, Any]) -> str:
+    """What is true of the execution now: running since it started, or closed when it stopped."""
+    if report["status"] in ("RUNNING", "PENDING_REDRIVE"):
+        return f"is {report['status']} since {report['start_date']}"
+    return f"{report['status']} at {report['stop_date']}"
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    case_id, name, arn = report["case_id"], report["execution_name"], report["execution_arn"]
+    if report.get("duplicate"):
+        return [
+            f"case {case_id} already ran as {arn} (outcome {report['outcome']}): DUPLICATE, "
+            "nothing started"
+        ]
+    if not report["same_input"]:
+        return [
+            f"case {case_id} not started: execution {name} already exists ({_state(report)}) "
+            "and ran a different input than this file"
+        ]
+    if not report["created"]:
+        return [f"case {case_id} was already started: {arn} {_state(report)}; no new execution"]
+    if name == case_id:
+        return [f"started case {case_id}: {arn}"]
+    return [
+        f"started case {case_id} revision {report['revision']} as execution {name} (each "
+        f"re-approved revision runs under its own name): {arn}"
+    ]
 
 
 def command_start(args: argparse.Namespace) -> int:
@@ -132,41 +219,33 @@ def command_start(args: argparse.Namespace) -> int:
         case_id = check_case(raw, str(args.file))
     target = resolve_target(args)
     report = start_case(target, raw, case_id)
+    code = start_exit_code(report)
     if args.json:
         # with --watch, JSON Lines: the report, then watch's entries and the case
         (emit_json_line if args.watch else emit_json)(report)
     else:
-        if report.get("duplicate"):
-            print(
-                f"case {case_id} already ran as {report['execution_arn']} (outcome "
-                f"{report['outcome']}): DUPLICATE, nothing started"
-            )
-            return 0
-        if report["created"]:
-            print(f"started case {case_id}: {report['execution_arn']}")
-        else:
-            print(
-                f"case {case_id} was already started: {report['execution_arn']} "
-                f"is {report['status']} (since {report['start_date']}); no new execution"
-            )
-            if not report["same_input"]:
-                print("  note: that execution ran a different input than this file")
+        print("\n".join(report_lines(report)))
         if report["console_url"]:
             print(f"console: {report['console_url']}")
-        elif not args.watch:
-            print(f"follow it with: sagactl watch {case_id}" + (" --local" if args.local else ""))
-    if args.watch:
-        from sagactl.commands.status import follow
+        elif code == 0 and not args.watch:
+            # By the execution's own name until ValidateCase has bound the case to it.
+            watch = case_id if report["execution_name"] == case_id else report["execution_name"]
+            print(f"follow it with: sagactl watch {watch}" + (" --local" if args.local else ""))
+    if code != 0 or not args.watch:
+        return code
+    from sagactl.commands.status import follow
 
-        return follow(target, case_id, args, timeout=args.timeout)
-    return 0
+    return follow(
+        target, case_id, args, timeout=args.timeout, execution_arn=report["execution_arn"]
+    )
 
 
 def register(subparsers: Subparsers) -> None:
     start = subparsers.add_parser(
         "start",
-        help="start the saga for a case file (once per case id)",
+        help="start the saga for an approved case file (once per case and revision)",
         description=__doc__,
+        epilog=exit_statuses_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     start.add_argument("file", type=Path, help="the approved case file")
@@ -175,7 +254,11 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="send the file unchecked (to see the workflow's own rejection)",
     )
-    start.add_argument("--watch", action="store_true", help="then follow it like `sagactl watch`")
+    start.add_argument(
+        "--watch",
+        action="store_true",
+        help="then follow it like `sagactl watch` (exit status: how the case ended)",
+    )
     start.add_argument(
         "--timeout", type=positive_float, default=600.0, help="--watch bound in seconds (600)"
     )

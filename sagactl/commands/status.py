@@ -3,6 +3,8 @@
 `status` prints it once. `watch` follows a running case: every new step of the execution as it
 happens (entries whose meaning depends on the next event, such as a failure that may be retried
 or caught, wait for that event), then the ledger, effects, compensations, escalation and outcome.
+The execution is the one the case record names (the run that passed validation, whatever its
+name: a re-approved revision runs as `<case id>--r<revision>`), else the one named CASE.
 """
 
 from __future__ import annotations
@@ -15,19 +17,16 @@ from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    add_case_argument,
     positive_float,
 )
-from sagactl.errors import WatchTimeout, guarded
+from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help, guarded
 from sagactl.render import case_view_text, emit_json, emit_json_line, entry_line
 from sagactl.target import Target, resolve_target
-from sagactl.timeline import (
-    build_entries,
-    describe_execution,
-    execution_history,
-    gather,
-)
+from sagactl.timeline import build_entries, execution_history, find_case_execution, gather
 
 DEFAULT_INTERVAL_SECONDS = 1.0
+RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
 
 
 def command_status(args: argparse.Namespace) -> int:
@@ -40,17 +39,30 @@ def command_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def follow(target: Target, case_id: str, args: argparse.Namespace, *, timeout: float) -> int:
-    """Print new timeline entries until the execution is no longer RUNNING (or the timeout)."""
+def follow(
+    target: Target,
+    case_id: str,
+    args: argparse.Namespace,
+    *,
+    timeout: float,
+    execution_arn: str | None = None,
+) -> int:
+    """Print new timeline entries of the case's execution (or of `execution_arn`) until it is
+    no longer running (or the timeout); the exit status says how it ended (EXIT_STATUSES)."""
     interval = float(getattr(args, "interval", DEFAULT_INTERVAL_SECONDS))
     as_json = bool(getattr(args, "json", False))
     deadline = time.monotonic() + timeout
+    if execution_arn is None:
+        found = find_case_execution(target, case_id)
+        case_id, execution_arn = found.case_id, str(found.require()["executionArn"])
     printed: set[int] = set()
     if not as_json:
-        print(f"watching case {case_id} (Ctrl-C stops watching, not the execution)")
+        name = execution_arn.rpartition(":")[2]
+        named = "" if name == case_id else f" (execution {name})"
+        print(f"watching case {case_id}{named} (Ctrl-C stops watching, not the execution)")
     while True:
-        description = describe_execution(target, case_id)
-        entries = build_entries(execution_history(target, description["executionArn"]))
+        description = target.client("stepfunctions").describe_execution(executionArn=execution_arn)
+        entries = build_entries(execution_history(target, execution_arn))
         for entry in entries:
             if entry.final and entry.event_id not in printed:
                 printed.add(entry.event_id)
@@ -58,22 +70,24 @@ def follow(target: Target, case_id: str, args: argparse.Namespace, *, timeout: f
                     emit_json_line({"entry": entry.__dict__})
                 else:
                     print(entry_line(entry), flush=True)
-        if description["status"] != "RUNNING":
+        if description["status"] not in RUNNING_STATUSES:
             break
         if time.monotonic() >= deadline:
             raise WatchTimeout(
-                f"case {case_id} is still RUNNING after {timeout:g}s; "
+                f"case {case_id} is still {description['status']} after {timeout:g}s; "
                 f"`sagactl watch {case_id}` continues following it"
             )
         time.sleep(interval)
-    view = gather(target, case_id, budget=getattr(args, "budget", None))
+    view = gather(
+        target, case_id, budget=getattr(args, "budget", None), execution_arn=execution_arn
+    )
     if as_json:
         emit_json_line({"case": view.to_json()})
     else:
         print()
         print(case_view_text(view, with_timeline=False))
     sys.stdout.flush()
-    return 0
+    return execution_exit_code(description)
 
 
 def command_watch(args: argparse.Namespace) -> int:
@@ -81,7 +95,7 @@ def command_watch(args: argparse.Namespace) -> int:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("case_id", metavar="CASE", help="the case id (= execution name)")
+    add_case_argument(parser)
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
 
@@ -98,9 +112,10 @@ def register(subparsers: Subparsers) -> None:
 
     watch = subparsers.add_parser(
         "watch",
-        help="follow a running case until its execution ends",
+        help="follow a running case until its execution ends (exit status: how it ended)",
         description=__doc__ + "\nWith --json: one JSON object per line, "
         '{"entry": ...} per step, then {"case": ...} (the `status --json` view).',
+        epilog=exit_statuses_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common(watch)

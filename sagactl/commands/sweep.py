@@ -16,8 +16,8 @@ import argparse
 import json
 from typing import Any
 
-from sagactl.commands.common import Subparsers, add_aws_command_arguments
-from sagactl.errors import NotFound, SagactlError, guarded
+from sagactl.commands.common import Subparsers, add_aws_command_arguments, stack_function
+from sagactl.errors import SagactlError, guarded
 from sagactl.render import emit_json
 from sagactl.target import Target, resolve_target
 
@@ -31,20 +31,8 @@ class SweepFailed(SagactlError):
 
 def find_sweeper(target: Target) -> str:
     """The name of this stack's sweeper function."""
-    ledger = target.output("LedgerTableName")
-    found = []
-    for page in target.client("lambda").get_paginator("list_functions").paginate():
-        for function in page["Functions"]:
-            variables = (function.get("Environment") or {}).get("Variables") or {}
-            if function.get("Handler") != SWEEPER_HANDLER:
-                continue
-            if variables.get("LEDGER_TABLE") == ledger:
-                found.append(str(function["FunctionName"]))
-    if not found:
-        raise NotFound(f"no sweeper function ({SWEEPER_HANDLER}) for ledger table {ledger}")
-    if len(found) > 1:
-        raise SagactlError(f"several sweeper functions use ledger table {ledger}: {found}")
-    return found[0]
+    function = stack_function(target, "sweeper", SWEEPER_HANDLER, "LEDGER_TABLE", "LedgerTableName")
+    return str(function["FunctionName"])
 
 
 def sweep(target: Target) -> dict[str, Any]:

@@ -16,6 +16,7 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
   (`delete_expired_items_now()` sweeps on demand);
 - `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
+- `install_execution_name_validation()`: StartExecution refuses names Step Functions refuses;
 - `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
   (sagactl.local.event_rules). Scheduled rules fire only in a server started with
@@ -27,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -114,6 +116,32 @@ def install_ttl_deletion() -> None:
     LOCAL_CLOCK.on_advance("ttl_deleted", lambda _now: delete_expired_items_now())
 
 
+_NAME_CHECK_MARK = "_saga_checks_execution_names"
+
+
+def install_execution_name_validation() -> None:
+    """StartExecution refuses a name Step Functions refuses (over 80 characters: a
+    ValidationException; whitespace, brackets, wildcards, `"#%\\^|~`$&,;:/`, control
+    characters: InvalidName). moto checks them in its plain backend; the executing backend the
+    local AWS uses skips the check."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    if getattr(original, _NAME_CHECK_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def start_execution(
+        self: Any, state_machine_arn: str, name: Any = None, *a: Any, **kw: Any
+    ) -> Any:
+        if name is not None:
+            self._validate_name(name)
+        return original(self, state_machine_arn, name, *a, **kw)
+
+    setattr(start_execution, _NAME_CHECK_MARK, True)
+    StepFunctionsParserBackend.start_execution = start_execution  # type: ignore[method-assign]
+
+
 def enable_step_functions_execution() -> None:
     """Same effect as moto's `{"stepfunctions": {"execute_state_machine": True}}` config."""
     from moto.core.config import default_user_config
@@ -182,6 +210,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_transaction_tokens()
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
+    install_execution_name_validation()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
@@ -195,8 +224,22 @@ def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str,
     }
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port (port 0: a free one); OSError when it cannot be had."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        # As werkzeug binds: a port in TIME_WAIT can be reused, one that is listened on cannot.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 class LocalServer:
-    """A moto ThreadedMotoServer on loopback with the hooks installed.
+    """moto's server (its WSGI app, threaded) on loopback with the hooks installed.
 
     port=0 picks a free port. The server shares this process's moto backends, so in-process
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
@@ -220,6 +263,7 @@ class LocalServer:
         self.region = region
         self.time_scale = time_scale
         self._server: Any = None
+        self._thread: threading.Thread | None = None
         self.port: int | None = None
         self._previous: tuple[str | None, RuntimeSettings] | None = None
         self.scheduler = RuleScheduler(LOCAL_ACCOUNT_ID, region) if run_schedules else None
@@ -231,19 +275,39 @@ class LocalServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> str:
-        from moto.server import ThreadedMotoServer
+        """Bind, then serve. moto's ThreadedMotoServer binds in its server thread: on a busy port
+        werkzeug prints "Address already in use" and ends that thread while `start()` waits for
+        it forever, deaf to Ctrl-C. Here the bind happens first, in the caller's thread, so a
+        port that cannot be had is an OSError at once, and nothing is left to fail in the thread
+        but serving."""
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
 
-        install_hooks(time_scale=self.time_scale)
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        server = ThreadedMotoServer(ip_address=self.host, port=self.requested_port, verbose=False)
-        server.start()
-        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing (werkzeug reads
-        # `server.app` per request; nobody knows the port yet, so no request has been served).
-        wsgi = server._server
-        assert wsgi is not None
+        listener = _listen(self.host, self.requested_port)
+        try:
+            install_hooks(time_scale=self.time_scale)
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)
+            wsgi = make_server(
+                self.host,
+                listener.getsockname()[1],
+                DomainDispatcherApplication(create_backend_app),
+                threaded=True,
+                request_handler=MotoRequestHandler,
+                fd=listener.fileno(),
+            )
+        finally:
+            listener.close()  # werkzeug serves on its own duplicate of the socket
+        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing (nobody knows
+        # the port yet, so no request has been served).
         wsgi.app = ClockEndpoint(wsgi.app)
-        self._server = server
-        self.port = int(server.get_host_and_port()[1])
+        self._server = wsgi
+        self._thread = threading.Thread(target=wsgi.serve_forever, name="local-aws", daemon=True)
+        self._thread.start()
+        self.port = int(wsgi.server_address[1])
         # Restored on stop, so that an inner server does not leave an outer one unreachable.
         self._previous = (os.environ.get("MOTO_PORT"), current_runtime())
         # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
@@ -271,8 +335,12 @@ class LocalServer:
         if self.scheduler is not None:
             self.scheduler.stop()
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         if self._previous is not None:
             moto_port, runtime = self._previous
             if moto_port is None:

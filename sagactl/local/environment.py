@@ -32,7 +32,7 @@ from sagactl.local.emulator import (
 from sagactl.local.lambda_runtime import FAKE_CREDENTIALS
 from sagactl.local.provision import ProvisionResult, provision
 from sagactl.local.seed import DEFAULT_SANDBOX_STOCK, seed_inventory
-from sagactl.local.synth import ASL_PATH, find_stack, synthesize
+from sagactl.local.synth import ASL_PATH, find_stack, stack_name_of_template, synthesize
 from sagactl.local.template import load_template
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,10 @@ class StackSource:
     def from_file(
         cls, template_path: Path, stack_name: str | None = None, asl_path: Path | None = ASL_PATH
     ) -> StackSource:
-        return cls(load_template(template_path), stack_name or DEFAULT_STACK_NAME, asl_path)
+        """A template file; its resources are named after `stack_name`, else after the stack
+        the template was synthesized for (as `cdk deploy` would name them), else "saga-local"."""
+        name = stack_name or stack_name_of_template(template_path) or DEFAULT_STACK_NAME
+        return cls(load_template(template_path), name, asl_path)
 
     @classmethod
     def from_cloud_assembly(

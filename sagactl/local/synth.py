@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ASL_PATH = PROJECT_ROOT / "statemachines" / "replacement_order.asl.json"
@@ -30,7 +31,17 @@ def find_stack(cloud_assembly: Path, stack_name: str | None = None) -> Synthesiz
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SynthError(f"no cloud assembly manifest at {manifest_path}: {exc}") from exc
-    stacks = [
+    stacks = _manifest_stacks(cloud_assembly, manifest)
+    if stack_name is not None:
+        stacks = [stack for stack in stacks if stack.stack_name == stack_name]
+    if len(stacks) != 1:
+        names = ", ".join(stack.stack_name for stack in stacks) or "none"
+        raise SynthError(f"expected exactly one stack in {cloud_assembly}, found: {names}")
+    return stacks[0]
+
+
+def _manifest_stacks(cloud_assembly: Path, manifest: dict[str, Any]) -> list[SynthesizedStack]:
+    return [
         SynthesizedStack(
             stack_name=str(artifact.get("properties", {}).get("stackName") or artifact_id),
             template_path=cloud_assembly / artifact["properties"]["templateFile"],
@@ -38,12 +49,22 @@ def find_stack(cloud_assembly: Path, stack_name: str | None = None) -> Synthesiz
         for artifact_id, artifact in manifest.get("artifacts", {}).items()
         if artifact.get("type") == "aws:cloudformation:stack"
     ]
-    if stack_name is not None:
-        stacks = [stack for stack in stacks if stack.stack_name == stack_name]
-    if len(stacks) != 1:
-        names = ", ".join(stack.stack_name for stack in stacks) or "none"
-        raise SynthError(f"expected exactly one stack in {cloud_assembly}, found: {names}")
-    return stacks[0]
+
+
+def stack_name_of_template(template_path: Path) -> str | None:
+    """The name of the stack a synthesized template belongs to, as `cdk synth` wrote it: the
+    cloud assembly manifest next to the template names it; without one (a copied template),
+    CDK's file name `<stack>.template.json` does. None when neither tells."""
+    try:
+        manifest = json.loads((template_path.parent / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        manifest = None
+    if isinstance(manifest, dict):
+        for stack in _manifest_stacks(template_path.parent, manifest):
+            if stack.template_path.name == template_path.name:
+                return stack.stack_name
+    name, suffix, rest = template_path.name.partition(".template.json")
+    return name if suffix and not rest and name else None
 
 
 def synthesize(

@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from sagactl.cli import build_parser
+from sagactl.local.environment import StackSource
+from sagactl.local.synth import stack_name_of_template
+from tests.cli.sagactl_helpers import EXAMPLES
 from tests.e2e.local_stack_fixture import TEMPLATE
+from tests.infra.synth import Synthesized
 
 BIN = Path(sys.executable).parent
 MAX_START_POLLS = 600  # x 0.1 s
@@ -138,3 +142,70 @@ def test_up_arguments() -> None:
     assert (defaults.port, defaults.seed) == (4566, True)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["local", "up", "--time-scale", "-1"])
+
+
+def test_up_with_the_synthesized_template_names_resources_as_the_readme_and_logs_to_a_file(
+    synthesized: Synthesized, tmp_path: Path
+) -> None:
+    """`--template cdk.out/<stack>.template.json`: the stack name comes from the cloud assembly,
+    so resources get the README's names; the handlers' JSON logs and metrics go to the handler
+    log, and the shell gets only the export lines."""
+    state = tmp_path / "state"
+    port = _free_port()
+    up = subprocess.Popen(
+        _sagactl(*_local_up_args(state, synthesized.template_path, port, "--time-scale", "0.1")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(state / "local.pid", up)
+        outputs = json.loads((state / "outputs.json").read_text(encoding="utf-8"))
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": outputs["Endpoint"],
+            "SAGA_LOCAL_OUTPUTS": str(state / "outputs.json"),
+        }
+        started = subprocess.run(
+            _sagactl("start", str(EXAMPLES / "happy-path.json"), "--watch"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        down = _run_sagactl("local", "--state-dir", str(state), "down")
+        stdout, stderr = up.communicate(timeout=30)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.communicate()
+
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "outcome: COMPLETED" in started.stdout
+    assert down.returncode == 0, down.stderr
+    assert outputs["StateMachineArn"] == (
+        "arn:aws:states:us-east-1:123456789012:stateMachine:"
+        "ReplacementOrderSaga-dev-WorkflowStateMachine"
+    )
+    assert outputs["LedgerTableName"].startswith("ReplacementOrderSaga-dev-")
+    assert stdout.splitlines() and all(line.startswith("export ") for line in stdout.splitlines())
+    assert f"handler logs: {state / 'handlers.log'}" in stderr.splitlines()
+    logged = [json.loads(line) for line in (state / "handlers.log").read_text().splitlines()]
+    decisions = [
+        (line.get("action_key"), line.get("decision")) for line in logged if "decision" in line
+    ]
+    assert ("acme#reserve#case-happy-path.reserve", "claimed") in decisions
+    metrics = [line for line in logged if "_aws" in line]  # CloudWatch embedded metric format
+    assert any("CasesAccepted" in line for line in metrics), metrics
+
+
+def test_the_stack_name_of_a_template_file(synthesized: Synthesized, tmp_path: Path) -> None:
+    assert stack_name_of_template(synthesized.template_path) == "ReplacementOrderSaga-dev"
+    copied = tmp_path / "ReplacementOrderSaga-alice.template.json"  # no manifest here
+    copied.write_text(synthesized.template_path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert StackSource.from_file(copied).stack_name == "ReplacementOrderSaga-alice"
+    assert StackSource.from_file(copied, "mine").stack_name == "mine"
+    renamed = copied.rename(tmp_path / "template.json")
+    assert stack_name_of_template(renamed) is None
+    assert StackSource.from_file(renamed).stack_name == "saga-local"

@@ -181,14 +181,17 @@ def test_start_of_a_case_that_already_ran_under_another_name_says_duplicate_in_o
 
     result = sagactl("start", str(example("happy-path")))
 
-    assert result.code == 0, result.err
+    assert result.code == 7, result.err  # DUPLICATE
     assert result.out.splitlines() == [
         f"case case-happy-path already ran as {original} (outcome COMPLETED): DUPLICATE, "
         "nothing started"
     ]
+    assert sagactl("start", str(example("happy-path")), "--watch").code == 7
     assert [e["name"] for e in executions(saga)] == ["from-the-console"]
     assert len(scan(saga, "PaymentsTableName")) == 1
-    report = sagactl("start", str(example("happy-path")), "--json").json()
+    as_json = sagactl("start", str(example("happy-path")), "--json")
+    assert as_json.code == 7
+    report = as_json.json()
     assert (report["duplicate"], report["created"], report["execution_arn"]) == (
         True,
         False,

@@ -89,4 +89,4 @@ def test_sweep_without_this_stacks_sweeper_is_not_found(
     assert result.code == 1
     error = result.json()["error"]
     assert error["type"] == "NotFound"
-    assert "for ledger table another-stacks-ledger" in error["message"]
+    assert "LEDGER_TABLE=another-stacks-ledger" in error["message"]
