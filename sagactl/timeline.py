@@ -18,10 +18,18 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from saga.identity import Operation, action_id_for, action_key, compensation_action_id
+from saga.identity import (
+    Operation,
+    action_id_for,
+    action_key,
+    compensation_action_id,
+    execution_name,
+)
 from saga.ledger import ActionLedger, LedgerPolicy, LedgerRecord
 from sagactl.errors import NotFound
 from sagactl.target import PROJECT_ROOT, Target
+
+MAX_REVISIONS_SEARCHED = 100  # re-approved revisions looked for by name, without a case record
 
 TERMINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 STEP_OPERATIONS: tuple[str, ...] = ("reserve", "refund", "ship", "release")
@@ -411,7 +419,7 @@ def find_case_execution(target: Target, case: str) -> CaseExecution:
         if description is not None:
             return CaseExecution(case, record, description)
     by_name = target.execution_arn(case)
-    description = describe_execution_arn(target, by_name)
+    description = _newest_revision(target, case, describe_execution_arn(target, by_name))
     if description is None:
         if record is None:
             raise NotFound(f"no execution for case {case} ({by_name})")
@@ -421,6 +429,20 @@ def find_case_execution(target: Target, case: str) -> CaseExecution:
     if isinstance(case_id, str) and case_id and case_id != case:
         return CaseExecution(case_id, read_case_record(target, case_id), description)
     return CaseExecution(case, record, description)
+
+
+def _newest_revision(
+    target: Target, case: str, first: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """With no case record yet (a re-approved revision's ValidateCase has not run, or rejected
+    it), the execution of the case's newest approved revision (`case--r2`, ...), else `first`."""
+    newest = first
+    for revision in range(2, MAX_REVISIONS_SEARCHED):
+        found = describe_execution_arn(target, target.execution_arn(execution_name(case, revision)))
+        if found is None:
+            break
+        newest = found
+    return newest
 
 
 def describe_execution(target: Target, case: str) -> dict[str, Any]:

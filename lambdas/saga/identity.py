@@ -77,3 +77,27 @@ def _reject_floats(value: Any) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             _reject_floats(item)
+
+
+# --- execution names ---------------------------------------------------------------------------
+MAX_EXECUTION_NAME = 80  # Step Functions' limit
+REVISION_MARK = "--r"
+# A revision number this long leaves the name only the hash to tell revisions apart.
+_MAX_TAIL = MAX_EXECUTION_NAME // 2
+
+
+def execution_name(case_id: str, revision: int) -> str:
+    """The execution name of a case's approved revision: the case id for revision 1, else
+    `<case id>--r<revision>`, cut to 80 characters with a hash when longer. Only characters of
+    case ids ([A-Za-z0-9_-]) are added: Step Functions asks for those in the names of
+    executions it logs to CloudWatch Logs, as the stack's state machine does."""
+    if revision <= 1:
+        return case_id
+    name = f"{case_id}{REVISION_MARK}{revision}"
+    if len(name) <= MAX_EXECUTION_NAME:
+        return name
+    digest = hashlib.sha256(f"{case_id}\n{revision}".encode()).hexdigest()[:12]
+    tail = f"-{digest}{REVISION_MARK}{revision}"
+    if len(tail) > _MAX_TAIL:
+        tail = f"-{digest}"
+    return case_id[: MAX_EXECUTION_NAME - len(tail)] + tail

@@ -19,7 +19,6 @@ is ValidateCase's to decide (`sagactl case check` asks the same question beforeh
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from saga.errors import ApprovalMismatch, InvalidRequest
+from saga.identity import execution_name
 from saga.models import parse_case, verify_approval
 from sagactl.commands.common import (
     Subparsers,
@@ -44,28 +44,6 @@ from sagactl.errors import (
 from sagactl.render import emit_json, emit_json_line
 from sagactl.target import Target, resolve_target
 from sagactl.timeline import describe_execution_arn, execution_summary, read_case_record
-
-MAX_EXECUTION_NAME = 80  # Step Functions' limit
-REVISION_MARK = "--r"
-# A revision number this long leaves the name only the hash to tell revisions apart.
-_MAX_TAIL = MAX_EXECUTION_NAME // 2
-
-
-def execution_name(case_id: str, revision: int) -> str:
-    """The execution name of a case's approved revision: the case id for revision 1, else
-    `<case id>--r<revision>`, cut to 80 characters with a hash when longer. Only characters of
-    case ids ([A-Za-z0-9_-]) are added: Step Functions asks for those in the names of
-    executions it logs to CloudWatch Logs, as the stack's state machine does."""
-    if revision <= 1:
-        return case_id
-    name = f"{case_id}{REVISION_MARK}{revision}"
-    if len(name) <= MAX_EXECUTION_NAME:
-        return name
-    digest = hashlib.sha256(f"{case_id}\n{revision}".encode()).hexdigest()[:12]
-    tail = f"-{digest}{REVISION_MARK}{revision}"
-    if len(tail) > _MAX_TAIL:
-        tail = f"-{digest}"
-    return case_id[: MAX_EXECUTION_NAME - len(tail)] + tail
 
 
 def case_revision(raw: Any) -> int:

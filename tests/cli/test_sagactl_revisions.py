@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from saga.identity import execution_name
 from saga.models import CASE_ID_PATTERN
-from sagactl.commands.start import execution_name
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl, scan
 from tests.cli.test_sagactl_case import NEW_CASE
