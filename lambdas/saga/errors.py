@@ -48,6 +48,15 @@ class ReplayWindowExpired(SagaError):
     """The ledger record is past its retention window and no longer protects the action."""
 
 
+# --- decided by a person: never dispatched again ----------------------------------------------
+class ActionSettled(SagaError):
+    """A person settled this action (a recorded decision on an open action, design.md §5): the
+    ledger never dispatches it again automatically. Neither retried nor caught: a task that
+    meets it (a redrive or a late delivery after the decision) ends the execution FAILED there,
+    with nothing dispatched and the case's outcome and resolution as they were; reconciliation
+    answers ESCALATE instead."""
+
+
 # --- rejections: never retried, explicit Fail ------------------------------------------------
 class InvalidRequest(SagaError):
     """The input is malformed; the message names the offending field."""

@@ -54,6 +54,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, Rea
 from saga import clock as saga_clock
 from saga.errors import (
     ActionPending,
+    ActionSettled,
     BudgetExhausted,
     BusinessRejection,
     KeyConflict,
@@ -78,6 +79,7 @@ Item = Mapping[str, Any]  # a DynamoDB item in low-level (AttributeValue) format
 _SERIALIZER = TypeSerializer()
 _DESERIALIZER = TypeDeserializer()
 _MAX_DECISION_ROUNDS = 4  # a contended takeover re-decides from the winner's record
+_MAX_DECISION_TEXT = 200  # of a person's decision quoted in an error message
 _TRANSIENT_DYNAMODB_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
@@ -114,6 +116,7 @@ class Decision(StrEnum):
     RESUME_RELEASED = "resume_released"  # lease given up after a TransientError: take over
     LATE_REPLAY = "late_replay"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    SETTLED = "settled"  # a person decided the action: never dispatched again
     # outcome events
     COMPLETED = "completed"
     FAILED = "failed"
@@ -220,6 +223,23 @@ class ReconcileDecision:
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """A person's decision (design.md §5): who decided what, and when (ISO 8601, UTC)."""
+
+    by: str
+    decision: str
+    at: str
+
+    def __post_init__(self) -> None:
+        for name in ("by", "decision", "at"):
+            if not str(getattr(self, name)).strip():
+                raise ValueError(f"a resolution needs a non-empty {name!r}")
+
+    def to_record(self) -> dict[str, str]:
+        return {"by": self.by, "decision": self.decision, "at": self.at}
+
+
+@dataclass(frozen=True)
 class LedgerRecord:
     """One ledger item, decoded. `item` keeps the raw attributes for exact conditions."""
 
@@ -248,6 +268,8 @@ class LedgerRecord:
     # out with no outcome): the claim time of the earliest such delivery. Absent means no
     # delivery can have had an effect, so a released lease may be resumed without a lookup.
     first_dispatch_at: float | None = None
+    # A person's decision on the action ({by, decision, at}; see ActionLedger.settle).
+    resolution: dict[str, str] | None = None
     item: Item = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -275,6 +297,7 @@ class LedgerRecord:
             first_dispatch_at=(
                 float(values["first_dispatch_at"]) if "first_dispatch_at" in values else None
             ),
+            resolution=_from_dynamo(values["resolution"]) if "resolution" in values else None,
             item=dict(item),
         )
 
@@ -360,6 +383,9 @@ def decide(
     """
     if record.request_digest != digest:
         return Decision.CONFLICT
+    # A person's decision ends the automation's part, whatever the status, budget or retention.
+    if record.resolution is not None:
+        return Decision.SETTLED
     # TTL deletion lags by up to days: an expired record still in the table protects nothing.
     if check_expiry and record.expires_at <= now:
         return Decision.LATE_REPLAY
@@ -583,12 +609,13 @@ class ActionLedger:
     ) -> ReconcileDecision:
         """For the Reconcile tool: settle an uncertain action from the downstream. Never dispatches.
 
-        COMPLETED -> RESUME (replayed); FAILED -> the recorded error; a live lease of another
-        owner -> ActionPending; otherwise reconcile(): Found -> COMPLETED, RESUME; Absent ->
-        RETRY inside the budget while a re-attempt cannot make a second effect (see
-        `execute`), else ESCALATE (UNKNOWN when an earlier request may still commit);
-        Undeterminable -> UNKNOWN, ESCALATE. It works on a record past its retention too, and
-        every write renews the retention.
+        COMPLETED -> RESUME (replayed); FAILED -> the recorded error; settled by a person ->
+        ESCALATE, without asking the downstream or writing anything (the decision is theirs);
+        a live lease of another owner -> ActionPending; otherwise reconcile(): Found ->
+        COMPLETED, RESUME; Absent -> RETRY inside the budget while a re-attempt cannot make a
+        second effect (see `execute`), else ESCALATE (UNKNOWN when an earlier request may still
+        commit); Undeterminable -> UNKNOWN, ESCALATE. It works on a record past its retention
+        too, and every write renews the retention.
         """
         budget = self.policy.attempt_budget
         for _ in range(_MAX_DECISION_ROUNDS):
@@ -603,6 +630,11 @@ class ActionLedger:
                 budget=budget,
                 check_expiry=False,
             )
+            if decision is Decision.SETTLED:
+                self._observe(decision, request, record)
+                return ReconcileDecision(
+                    "ESCALATE", _settled_text(request.key, record), None, record.attempts, budget
+                )
             if decision is Decision.REPLAYED:
                 self._observe(decision, request, record)
                 return ReconcileDecision(
@@ -666,6 +698,74 @@ class ActionLedger:
         )
         item = response.get("Item")
         return LedgerRecord.from_item(item) if item else None
+
+    # --- a person's decision ---------------------------------------------------------------
+    def settle(self, action_key: str, resolution: Resolution) -> LedgerRecord | None:
+        """Record a person's decision on an open action; the record as it is afterwards.
+
+        The record keeps its status and history (an UNKNOWN stays UNKNOWN: the system still does
+        not know), gains `resolution` {by, decision, at}, and loses `open_status`, so the
+        sweeper's sparse index no longer finds it (no more escalation messages, the stuck-action
+        alarm clears), and `expires_at`, so TTL never deletes the decision and no late delivery
+        can claim the action afresh. From then on every delivery is refused with ActionSettled
+        before any write, and reconciliation answers ESCALATE: nothing is dispatched again.
+
+        The write is conditional on the record exactly as read (re-read and decided again when
+        it changed). None: no record; a closed record (COMPLETED, FAILED) is returned as it is,
+        nothing to settle. Raises ActionPending while a live attempt holds the action and
+        ActionSettled when a person has settled it already.
+        """
+        for _ in range(_MAX_DECISION_ROUNDS):
+            seen = self.get(action_key)
+            if seen is None or (seen.status not in OPEN_STATUSES and seen.resolution is None):
+                return seen
+            update = self.settle_write(seen, resolution)["Update"]
+            try:
+                response = self.client.update_item(**update, ReturnValues="ALL_NEW")
+            except ClientError as exc:
+                if _is_condition_failure(exc):
+                    continue  # changed since read: decide again from the record as it is now
+                raise TransientError(f"ledger write for {action_key} failed: {exc}") from exc
+            except BotoCoreError as exc:
+                raise TransientError(f"ledger write for {action_key} failed: {exc}") from exc
+            return LedgerRecord.from_item(response["Attributes"])
+        raise ActionPending(f"action {action_key} is contended; try again later")
+
+    def settle_write(self, seen: LedgerRecord, resolution: Resolution) -> TransactWriteItem:
+        """The write of `settle` as one TransactWriteItems item, conditional on the record
+        exactly as `seen`: for a caller that records the same decision elsewhere in the same
+        transaction (the case record's resolution). Raises ActionSettled, ActionPending (a live
+        attempt holds the action) or ValueError (a closed record has nothing to settle)."""
+        key = seen.action_key
+        if seen.resolution is not None:
+            raise ActionSettled(f"{_settled_text(key, seen)}; it cannot be settled twice")
+        if seen.status not in OPEN_STATUSES:
+            raise ValueError(f"action {key} is {seen.status.value}: nothing open to settle")
+        now = self.clock()
+        if seen.lease_live(now):
+            raise ActionPending(
+                f"action {key} is held by attempt {seen.owner} until "
+                f"{_iso(seen.lease_expires_at)}: it can be settled once that attempt has ended"
+            )
+        values: dict[str, Any] = {
+            ":seen_status": {"S": seen.status.value},
+            ":resolution": _to_dynamo(resolution.to_record()),
+            ":now": _n(now),
+        }
+        condition = "#status = :seen_status" + self._same_as_seen(seen, values)
+        expression = (
+            "SET resolution = :resolution, updated_at = :now REMOVE open_status, expires_at"
+        )
+        update: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"action_key": {"S": key}},
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": _names(expression, condition),
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        return cast("TransactWriteItem", {"Update": update})
 
     # --- internals: claim and decide -------------------------------------------------------
     def _claim(self, request: ActionRequest, attempt: Attempt) -> tuple[float, LedgerRecord | None]:
@@ -737,6 +837,10 @@ class ActionLedger:
             )
         if decision is Decision.RECORDED_FAILURE:
             raise error_from_record(record.error or {})
+        if decision is Decision.SETTLED:
+            raise ActionSettled(
+                f"{_settled_text(request.key, record)}; not dispatched automatically again"
+            )
         if decision is Decision.PENDING:
             raise ActionPending(
                 f"action {request.key} is held by another attempt until "
@@ -820,10 +924,18 @@ class ActionLedger:
 
     @staticmethod
     def _same_as_seen(old: LedgerRecord, values: dict[str, Any]) -> str:
-        """Condition clauses that hold only while the record is exactly as `old` saw it."""
+        """Condition clauses that hold only while the record is exactly as `old` saw it.
+
+        Every record a delivery acts on was seen unsettled (a settled one is decided SETTLED), so
+        a person's decision made after that read fails the write: no takeover, retry count or
+        reconciled outcome lands on a settled record.
+        """
         values[":old_lease"] = old.item.get("lease_expires_at", {"N": "0"})
         values[":old_attempts"] = old.item.get("attempts", {"N": "0"})
-        clauses = " AND lease_expires_at = :old_lease AND attempts = :old_attempts"
+        clauses = (
+            " AND lease_expires_at = :old_lease AND attempts = :old_attempts"
+            " AND attribute_not_exists(resolution)"
+        )
         if old.owner is None:
             return clauses + " AND attribute_not_exists(#owner)"
         values[":old_owner"] = {"S": old.owner}
@@ -1322,6 +1434,17 @@ def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) ->
     return OutcomeUnknown(
         f"the {status.value} outcome of {request.key} could not be recorded ({exc}); "
         "left to reconciliation"
+    )
+
+
+def _settled_text(key: str, record: LedgerRecord) -> str:
+    resolution = record.resolution or {}
+    decision = str(resolution.get("decision", ""))
+    if len(decision) > _MAX_DECISION_TEXT:
+        decision = decision[: _MAX_DECISION_TEXT - 3] + "..."
+    return (
+        f"action {key} ({record.status.value}) was settled by {resolution.get('by')} at "
+        f"{resolution.get('at')}: {decision!r}"
     )
 
 

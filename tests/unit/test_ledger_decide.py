@@ -87,6 +87,26 @@ def test_decision_table_rows(rec: LedgerRecord, expected: Decision) -> None:
     assert decision(rec) is expected
 
 
+SETTLED = {"by": "ops@acme", "decision": "refunded by hand", "at": "2023-11-14T22:13:20Z"}
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        record(status=LedgerStatus.UNKNOWN, owner=None, lease_expires_at=NOW - 5),
+        record(owner=None, lease_expires_at=NOW - 5),  # released: would resume without a lookup
+        record(status=LedgerStatus.UNKNOWN, attempts=3),  # would be budget exhausted
+        record(status=LedgerStatus.UNKNOWN, expires_at=0),  # settled records do not expire
+        record(owner="me"),  # even "our own claim" (a person saw the lease end first)
+    ],
+)
+def test_a_settled_record_is_never_delivered_again(rec: LedgerRecord) -> None:
+    settled = LedgerRecord(**{**rec.__dict__, "resolution": SETTLED})
+    assert decision(settled) is Decision.SETTLED
+    # Same key, other parameters: still the conflict it always was.
+    assert decision(settled, digest="sha256:bbb") is Decision.CONFLICT
+
+
 def test_policy_sizes_leases_and_rejects_nonsense() -> None:
     policy = LedgerPolicy(lease_margin_seconds=30, min_lease_seconds=5)
     assert policy.lease_seconds(60.0) == 90.0

@@ -1,0 +1,293 @@
+"""`ActionLedger.settle`: a person's decision on an open action ends the automation's part.
+
+Against moto's DynamoDB with the real ledger table and its sparse `open-actions` index: the
+settled record keeps its status, leaves the index (the sweeper stops re-sending it), never
+expires, and no later delivery (a redrive, a late retry, a takeover decided before the
+decision) dispatches or writes anything; reconciliation answers ESCALATE without a lookup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+
+from saga.errors import ActionPending, ActionSettled, OutcomeUnknown, TransientError
+from saga.ledger import (
+    ActionLedger,
+    ActionRequest,
+    Attempt,
+    LedgerPolicy,
+    LedgerRecord,
+    LedgerStatus,
+    Resolution,
+)
+from saga.tools.sweeper import StuckActionSweeper
+from tests.integration.ledger_harness import CountingDownstream, FakeClock, refund_request
+
+REQUEST = refund_request("case-settled")
+REF = REQUEST.action_id
+DECIDED = Resolution(
+    by="supervisor@acme", decision="refunded by hand at the provider", at="2023-11-14T22:20:00Z"
+)
+
+
+def _unknown(ledger: ActionLedger, downstream: CountingDownstream, request: ActionRequest) -> None:
+    """A delivery whose refund committed but whose answer was lost: UNKNOWN, open."""
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            request,
+            Attempt("attempt-1", 30),
+            effect=downstream.lose_response(request.action_id),
+            reconcile=downstream.lookup(request.action_id),
+        )
+
+
+def _released(ledger: ActionLedger, downstream: CountingDownstream) -> None:
+    """A delivery that provably sent nothing: IN_PROGRESS, lease given back, open."""
+    with pytest.raises(TransientError):
+        ledger.execute(
+            REQUEST,
+            Attempt("attempt-1", 30),
+            effect=downstream.not_dispatched(),
+            reconcile=downstream.lookup(REF),
+        )
+
+
+RawRecord = Callable[[str], dict[str, Any]]
+
+
+@pytest.fixture
+def raw(dynamodb: Any, ledger_table: str) -> RawRecord:
+    """The record's item as stored (every attribute, for "nothing was written" checks)."""
+
+    def read(key: str) -> dict[str, Any]:
+        item: dict[str, Any] = dynamodb.get_item(
+            TableName=ledger_table, Key={"action_key": {"S": key}}, ConsistentRead=True
+        )["Item"]
+        return item
+
+    return read
+
+
+@pytest.fixture
+def sweeper(dynamodb: Any, ledger_table: str, clock: FakeClock, moto_aws: None) -> Any:
+    queue = boto3.client("sqs").create_queue(QueueName="escalation")["QueueUrl"]
+    return StuckActionSweeper(
+        dynamodb=dynamodb,
+        sqs=boto3.client("sqs"),
+        ledger_table=ledger_table,
+        escalation_queue_url=queue,
+        grace_seconds=0,
+        clock=clock,
+    )
+
+
+def test_a_settled_unknown_keeps_its_status_and_leaves_the_sweepers_index(
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    sweeper: StuckActionSweeper,
+    clock: FakeClock,
+    raw: RawRecord,
+) -> None:
+    _unknown(ledger, downstream, REQUEST)
+    clock.advance(1)
+    assert [a.action_key for a in sweeper.find_stuck()] == [REQUEST.key]
+    before = ledger.get(REQUEST.key)
+    assert before is not None
+
+    settled = ledger.settle(REQUEST.key, DECIDED)
+
+    assert settled is not None
+    assert settled.status is LedgerStatus.UNKNOWN  # the system still does not know
+    assert settled.resolution == DECIDED.to_record()
+    assert (settled.attempts, settled.owner, settled.lease_expires_at) == (
+        before.attempts,
+        before.owner,
+        before.lease_expires_at,
+    )
+    stored = raw(REQUEST.key)
+    assert "open_status" not in stored  # out of the sparse index
+    assert "expires_at" not in stored  # TTL never deletes a person's decision
+    assert sweeper.find_stuck() == []
+    assert sweeper.sweep().escalated == 0
+
+
+def test_a_delivery_after_the_decision_dispatches_nothing_and_writes_nothing(
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    clock: FakeClock,
+    policy: LedgerPolicy,
+    raw: RawRecord,
+) -> None:
+    _unknown(ledger, downstream, REQUEST)
+    ledger.settle(REQUEST.key, DECIDED)
+    settled = raw(REQUEST.key)
+    # Past the lease, the retention and far from the budget: none of it reopens the action.
+    clock.advance(policy.retention_seconds + 60)
+
+    with pytest.raises(ActionSettled, match="settled by supervisor@acme") as raised:
+        ledger.execute(
+            REQUEST,
+            Attempt("redrive-1", 30),
+            effect=downstream.effect(REF),
+            reconcile=downstream.lookup(REF),
+        )
+
+    assert "refunded by hand at the provider" in raised.value.message
+    assert len(downstream.effects) == 1  # the one the lost response hid, nothing more
+    assert downstream.lookups == 0
+    assert raw(REQUEST.key) == settled
+
+
+def test_a_settled_released_lease_is_not_resumed(
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    raw: RawRecord,
+) -> None:
+    _released(ledger, downstream)
+    record = ledger.settle(REQUEST.key, DECIDED)
+    assert record is not None and record.status is LedgerStatus.IN_PROGRESS
+    settled = raw(REQUEST.key)
+
+    with pytest.raises(ActionSettled):
+        ledger.execute(
+            REQUEST,
+            Attempt("late-retry", 30),
+            effect=downstream.effect(REF),
+            reconcile=downstream.lookup(REF),
+        )
+
+    assert downstream.effects == []
+    assert raw(REQUEST.key) == settled
+
+
+def test_a_native_transaction_after_the_decision_commits_nothing(
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    raw: RawRecord,
+) -> None:
+    _released(ledger, downstream)
+    ledger.settle(REQUEST.key, DECIDED)
+    settled = raw(REQUEST.key)
+    # The effect item rides in the same transaction as the ledger record (ReserveStock's way).
+    effect = {
+        "Put": {
+            "TableName": ledger.table_name,
+            "Item": {"action_key": {"S": "effect-of-the-transaction"}},
+        }
+    }
+
+    with pytest.raises(ActionSettled):
+        ledger.execute_transaction(
+            REQUEST,
+            Attempt("redrive-1", 30),
+            effect_items=[effect],  # type: ignore[list-item]
+            result={"ok": True},
+            explain_failure=lambda index, reason: TransientError(str(reason)),
+        )
+
+    assert ledger.get("effect-of-the-transaction") is None
+    assert raw(REQUEST.key) == settled
+
+
+def test_reconciliation_of_a_settled_action_escalates_without_a_lookup(
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    raw: RawRecord,
+) -> None:
+    _released(ledger, downstream)  # a reconcile would answer RETRY here (provably absent)
+    ledger.settle(REQUEST.key, DECIDED)
+    settled = raw(REQUEST.key)
+
+    answer = ledger.reconcile(REQUEST, Attempt("reconciler", 30), reconcile=downstream.lookup(REF))
+
+    assert answer.decision == "ESCALATE"
+    assert "settled by supervisor@acme" in answer.reason
+    assert answer.outcome is None
+    assert downstream.lookups == 0
+    assert raw(REQUEST.key) == settled
+
+
+def test_a_takeover_decided_before_the_decision_does_not_land_on_it(
+    dynamodb: Any,
+    ledger_table: str,
+    policy: LedgerPolicy,
+    clock: FakeClock,
+    downstream: CountingDownstream,
+) -> None:
+    """The race: a delivery reads the open record, a person settles it, the delivery's
+    takeover (conditional on the record as it read it) must fail and decide again."""
+    delivery = ActionLedger(ledger_table, dynamodb, policy, clock=clock)
+    person = ActionLedger(ledger_table, boto3.client("dynamodb"), policy, clock=clock)
+    _unknown(delivery, downstream, REQUEST)
+    settled_first = [False]
+
+    def settle_before_the_takeover(params: dict[str, Any], **_: Any) -> None:
+        takeover = "attempts = attempts + :one" in params.get("UpdateExpression", "")
+        if takeover and not settled_first[0]:
+            settled_first[0] = True
+            person.settle(REQUEST.key, DECIDED)
+
+    event = "before-parameter-build.dynamodb.UpdateItem"
+    dynamodb.meta.events.register(event, settle_before_the_takeover)
+    try:
+        with pytest.raises(ActionSettled):
+            delivery.execute(
+                REQUEST,
+                Attempt("redrive-1", 30),
+                effect=downstream.effect(REF),
+                reconcile=downstream.lookup(REF),
+            )
+    finally:
+        dynamodb.meta.events.unregister(event, settle_before_the_takeover)
+
+    assert settled_first[0]
+    assert len(downstream.effects) == 1 and downstream.lookups == 0
+    record = delivery.get(REQUEST.key)
+    assert record is not None and record.resolution == DECIDED.to_record()
+    assert (record.status, record.attempts, record.owner) == (
+        LedgerStatus.UNKNOWN,
+        1,
+        "attempt-1",
+    )
+
+
+class WorkerCrashed(BaseException):
+    """A Lambda that died mid-effect: nothing after the claim runs, the lease stays."""
+
+
+def _crash() -> Any:
+    raise WorkerCrashed
+
+
+def test_settle_refuses_a_live_attempt_a_second_decision_and_leaves_closed_records(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    held = refund_request("case-held")
+    done = refund_request("case-done")
+    ledger.execute(
+        done,
+        Attempt("a", 30),
+        effect=downstream.effect(done.action_id),
+        reconcile=downstream.lookup(done.action_id),
+    )
+    with contextlib.suppress(WorkerCrashed):
+        ledger.execute(held, Attempt("a", 30), effect=_crash, reconcile=downstream.lookup("x"))
+
+    with pytest.raises(ActionPending, match="held by attempt a until"):
+        ledger.settle(held.key, DECIDED)
+    completed = ledger.get(done.key)
+    assert ledger.settle(done.key, DECIDED) == completed  # nothing open to settle
+    assert ledger.settle("acme#refund#no-such-case.refund", DECIDED) is None
+
+    clock.advance(120)  # the crashed attempt's lease has run out
+    first = ledger.settle(held.key, DECIDED)
+    assert isinstance(first, LedgerRecord) and first.resolution == DECIDED.to_record()
+    other = Resolution(by="ops@acme", decision="something else", at="2023-11-15T00:00:00Z")
+    with pytest.raises(ActionSettled, match="cannot be settled twice"):
+        ledger.settle(held.key, other)
+    assert ledger.get(held.key) == first
