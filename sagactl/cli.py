@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sagactl.commands.ledger",
     "sagactl.commands.redrive",
     "sagactl.commands.sweep",
+    "sagactl.commands.escalations",
     "sagactl.commands.inventory",
 )
 

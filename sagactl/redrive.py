@@ -113,6 +113,7 @@ def plan_redrive(
                     "budget": budget,
                     "remaining_budget": summary["remaining_budget"] if summary else budget,
                     "error": summary["error"] if summary else None,
+                    "resolution": summary["resolution"] if summary else None,
                 }
             )
     _refuse_spent_actions(plan)
@@ -130,6 +131,14 @@ def _tenant(description: dict[str, Any]) -> str | None:
 
 def _refuse_spent_actions(plan: RedrivePlan) -> None:
     for action in plan.actions:
+        resolution = action.get("resolution")
+        if resolution:
+            raise RedriveRefused(
+                f"case {plan.case_id}: {action['action_key']} was settled by "
+                f"{resolution.get('by')} at {resolution.get('at')} "
+                f"({resolution.get('decision')!r}); a rerun would end in ActionSettled "
+                "without dispatching"
+            )
         if action["status"] == "FAILED":
             error = action.get("error") or {}
             raise RedriveRefused(

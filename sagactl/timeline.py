@@ -494,6 +494,7 @@ def record_summary(record: LedgerRecord, budget: int) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "expires_at": record.expires_at,
+        "resolution": record.resolution,
     }
 
 

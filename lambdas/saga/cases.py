@@ -9,19 +9,24 @@ retention), is a DUPLICATE and is never run forward. This table has no TTL.
 
 Every write is conditional (one case id, one approved digest, one owning execution), and a write
 the table did not answer is a TransientError: nothing is decided on an unanswered write.
+
+A person closes an escalation with `resolve` (design.md §5): who decided what and when goes in a
+separate `resolution` attribute, written once, together with the settlement of the case's open
+ledger actions in one transaction; `outcome` keeps what the automation recorded (§8).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
 from saga.errors import KeyConflict, TransientError
+from saga.ledger import TransactWriteItem, client_request_token
 from saga.models import Case
 from saga.tools.common import from_item, now_iso, to_item
 
@@ -36,6 +41,16 @@ class CaseOutcome(StrEnum):
     COMPENSATION_PENDING = "COMPENSATION_PENDING"
     COMPLETED = "COMPLETED"
     ESCALATED = "ESCALATED"
+
+
+class ResolveConflict(Exception):
+    """The resolve transaction wrote nothing: a record is no longer as it was read. `case` is
+    the case record as it is now when the case was the cause, else None (one of the ledger
+    actions changed: a delivery took it over, or a person settled it meanwhile)."""
+
+    def __init__(self, message: str, case: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.case = case
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,59 @@ class CaseRecords:
             self._check_same_case(case, digest, old)
             self._check_owner(case, execution_arn, old)
             raise AssertionError("unreachable: a failed condition with the same digest and owner")
+
+    def resolve(
+        self,
+        seen: Mapping[str, Any],
+        resolution: Mapping[str, Any],
+        *,
+        settle: Sequence[TransactWriteItem] = (),
+    ) -> None:
+        """Write a person's decision in the case record's `resolution`, once, and in the same
+        TransactWriteItems the `settle` items (ActionLedger.settle_write of each open action of
+        the case): all of it or nothing.
+
+        Conditional on the record as `seen` (the same outcome, no resolution yet) and on each
+        action as its settle item saw it; a failed condition is a ResolveConflict. The token is
+        a digest of the request, so the SDK's retry of a lost response is not a second write.
+        """
+        case_id = str(seen["case_id"])
+        case_update: dict[str, Any] = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": {"case_id": {"S": case_id}},
+                "UpdateExpression": "SET resolution = :resolution",
+                "ConditionExpression": "attribute_not_exists(resolution) AND outcome = :outcome",
+                "ExpressionAttributeValues": to_item(
+                    {":resolution": dict(resolution), ":outcome": seen.get("outcome")}
+                ),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        items = [cast("TransactWriteItem", case_update), *settle]
+        try:
+            self.client.transact_write_items(
+                TransactItems=items, ClientRequestToken=client_request_token(items)
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise TransientError(
+                    f"case {case_id}: the resolution was not written ({exc})"
+                ) from exc
+            reasons = cast("list[dict[str, Any]]", exc.response.get("CancellationReasons", []))
+            codes = [str(reason.get("Code")) for reason in reasons]
+            first = reasons[0] if reasons else {}
+            current = (
+                from_item(first["Item"])
+                if first.get("Code") == "ConditionalCheckFailed" and first.get("Item")
+                else None
+            )
+            raise ResolveConflict(
+                f"case {case_id}: the resolution was not written (cancelled: {', '.join(codes)})",
+                current,
+            ) from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"case {case_id}: the resolution was not written ({exc})") from exc
 
     def _write(
         self,

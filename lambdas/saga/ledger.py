@@ -340,6 +340,7 @@ _METRIC_BY_DECISION: dict[str, str] = {
     Decision.LEASE_LOST: "OutcomeUnknown",
     Decision.BUDGET_EXHAUSTED: "BudgetExhausted",
     Decision.LATE_REPLAY: "LateReplay",
+    Decision.SETTLED: "ActionSettled",
 }
 
 

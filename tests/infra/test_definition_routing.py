@@ -106,3 +106,20 @@ def test_a_rejection_while_reconciling_releases_only_this_cases_reservation(
         {"Condition": "{% $reconciling = 'reserve' %}", "Next": "Escalate"}
     ]
     assert choice["Default"] == "ReleaseReservation"
+
+
+def test_a_settled_action_ends_the_execution_at_its_task(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """ActionSettled (a person has decided the action) is neither retried nor caught at a task
+    that runs a ledger action: a redrive or a late delivery after the decision ends FAILED
+    there, with nothing dispatched, instead of compensating or escalating a decided case."""
+    ledger_tasks = (*FORWARD_STEPS, "ReleaseReservation")
+    for name in ledger_tasks:
+        state = states[name]
+        handled = {
+            error
+            for handler in (*state.get("Retry", []), *state.get("Catch", []))
+            for error in handler["ErrorEquals"]
+        }
+        assert not handled & {"ActionSettled", "States.ALL", "States.TaskFailed"}, name

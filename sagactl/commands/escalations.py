@@ -1,0 +1,260 @@
+"""`sagactl escalations [show CASE | resolve CASE --decision TEXT]`: the escalation worklist.
+
+The escalation queue only notifies (one case puts several messages on it, the sweeper re-sends
+a stuck action on every sweep, and reading a message counts toward its dead-letter redrive).
+The worklist is the cases table: a case is open while it has no resolution and either its
+outcome is ESCALATED, or its execution stopped (FAILED, TIMED_OUT, ABORTED) with the case still
+IN_PROGRESS or COMPENSATION_PENDING.
+
+  sagactl escalations               open cases, oldest first, each with the decision it needs
+                                    (for a stopped execution: what failed, and whether
+                                    `sagactl redrive` can help). A Scan of the cases table with
+                                    a filter, read page by page: fine for an operator command
+                                    at this scale, not for a hot path.
+  sagactl escalations show CASE     everything needed to decide: the escalation, confirmed
+                                    effects and compensations, the open ledger actions, the
+                                    execution, and the messages the case has put on the queue
+                                    (derived from their sources: `show` never receives from the
+                                    queue).
+  sagactl escalations resolve CASE --decision TEXT [--by WHO]
+                                    records who decided what and when in the case record's
+                                    `resolution` (its outcome stays), settles the case's open
+                                    ledger actions in the same transaction (the sweeper stops
+                                    reporting them; no redrive or late delivery dispatches them
+                                    again), then deletes the case's messages from the queue.
+                                    --by defaults to the caller: the STS caller ARN on AWS, the
+                                    operating-system user locally. Reading the queue receives
+                                    every message once: the others are made visible again at
+                                    once, but each counts one more receive toward the
+                                    dead-letter queue (5).
+
+Exit codes: 0 done; 1 error (no such case, AWS unreachable, the queue cleanup failed after the
+resolution was recorded); 2 bad input; 3 refused (the case is not open, already resolved, or
+one of its actions is held by a running attempt right now). Refusals and bad input change
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sagactl.commands.common import Subparsers, add_aws_command_arguments, add_budget_argument
+from sagactl.errors import guarded
+from sagactl.escalations import (
+    Escalation,
+    EscalationView,
+    ResolveReport,
+    caller_identity,
+    check_tenant,
+    open_escalations,
+    resolve,
+    show,
+)
+from sagactl.render import emit_json, record_lines
+from sagactl.target import resolve_target
+from sagactl.timeline import resolve_budget
+
+RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
+
+
+def command_list(args: argparse.Namespace) -> int:
+    if args.tenant is not None:
+        check_tenant(args.tenant)
+    target = resolve_target(args)
+    found = open_escalations(target, budget=resolve_budget(target, args.budget), tenant=args.tenant)
+    if args.json:
+        emit_json({"tenant_id": args.tenant, "escalations": [e.to_json() for e in found]})
+        return 0
+    scope = f" for tenant {args.tenant}" if args.tenant else ""
+    if not found:
+        print(f"no open escalations{scope}")
+        return 0
+    print(f"{len(found)} open escalation(s){scope}, oldest first:")
+    for escalation in found:
+        print("\n".join(_escalation_lines(escalation)))
+    print(RESOLVE_HINT)
+    return 0
+
+
+def _escalation_lines(escalation: Escalation, indent: str = "  ") -> list[str]:
+    execution = f", execution {escalation.execution_status}" if escalation.execution_status else ""
+    step = f" (step {escalation.step})" if escalation.step else ""
+    lines = [
+        f"{indent}{escalation.case_id} (tenant {escalation.tenant_id}): {escalation.outcome} "
+        f"since {escalation.since}{execution}",
+        f"{indent}  reason    {escalation.reason}{step}",
+    ]
+    if escalation.detail:
+        lines.append(f"{indent}  detail    {escalation.detail}")
+    lines.append(f"{indent}  decision  {escalation.decision_needed}")
+    return lines
+
+
+def command_show(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    view = show(target, args.case_id, budget=resolve_budget(target, args.budget))
+    if args.json:
+        emit_json(view.to_json())
+    else:
+        print("\n".join(show_lines(view, now=target.now())))
+    return 0
+
+
+def show_lines(view: EscalationView, *, now: float) -> list[str]:
+    lines = [f"case {view.case_id} (tenant {view.tenant_id}): outcome {view.outcome}"]
+    if view.open is not None:
+        lines += ["", "open escalation:", *_escalation_lines(view.open)[1:]]
+        if view.escalation and view.escalation.get("compensation_blocked"):
+            lines.append(f"    blocked   {view.escalation['compensation_blocked']}")
+    else:
+        lines.append(f"  not open: {view.closed_reason}")
+    if view.resolution:
+        lines += _resolution_lines(view.resolution)
+    lines += ["", "execution:"]
+    execution = view.execution
+    if execution is None:
+        lines.append("  none found")
+    else:
+        stopped = f" (stopped {execution['stopDate']})" if execution.get("stopDate") else ""
+        lines.append(f"  {execution.get('executionArn')}")
+        lines.append(f"  status    {execution.get('status')}{stopped}")
+        if execution.get("error"):
+            lines.append(f"  error     {execution['error']}: {execution.get('cause')}")
+    lines += ["", "confirmed effects (ledger):"]
+    lines += [_summary_line(action) for action in view.confirmed_effects] or ["  none"]
+    lines += ["", "compensations (ledger):"]
+    lines += [_summary_line(action) for action in view.compensations] or ["  none"]
+    lines += ["", f"open actions (ledger, budget {view.attempt_budget} attempts each):"]
+    lines += _open_action_lines(view, now) or ["  none"]
+    lines += ["", "notifications (what this case put on the escalation queue, from their sources):"]
+    if view.resolution:
+        lines.append("  removed from the queue when the case was resolved")
+    for note in view.notifications:
+        subject = note.get("action_key") or note.get("reason") or f"now {note.get('status')}"
+        lines.append(f"  {note['kind']:<24} {subject}: {note['producer']}")
+    if not view.notifications and not view.resolution:
+        lines.append("  none")
+    if view.queue_depth is not None:
+        lines.append(
+            f"  queue depth: {view.queue_depth} message(s) waiting, all cases "
+            "(`show` never receives from the queue)"
+        )
+    if view.open is not None:
+        lines += [
+            "",
+            f'resolve it with: sagactl escalations resolve {view.case_id} --decision "..."',
+        ]
+    return lines
+
+
+def _summary_line(action: dict[str, Any]) -> str:
+    ref = f" ref {action['downstream_ref']}" if action.get("downstream_ref") else ""
+    return f"  {action['step']:<8} {action['status']} {action['action_key']}{ref}"
+
+
+def _open_action_lines(view: EscalationView, now: float) -> list[str]:
+    lines = []
+    records = {action.action_key: action.record for action in view.actions}
+    for action in view.open_actions:
+        lines.append(f"  {action['step']:<8} {action['action_key']}")
+        record = records.get(action["action_key"])
+        if record:
+            lines += record_lines(record, now=now)
+            if record.get("resolution"):
+                resolution = record["resolution"]
+                lines.append(
+                    f"    settled         by {resolution.get('by')} at {resolution.get('at')}"
+                )
+    return lines
+
+
+def _resolution_lines(resolution: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "resolution:",
+        f"  by        {resolution.get('by')}",
+        f"  at        {resolution.get('at')}",
+        f"  decision  {resolution.get('decision')}",
+    ]
+    settled = resolution.get("settled_actions") or []
+    lines.append(f"  settled   {', '.join(settled) if settled else 'no open action'}")
+    return lines
+
+
+def command_resolve(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    by = args.by if args.by is not None else caller_identity(target)
+    report = resolve(
+        target,
+        args.case_id,
+        decision=args.decision,
+        by=by,
+        budget=resolve_budget(target, args.budget),
+    )
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print("\n".join(resolve_lines(report)))
+    return 0
+
+
+def resolve_lines(report: ResolveReport) -> list[str]:
+    lines = [f"resolved case {report.case_id}", *_resolution_lines(report.resolution)[2:]]
+    if report.settled:
+        lines.append(
+            "            each keeps its status; the sweeper no longer reports it and no "
+            "delivery dispatches it again"
+        )
+    queue = report.queue
+    if queue is None:
+        lines.append("  queue     no escalation queue in the stack outputs")
+    else:
+        lines.append(
+            f"  queue     {queue.removed} message(s) of this case deleted; "
+            f"{queue.released} other message(s) read once and visible again"
+        )
+    return lines
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "escalations",
+        help="the escalation worklist: open cases, show one, resolve one with a decision",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--tenant", help="only this tenant's cases")
+    add_budget_argument(parser)
+    add_aws_command_arguments(parser)
+    parser.set_defaults(handler=guarded(command_list))
+    commands = parser.add_subparsers(dest="escalations_command", metavar="SUBCOMMAND")
+
+    show_parser = commands.add_parser(
+        "show",
+        help="everything a person needs to decide one case",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    show_parser.add_argument("case_id", metavar="CASE", help="the case id")
+    add_budget_argument(show_parser)
+    add_aws_command_arguments(show_parser)
+    show_parser.set_defaults(handler=guarded(command_show))
+
+    resolve_parser = commands.add_parser(
+        "resolve",
+        help="record a person's decision, settle the case's open actions, clear its messages",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    resolve_parser.add_argument("case_id", metavar="CASE", help="the case id")
+    resolve_parser.add_argument(
+        "--decision", required=True, help="what was decided (and done by hand), in plain words"
+    )
+    resolve_parser.add_argument(
+        "--by",
+        help="who decided (default: the caller: the STS caller ARN on AWS, the OS user locally)",
+    )
+    add_budget_argument(resolve_parser)
+    add_aws_command_arguments(resolve_parser)
+    resolve_parser.set_defaults(handler=guarded(command_resolve))
