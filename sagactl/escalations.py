@@ -436,7 +436,7 @@ def _notifications(view: EscalationView) -> list[dict[str, Any]]:
         found.append(
             {
                 "kind": "EXECUTION_NOT_SUCCEEDED",
-                "producer": f"the failed-execution rule, once per stop ({view.stops})",
+                "producer": "the failed-execution rule, once per stop",
                 "count": view.stops,
                 "status": (view.execution or {}).get("status"),
             }

@@ -131,7 +131,9 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
     if view.resolution:
         lines.append("  removed from the queue when the case was resolved")
     for note in view.notifications:
-        subject = note.get("action_key") or note.get("reason") or f"now {note.get('status')}"
+        subject = note.get("action_key") or note.get("reason")
+        if note.get("count"):
+            subject = f"{note['count']} stop(s), the execution is {note.get('status')} now"
         lines.append(f"  {note['kind']:<24} {subject}: {note['producer']}")
     if not view.notifications and not view.resolution:
         lines.append("  none")
