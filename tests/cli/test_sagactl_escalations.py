@@ -19,7 +19,7 @@ import pytest
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
 from saga.tools.common import to_item
-from sagactl.escalations import open_escalations
+from sagactl.escalations import AlreadyResolved, open_escalations, resolve
 from sagactl.local.environment import LocalAws
 from sagactl.target import local_target_from_outputs
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl, scan
@@ -392,3 +392,61 @@ def test_a_case_whose_action_a_live_attempt_holds_is_not_resolved(
     assert error["message"].endswith("nothing was resolved")
     assert "resolution" not in case_record(saga, case_id)
     assert ledger_item(saga, ship.key) == held
+
+
+@pytest.mark.parametrize(
+    ("example", "settled"),
+    [("carrier-unavailable", [SHIP_KEY]), ("shipment-rejected", [])],  # with and without
+)
+def test_two_people_resolving_at_once_record_exactly_one_decision(
+    saga: LocalAws, sagactl: Sagactl, example: str, settled: list[str]
+) -> None:
+    run_example(sagactl, saga, example)
+    case_id = f"case-{example}"  # the example files name their case after themselves
+    mine = local_target_from_outputs(saga.outputs)
+    theirs = local_target_from_outputs(saga.outputs)  # other clients: no hook below
+    raced = []
+
+    def the_other_person_first(**_: Any) -> None:
+        if not raced:
+            raced.append(resolve(theirs, case_id, decision="theirs", by="bo", budget=8))
+
+    mine.client("dynamodb").meta.events.register(
+        "before-call.dynamodb.TransactWriteItems", the_other_person_first
+    )
+    with pytest.raises(AlreadyResolved, match="was resolved by bo"):
+        resolve(mine, case_id, decision="mine", by="al", budget=8)
+
+    [their_report] = raced
+    assert their_report.settled == settled
+    record = case_record(saga, case_id)["resolution"]["M"]
+    assert (record["by"], record["decision"]) == ({"S": "bo"}, {"S": "theirs"})
+    for key in settled:
+        assert ledger_item(saga, key)["resolution"]["M"]["by"] == {"S": "bo"}
+
+
+def test_a_case_whose_execution_is_gone_is_open_and_says_so(
+    saga: LocalAws, sagactl: Sagactl
+) -> None:
+    gone = saga.outputs["StateMachineArn"].replace(":stateMachine:", ":execution:") + ":old"
+    saga.client("dynamodb").put_item(
+        TableName=saga.outputs["CasesTableName"],
+        Item=to_item(
+            {
+                "case_id": "case-old",
+                "tenant_id": "acme",
+                "outcome": "IN_PROGRESS",
+                "execution_arn": gone,
+                "updated_at": "2026-01-01T00:00:00Z",
+            }
+        ),
+    )
+
+    [listed] = sagactl("escalations", "--json").json()["escalations"]
+
+    assert (listed["case_id"], listed["reason"], listed["execution_arn"]) == (
+        "case-old",
+        "EXECUTION_NOT_FOUND",
+        gone,
+    )
+    assert "settle its open actions by hand" in listed["decision_needed"]
