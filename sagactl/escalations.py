@@ -239,7 +239,7 @@ def _stopped(
     if explain:
         try:
             plan = plan_redrive(target, case_id, budget=budget)
-        except RedriveRefused as refused:
+        except (RedriveRefused, NotFound) as refused:  # NotFound: not named after the case
             redrive = {"can_help": False, "reason": str(refused)}
             failed = find_failed_step(execution_history(target, description["executionArn"]))
         else:
