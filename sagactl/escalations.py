@@ -49,6 +49,7 @@ from sagactl.timeline import (
     FailedStep,
     case_action_keys,
     case_actions,
+    describe_execution_arn,
     error_message,
     escalation_queue_depth,
     execution_history,
@@ -193,7 +194,7 @@ def assess(
     if outcome not in (CaseOutcome.IN_PROGRESS, CaseOutcome.COMPENSATION_PENDING):
         return Closed(f"case {case_id} is {outcome}: there is nothing to decide")
     arn = str(record.get("execution_arn") or target.execution_arn(case_id))
-    description = _describe(target, arn)
+    description = describe_execution_arn(target, arn)
     if description is None:
         return Escalation(
             case_id=case_id,
@@ -283,18 +284,6 @@ def _stopped(
         execution_status=status,
         redrive=redrive,
     )
-
-
-def _describe(target: Target, arn: str) -> dict[str, Any] | None:
-    try:
-        description: dict[str, Any] = target.client("stepfunctions").describe_execution(
-            executionArn=arn
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
-            return None
-        raise
-    return description
 
 
 def _stops(history: list[dict[str, Any]]) -> int:
@@ -399,7 +388,7 @@ def show(target: Target, case_id: str, *, budget: int) -> EscalationView:
     assessed = assess(target, record, budget=budget)
     tenant = record.get("tenant_id")
     arn = str(record.get("execution_arn") or target.execution_arn(case_id))
-    description = _describe(target, arn)
+    description = describe_execution_arn(target, arn)
     view = EscalationView(
         case_id=case_id,
         tenant_id=tenant,

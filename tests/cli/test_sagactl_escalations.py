@@ -12,17 +12,19 @@ import contextlib
 import getpass
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
+from saga.models import with_approval_digest
 from saga.tools.common import to_item
 from sagactl.escalations import AlreadyResolved, open_escalations, resolve
 from sagactl.local.environment import LocalAws
 from sagactl.target import local_target_from_outputs
-from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl, scan
+from tests.cli.sagactl_helpers import Sagactl, example, run_example, saga, sagactl, scan
 
 __all__ = ["saga", "sagactl"]
 
@@ -450,3 +452,30 @@ def test_a_case_whose_execution_is_gone_is_open_and_says_so(
         gone,
     )
     assert "settle its open actions by hand" in listed["decision_needed"]
+
+
+def test_a_revision_run_under_its_own_execution_name_is_worked_the_same_way(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    """A re-approved revision runs as `<case id>--r<revision>`: the failed-execution rule's
+    message then names the execution, not the case id; the case record binds that execution."""
+    case = json.loads(example("compensation-stuck").read_text(encoding="utf-8"))
+    case["approval"]["revision"] = 2
+    path = tmp_path / "revision-2.json"
+    path.write_text(json.dumps(with_approval_digest(case)), encoding="utf-8")
+    started = sagactl("start", str(path), "--json")
+    assert started.code == 0, started.err
+    arn = started.json()["execution_arn"]
+    assert arn.endswith(f":{COMPENSATION_STUCK}--r2")
+    saga.wait_for_execution(arn, timeout_seconds=120)
+
+    [listed] = sagactl("escalations", "--json").json()["escalations"]
+    assert (listed["case_id"], listed["execution_arn"]) == (COMPENSATION_STUCK, arn)
+    assert listed["redrive"]["can_help"] is True
+
+    resolved = sagactl("escalations", "resolve", COMPENSATION_STUCK, "--decision", "x", "--json")
+
+    assert resolved.code == 0, resolved.err
+    assert resolved.json()["settled_actions"] == [RELEASE_KEY]
+    assert resolved.json()["queue"] == {"removed": 1, "released": 0}  # the rule's message
+    assert receive_all(saga) == []
