@@ -188,7 +188,7 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
                     Attempt("n1", 10),
                     effect_items=native_items(native.action_id),
                     result={"reserved": 1},
-                    explain_failure=lambda index, reason: ActionPending(str(reason)),
+                    explain_failure=lambda failed: ActionPending(str(failed)),
                 ),
             )
         run(

@@ -114,8 +114,9 @@ class Decision(StrEnum):
     PENDING = "pending"
     TAKEOVER = "takeover"  # expired lease or UNKNOWN: take over, reconcile first
     RESUME_RELEASED = "resume_released"  # lease given up after a TransientError: take over
-    LATE_REPLAY = "late_replay"
+    LATE_REPLAY = "late_replay"  # an open record past its retention: take over, reconcile first
     BUDGET_EXHAUSTED = "budget_exhausted"
+    ESCALATED = "escalated"  # reconciliation handed it to a person: never dispatched again
     SETTLED = "settled"  # a person decided the action: never dispatched again
     # outcome events
     COMPLETED = "completed"
@@ -129,6 +130,10 @@ class Decision(StrEnum):
 
 # decisions that end a delivery without any write: raised as typed errors
 _REJECTIONS = frozenset({Decision.CONFLICT, Decision.RECORDED_FAILURE, Decision.PENDING})
+# decisions after which a delivery takes the record over and looks the action up first
+_TAKEOVERS = frozenset({Decision.TAKEOVER, Decision.LATE_REPLAY, Decision.RESUME_RELEASED})
+# A record written more than this before its retention ended may have been deleted by TTL.
+_RETENTION_MARGIN_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,9 @@ class ActionRequest:
 class Attempt:
     attempt_id: str  # lease owner; never the action identity
     remaining_seconds: float  # from the Lambda context; sizes the lease
+    # When this delivery's execution started (redrives keep it): every delivery of the action
+    # came after it, which bounds when a record of it can have been written (and deleted).
+    execution_started_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -270,6 +278,11 @@ class LedgerRecord:
     first_dispatch_at: float | None = None
     # A person's decision on the action ({by, decision, at}; see ActionLedger.settle).
     resolution: dict[str, str] | None = None
+    # When reconciliation answered ESCALATE: the action waits for a person from then on.
+    escalated_at: float | None = None
+    # Written before deliveries recorded `claimed_at` and `first_dispatch_at`: a given-back lease
+    # then did not prove that nothing was sent (a 409 "in progress" gave it back).
+    legacy: bool = False
     item: Item = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -298,6 +311,8 @@ class LedgerRecord:
                 float(values["first_dispatch_at"]) if "first_dispatch_at" in values else None
             ),
             resolution=_from_dynamo(values["resolution"]) if "resolution" in values else None,
+            escalated_at=float(values["escalated_at"]) if "escalated_at" in values else None,
+            legacy="claimed_at" not in values,
             item=dict(item),
         )
 
@@ -317,6 +332,8 @@ class LedgerRecord:
         when no delivery can have had an effect (never dispatched, or only provably not)."""
         if self.first_dispatch_at is not None:
             return self.first_dispatch_at
+        if self.legacy and self.status in OPEN_STATUSES:
+            return self.created_at
         if self.abandoned(now) or (self.status is LedgerStatus.UNKNOWN and self.owner is not None):
             return self.claimed_at
         return None
@@ -340,6 +357,7 @@ _METRIC_BY_DECISION: dict[str, str] = {
     Decision.LEASE_LOST: "OutcomeUnknown",
     Decision.BUDGET_EXHAUSTED: "BudgetExhausted",
     Decision.LATE_REPLAY: "LateReplay",
+    Decision.ESCALATED: "ActionEscalated",
     Decision.SETTLED: "ActionSettled",
 }
 
@@ -387,13 +405,13 @@ def decide(
     # A person's decision ends the automation's part, whatever the status, budget or retention.
     if record.resolution is not None:
         return Decision.SETTLED
-    # TTL deletion lags by up to days: an expired record still in the table protects nothing.
-    if check_expiry and record.expires_at <= now:
-        return Decision.LATE_REPLAY
+    # A closed record says what happened, past its retention too.
     if record.status is LedgerStatus.COMPLETED:
         return Decision.REPLAYED
     if record.status is LedgerStatus.FAILED:
         return Decision.RECORDED_FAILURE
+    if record.escalated_at is not None:
+        return Decision.ESCALATED  # a late delivery must not act behind a person's back
     if record.status is LedgerStatus.IN_PROGRESS:
         if record.owner == attempt_id:
             return Decision.OWN_CLAIM
@@ -402,10 +420,15 @@ def decide(
     # expired or released IN_PROGRESS, or UNKNOWN: a new delivery would be one more attempt
     if record.attempts + 1 > budget:
         return Decision.BUDGET_EXHAUSTED
+    # TTL deletion lags by up to days: an expired record may vanish under the delivery, so it
+    # is taken over (renewed) and the action looked up first, never dispatched blind.
+    if check_expiry and record.expires_at <= now:
+        return Decision.LATE_REPLAY
     if (
         record.status is LedgerStatus.IN_PROGRESS
         and record.owner is None
         and record.first_dispatch_at is None
+        and not record.legacy
     ):
         return Decision.RESUME_RELEASED  # every earlier delivery provably sent nothing
     return Decision.TAKEOVER
@@ -462,17 +485,36 @@ class ActionLedger:
         request still in flight would be deduplicated (`reattempt_window_seconds` after the
         first possible dispatch; None: the lookup sees every request, so Absent is proof);
         otherwise, or Undeterminable -> UNKNOWN and OutcomeUnknown.
+
+        No record is proof of no earlier delivery only while none can have expired: in an
+        execution older than the retention, a fresh claim is looked up first as well. With the
+        budget spent, the action is only looked up (never dispatched): found -> COMPLETED.
         """
-        claimed_at, existing = self._claim(request, attempt)
+        held, existing = self._claim(request, attempt)
         if existing is None:
             self._observe(Decision.CLAIMED, request, None)
-            return self._dispatch(request, attempt, claimed_at, effect)
+            if held.first_dispatch_at is not None:  # an earlier record may have expired
+                return self._reconcile_then_dispatch(
+                    request,
+                    attempt,
+                    held,
+                    effect,
+                    reconcile,
+                    reattempt_window_seconds=reattempt_window_seconds,
+                )
+            return self._dispatch(request, attempt, held.claimed_at, effect)
         record = existing
         for _ in range(_MAX_DECISION_ROUNDS):
             decision = self._decide(request, attempt, record)
             if decision is Decision.OWN_CLAIM:
                 return self._dispatch(request, attempt, record.claimed_at, effect)
-            if decision not in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
+            if decision is Decision.BUDGET_EXHAUSTED:
+                found = self._look_up_without_dispatch(request, record, reconcile)
+                if found is None:
+                    record = self.get(request.key) or record
+                    continue
+                return found
+            if decision not in _TAKEOVERS:
                 return self._replay_or_raise(decision, request, record)
             taken, current = self._take_over(request, attempt, record)
             if taken is None:
@@ -504,7 +546,7 @@ class ActionLedger:
         effect_items: list[TransactWriteItem],
         result: dict[str, Any],
         downstream_ref: str | None = None,
-        explain_failure: Callable[[int, dict[str, Any]], SagaError],
+        explain_failure: Callable[[Mapping[int, dict[str, Any]]], SagaError],
     ) -> ActionOutcome:
         """The ledger record (written COMPLETED) and the effect items in ONE TransactWriteItems.
 
@@ -515,7 +557,8 @@ class ActionLedger:
         (`attribute_not_exists(action_key)`, or the record exactly as seen): a repeat is
         cancelled and decided from the record in the cancellation reasons (ALL_OLD).
 
-        explain_failure(i, reason) turns a failed condition of effect_items[i] into an error; a
+        explain_failure({i: reason, ...}) turns the failed conditions of effect_items (every
+        one that failed, by index: DynamoDB checks them all) into one error; a
         BusinessRejection is recorded FAILED (see record_failure) and raised. Cancellations for
         other reasons (a conflicting transaction, throttling) wrote nothing: TransientError.
         """
@@ -586,7 +629,7 @@ class ActionLedger:
                 self._observe(Decision.FAILED, request, LedgerRecord.from_item(item))
                 raise error
             decision = self._decide(request, attempt, existing)
-            if decision in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
+            if decision in _TAKEOVERS:
                 # Native path: the effect commits only together with a COMPLETED record, so an
                 # open record that nobody holds proves it did not happen. Record the rejection.
                 seen = existing
@@ -622,7 +665,9 @@ class ActionLedger:
         for _ in range(_MAX_DECISION_ROUNDS):
             record = self.get(request.key)
             if record is None:
-                return self._reconcile_without_record(request, attempt, reconcile)
+                return self._reconcile_without_record(
+                    request, attempt, reconcile, reattempt_window_seconds
+                )
             decision = decide(
                 record,
                 digest=request.digest,
@@ -635,6 +680,11 @@ class ActionLedger:
                 self._observe(decision, request, record)
                 return ReconcileDecision(
                     "ESCALATE", _settled_text(request.key, record), None, record.attempts, budget
+                )
+            if decision is Decision.ESCALATED:  # answered before: the same answer again
+                self._observe(decision, request, record)
+                return ReconcileDecision(
+                    "ESCALATE", _escalated_text(request.key, record), None, record.attempts, budget
                 )
             if decision is Decision.REPLAYED:
                 self._observe(decision, request, record)
@@ -670,16 +720,16 @@ class ActionLedger:
                         if counted is None:
                             continue
                         return _retry(counted, budget)
-                    self._observe(Decision.BUDGET_EXHAUSTED, request, record)
-                    return ReconcileDecision(
-                        "ESCALATE",
+                    reason = (
                         f"not found at the downstream and the budget of {budget} attempts is "
                         f"spent ({record.attempts} attempts, {record.reconcile_rounds} "
-                        "re-attempts)",
-                        None,
-                        record.attempts,
-                        budget,
+                        "re-attempts)"
                     )
+                    marked = self._mark_escalated(request, record)
+                    if marked is None:
+                        continue
+                    self._observe(Decision.BUDGET_EXHAUSTED, request, marked)
+                    return ReconcileDecision("ESCALATE", reason, None, record.attempts, budget)
                 recorded, reason = refused, refused
             else:
                 recorded, reason = answer.reason, f"outcome cannot be determined: {answer.reason}"
@@ -692,11 +742,14 @@ class ActionLedger:
 
     def get(self, action_key: str) -> LedgerRecord | None:
         """Consistent read of one record, for tools and the CLI."""
-        response = self.client.get_item(
-            TableName=self.table_name,
-            Key={"action_key": {"S": action_key}},
-            ConsistentRead=True,
-        )
+        try:
+            response = self.client.get_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": action_key}},
+                ConsistentRead=True,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"ledger read of {action_key} failed: {exc}") from exc
         item = response.get("Item")
         return LedgerRecord.from_item(item) if item else None
 
@@ -769,8 +822,11 @@ class ActionLedger:
         return cast("TransactWriteItem", {"Update": update})
 
     # --- internals: claim and decide -------------------------------------------------------
-    def _claim(self, request: ActionRequest, attempt: Attempt) -> tuple[float, LedgerRecord | None]:
-        """The claim PutItem: (claim time, None) when claimed; else the record already there."""
+    def _claim(
+        self, request: ActionRequest, attempt: Attempt
+    ) -> tuple[LedgerRecord, LedgerRecord | None]:
+        """The claim PutItem: (the record written, None) when claimed; else (the record this
+        claim would have written, the record already there)."""
         now = self.clock()
         lease = now + self.policy.lease_seconds(attempt.remaining_seconds)
         item = self._new_item(
@@ -780,10 +836,28 @@ class ActionLedger:
             status=LedgerStatus.IN_PROGRESS,
             attempts=1,
             lease_expires_at=lease,
+            first_dispatch_at=self._earlier_record_may_have_expired(attempt, now),
         )
         # A ledger that cannot be reached (after botocore's retries) raises TransientError:
         # nothing was dispatched.
-        return now, self._put_new(item)
+        return LedgerRecord.from_item(item), self._put_new(item)
+
+    def _earlier_record_may_have_expired(self, attempt: Attempt, now: float) -> float | None:
+        """When no record is found: the start of this delivery's execution if a record of an
+        earlier delivery may have expired and been deleted since (the execution is older than
+        the retention, less a margin), else None (nothing found proves nothing was written).
+
+        Every delivery of an action belongs to the one execution that owns the case (a new
+        execution of the case is a duplicate), and each writes its record after that execution
+        started; retention counts from the latest write. Chained redrives whose deliveries never
+        reach the ledger (throttled, failing before the claim) renew nothing.
+        """
+        started = attempt.execution_started_at
+        if started is None:
+            return None
+        if now - started < self.policy.retention_seconds - _RETENTION_MARGIN_SECONDS:
+            return None
+        return started
 
     def _put_new(
         self, item: dict[str, Any], *, over: LedgerRecord | None = None
@@ -847,6 +921,8 @@ class ActionLedger:
                 f"action {request.key} is held by another attempt until "
                 f"{record.lease_expires_at:.3f}; try again later"
             )
+        if decision is Decision.ESCALATED:
+            raise OutcomeUnknown(_escalated_text(request.key, record))
         if decision is Decision.BUDGET_EXHAUSTED:
             raise BudgetExhausted(
                 f"action {request.key} has used {record.attempts} of "
@@ -895,7 +971,8 @@ class ActionLedger:
             )
         except ClientError as exc:
             if not _is_condition_failure(exc):
-                raise
+                # Nothing was taken over; the delivery is safe to repeat.
+                raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
             current_item = _condition_failed_item(exc)
             current = LedgerRecord.from_item(current_item) if current_item else None
             if (
@@ -908,6 +985,8 @@ class ActionLedger:
                 # reconcile first: seen as a plain own claim it would dispatch blind.
                 return current, None
             return None, current
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
         return LedgerRecord.from_item(response["Attributes"]), None
 
     @classmethod
@@ -987,8 +1066,15 @@ class ActionLedger:
         delivery's claim); a downstream whose lookup sees every request (window None) proves
         absence outright, as does a record that no delivery can have dispatched from.
         """
+        return self._window_refusal(
+            record.may_have_dispatched_since(self.clock()), window_seconds, attempt
+        )
+
+    def _window_refusal(
+        self, since: float | None, window_seconds: float | None, attempt: Attempt
+    ) -> str | None:
+        """`_reattempt_refused` for a first possible dispatch at `since` (None: none)."""
         now = self.clock()
-        since = record.may_have_dispatched_since(now)
         if since is None or window_seconds is None:
             return None
         closes = since + window_seconds
@@ -1190,9 +1276,12 @@ class ActionLedger:
             error = OutcomeUnknown(unknown_reason or "undeterminable").to_record()
             values[":unknown"] = {"S": LedgerStatus.UNKNOWN.value}
             values[":error"] = _to_dynamo(error)
+            # Only reconciliation writes UNKNOWN here, when it escalates: from now on a person
+            # decides, and no late delivery may act on the record.
             expression = (
                 "SET #status = :unknown, open_status = :unknown, #error = :error, "
-                "lease_expires_at = :now, updated_at = :now, expires_at = :expires"
+                "lease_expires_at = :now, updated_at = :now, expires_at = :expires, "
+                "escalated_at = :now"
             ) + self._remember_dispatch(seen, now, values)
         return self._update_if(request, expression, condition, values)
 
@@ -1228,6 +1317,37 @@ class ActionLedger:
             raise TransientError(f"ledger write for {request.key} failed: {exc}") from exc
         return LedgerRecord.from_item(response["Attributes"])
 
+    def _mark_escalated(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
+        """Reconciliation escalates with the record as it is (only if it is still as seen):
+        no late delivery may act on it any more. None when the record changed."""
+        now = self.clock()
+        values: dict[str, Any] = {
+            ":seen_status": {"S": seen.status.value},
+            ":now": _n(now),
+            ":expires": self._expires(now),
+        }
+        condition = "#status = :seen_status" + self._same_as_seen(seen, values)
+        expression = "SET escalated_at = :now, updated_at = :now, expires_at = :expires"
+        return self._update_if(request, expression, condition, values)
+
+    def _look_up_without_dispatch(
+        self,
+        request: ActionRequest,
+        seen: LedgerRecord,
+        reconcile: Callable[[], Reconciliation],
+    ) -> ActionOutcome | None:
+        """The budget is spent: no dispatch, but the lookup is free of effects. Found -> the
+        record COMPLETED (None if it changed meanwhile); else BudgetExhausted."""
+        answer = _ask(reconcile)
+        if not isinstance(answer, Found):
+            self._replay_or_raise(Decision.BUDGET_EXHAUSTED, request, seen)
+        assert isinstance(answer, Found)
+        written = self._settle_seen(request, seen, found=answer)
+        if written is None:
+            return None
+        self._observe(Decision.RECONCILED, request, written)
+        return _outcome(written, replayed=False, reconciled=True)
+
     def _count_retry(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
         """Count one RETRY answer on the record, only if it is still as seen (else None)."""
         now = self.clock()
@@ -1250,14 +1370,24 @@ class ActionLedger:
         request: ActionRequest,
         attempt: Attempt,
         reconcile: Callable[[], Reconciliation],
+        reattempt_window_seconds: float | None,
     ) -> ReconcileDecision:
         budget = self.policy.attempt_budget
         answer = _ask(reconcile)
         now = self.clock()
-        if isinstance(answer, Absent):
+        # No record may still hide one that expired (an old execution): then a delivery may have
+        # dispatched since the execution started.
+        since = self._earlier_record_may_have_expired(attempt, now)
+        refused = (
+            self._window_refusal(since, reattempt_window_seconds, attempt)
+            if isinstance(answer, Absent)
+            else None
+        )
+        if isinstance(answer, Absent) and refused is None:
             # A placeholder nobody holds, so that the RETRY it answers is counted even when the
             # re-attempt never reaches the ledger (the loop ends within the budget), and the
-            # re-attempt takes it over (nothing happened: proven absent, never held).
+            # re-attempt takes it over (a lookup first when `since` says an earlier delivery
+            # may have dispatched).
             item = self._new_item(
                 request,
                 attempt,
@@ -1266,6 +1396,7 @@ class ActionLedger:
                 attempts=0,
                 owner=False,
                 reconcile_rounds=1,
+                first_dispatch_at=since,
             )
         elif isinstance(answer, Found):
             item = self._new_item(
@@ -1278,22 +1409,25 @@ class ActionLedger:
                 downstream_ref=answer.downstream_ref,
             )
         else:
-            # Recorded so that a later delivery reconciles first instead of dispatching blind.
+            # Recorded, escalated: no later delivery may act on it (a person decides).
+            reason = refused or (
+                answer.reason if isinstance(answer, Undeterminable) else "undeterminable"
+            )
             item = self._new_item(
                 request,
                 attempt,
                 now,
                 status=LedgerStatus.UNKNOWN,
                 attempts=0,
-                error=OutcomeUnknown(answer.reason).to_record(),
+                error=OutcomeUnknown(reason).to_record(),
                 owner=False,
+                first_dispatch_at=since,
+                escalated=True,
             )
         existing = self._put_new(item)
         if existing is not None:  # someone wrote it meanwhile: let the caller decide again
             raise ActionPending(f"action {request.key} changed during reconciliation; retry")
         written = LedgerRecord.from_item(item)
-        if isinstance(answer, Absent):
-            return _retry(written, budget)
         if isinstance(answer, Found):
             self._observe(Decision.RECONCILED, request, written)
             return ReconcileDecision(
@@ -1303,10 +1437,11 @@ class ActionLedger:
                 written.attempts,
                 budget,
             )
+        if written.status is LedgerStatus.IN_PROGRESS:
+            return _retry(written, budget)
         self._observe(Decision.UNKNOWN, request, written)
-        return ReconcileDecision(
-            "ESCALATE", f"outcome cannot be determined: {answer.reason}", None, 0, budget
-        )
+        reason = refused or f"outcome cannot be determined: {getattr(answer, 'reason', '')}"
+        return ReconcileDecision("ESCALATE", reason, None, 0, budget)
 
     def _new_item(
         self,
@@ -1323,10 +1458,13 @@ class ActionLedger:
         owner: bool = True,
         carried: LedgerRecord | None = None,
         reconcile_rounds: int = 0,
+        first_dispatch_at: float | None = None,
+        escalated: bool = False,
     ) -> dict[str, Any]:
         """A whole record. `carried`: the record it replaces (keeps its history fields)."""
         if carried is not None:
             reconcile_rounds = carried.reconcile_rounds
+            first_dispatch_at = carried.first_dispatch_at
         item: dict[str, Any] = {
             "action_key": {"S": request.key},
             "status": {"S": status.value},
@@ -1340,8 +1478,10 @@ class ActionLedger:
             "claimed_at": _n(now),
             "expires_at": self._expires(now),
         }
-        if carried is not None and carried.first_dispatch_at is not None:
-            item["first_dispatch_at"] = _n(carried.first_dispatch_at)
+        if first_dispatch_at is not None:
+            item["first_dispatch_at"] = _n(first_dispatch_at)
+        if escalated:
+            item["escalated_at"] = _n(now)
         if reconcile_rounds:
             item["reconcile_rounds"] = {"N": str(reconcile_rounds)}
         if owner is True:
@@ -1367,7 +1507,7 @@ class ActionLedger:
         request: ActionRequest,
         attempt: Attempt,
         exc: ClientError,
-        explain_failure: Callable[[int, dict[str, Any]], SagaError],
+        explain_failure: Callable[[Mapping[int, dict[str, Any]]], SagaError],
     ) -> ActionOutcome | LedgerRecord:
         """The replayed outcome, or an open record nobody holds (the caller takes it over);
         everything else is raised."""
@@ -1396,12 +1536,16 @@ class ActionLedger:
             if record is None:
                 raise TransientError(f"action {request.key}: record vanished; retry") from exc
             return self._decide_existing_for_transaction(request, attempt, record)
-        for index, reason in enumerate(reasons[1:]):
-            if reason.get("Code") == "ConditionalCheckFailed":
-                error = explain_failure(index, reason)
-                if isinstance(error, BusinessRejection):
-                    return self.record_failure(request, attempt, error)
-                raise error from exc
+        failed = {
+            index: reason
+            for index, reason in enumerate(reasons[1:])
+            if reason.get("Code") == "ConditionalCheckFailed"
+        }
+        if failed:
+            error = explain_failure(failed)
+            if isinstance(error, BusinessRejection):
+                return self.record_failure(request, attempt, error)
+            raise error from exc
         codes = ", ".join(str(reason.get("Code")) for reason in reasons)
         raise TransientError(
             f"ledger transaction for {request.key} cancelled ({codes}); nothing was written"
@@ -1411,7 +1555,7 @@ class ActionLedger:
         self, request: ActionRequest, attempt: Attempt, record: LedgerRecord
     ) -> ActionOutcome | LedgerRecord:
         decision = self._decide(request, attempt, record)
-        if decision in (Decision.TAKEOVER, Decision.RESUME_RELEASED):
+        if decision in _TAKEOVERS:
             # The effect commits only with a COMPLETED record, so an open record that nobody
             # holds (a reconcile's placeholder, an UNKNOWN) proves it has not happened.
             return record
@@ -1530,6 +1674,15 @@ def _from_dynamo(value: Any) -> Any:
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _escalated_text(key: str, record: LedgerRecord) -> str:
+    reason = (record.error or {}).get("message") or "the outcome could not be established"
+    at = _iso(record.escalated_at or 0)
+    return (
+        f"action {key} was escalated to a person at {at} ({reason}); it is never dispatched "
+        "automatically again"
+    )
 
 
 def _optional_str(value: Any) -> str | None:

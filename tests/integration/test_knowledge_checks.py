@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from saga.errors import BudgetExhausted, OutcomeUnknown, ReplayWindowExpired
+from saga.errors import BudgetExhausted, OutcomeUnknown
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
 from saga.tools.reconcile import reconcile_action
@@ -89,14 +89,25 @@ def test_late_replay_long_after_the_token_window_is_stopped_by_the_ledger(env: T
     assert len(env.reservations(case.case_id)) == 1
 
 
-def test_replay_after_retention_is_refused_not_executed(env: ToolsEnv) -> None:
+def test_replay_after_retention_is_never_executed_again(env: ToolsEnv) -> None:
+    """Past its retention the COMPLETED record still says what happened (TTL deletion lags):
+    the replay returns it. Once TTL has deleted it, the reservation item itself refuses a second
+    reservation, and the delivery goes to reconciliation instead of reporting out-of-stock."""
     case = make_case()
     delivery = Delivery("ReserveStock", case.case_id)
-    env.reserve(case, delivery.next())
+    first = env.reserve(case, delivery.next())
     env.clock.advance(env.policy.retention_seconds + 1)  # TTL deletion has not happened yet
-    with pytest.raises(ReplayWindowExpired):
+    replayed = env.reserve(case, delivery.next())
+    assert replayed.replayed and replayed.result == first.result
+    assert env.available("SKU-RED-MUG") == 99
+
+    env.client.delete_item(  # what DynamoDB's TTL does to it, eventually
+        TableName=env.names["LEDGER_TABLE"], Key={"action_key": {"S": first.action_key}}
+    )
+    with pytest.raises(OutcomeUnknown, match="already exists without a ledger record"):
         env.reserve(case, delivery.next())
     assert env.available("SKU-RED-MUG") == 99
+    assert len(env.reservations(case.case_id)) == 1
 
 
 def release(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-untyped-def]

@@ -16,7 +16,6 @@ from saga.errors import (
     KeyConflict,
     OutcomeUnknown,
     RefundRejected,
-    ReplayWindowExpired,
     TransientError,
 )
 from saga.ledger import ActionLedger, Attempt, EffectResult, LedgerPolicy, LedgerStatus
@@ -408,26 +407,45 @@ def test_transient_error_gives_the_lease_up_and_the_next_delivery_dispatches(
 
 
 # --- expires_at passed: late replay ---------------------------------------------------------
-@pytest.mark.parametrize("state", ["completed", "in_progress"])
-def test_late_replay_after_retention_is_rejected_and_never_executes(
-    state: str,
+def test_a_completed_record_past_its_retention_is_replayed_never_executed(
     ledger: ActionLedger,
     downstream: CountingDownstream,
     clock: FakeClock,
     observer: RecordingObserver,
 ) -> None:
-    if state == "completed":
-        deliver(ledger, downstream, "first")
-    else:
-        crash_after_claim(ledger, "first")
-    effects_before = len(downstream.effects)
+    first = deliver(ledger, downstream, "first")
     clock.advance(7 * 86400 + 1)  # moto, like DynamoDB for days, has not deleted the item
 
-    with pytest.raises(ReplayWindowExpired, match="no longer protects"):
-        deliver(ledger, downstream, "late", reconcile=lambda: pytest.fail("no reconcile"))
+    late = deliver(ledger, downstream, "late", reconcile=lambda: pytest.fail("no reconcile"))
 
-    assert len(downstream.effects) == effects_before
-    assert observer.decisions[-1] == "late_replay"
+    assert late.replayed and late.result == first.result
+    assert len(downstream.effects) == 1
+    assert observer.decisions[-1] == "replayed"
+
+
+@pytest.mark.parametrize("dispatched", [False, True])
+def test_an_open_record_past_its_retention_is_taken_over_and_looked_up_first(
+    dispatched: bool,
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    clock: FakeClock,
+    observer: RecordingObserver,
+) -> None:
+    """An expired record may vanish under the delivery (TTL), so it is never acted on blind:
+    the delivery takes it over (renewing it) and asks the downstream first."""
+    if dispatched:  # the crashed delivery had sent the refund
+        downstream.refund(refund_request().action_id, 2000)
+    crash_after_claim(ledger, "first")
+    clock.advance(7 * 86400 + 1)  # moto, like DynamoDB for days, has not deleted the item
+
+    outcome = deliver(ledger, downstream, "late")
+
+    assert "late_replay" in observer.decisions
+    assert downstream.lookups == 1  # before anything was sent
+    assert len(downstream.effects) == 1  # one refund, whoever made it
+    assert outcome.reconciled is dispatched
+    record = ledger.get(refund_request().key)
+    assert record is not None and record.expires_at > clock()  # renewed
 
 
 # --- budget ---------------------------------------------------------------------------------
@@ -466,25 +484,37 @@ def test_budget_survives_a_redrive_that_resets_the_workflow_retry_counter(
     assert observer.decisions[-1] == "budget_exhausted"
 
 
-def test_budget_exhausted_on_takeover_does_not_reconcile_or_dispatch(
+@pytest.mark.parametrize("dispatched", [False, True])
+def test_budget_exhausted_on_takeover_looks_up_but_never_dispatches(  # noqa: PLR0917
+    dispatched: bool,
     dynamodb: Any,
     ledger_table: str,
     downstream: CountingDownstream,
     clock: FakeClock,
     observer: RecordingObserver,
 ) -> None:
+    """With the budget spent nothing is sent again; a lookup has no effect, so it still settles
+    an action that did happen (a compensation can then finish instead of failing for good)."""
     ledger = ActionLedger(
         ledger_table, dynamodb, LedgerPolicy(attempt_budget=1), clock=clock, observer=observer
     )
+    if dispatched:
+        downstream.refund(refund_request().action_id, 2000)
     crash_after_claim(ledger, "first")
     clock.advance(REMAINING + 31)
 
-    with pytest.raises(BudgetExhausted):
-        deliver(ledger, downstream, "second", reconcile=lambda: pytest.fail("no reconcile"))
+    if dispatched:
+        outcome = deliver(ledger, downstream, "second")
+        assert outcome.reconciled and outcome.attempts == 1
+    else:
+        with pytest.raises(BudgetExhausted):
+            deliver(ledger, downstream, "second")
 
-    assert downstream.effects == []
+    assert downstream.lookups == 1
+    assert len(downstream.effects) == int(dispatched)  # nothing sent by the second delivery
     record = ledger.get(refund_request().key)
-    assert record is not None and record.attempts == 1 and record.owner == "first"
+    assert record is not None and record.attempts == 1
+    assert record.status is (LedgerStatus.COMPLETED if dispatched else LedgerStatus.IN_PROGRESS)
 
 
 # --- a worker that lost its lease never overwrites the new owner ---------------------------

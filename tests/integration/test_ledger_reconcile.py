@@ -127,14 +127,23 @@ def test_no_record_found_downstream_writes_completed(
     assert replay.replayed and len(downstream.effects) == 1
 
 
-def test_no_record_undeterminable_leaves_an_unknown_record_so_delivery_reconciles_first(
+def test_no_record_undeterminable_leaves_an_escalated_unknown_no_late_delivery_acts_on(
     ledger: ActionLedger, downstream: CountingDownstream
 ) -> None:
+    """ESCALATE hands the action to a person: a delivery that claims only now (it was slow
+    before its claim, the task already timed out) must not act behind their back."""
     decision = ledger.reconcile(REQUEST, Attempt("r1", 30), reconcile=downstream.cannot_tell())
     assert decision.decision == "ESCALATE"
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.status is LedgerStatus.UNKNOWN and record.escalated_at
 
-    downstream.refund(REF, 2000)  # it had happened after all
-    outcome = ledger.execute(
-        REQUEST, Attempt("a1", 30), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
-    )
-    assert outcome.reconciled and len(downstream.effects) == 1
+    with pytest.raises(OutcomeUnknown, match="escalated to a person"):
+        ledger.execute(
+            REQUEST,
+            Attempt("late", 30),
+            effect=downstream.effect(REF),
+            reconcile=downstream.lookup(REF),
+        )
+    assert downstream.effects == [] and downstream.lookups == 1  # the reconcile's own lookup
+    again = ledger.reconcile(REQUEST, Attempt("r2", 30), reconcile=downstream.lookup(REF))
+    assert again.decision == "ESCALATE" and downstream.lookups == 1  # the same answer

@@ -187,7 +187,7 @@ def test_a_native_transaction_after_the_decision_commits_nothing(
             Attempt("redrive-1", 30),
             effect_items=[effect],  # type: ignore[list-item]
             result={"ok": True},
-            explain_failure=lambda index, reason: TransientError(str(reason)),
+            explain_failure=lambda failed: TransientError(str(failed)),
         )
 
     assert ledger.get("effect-of-the-transaction") is None

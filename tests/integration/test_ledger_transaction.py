@@ -7,6 +7,7 @@ means the stock went down once and one reservation exists.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -15,7 +16,6 @@ from saga.errors import (
     ActionPending,
     KeyConflict,
     OutOfStock,
-    ReplayWindowExpired,
     SagaError,
     TransientError,
 )
@@ -83,10 +83,10 @@ def reserve(ledger: ActionLedger, request: ActionRequest, attempt_id: str, quant
         },
     ]
 
-    def explain(index: int, reason: dict[str, Any]) -> SagaError:
-        if index == 0:
-            return OutOfStock(f"not enough SKU-RED-MUG for {quantity}")
-        return TransientError(f"reservation item {index} exists: {reason.get('Code')}")
+    def explain(failed: Mapping[int, dict[str, Any]]) -> SagaError:
+        if 1 in failed:
+            return TransientError(f"reservation item 1 exists: {failed[1].get('Code')}")
+        return OutOfStock(f"not enough SKU-RED-MUG for {quantity}")
 
     return ledger.execute_transaction(
         request,
@@ -189,12 +189,14 @@ def test_native_business_failure_is_recorded_failed_and_replayed(
     assert stock() == 3
 
 
-def test_native_late_replay_is_rejected(ledger: ActionLedger, stock: Any, clock: FakeClock) -> None:
+def test_native_late_replay_returns_the_record_and_reserves_nothing(
+    ledger: ActionLedger, stock: Any, clock: FakeClock
+) -> None:
     request = reserve_request()
-    reserve(ledger, request, "a1", 1)
-    clock.advance(7 * 86400 + 1)
-    with pytest.raises(ReplayWindowExpired):
-        reserve(ledger, request, "a2", 1)
+    first = reserve(ledger, request, "a1", 1)
+    clock.advance(7 * 86400 + 1)  # past the retention; TTL has not deleted it yet
+    late = reserve(ledger, request, "a2", 1)
+    assert late.replayed and late.result == first.result
     assert stock() == 2
 
 

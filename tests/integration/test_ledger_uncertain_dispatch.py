@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from saga.errors import OutcomeUnknown, ReplayWindowExpired, TransientError
+from saga.errors import OutcomeUnknown, TransientError
 from saga.ledger import (
     ActionLedger,
     Attempt,
@@ -160,8 +160,9 @@ def test_an_abandoned_lease_counts_as_a_possible_dispatch(
 ) -> None:
     """A worker that dies after sending leaves only its lease: once the provider's key window
     since that claim has passed, "not found" cannot allow a re-attempt."""
-    claimed_at, existing = ledger._claim(REQUEST, attempt("crashed"))
+    held, existing = ledger._claim(REQUEST, attempt("crashed"))
     assert existing is None
+    claimed_at = held.claimed_at
     clock.advance(KEY_RETENTION + 60)
     decision = ledger.reconcile(
         REQUEST,
@@ -225,10 +226,6 @@ def test_reconciliation_settles_an_expired_record_and_renews_it(
             reconcile=downstream.lookup(REF),
         )
     clock.advance(policy.retention_seconds + 1)
-    with pytest.raises(ReplayWindowExpired):  # an expired record is never executed
-        ledger.execute(
-            REQUEST, attempt("d2"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
-        )
 
     decision = ledger.reconcile(REQUEST, attempt("reconcile-1"), reconcile=downstream.lookup(REF))
     assert (decision.decision, decision.reason) == ("RESUME", "found at the downstream")
@@ -241,6 +238,25 @@ def test_reconciliation_settles_an_expired_record_and_renews_it(
     assert again.decision == "RESUME" and again.outcome is not None
     assert again.outcome.result == record.result
     assert len(downstream.effects_for(REF)) == 1
+
+
+def test_a_late_delivery_on_an_expired_open_record_looks_it_up_and_never_sends(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
+) -> None:
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(
+            REQUEST,
+            attempt("d1"),
+            effect=downstream.lose_response(REF),
+            reconcile=downstream.lookup(REF),
+        )
+    clock.advance(policy.retention_seconds + 1)  # expired, not yet deleted by TTL
+    outcome = ledger.execute(
+        REQUEST, attempt("d2"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
+    )
+    assert outcome.reconciled and len(downstream.effects_for(REF)) == 1
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.expires_at == int(clock()) + policy.retention_seconds
 
 
 def test_a_stale_owner_cannot_write_over_the_live_new_owner(

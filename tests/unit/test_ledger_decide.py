@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -72,8 +73,18 @@ def decision(
         (record(lease_expires_at=NOW), Decision.TAKEOVER),  # a lease ending now is expired
         (record(status=LedgerStatus.UNKNOWN, lease_expires_at=NOW + 999), Decision.TAKEOVER),
         (record(owner=None, lease_expires_at=NOW), Decision.RESUME_RELEASED),
-        (record(status=LedgerStatus.COMPLETED, expires_at=int(NOW)), Decision.LATE_REPLAY),
+        # a closed record says what happened, past its retention too
+        (record(status=LedgerStatus.COMPLETED, expires_at=int(NOW)), Decision.REPLAYED),
+        (record(status=LedgerStatus.FAILED, expires_at=int(NOW)), Decision.RECORDED_FAILURE),
+        # an open one past its retention is taken over and looked up first
         (record(expires_at=int(NOW) - 1, lease_expires_at=NOW - 5), Decision.LATE_REPLAY),
+        (record(owner=None, lease_expires_at=NOW, expires_at=int(NOW)), Decision.LATE_REPLAY),
+        # a given-back lease resumes without a lookup only if no delivery may have sent
+        (record(owner=None, lease_expires_at=NOW, first_dispatch_at=NOW - 9), Decision.TAKEOVER),
+        (record(owner=None, lease_expires_at=NOW, legacy=True), Decision.TAKEOVER),
+        # reconciliation escalated it: no delivery acts on it any more
+        (record(status=LedgerStatus.UNKNOWN, escalated_at=NOW - 1), Decision.ESCALATED),
+        (record(owner=None, lease_expires_at=NOW, escalated_at=NOW - 1), Decision.ESCALATED),
         (record(lease_expires_at=NOW - 1, attempts=3), Decision.BUDGET_EXHAUSTED),
         (record(status=LedgerStatus.UNKNOWN, attempts=3), Decision.BUDGET_EXHAUSTED),
         (record(owner=None, attempts=3), Decision.BUDGET_EXHAUSTED),
@@ -156,8 +167,8 @@ REQUEST = ActionRequest("acme", "reserve", "case-1.reserve", DIGEST, "case-1")
 
 
 def _transact(ledger: ActionLedger) -> Any:
-    def explain(index: int, reason: dict[str, Any]) -> SagaError:
-        return OutOfStock(f"item {index}")
+    def explain(failed: Mapping[int, dict[str, Any]]) -> SagaError:
+        return OutOfStock(f"item {min(failed)}")
 
     return ledger.execute_transaction(
         REQUEST, Attempt("a1", 10), effect_items=[], result={}, explain_failure=explain
@@ -270,7 +281,7 @@ def test_transaction_token_differs_per_delivery_so_a_retry_is_decided_by_the_led
             Attempt(attempt_id, 10),
             effect_items=[],
             result={},
-            explain_failure=lambda index, reason: OutOfStock("x"),
+            explain_failure=lambda failed: OutOfStock("x"),
         )
     first, same_delivery, next_delivery = client.tokens
     assert first == same_delivery  # an SDK retry of one delivery stays idempotent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -188,10 +189,26 @@ def reconcile_by_reference(
 
 # --- attempts and results -----------------------------------------------------------------------
 def make_attempt(info: AttemptInfo, request_id: str, remaining_millis: int) -> Attempt:
-    """One delivery: the lease owner id and the time it has left (which sizes the lease)."""
+    """One delivery: the lease owner id, the time it has left (which sizes the lease) and when
+    its execution started."""
     return Attempt(
-        attempt_id=info.attempt_id(request_id), remaining_seconds=max(remaining_millis, 0) / 1000
+        attempt_id=info.attempt_id(request_id),
+        remaining_seconds=max(remaining_millis, 0) / 1000,
+        execution_started_at=_epoch(info.started),
     )
+
+
+def _epoch(timestamp: str | None) -> float | None:
+    """`$states.context.Execution.StartTime` (ISO 8601) as epoch seconds; None if absent."""
+    if timestamp is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None  # not worth failing a delivery over: the age rule just does not apply
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
 
 
 def step_result(outcome: ActionOutcome) -> StepResult:

@@ -10,6 +10,7 @@ the tool and DynamoDB would: before it (nothing written) or after it (written, a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +96,7 @@ def reserve_stock(
         effect_items=_reservation_items(tables, case, reservation_id),
         result=reservation_result(reservation_id, sku, quantity),
         downstream_ref=reservation_id,
-        explain_failure=lambda index, reason: _explain_failure(case, index, reason),
+        explain_failure=lambda failed: _explain_failure(case, failed),
     )
     if fault == LOSE_RESPONSE:
         raise OutcomeUnknown(
@@ -155,15 +156,15 @@ def _reservation_items(
     ]
 
 
-def _explain_failure(case: Case, index: int, reason: dict[str, Any]) -> SagaError:
+def _explain_failure(case: Case, failed: Mapping[int, dict[str, Any]]) -> SagaError:
+    """The reservation item checked first: if it exists, an earlier delivery reserved (its
+    ledger record expired or is missing), whatever the stock says now."""
     sku, quantity = case.reserve.sku, case.reserve.quantity
-    if index == 0:
-        old = reason.get("Item") or {}
-        if "available" not in old:
-            return OutOfStock(f"SKU {sku} is not stocked; {quantity} requested")
-        return OutOfStock(f"SKU {sku}: {old['available']['N']} available, {quantity} requested")
-    # The reservation exists but the ledger had no record of it (e.g. the record was deleted
-    # after its retention): the effect happened once already, reconciliation will find it.
-    return OutcomeUnknown(
-        f"reservation for {case.case_id} already exists without a ledger record; reconcile it"
-    )
+    if 1 in failed:
+        return OutcomeUnknown(
+            f"reservation for {case.case_id} already exists without a ledger record; reconcile it"
+        )
+    old = failed[0].get("Item") or {}
+    if "available" not in old:
+        return OutOfStock(f"SKU {sku} is not stocked; {quantity} requested")
+    return OutOfStock(f"SKU {sku}: {old['available']['N']} available, {quantity} requested")
