@@ -405,6 +405,28 @@ def test_each_function_gets_only_its_tables_actions_and_environment(
         assert ("ESCALATION_QUEUE_URL" in variables) is spec.escalation_queue
 
 
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_each_function_gets_exactly_the_environment_its_model_declares(
+    synthesized: Synthesized, synthesized_without_sandbox: Synthesized, sandbox: bool
+) -> None:
+    """One place names the variables: the function's model (saga.settings). The template holds
+    exactly them (the sandbox tables only with the sandbox), and each function's environment,
+    its references resolved, passes the validation the function runs on entry."""
+    synth = synthesized if sandbox else synthesized_without_sandbox
+    functions = synth.saga.stack.tools.functions
+    sandbox_only = {TABLE_VARIABLES[t] for t in ("payments", "shipments", "sandbox")}
+    for spec in TOOL_SPECS:
+        props = synth.resources("AWS::Lambda::Function")[
+            synth.logical_id(functions[spec.construct_id])
+        ]["Properties"]
+        variables = props["Environment"]["Variables"]
+        declared = set(spec.environment.variables())
+        assert set(variables) == (declared if sandbox else declared - sandbox_only), spec
+        resolved = {k: v if isinstance(v, str) else f"resolved-{k}" for k, v in variables.items()}
+        env = spec.environment.from_env(resolved)
+        assert env.powertools_service_name == spec.service
+
+
 def test_functions_are_arm64_traced_json_logged_with_explicit_log_groups(
     synthesized: Synthesized,
 ) -> None:

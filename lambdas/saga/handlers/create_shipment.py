@@ -8,6 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics, tracer
+from saga.settings import CreateShipmentEnvironment
 from saga.tools.ship import create_shipment
 from saga.tools.wiring import Runtime, attempt_of
 
@@ -20,7 +21,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     case = payload.case
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
-    runtime = Runtime.from_env()
+    runtime = Runtime.from_env(CreateShipmentEnvironment)
     result = create_shipment(
         case,
         attempt_of(payload.attempt, context),

@@ -8,6 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics, tracer
+from saga.settings import ReleaseReservationEnvironment
 from saga.tools.release import release_reservation
 from saga.tools.wiring import Runtime, attempt_of
 
@@ -20,7 +21,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     case = payload.case
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
-    runtime = Runtime.from_env()
+    runtime = Runtime.from_env(ReleaseReservationEnvironment)
     result = release_reservation(
         case,
         attempt_of(payload.attempt, context),

@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from saga.cases import OwningExecution
 from saga.models import ValidatePayload, parse_model
 from saga.observability import logger, metrics, tracer
+from saga.settings import ValidateCaseEnvironment
 from saga.tools.validate import validate_case
 from saga.tools.wiring import Runtime
 
@@ -19,10 +20,10 @@ from saga.tools.wiring import Runtime
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(ValidatePayload, event, what="ValidateCase payload")
-    runtime = Runtime.from_env()
+    runtime = Runtime.from_env(ValidateCaseEnvironment)
     result = validate_case(
         payload.case,
-        tenants=runtime.settings.tenants,
+        tenants=runtime.tenants,
         cases=runtime.cases(),
         execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
     )
