@@ -27,7 +27,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,7 +47,10 @@ HANDLERS = (
 )
 
 # What each handler's first invocation builds after the import (no request is sent).
-_RUNTIME = "from saga.tools.wiring import Runtime\nruntime = Runtime.from_env()\nruntime.client\n"
+_RUNTIME = (
+    "from saga import settings\nfrom saga.tools.wiring import Runtime\n"
+    "runtime = Runtime.from_env(getattr(settings, {model!r}))\nruntime.client\n"
+)
 _DOWNSTREAM = "runtime.downstream_client\n"
 FIRST_CLIENTS: Mapping[str, str] = {
     "validate_case": _RUNTIME,
@@ -79,14 +83,13 @@ import importlib
 module = importlib.import_module({module!r})
 {first_clients}
 elapsed = time.perf_counter() - start
-new = set(sys.modules) - before
+new = sorted(set(sys.modules) - before)
 import json
-xray = any(m.startswith("aws_xray_sdk") for m in new)
-print(json.dumps({{"seconds": elapsed, "modules": len(new), "xray": xray}}))
+print(json.dumps({{"seconds": elapsed, "modules": new}}))
 """
 
-# A Lambda-like environment: no credentials lookup reaches anything, no request is made.
-LAMBDA_ENVIRONMENT: Mapping[str, str] = {
+# The runtime's part of a Lambda environment; each function's own part comes from its model.
+LAMBDA_RUNTIME_ENVIRONMENT: Mapping[str, str] = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
@@ -95,24 +98,45 @@ LAMBDA_ENVIRONMENT: Mapping[str, str] = {
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
     "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
     "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
-    "POWERTOOLS_METRICS_NAMESPACE": "ReplacementOrderSaga-bench",
-    "POWERTOOLS_LOG_LEVEL": "INFO",
-    "LEDGER_TABLE": "bench-ledger",
-    "CASES_TABLE": "bench-cases",
-    "INVENTORY_TABLE": "bench-inventory",
-    "RESERVATIONS_TABLE": "bench-reservations",
-    "PAYMENTS_TABLE": "bench-payments",
-    "SHIPMENTS_TABLE": "bench-shipments",
-    "SANDBOX_TABLE": "bench-sandbox",
-    "ESCALATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/bench",
-    "STUCK_GRACE_SECONDS": "300",
-    "TENANTS": '{"acme": ["supervisor@acme"]}',
-    "LEASE_MARGIN_SECONDS": "10",
-    "ATTEMPT_BUDGET": "8",
-    "RETENTION_SECONDS": "2592000",
-    "PAYMENT_KEY_RETENTION_SECONDS": "86400",
-    "DOWNSTREAM_TIMEOUT_SECONDS": "5",
 }
+
+
+@dataclass(frozen=True)
+class Function:
+    model: str  # its environment model in saga.settings
+    environment: Mapping[str, str]
+
+
+def function_environments() -> dict[str, Function]:
+    """Each handler's environment as the stack renders it (its model, cdk.json's values, a
+    stand-in name for each table and the queue)."""
+    from saga.settings import TABLES, table_field
+    from stacks.config import SagaConfig
+    from stacks.constructs.tools import TOOL_SPECS
+    from stacks.saga_stack import PROJECT_ROOT as STACK_ROOT
+
+    context = json.loads((STACK_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    config = SagaConfig.from_mapping(context)
+    values = {
+        "powertools_metrics_namespace": "ReplacementOrderSaga-bench",
+        "powertools_log_level": config.functions.log_level,
+        "attempt_budget": config.ledger.attempt_budget,
+        "retention_seconds": config.ledger.retention_seconds,
+        "lease_margin_seconds": config.ledger.lease_margin_seconds,
+        "payment_key_retention_seconds": config.payment_key_retention_hours * 3600,
+        "downstream_timeout_seconds": config.downstream_timeout_seconds,
+        "tenants": config.tenants,
+        "escalation_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/bench",
+        "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
+        **{table_field(t): f"bench-{t}" for t in TABLES},
+    }
+    return {
+        spec.handler.split(".")[-2]: Function(
+            spec.environment.__name__,
+            spec.environment.render({**values, "powertools_service_name": spec.service}),
+        )
+        for spec in TOOL_SPECS
+    }
 
 
 @dataclass(frozen=True)
@@ -125,17 +149,20 @@ class ColdStart:
 
 
 @dataclass(frozen=True)
-class _Run:
+class ColdStartRun:
     seconds: float
-    modules: int
-    xray: bool
+    modules: frozenset[str]  # imported by the timed part
+
+    @property
+    def xray(self) -> bool:
+        return any(m.split(".")[0] == "aws_xray_sdk" for m in self.modules)
 
 
-def _environment(subject: str) -> dict[str, str]:
+def _environment(subject: str, function: Function | None) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "SYSTEMROOT"}}
-    env = {**keep, **LAMBDA_ENVIRONMENT}
+    own = function.environment if function is not None else {}
+    env = {**keep, **LAMBDA_RUNTIME_ENVIRONMENT, **own}
     env["AWS_LAMBDA_FUNCTION_NAME"] = f"bench-{subject}"
-    env["POWERTOOLS_SERVICE_NAME"] = subject.replace("_", "-")
     env["_HANDLER"] = f"{_module(subject)}.handler"
     # Nothing may reach a real account or read a developer's configuration.
     env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
@@ -146,17 +173,21 @@ def _module(subject: str) -> str:
     return "bare_handler" if subject == BARE else f"saga.handlers.{subject}"
 
 
-def child_code(subject: str) -> str:
-    first = BARE_FIRST_CLIENT if subject == BARE else FIRST_CLIENTS[subject]
+def child_code(subject: str, function: Function | None) -> str:
+    if function is None:
+        first = BARE_FIRST_CLIENT
+    else:
+        first = FIRST_CLIENTS[subject].replace("{model!r}", repr(function.model))
     return _CHILD.format(module=_module(subject), first_clients=first)
 
 
-def _run_once(subject: str, bare_dir: Path) -> _Run:
+def run_cold_start(subject: str, bare_dir: Path, function: Function | None) -> ColdStartRun:
+    """One fresh interpreter: the subject's import and first clients."""
     cwd = bare_dir if subject == BARE else LAMBDAS_DIR
     done = subprocess.run(
-        [sys.executable, "-c", child_code(subject)],
+        [sys.executable, "-c", child_code(subject, function)],
         cwd=cwd,
-        env=_environment(subject),
+        env=_environment(subject, function),
         capture_output=True,
         text=True,
         check=False,
@@ -165,20 +196,29 @@ def _run_once(subject: str, bare_dir: Path) -> _Run:
     if done.returncode != 0:
         raise RuntimeError(f"cold start of {subject} failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return _Run(float(result["seconds"]), int(result["modules"]), bool(result["xray"]))
+    return ColdStartRun(float(result["seconds"]), frozenset(result["modules"]))
+
+
+@contextmanager
+def bare_handler_dir() -> Iterator[Path]:
+    """A directory with the bare handler module, its bytecode written (as saga's is)."""
+    with tempfile.TemporaryDirectory(prefix="bench-coldstart-") as tmp:
+        bare_dir = Path(tmp)
+        (bare_dir / "bare_handler.py").write_text(BARE_HANDLER, encoding="utf-8")
+        run_cold_start(BARE, bare_dir, None)
+        yield bare_dir
 
 
 def measure_cold_starts(runs: int, subjects: tuple[str, ...] = HANDLERS) -> list[ColdStart]:
     """`runs` fresh interpreters per subject, alternating; the bare handler first."""
     order = (BARE, *subjects)
-    samples: dict[str, list[_Run]] = {s: [] for s in order}
-    with tempfile.TemporaryDirectory(prefix="bench-coldstart-") as tmp:
-        bare_dir = Path(tmp)
-        (bare_dir / "bare_handler.py").write_text(BARE_HANDLER, encoding="utf-8")
-        _run_once(BARE, bare_dir)  # writes the bare module's bytecode, as saga's already is
+    functions = function_environments()
+    samples: dict[str, list[ColdStartRun]] = {s: [] for s in order}
+    with bare_handler_dir() as bare_dir:
         for _ in range(runs):
             for subject in order:
-                samples[subject].append(_run_once(subject, bare_dir))
+                function = functions.get(subject)
+                samples[subject].append(run_cold_start(subject, bare_dir, function))
     bare = statistics.median(r.seconds for r in samples[BARE])
     results = []
     for subject in order:
@@ -187,7 +227,7 @@ def measure_cold_starts(runs: int, subjects: tuple[str, ...] = HANDLERS) -> list
             ColdStart(
                 subject=_module(subject) if subject != BARE else BARE,
                 median_ms=round(median * 1000, 1),
-                modules=max(r.modules for r in samples[subject]),
+                modules=max(len(r.modules) for r in samples[subject]),
                 xray_imported=any(r.xray for r in samples[subject]),
                 ratio=round(median / bare, 2),
             )

@@ -8,14 +8,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.models import OutcomePayload, parse_model, verify_approval
-from saga.observability import logger, metrics, tracer
+from saga.observability import logger, metrics
 from saga.settings import RecordOutcomeEnvironment
 from saga.tools.outcome import record_outcome
 from saga.tools.wiring import Runtime
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(OutcomePayload, event, what="RecordOutcome payload")

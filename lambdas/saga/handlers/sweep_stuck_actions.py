@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from saga.aws import dynamodb_client
-from saga.observability import logger, metrics, tracer
+from saga.observability import logger, metrics
 from saga.settings import SweepStuckActionsEnvironment
 from saga.tools.sweeper import StuckActionSweeper
 
@@ -24,7 +24,6 @@ SQS_CONFIG = Config(
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     env = SweepStuckActionsEnvironment.from_env()
