@@ -351,6 +351,10 @@ def _policy_statements(synth: Synthesized) -> dict[str, list[dict[str, Any]]]:
     return by_role
 
 
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
 def _actions(statement: dict[str, Any]) -> list[str]:
     actions = statement["Action"]
     return [actions] if isinstance(actions, str) else list(actions)
@@ -386,16 +390,18 @@ def test_each_function_gets_only_its_tables_actions_and_environment(
             dynamo = [a for a in _actions(statement) if a.startswith("dynamodb:")]
             if not dynamo:
                 continue
-            resource = statement["Resource"]
-            if "Fn::Join" in resource:
-                table_ref, suffix = resource["Fn::Join"][1]
-                lid = table_ref["Fn::GetAtt"][0]
-                index = re.fullmatch(r"/index/([\w-]+)", suffix)
-                assert index, f"{spec.construct_id}: unexpected resource {resource}"
-                key = (table_of_logical_id[lid], index.group(1))
-            else:
-                key = (table_of_logical_id[resource["Fn::GetAtt"][0]], None)
-            granted.setdefault(key, set()).update(dynamo)
+            # One statement may name several resources (the minimizePolicies feature flag
+            # merges statements with the same actions).
+            for resource in _as_list(statement["Resource"]):
+                if "Fn::Join" in resource:
+                    table_ref, suffix = resource["Fn::Join"][1]
+                    lid = table_ref["Fn::GetAtt"][0]
+                    index = re.fullmatch(r"/index/([\w-]+)", suffix)
+                    assert index, f"{spec.construct_id}: unexpected resource {resource}"
+                    key = (table_of_logical_id[lid], index.group(1))
+                else:
+                    key = (table_of_logical_id[resource["Fn::GetAtt"][0]], None)
+                granted.setdefault(key, set()).update(dynamo)
         expected = {(a.table, a.index): set(a.actions) for a in spec.access if a.actions}
         assert granted == expected, spec.construct_id
         variables = props["Environment"]["Variables"]
