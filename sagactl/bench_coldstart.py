@@ -11,11 +11,11 @@ Lambda-like environment: function name set, so Powertools behaves as on AWS; fak
   (the same calls the handler makes: `Runtime` and its DynamoDB clients, the sweeper's SQS
   client), without any request.
 
-Runs alternate between the subjects (bare, handler, handler, ..., bare, ...) so that a slow
-moment of a shared machine hits them all alike, and each subject's figure is the median of its
-runs. The ratio is handler / bare, both from this one run of the benchmark. Interpreter startup
-is outside the timed part for every subject. Durations are reported, never asserted; the module
-counts are asserted in tests/unit/test_cold_start_imports.py.
+Runs alternate: every handler run follows a bare run of its own, so that a slow moment of a
+shared machine hits both alike; the ratio is the median over rounds of handler / bare of each
+pair, both from this one run of the benchmark, and the times are medians too. Interpreter
+startup is outside the timed part for every subject. Durations are reported, never asserted;
+the module counts are asserted in tests/unit/test_cold_start.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,19 +35,15 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LAMBDAS_DIR = PROJECT_ROOT / "lambdas"
 BARE = "bare"
-HANDLERS = (
-    "validate_case",
-    "reserve_stock",
-    "issue_refund",
-    "create_shipment",
-    "release_reservation",
-    "reconcile_action",
-    "record_outcome",
-    "sweep_stuck_actions",
+# Every handler module of the Lambda package.
+HANDLERS = tuple(
+    sorted(p.stem for p in (LAMBDAS_DIR / "saga" / "handlers").glob("*.py") if p.stem != "__init__")
 )
 
 # What each handler's first invocation builds after the import (no request is sent).
-_RUNTIME = (
+# What the first invocation does before the handler body: end the cold start's GC pause.
+_FIRST_INVOCATION = "from saga.coldstart import resume_collection\nresume_collection()\n"
+_RUNTIME = _FIRST_INVOCATION + (
     "from saga import settings\nfrom saga.tools.wiring import Runtime\n"
     "runtime = Runtime.from_env(getattr(settings, {model!r}))\nruntime.client\n"
 )
@@ -60,7 +56,8 @@ FIRST_CLIENTS: Mapping[str, str] = {
     "release_reservation": _RUNTIME,
     "reconcile_action": _RUNTIME + _DOWNSTREAM,
     "record_outcome": _RUNTIME,
-    "sweep_stuck_actions": (
+    "sweep_stuck_actions": _FIRST_INVOCATION
+    + (
         "from saga.aws import dynamodb_client\ndynamodb_client()\n"
         "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
     ),
@@ -78,14 +75,14 @@ BARE_FIRST_CLIENT = "module.boto3.client('dynamodb')\n"
 _CHILD = """\
 import sys, time
 before = set(sys.modules)
-start = time.perf_counter()
+start, start_cpu = time.perf_counter(), time.process_time()
 import importlib
 module = importlib.import_module({module!r})
 {first_clients}
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - start_cpu
 new = sorted(set(sys.modules) - before)
 import json
-print(json.dumps({{"seconds": elapsed, "modules": new}}))
+print(json.dumps({{"seconds": elapsed, "cpu_seconds": cpu, "modules": new}}))
 """
 
 # The runtime's part of a Lambda environment; each function's own part comes from its model.
@@ -98,6 +95,7 @@ LAMBDA_RUNTIME_ENVIRONMENT: Mapping[str, str] = {
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
     "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
     "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
+    "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001",  # never called: nothing here sends a request
 }
 
 
@@ -142,15 +140,18 @@ def function_environments() -> dict[str, Function]:
 @dataclass(frozen=True)
 class ColdStart:
     subject: str  # "bare" or the handler module
-    median_ms: float
     modules: int
     xray_imported: bool
-    ratio: float  # median / the bare handler's median (1.0 for the bare handler)
+    median_ms: float  # wall time
+    cpu_ms: float  # CPU time
+    ratio: float  # median of handler / bare wall time over adjacent pairs (1.0 for bare)
+    cpu_ratio: float  # the same for CPU time
 
 
 @dataclass(frozen=True)
 class ColdStartRun:
-    seconds: float
+    seconds: float  # wall time of the timed part
+    cpu_seconds: float  # CPU time of the same part: what it costs, without waiting for a core
     modules: frozenset[str]  # imported by the timed part
 
     @property
@@ -196,7 +197,9 @@ def run_cold_start(subject: str, bare_dir: Path, function: Function | None) -> C
     if done.returncode != 0:
         raise RuntimeError(f"cold start of {subject} failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return ColdStartRun(float(result["seconds"]), frozenset(result["modules"]))
+    return ColdStartRun(
+        float(result["seconds"]), float(result["cpu_seconds"]), frozenset(result["modules"])
+    )
 
 
 @contextmanager
@@ -210,40 +213,51 @@ def bare_handler_dir() -> Iterator[Path]:
 
 
 def measure_cold_starts(runs: int, subjects: tuple[str, ...] = HANDLERS) -> list[ColdStart]:
-    """`runs` fresh interpreters per subject, alternating; the bare handler first."""
-    order = (BARE, *subjects)
+    """`runs` rounds; in each, every handler runs right after a bare handler of its own, and its
+    ratios for that round are the pair's quotients. Each figure is the median over rounds."""
     functions = function_environments()
-    samples: dict[str, list[ColdStartRun]] = {s: [] for s in order}
+    pairs: dict[str, list[tuple[ColdStartRun, ColdStartRun]]] = {s: [] for s in subjects}
     with bare_handler_dir() as bare_dir:
         for _ in range(runs):
-            for subject in order:
-                function = functions.get(subject)
-                samples[subject].append(run_cold_start(subject, bare_dir, function))
-    bare = statistics.median(r.seconds for r in samples[BARE])
-    results = []
-    for subject in order:
-        median = statistics.median(r.seconds for r in samples[subject])
-        results.append(
-            ColdStart(
-                subject=_module(subject) if subject != BARE else BARE,
-                median_ms=round(median * 1000, 1),
-                modules=max(len(r.modules) for r in samples[subject]),
-                xray_imported=any(r.xray for r in samples[subject]),
-                ratio=round(median / bare, 2),
-            )
-        )
+            for subject in subjects:
+                baseline = run_cold_start(BARE, bare_dir, None)
+                pairs[subject].append(
+                    (baseline, run_cold_start(subject, bare_dir, functions[subject]))
+                )
+    bare = [b for runs_ in pairs.values() for b, _ in runs_]
+    results = [_summary(BARE, bare, [(b, b) for b in bare])]
+    results += [_summary(s, [r for _, r in pairs[s]], pairs[s]) for s in subjects]
     return results
+
+
+def _summary(
+    subject: str, runs: list[ColdStartRun], pairs: list[tuple[ColdStartRun, ColdStartRun]]
+) -> ColdStart:
+    def median(values: Iterable[float]) -> float:
+        return statistics.median(values)
+
+    return ColdStart(
+        subject=BARE if subject == BARE else _module(subject),
+        modules=max(len(r.modules) for r in runs),
+        xray_imported=any(r.xray for r in runs),
+        median_ms=round(median(r.seconds for r in runs) * 1000, 1),
+        cpu_ms=round(median(r.cpu_seconds for r in runs) * 1000, 1),
+        ratio=round(median(r.seconds / b.seconds for b, r in pairs), 2),
+        cpu_ratio=round(median(r.cpu_seconds / b.cpu_seconds for b, r in pairs), 2),
+    )
 
 
 def format_cold_starts(results: list[ColdStart], runs: int) -> str:
     lines = [
-        f"cold start: import + first clients, median of {runs} fresh interpreters each",
-        f"{'handler':<40} {'modules':>7} {'median ms':>9} {'x bare':>6} {'X-Ray SDK':>9}",
+        f"cold start: import + first clients; medians of {runs} rounds, each handler paired with",
+        "a bare boto3 handler run just before it; x bare = median of the pairs' quotients",
+        f"{'handler':<34} {'modules':>7} {'X-Ray':>5} {'wall ms':>8} {'x bare':>6} "
+        f"{'cpu ms':>7} {'x bare':>6}",
     ]
     for r in results:
         lines.append(
-            f"{r.subject:<40} {r.modules:>7} {r.median_ms:>9} {r.ratio:>6.2f} "
-            f"{'yes' if r.xray_imported else 'no':>9}"
+            f"{r.subject:<34} {r.modules:>7} {'yes' if r.xray_imported else 'no':>5} "
+            f"{r.median_ms:>8.1f} {r.ratio:>6.2f} {r.cpu_ms:>7.1f} {r.cpu_ratio:>6.2f}"
         )
     return "\n".join(lines)
 
@@ -252,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sagactl.bench_coldstart", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--runs", type=int, default=9, help="fresh interpreters per subject")
+    parser.add_argument("--runs", type=int, default=9, help="rounds (fresh interpreters each)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     if args.runs < 1:

@@ -5,11 +5,11 @@ Handlers decorate with `logger.inject_lambda_context` and `metrics.log_metrics`;
 in the local emulator.
 
 Tracing needs no SDK in the function: Lambda active tracing (stacks/constructs/tools.py) records
-each invocation, its initialization and the time spent in it, and Step Functions tracing joins
-them into the execution's trace. The Powertools Tracer is not used: its X-Ray SDK was about 167
-ms of a 309 ms handler import, for per-call subsegments that the execution history and the
-ledger's records already answer (`make bench` measures the cold start; tests/unit/
-test_cold_start_imports.py keeps the SDK out of every handler).
+each invocation, its initialization and its overhead, and Step Functions tracing joins them into
+the execution's trace. The Powertools Tracer is not used: its X-Ray SDK was about 167 ms of a
+309 ms handler import; what goes without it is a subsegment per AWS call inside an invocation
+(the ledger's records and the execution history say what each delivery did). `make bench`
+measures the cold start; tests/unit/test_cold_start.py keeps the SDK out of every handler.
 
 The service name comes from POWERTOOLS_SERVICE_NAME (set per function by the stack) and the
 metrics namespace from POWERTOOLS_METRICS_NAMESPACE, defaulting to the product's namespace so

@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.coldstart import resumed_collection
 from saga.models import OutcomePayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import RecordOutcomeEnvironment
@@ -14,6 +15,7 @@ from saga.tools.outcome import record_outcome
 from saga.tools.wiring import Runtime
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.coldstart import resumed_collection
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import ReserveStockEnvironment
@@ -13,6 +14,7 @@ from saga.tools.reserve import reserve_stock
 from saga.tools.wiring import Runtime, attempt_of
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

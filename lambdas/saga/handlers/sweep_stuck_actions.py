@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from saga.aws import dynamodb_client
+from saga.coldstart import resumed_collection
 from saga.observability import logger, metrics
 from saga.settings import SweepStuckActionsEnvironment
 from saga.tools.sweeper import StuckActionSweeper
@@ -23,6 +24,7 @@ SQS_CONFIG = Config(
 )
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.cases import OwningExecution
+from saga.coldstart import resumed_collection
 from saga.models import ValidatePayload, parse_model
 from saga.observability import logger, metrics
 from saga.settings import ValidateCaseEnvironment
@@ -15,6 +16,7 @@ from saga.tools.validate import validate_case
 from saga.tools.wiring import Runtime
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -3,6 +3,9 @@ way `make bench` measures it (sagactl/bench_coldstart.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 from sagactl.bench_coldstart import (
     BARE,
     HANDLERS,
+    LAMBDAS_DIR,
     ColdStartRun,
     Function,
     bare_handler_dir,
@@ -54,3 +58,50 @@ def test_a_handler_cold_start_imports_no_tracing_sdk_and_a_bounded_number_of_mod
     assert "boto3" in run.modules and "pydantic" in run.modules  # it did import the handler
     extra = run.modules - bare.modules
     assert len(extra) <= EXTRA_MODULES_BOUND, sorted(extra)
+
+
+_PROBE = """
+import gc
+import saga.handlers.record_outcome as module
+paused = not gc.isenabled()
+
+class Context:
+    function_name, memory_limit_in_mb, aws_request_id = "probe", 128, "req-1"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:probe"
+
+try:
+    module.handler({}, Context())
+except Exception as exc:
+    refused = type(exc).__name__
+print(paused, gc.isenabled(), gc.get_freeze_count() > 0, refused)
+"""
+
+
+@pytest.mark.parametrize(
+    ("runtime_api", "expected"),
+    [
+        ("127.0.0.1:9001", "True True True InvalidRequest"),  # paused, resumed, frozen
+        (None, "False True False InvalidRequest"),  # pytest, the local AWS: untouched
+    ],
+)
+def test_the_collector_pauses_for_a_lambda_cold_start_and_resumes_at_the_first_invocation(
+    functions: dict[str, Function], runtime_api: str | None, expected: str
+) -> None:
+    env = {
+        **os.environ,
+        **functions["record_outcome"].environment,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    env.pop("AWS_LAMBDA_RUNTIME_API", None)
+    if runtime_api:
+        env["AWS_LAMBDA_RUNTIME_API"] = runtime_api
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=LAMBDAS_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.strip().splitlines()[-1] == expected
