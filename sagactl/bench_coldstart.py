@@ -4,12 +4,14 @@
 
 A Lambda cold start imports the handler module, then the first invocation builds its clients.
 Both are measured here, in a fresh interpreter per run (cwd `lambdas/`, the asset root, with a
-Lambda-like environment: function name set, so Powertools behaves as on AWS; fake credentials):
+Lambda-like environment: function name and runtime API set, so Powertools and saga.coldstart
+behave as on AWS; the function's own environment as the stack renders it; fake credentials):
 
 - `bare`: a handler module that imports boto3 and creates a DynamoDB client, the baseline;
-- each saga handler: `import saga.handlers.<name>` plus the clients its first invocation makes
-  (the same calls the handler makes: `Runtime` and its DynamoDB clients, the sweeper's SQS
-  client), without any request.
+- each saga handler: `import saga.handlers.<name>`, then what its first invocation builds before
+  any request (`FIRST_CLIENTS`: the Runtime with its environment validated, its DynamoDB clients,
+  the ledger, tables and downstream adapters the handler asks for, the sweeper's SQS client),
+  then the end of that invocation (the collector resumes, saga/coldstart.py).
 
 Runs alternate: every handler run follows a bare run of its own, so that a slow moment of a
 shared machine hits both alike; the ratio is the median over rounds of handler / bare of each
@@ -40,24 +42,36 @@ HANDLERS = tuple(
     sorted(p.stem for p in (LAMBDAS_DIR / "saga" / "handlers").glob("*.py") if p.stem != "__init__")
 )
 
-# What each handler's first invocation builds after the import (no request is sent).
-# What the first invocation does before the handler body: end the cold start's GC pause.
-_FIRST_INVOCATION = "from saga.coldstart import resume_collection\nresume_collection()\n"
-_RUNTIME = _FIRST_INVOCATION + (
+# What each handler's first invocation builds after the import, no request sent: the Runtime
+# (its environment validated), its clients and the collaborators the handler asks it for, the
+# modules they import included; then what the end of that invocation does: end the cold
+# start's pause of the collector.
+_RUNTIME = (
     "from saga import settings\nfrom saga.tools.wiring import Runtime\n"
     "runtime = Runtime.from_env(getattr(settings, {model!r}))\nruntime.client\n"
 )
-_DOWNSTREAM = "runtime.downstream_client\n"
+_LEDGER = "runtime.ledger()\n"
+_CASES = "runtime.cases()\n"
+_INVENTORY = "runtime.inventory()\n"
+_PAYMENTS = (
+    "from saga.tools.wiring import sandbox_payment_provider\n"
+    "sandbox_payment_provider(runtime.env, runtime.downstream_client, case_id='bench')\n"
+)
+_CARRIER = (
+    "from saga.tools.wiring import sandbox_carrier\n"
+    "sandbox_carrier(runtime.env, runtime.downstream_client, case_id='bench')\n"
+)
+_RECONCILERS = "import saga.tools.refund, saga.tools.reserve, saga.tools.ship\n"
+_END_OF_FIRST_INVOCATION = "from saga.coldstart import resume_collection\nresume_collection()\n"
 FIRST_CLIENTS: Mapping[str, str] = {
-    "validate_case": _RUNTIME,
-    "reserve_stock": _RUNTIME,
-    "issue_refund": _RUNTIME + _DOWNSTREAM,
-    "create_shipment": _RUNTIME + _DOWNSTREAM,
-    "release_reservation": _RUNTIME,
-    "reconcile_action": _RUNTIME + _DOWNSTREAM,
-    "record_outcome": _RUNTIME,
-    "sweep_stuck_actions": _FIRST_INVOCATION
-    + (
+    "validate_case": _RUNTIME + "runtime.tenants\n" + _CASES,
+    "reserve_stock": _RUNTIME + _LEDGER + _INVENTORY,
+    "issue_refund": _RUNTIME + _LEDGER + _PAYMENTS,
+    "create_shipment": _RUNTIME + _LEDGER + _CARRIER,
+    "release_reservation": _RUNTIME + _LEDGER + _INVENTORY + _CASES,
+    "reconcile_action": _RUNTIME + _LEDGER + _RECONCILERS + _INVENTORY + _PAYMENTS + _CARRIER,
+    "record_outcome": _RUNTIME + _CASES,
+    "sweep_stuck_actions": (
         "from saga.aws import dynamodb_client\ndynamodb_client()\n"
         "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
     ),
@@ -179,6 +193,7 @@ def child_code(subject: str, function: Function | None) -> str:
         first = BARE_FIRST_CLIENT
     else:
         first = FIRST_CLIENTS[subject].replace("{model!r}", repr(function.model))
+        first += _END_OF_FIRST_INVOCATION
     return _CHILD.format(module=_module(subject), first_clients=first)
 
 
