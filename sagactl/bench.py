@@ -8,9 +8,9 @@ For each example case it runs the real state machine in the local emulator and r
 - DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
   the executor itself makes none, so these are the handlers' requests),
 - effects counted in the sandbox tables.
-Then, per handler module, the number of modules its import pulls in and its import time as
-measured by `python -X importtime` in a fresh interpreter (the one figure here that is a
-duration: it is reported, never asserted).
+Then each handler's cold start against a bare boto3 handler (sagactl/bench_coldstart.py):
+modules imported, and the time of import plus first clients in fresh interpreters, as a ratio
+measured in this one run (the one figure here that is a duration: reported, never asserted).
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -30,22 +27,13 @@ from typing import Any
 
 import botocore.client
 
+from sagactl.bench_coldstart import format_cold_starts, measure_cold_starts
 from sagactl.local.emulator import client_environment
 from sagactl.local.environment import StackSource, run_local
 from sagactl.local.lambda_runtime import quiet_handlers
 from sagactl.local.synth import PROJECT_ROOT
 
 EXAMPLES = PROJECT_ROOT / "examples"
-HANDLERS = (
-    "validate_case",
-    "reserve_stock",
-    "issue_refund",
-    "create_shipment",
-    "release_reservation",
-    "reconcile_action",
-    "record_outcome",
-    "sweep_stuck_actions",
-)
 
 
 @dataclass(frozen=True)
@@ -129,45 +117,14 @@ def measure_cases(time_scale: float) -> list[CaseCounts]:
     return results
 
 
-_IMPORTTIME = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|\s+(.*)$")
-
-
-def measure_handler_imports() -> list[dict[str, Any]]:
-    """Modules pulled in and cumulative import time of each handler, in a fresh interpreter."""
-    rows: list[dict[str, Any]] = []
-    for name in HANDLERS:
-        module = f"saga.handlers.{name}"
-        code = (
-            f"import sys; before = len(sys.modules); import {module}; "
-            "print(len(sys.modules) - before)"
-        )
-        done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", code],
-            cwd=PROJECT_ROOT / "lambdas",
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        cumulative_us = 0
-        for line in done.stderr.splitlines():
-            match = _IMPORTTIME.match(line)
-            if match and match.group(3).strip() == module:
-                cumulative_us = int(match.group(2))
-        rows.append(
-            {
-                "handler": module,
-                "modules_imported": int(done.stdout.strip()),
-                "import_ms": round(cumulative_us / 1000, 1),
-            }
-        )
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sagactl.bench", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--runs", type=int, default=9, help="cold-start rounds (fresh interpreters each)"
+    )
     parser.add_argument(
         "--time-scale",
         type=float,
@@ -179,9 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     handler_log = PROJECT_ROOT / ".local" / "bench-handlers.log"
     with quiet_handlers(handler_log):
         cases = measure_cases(args.time_scale)
-    imports = measure_handler_imports()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    cold_starts = measure_cold_starts(args.runs)
     if args.json:
-        print(json.dumps({"cases": [asdict(c) for c in cases], "imports": imports}, indent=2))
+        document = {
+            "cases": [asdict(c) for c in cases],
+            "cold_starts": [asdict(c) for c in cold_starts],
+        }
+        print(json.dumps(document, indent=2))
         return 0
 
     header = f"{'case':<24} {'status':<10} {'outcome':<11} {'states':>6} {'transitions':>11} "
@@ -194,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{c.refunds:>7} {c.shipments:>9}"
         )
     print()
-    print(f"{'handler':<40} {'modules imported':>16} {'import ms':>9}")
-    for row in imports:
-        print(f"{row['handler']:<40} {row['modules_imported']:>16} {row['import_ms']:>9}")
+    print(format_cold_starts(cold_starts, args.runs))
     return 0
 
 

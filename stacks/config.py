@@ -1,10 +1,13 @@
-"""SagaConfig: the typed view of the cdk context, the one configuration place (design.md §4).
+"""SagaConfig: the cdk context as pydantic models, the one configuration place (design.md §4).
 
 Every policy value the stack and the state machine use comes from here: retry policies, task
 timeouts, lease margin, attempt budget, retention, sandbox on/off. `SagaConfig.from_context`
-reads a plain mapping (what `node.try_get_context` returns for each key) and raises
-`ConfigError` naming the offending key when a value is missing or wrong, so a bad `cdk.json`
-or `-c key=value` fails the synth with a clear message instead of deploying nonsense.
+reads what `node.try_get_context` returns for each key, `from_mapping` a plain mapping; both
+raise `ConfigError` naming each offending key ("context 'ledger.attempt_budget' must be a
+positive integer, got 0"), so a bad `cdk.json` or `-c key=value` fails the synth with a clear
+message instead of deploying nonsense. cdk.json is the only source of the deployed values: no
+section has a default for a policy value. Each function's environment is declared apart, in the
+Lambda package (saga.settings), and the stack builds it from these values.
 
 Retry policies (`retry`) are named classes; each has IntervalSeconds, MaxAttempts,
 BackoffRate, MaxDelaySeconds and optionally ErrorEquals (default: TransientError plus the
@@ -32,146 +35,197 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, ClassVar, get_args
 
-# Lambda invoke-level faults (design.md §4): the invoke itself failed, the tool never decided.
-# Invoke-level faults AWS recommends retrying: the function did not run, or ran and its answer
-# was lost on the way back; every tool is ledger-guarded, so a repeat is decided by the ledger.
-LAMBDA_INVOKE_ERRORS: tuple[str, ...] = (
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.TooManyRequestsException",
-    "Lambda.ClientExecutionTimeoutException",
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from saga.ledger import LedgerPolicy
+from saga.settings import LogLevel, tenants_variable
+from stacks.context import (
+    ConfigError,
+    ContextSection,
+    boolean,
+    describe,
+    from_json,
+    invalid,
+    positive_int,
+    refused,
+    string_list,
 )
-DEFAULT_RETRY_ERRORS: tuple[str, ...] = ("TransientError", *LAMBDA_INVOKE_ERRORS)
-PENDING_ERRORS: tuple[str, ...] = ("ActionPending",)
+from stacks.retry_policy import (
+    DEFAULT_RETRY_ERRORS,
+    LAMBDA_INVOKE_ERRORS,
+    PENDING_CLASS,
+    PENDING_ERRORS,
+    RetryPolicy,
+    full_jitter_total_wait_below,
+)
+
 REDRIVE_WINDOW_SECONDS = 14 * 86_400  # Step Functions redrives within 14 days of a close
-PENDING_CLASS = "pending"
 # Retry classes of tasks whose every delivery counts against the ledger's lifetime budget.
 LEDGER_GUARDED_CLASSES = ("tool", "compensation")
 DEFAULT_CLASS_KEY = "default"
-
 # The pending retrier's last retry may still meet a live lease with at most this probability.
 PENDING_OUTLAST_BOUND = Fraction(1, 1000)
-# saga.ledger.LedgerPolicy.min_lease_seconds: no lease is shorter (tests pin the two together).
-LEDGER_MIN_LEASE_SECONDS = 5
-# Retries beyond these are left out of the probability: fewer waits only make it larger.
-_JITTER_RETRIES_COUNTED = 64
+# No lease is shorter (saga.ledger.LedgerPolicy.min_lease_seconds, the one definition).
+LEDGER_MIN_LEASE_SECONDS = LedgerPolicy.min_lease_seconds
 
-# Step Functions limits on retrier fields.
-_MAX_RETRY_ATTEMPTS = 99_999_999
-_MAX_DELAY_SECONDS = 31_622_400
 _STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
-_CONTEXT_KEYS = (
-    "stage",
-    "sandbox",
-    "retain_data_stages",
-    "tenants",
-    "ledger",
-    "payment_key_retention_hours",
-    "downstream_timeout_seconds",
-    "functions",
-    "workflow",
-    "retry",
-    "task_retry_class",
-    "monitoring",
-)
 _LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557}
     | {2922, 3288, 3653}
 )
 
 
-class ConfigError(ValueError):
-    """A cdk context value is missing or invalid; the message names the key."""
+def _stage(value: Any) -> str:
+    stage = value or "dev"
+    if not isinstance(stage, str) or not _STAGE_PATTERN.match(stage):
+        raise invalid(
+            f"must match {_STAGE_PATTERN.pattern} (it names the stack and its resources), "
+            f"got {stage!r}"
+        )
+    return stage
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """One retrier of the ASL, minus ErrorEquals' placement: JitterStrategy is always FULL."""
-
-    name: str
-    error_equals: tuple[str, ...]
-    interval_seconds: int
-    max_attempts: int
-    backoff_rate: float
-    max_delay_seconds: int
-
-    def jitter_caps(self) -> list[float]:
-        """FULL jitter's upper bound of each retry's wait: min(MaxDelay, Interval * Backoff**n)."""
-        return [
-            min(float(self.max_delay_seconds), self.interval_seconds * self.backoff_rate**n)
-            for n in range(self.max_attempts)
-        ]
-
-    def to_retrier(self, error_equals: Sequence[str] | None = None) -> dict[str, Any]:
-        """The ASL Retry entry, with all six fields."""
-        return {
-            "ErrorEquals": list(error_equals if error_equals is not None else self.error_equals),
-            "IntervalSeconds": self.interval_seconds,
-            "MaxAttempts": self.max_attempts,
-            "BackoffRate": self.backoff_rate,
-            "MaxDelaySeconds": self.max_delay_seconds,
-            "JitterStrategy": "FULL",
-        }
+def _tenants(value: Any) -> dict[str, tuple[str, ...]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise invalid(f"is not valid JSON: {exc}") from None
+    if not isinstance(value, Mapping) or not value:
+        raise invalid(f"must be a non-empty object {{tenant: [approver, ...]}}, got {value!r}")
+    tenants: dict[str, tuple[str, ...]] = {}
+    for tenant, approvers in value.items():
+        if not isinstance(tenant, str) or not tenant or "#" in tenant:
+            raise invalid(
+                f"key {tenant!r} must be a non-empty string without '#' (it is part of the "
+                "action key)"
+            )
+        try:
+            tenants[tenant] = string_list(approvers)
+        except PydanticCustomError as exc:
+            raise refused(f"context 'tenants.{tenant}' {exc.message()}") from None
+    return tenants
 
 
-@dataclass(frozen=True)
-class LedgerConfig:
-    attempt_budget: int
-    retention_days: int
-    lease_margin_seconds: int
+def _log_retention(value: int) -> int:
+    if value not in _LOG_RETENTION_DAYS:
+        raise invalid(
+            f"must be one of CloudWatch's values {sorted(_LOG_RETENTION_DAYS)}, got {value}"
+        )
+    return value
+
+
+def _log_level(value: Any) -> str:
+    if value not in get_args(LogLevel):
+        raise invalid(f"must be DEBUG, INFO, WARNING or ERROR, got {value!r}")
+    return str(value)
+
+
+def _retry_policies(value: Any) -> Any:
+    value = from_json(value)
+    if not isinstance(value, Mapping) or not value:
+        raise invalid(f"must be an object of named policies, got {value!r}")
+    # Each policy learns its name: the default ErrorEquals depends on it.
+    return {
+        name: {**spec, "name": name} if isinstance(spec, Mapping) else spec
+        for name, spec in value.items()
+    }
+
+
+def _task_retry_class(value: Any) -> Any:
+    value = from_json(value)
+    if not isinstance(value, Mapping) or DEFAULT_CLASS_KEY not in value:
+        raise invalid(
+            "must be an object mapping state names or substitution names to retry policy "
+            f"names, with a {DEFAULT_CLASS_KEY!r} entry; got {value!r}"
+        )
+    for key, class_name in value.items():
+        if not isinstance(class_name, str):
+            raise refused(
+                f"context 'task_retry_class.{key}' must be a policy name, got {class_name!r}"
+            )
+    return dict(value)
+
+
+Count = Annotated[int, positive_int()]
+
+
+class LedgerConfig(ContextSection):
+    attempt_budget: Count
+    retention_days: Count
+    lease_margin_seconds: Count
 
     @property
     def retention_seconds(self) -> int:
         return self.retention_days * 86_400
 
 
-@dataclass(frozen=True)
-class FunctionsConfig:
-    timeout_seconds: int
-    memory_mb: int
-    log_retention_days: int
-    log_level: str
+class FunctionsConfig(ContextSection):
+    timeout_seconds: Annotated[int, positive_int(900)]
+    memory_mb: Annotated[int, positive_int(10_240)]
+    log_retention_days: Annotated[int, positive_int(), AfterValidator(_log_retention)]
+    log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "INFO"
 
 
-@dataclass(frozen=True)
-class WorkflowConfig:
-    execution_timeout_minutes: int
+class WorkflowConfig(ContextSection):
+    execution_timeout_minutes: Annotated[int, positive_int(525_600)]
     # Shorter than the function timeout on purpose: a hung tool surfaces as States.Timeout
     # (caught -> reconciliation) rather than as Lambda's own Sandbox.Timedout error.
-    lambda_task_timeout_seconds: int
-    service_task_timeout_seconds: int
+    lambda_task_timeout_seconds: Count
+    service_task_timeout_seconds: Count
 
 
-@dataclass(frozen=True)
-class MonitoringConfig:
-    sweep_every_minutes: int
-    escalation_age_alarm_minutes: int
+class MonitoringConfig(ContextSection):
+    # The sweeper alarms look at two intervals; an alarm's window is at most a day.
+    sweep_every_minutes: Annotated[int, positive_int(720)]
+    escalation_age_alarm_minutes: Count
     # An open action whose lease ended longer ago than this is stuck (the workflow's own
     # retries and reconciliation have had their chance).
-    stuck_grace_seconds: int
+    stuck_grace_seconds: Count
 
 
-@dataclass(frozen=True)
-class SagaConfig:
-    stage: str
-    sandbox: bool
-    retain_data: bool
-    tenants: Mapping[str, tuple[str, ...]]
+class SagaConfig(ContextSection):
+    """The whole context. Keys outside it (the CDK's own, feature flags) are not its business;
+    the retention stages, the stage and the sandbox flag have defaults, policy values none."""
+
+    model_config = ConfigDict(extra="ignore")
+    _strict_keys: ClassVar[bool] = False
+
+    stage: Annotated[str, BeforeValidator(_stage)] = "dev"
+    sandbox: Annotated[bool, BeforeValidator(boolean)] = True
+    retain_data_stages: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ("prod",)
+    tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenants)]
     ledger: LedgerConfig
-    payment_key_retention_hours: int
-    downstream_timeout_seconds: int
+    payment_key_retention_hours: Count
+    downstream_timeout_seconds: Count
     functions: FunctionsConfig
     workflow: WorkflowConfig
-    retry: Mapping[str, RetryPolicy]
-    task_retry_class: Mapping[str, str]
+    retry: Annotated[dict[str, RetryPolicy], BeforeValidator(_retry_policies)]
+    task_retry_class: Annotated[dict[str, str], BeforeValidator(_task_retry_class)]
     monitoring: MonitoringConfig
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> SagaConfig:
+        """Build from a context getter (`app.node.try_get_context`); raises ConfigError."""
+        raw = {key: get(key) for key in cls.model_fields}
+        return cls.from_mapping({key: value for key, value in raw.items() if value is not None})
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> SagaConfig:
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(describe(exc)) from None
+
+    # --- derived values -----------------------------------------------------------------------
+    @property
+    def retain_data(self) -> bool:
+        return self.stage in self.retain_data_stages
 
     @property
     def stack_name(self) -> str:
@@ -180,7 +234,7 @@ class SagaConfig:
     @property
     def tenants_json(self) -> str:
         """The TENANTS environment value: `{"tenant": ["approver", ...]}`."""
-        return json.dumps({t: list(a) for t, a in self.tenants.items()}, sort_keys=True)
+        return tenants_variable(self.tenants)
 
     def retry_class_for(self, state_name: str, target: str | None) -> RetryPolicy:
         """The retry policy of a Task: by state name, then by the substitution it targets."""
@@ -195,99 +249,32 @@ class SagaConfig:
 
     @property
     def longest_lease_seconds(self) -> int:
-        """The longest lease a delivery holds: its remaining time (at most the function
-        timeout) plus the lease margin (saga.ledger.LedgerPolicy.lease_seconds)."""
-        return max(
-            LEDGER_MIN_LEASE_SECONDS,
-            self.functions.timeout_seconds + self.ledger.lease_margin_seconds,
-        )
+        """The longest lease a delivery holds: the ledger's lease for a delivery with a whole
+        function timeout left (saga.ledger.LedgerPolicy.lease_seconds)."""
+        policy = LedgerPolicy(lease_margin_seconds=self.ledger.lease_margin_seconds)
+        return math.ceil(policy.lease_seconds(self.functions.timeout_seconds))
 
-    @classmethod
-    def from_context(cls, get: Callable[[str], Any]) -> SagaConfig:
-        """Build from a context getter (`app.node.try_get_context`); raises ConfigError."""
-        raw = {key: get(key) for key in _CONTEXT_KEYS}
-        return cls.from_mapping(raw)
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> SagaConfig:
-        stage = raw.get("stage") or "dev"
-        if not isinstance(stage, str) or not _STAGE_PATTERN.match(stage):
-            raise ConfigError(
-                f"context 'stage' must match {_STAGE_PATTERN.pattern} (it names the stack and "
-                f"its resources), got {stage!r}"
-            )
-        retain_raw = raw.get("retain_data_stages")
-        retain_stages = _string_list(
-            ["prod"] if retain_raw is None else retain_raw, "retain_data_stages"
-        )
-        ledger = _section(raw, "ledger")
-        functions = _section(raw, "functions")
-        workflow = _section(raw, "workflow")
-        monitoring = _section(raw, "monitoring")
-        config = cls(
-            stage=stage,
-            sandbox=_boolean(True if raw.get("sandbox") is None else raw["sandbox"], "sandbox"),
-            retain_data=stage in retain_stages,
-            tenants=_tenants(raw.get("tenants")),
-            ledger=LedgerConfig(
-                attempt_budget=_positive_int(ledger, "attempt_budget", "ledger"),
-                retention_days=_positive_int(ledger, "retention_days", "ledger"),
-                lease_margin_seconds=_positive_int(ledger, "lease_margin_seconds", "ledger"),
-            ),
-            payment_key_retention_hours=_positive_int(raw, "payment_key_retention_hours"),
-            downstream_timeout_seconds=_positive_int(raw, "downstream_timeout_seconds"),
-            functions=FunctionsConfig(
-                timeout_seconds=_positive_int(functions, "timeout_seconds", "functions", 900),
-                memory_mb=_positive_int(functions, "memory_mb", "functions", 10_240),
-                log_retention_days=_log_retention(functions),
-                log_level=_log_level(functions),
-            ),
-            workflow=WorkflowConfig(
-                execution_timeout_minutes=_positive_int(
-                    workflow, "execution_timeout_minutes", "workflow", 525_600
-                ),
-                lambda_task_timeout_seconds=_positive_int(
-                    workflow, "lambda_task_timeout_seconds", "workflow"
-                ),
-                service_task_timeout_seconds=_positive_int(
-                    workflow, "service_task_timeout_seconds", "workflow"
-                ),
-            ),
-            retry=_retry_policies(raw.get("retry")),
-            task_retry_class=_task_retry_class(raw.get("task_retry_class")),
-            monitoring=MonitoringConfig(
-                # The sweeper alarms look at two intervals; an alarm's window is at most a day.
-                sweep_every_minutes=_positive_int(
-                    monitoring, "sweep_every_minutes", "monitoring", 720
-                ),
-                escalation_age_alarm_minutes=_positive_int(
-                    monitoring, "escalation_age_alarm_minutes", "monitoring"
-                ),
-                stuck_grace_seconds=_positive_int(monitoring, "stuck_grace_seconds", "monitoring"),
-            ),
-        )
-        config._check_consistency()
-        return config
-
-    def _check_consistency(self) -> None:
+    # --- checks across keys -------------------------------------------------------------------
+    @model_validator(mode="after")
+    def _consistent(self) -> SagaConfig:
         if self.workflow.lambda_task_timeout_seconds >= self.functions.timeout_seconds:
-            raise ConfigError(
+            raise refused(
                 "context 'workflow.lambda_task_timeout_seconds' "
                 f"({self.workflow.lambda_task_timeout_seconds}) must be shorter than "
                 f"'functions.timeout_seconds' ({self.functions.timeout_seconds}) so a hung tool "
                 "surfaces as States.Timeout and goes to reconciliation"
             )
         if self.downstream_timeout_seconds >= self.functions.timeout_seconds:
-            raise ConfigError(
+            raise refused(
                 f"context 'downstream_timeout_seconds' ({self.downstream_timeout_seconds}) must "
                 f"fit inside 'functions.timeout_seconds' ({self.functions.timeout_seconds})"
             )
         if PENDING_CLASS not in self.retry:
-            raise ConfigError(f"context 'retry' must define the {PENDING_CLASS!r} policy")
+            raise refused(f"context 'retry' must define the {PENDING_CLASS!r} policy")
         pending = set(self.retry[PENDING_CLASS].error_equals)
         for name, policy in self.retry.items():
             if name != PENDING_CLASS and pending & set(policy.error_equals):
-                raise ConfigError(
+                raise refused(
                     f"context 'retry.{name}.ErrorEquals' must not list {sorted(pending)}: "
                     f"those are retried by the {PENDING_CLASS!r} policy"
                 )
@@ -296,10 +283,11 @@ class SagaConfig:
         self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():
             if class_name not in self.retry:
-                raise ConfigError(
+                raise refused(
                     f"context 'task_retry_class.{key}' names unknown retry policy "
                     f"{class_name!r}; known: {sorted(self.retry)}"
                 )
+        return self
 
     def _check_budget_outlasts_one_run(self) -> None:
         """A task whose retries run out ends the execution FAILED so a redrive can rerun it; if
@@ -309,7 +297,7 @@ class SagaConfig:
         for name in LEDGER_GUARDED_CLASSES:
             policy = self.retry.get(name)
             if policy is not None and 1 + policy.max_attempts >= budget:
-                raise ConfigError(
+                raise refused(
                     f"context 'ledger.attempt_budget' ({budget}) must exceed one run of the "
                     f"{name!r} retry policy (1 + MaxAttempts = {1 + policy.max_attempts}), or a "
                     "redrive of a task whose retries ran out could never dispatch again"
@@ -322,7 +310,7 @@ class SagaConfig:
         executed: a late replay)."""
         needed = REDRIVE_WINDOW_SECONDS + self.workflow.execution_timeout_minutes * 60
         if self.ledger.retention_seconds <= needed:
-            raise ConfigError(
+            raise refused(
                 f"context 'ledger.retention_days' ({self.ledger.retention_days}) must outlast "
                 "the 14-day redrive window after an execution's close plus "
                 f"'workflow.execution_timeout_minutes' ({self.workflow.execution_timeout_minutes})"
@@ -335,7 +323,7 @@ class SagaConfig:
         policy = self.pending_policy
         probability = full_jitter_total_wait_below(policy, lease)
         if probability > PENDING_OUTLAST_BOUND:
-            raise ConfigError(
+            raise refused(
                 f"context 'retry.{PENDING_CLASS}' retries for too short a time: with FULL "
                 f"jitter all {policy.max_attempts} waits end within a lease of {lease} s "
                 f"('functions.timeout_seconds' + 'ledger.lease_margin_seconds') with "
@@ -344,33 +332,7 @@ class SagaConfig:
             )
 
 
-def full_jitter_total_wait_below(policy: RetryPolicy, seconds: int) -> Fraction:
-    """P(the retries' FULL-jitter waits add up to less than `seconds`), exactly, as a fraction.
-
-    The waits are independent, uniform on [0, c_n] (RetryPolicy.jitter_caps). For uniform
-    summands, P(sum < t) = sum over subsets J of (-1)^|J| (t - sum_J c)_+^n / (n! prod c) (the
-    volume of the box [0, c_1] x ... x [0, c_n] below the plane sum = t). Terms are grouped by
-    sum_J c, which takes fewer than t values once the caps are whole seconds. Caps are rounded
-    down to whole seconds and only the first 64 retries count: both can only make waits
-    shorter, so the result is exact for cdk.json's whole-second policies and otherwise an upper
-    bound. Zero retries never wait long enough: 1.
-    """
-    caps = [math.floor(c) for c in policy.jitter_caps()[:_JITTER_RETRIES_COUNTED]]
-    if not caps:
-        return Fraction(1)
-    # coefficients[s] = sum over subsets J with sum_J c = s of (-1)^|J|; s < seconds only.
-    coefficients = {0: 1}
-    for cap in caps:
-        if cap >= seconds:
-            continue  # a subset containing it sums past `seconds`: its terms vanish
-        grown = dict(coefficients)
-        for total, coefficient in coefficients.items():
-            if total + cap < seconds:
-                grown[total + cap] = grown.get(total + cap, 0) - coefficient
-        coefficients = grown
-    n = len(caps)
-    volume = sum(c * (seconds - total) ** n for total, c in coefficients.items())
-    return min(Fraction(1), Fraction(volume, math.factorial(n) * math.prod(caps)))
+_CONTEXT_KEYS = tuple(SagaConfig.model_fields)
 
 
 def reject_dotted_overrides(context_keys: Iterable[str]) -> None:
@@ -385,168 +347,15 @@ def reject_dotted_overrides(context_keys: Iterable[str]) -> None:
             )
 
 
-def _from_json(value: Any) -> Any:
-    """`-c section={...}` from the CDK CLI arrives as a string: read it as JSON (a string that
-    is not JSON is returned as is, for the caller's own error)."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
-def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = _from_json(raw.get(key))
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"context '{key}' must be an object, got {value!r}")
-    return value
-
-
-def _where(key: str, section: str | None) -> str:
-    return f"{section}.{key}" if section else key
-
-
-def _positive_int(
-    raw: Mapping[str, Any], key: str, section: str | None = None, maximum: int | None = None
-) -> int:
-    value = raw.get(key)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)  # `-c key=30` arrives as a string
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(
-            f"context '{_where(key, section)}' must be a positive integer, got {value!r}"
-        )
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"context '{_where(key, section)}' must be <= {maximum}, got {value}")
-    return value
-
-
-def _boolean(value: Any, key: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in {"true", "false"}:
-        return value.lower() == "true"
-    raise ConfigError(f"context '{key}' must be true or false, got {value!r}")
-
-
-def _string_list(value: Any, key: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = json.loads(value) if value.startswith("[") else [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"context '{key}' must be a list of non-empty strings, got {value!r}")
-    return tuple(value)
-
-
-def _tenants(value: Any) -> Mapping[str, tuple[str, ...]]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"context 'tenants' is not valid JSON: {exc}") from exc
-    if not isinstance(value, Mapping) or not value:
-        raise ConfigError(
-            "context 'tenants' must be a non-empty object {tenant: [approver, ...]}, "
-            f"got {value!r}"
-        )
-    tenants: dict[str, tuple[str, ...]] = {}
-    for tenant, approvers in value.items():
-        if not isinstance(tenant, str) or not tenant or "#" in tenant:
-            raise ConfigError(
-                f"context 'tenants' key {tenant!r} must be a non-empty string without '#' "
-                "(it is part of the action key)"
-            )
-        tenants[tenant] = _string_list(approvers, f"tenants.{tenant}")
-    return MappingProxyType(tenants)
-
-
-def _log_retention(functions: Mapping[str, Any]) -> int:
-    days = _positive_int(functions, "log_retention_days", "functions")
-    if days not in _LOG_RETENTION_DAYS:
-        raise ConfigError(
-            f"context 'functions.log_retention_days' must be one of CloudWatch's values "
-            f"{sorted(_LOG_RETENTION_DAYS)}, got {days}"
-        )
-    return days
-
-
-def _log_level(functions: Mapping[str, Any]) -> str:
-    level = functions.get("log_level", "INFO")
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-        raise ConfigError(
-            f"context 'functions.log_level' must be DEBUG, INFO, WARNING or ERROR, got {level!r}"
-        )
-    return str(level)
-
-
-def _retry_policies(value: Any) -> Mapping[str, RetryPolicy]:
-    value = _from_json(value)
-    if not isinstance(value, Mapping) or not value:
-        raise ConfigError(f"context 'retry' must be an object of named policies, got {value!r}")
-    return MappingProxyType({name: _retry_policy(name, spec) for name, spec in value.items()})
-
-
-def _retry_policy(name: str, spec: Any) -> RetryPolicy:
-    where = f"retry.{name}"
-    if not isinstance(spec, Mapping):
-        raise ConfigError(f"context '{where}' must be an object, got {spec!r}")
-    allowed = {"IntervalSeconds", "MaxAttempts", "BackoffRate", "MaxDelaySeconds", "ErrorEquals"}
-    unknown = set(spec) - allowed
-    if unknown:
-        raise ConfigError(
-            f"context '{where}' has unknown fields {sorted(unknown)}; allowed: {sorted(allowed)} "
-            "(JitterStrategy is always FULL)"
-        )
-    max_attempts = spec.get("MaxAttempts")
-    if (
-        isinstance(max_attempts, bool)
-        or not isinstance(max_attempts, int)
-        or not 0 <= max_attempts <= _MAX_RETRY_ATTEMPTS
-    ):
-        raise ConfigError(
-            f"context '{where}.MaxAttempts' must be an integer in 0..{_MAX_RETRY_ATTEMPTS}, "
-            f"got {max_attempts!r}"
-        )
-    backoff = spec.get("BackoffRate")
-    if isinstance(backoff, bool) or not isinstance(backoff, int | float) or backoff < 1.0:
-        raise ConfigError(f"context '{where}.BackoffRate' must be a number >= 1.0, got {backoff!r}")
-    interval = _positive_int(spec, "IntervalSeconds", where, _MAX_DELAY_SECONDS)
-    max_delay = _positive_int(spec, "MaxDelaySeconds", where, _MAX_DELAY_SECONDS)
-    if max_delay < interval:
-        raise ConfigError(
-            f"context '{where}.MaxDelaySeconds' ({max_delay}) must be >= IntervalSeconds "
-            f"({interval})"
-        )
-    if name == PENDING_CLASS:
-        default_errors: tuple[str, ...] = PENDING_ERRORS
-    else:
-        default_errors = DEFAULT_RETRY_ERRORS
-    errors = _string_list(spec.get("ErrorEquals", list(default_errors)), f"{where}.ErrorEquals")
-    if "States.ALL" in errors:
-        raise ConfigError(
-            f"context '{where}.ErrorEquals' must not use States.ALL: rejections and uncertain "
-            "outcomes are never blindly retried (design.md §4)"
-        )
-    return RetryPolicy(
-        name=name,
-        error_equals=errors,
-        interval_seconds=interval,
-        max_attempts=max_attempts,
-        backoff_rate=float(backoff),
-        max_delay_seconds=max_delay,
-    )
-
-
-def _task_retry_class(value: Any) -> Mapping[str, str]:
-    value = _from_json(value)
-    if not isinstance(value, Mapping) or DEFAULT_CLASS_KEY not in value:
-        raise ConfigError(
-            "context 'task_retry_class' must be an object mapping state names or substitution "
-            f"names to retry policy names, with a {DEFAULT_CLASS_KEY!r} entry; got {value!r}"
-        )
-    for key, class_name in value.items():
-        if not isinstance(class_name, str):
-            raise ConfigError(
-                f"context 'task_retry_class.{key}' must be a policy name, got {class_name!r}"
-            )
-    return MappingProxyType(dict(value))
+__all__ = [
+    "DEFAULT_RETRY_ERRORS",
+    "LAMBDA_INVOKE_ERRORS",
+    "LEDGER_MIN_LEASE_SECONDS",
+    "PENDING_ERRORS",
+    "PENDING_OUTLAST_BOUND",
+    "ConfigError",
+    "RetryPolicy",
+    "SagaConfig",
+    "full_jitter_total_wait_below",
+    "reject_dotted_overrides",
+]

@@ -23,6 +23,7 @@ from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
 from saga.models import Case, StepResult, parse_case, with_approval_digest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
 from saga.sandbox.schema import SandboxTables, create_sandbox_tables
 from saga.tools.common import FaultSource, NoFaults
 from saga.tools.reserve import InventoryTables, reserve_stock
@@ -210,10 +211,17 @@ class ToolsEnv:
         return self.cases.get(case_id)
 
     def env_vars(self) -> dict[str, str]:
+        """Every variable a handler's environment model may declare (saga.settings), with this
+        harness's tables and ledger policy."""
         return {
             **self.names,
             "TENANTS": TENANTS_JSON,
             "ATTEMPT_BUDGET": str(self.policy.attempt_budget),
+            "RETENTION_SECONDS": str(self.policy.retention_seconds),
+            "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),
+            "PAYMENT_KEY_RETENTION_SECONDS": str(PAYMENT_KEY_RETENTION_SECONDS),
+            "DOWNSTREAM_TIMEOUT_SECONDS": "5",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
         }
 
 

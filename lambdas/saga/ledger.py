@@ -138,9 +138,11 @@ _RETENTION_MARGIN_SECONDS = 3600
 
 @dataclass(frozen=True)
 class LedgerPolicy:
-    attempt_budget: int = 5  # lifetime deliveries per action (claims + takeovers)
+    # Library defaults (tests, sagactl) are cdk.json's `ledger` values, pinned equal by
+    # tests/infra/test_config.py; a deployed function gets them from its environment.
+    attempt_budget: int = 8  # lifetime deliveries per action (claims + takeovers)
     retention_seconds: int = 30 * 86400
-    lease_margin_seconds: int = 30  # lease = attempt.remaining_seconds + margin
+    lease_margin_seconds: int = 10  # lease = attempt.remaining_seconds + margin
     min_lease_seconds: int = 5
 
     def __post_init__(self) -> None:

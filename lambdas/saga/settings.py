@@ -1,8 +1,14 @@
-"""Settings.from_env(): table names and policy values from the environment (docs/architecture.md).
+"""Each function's environment, declared once as a pydantic model (docs/architecture.md).
 
-Each function gets only the variables it needs from the stack, so table names are read lazily:
-asking for one that is not set raises `ConfigurationError` naming the variable. Policy values have
-the ledger's defaults and are parsed eagerly, so a malformed value fails at once with its name.
+A model names every variable its function reads: a field's name upper-cased is the variable
+(`ledger_table` -> LEDGER_TABLE). The stack builds each function's environment from its model
+(`FunctionEnvironment.render`, called by stacks/constructs/tools.py: exactly the declared
+variables), and the handler validates it on entry (`from_env`), before anything else happens: a
+missing or malformed variable is a `ConfigurationError` naming it. Values come from cdk.json
+through the stack; no model has a default for a policy value, so a function never runs on a
+value nobody configured. The sandbox tables are the one optional group: a stack without the
+sandbox has none, and asking for one is the same ConfigurationError, naming it.
+
 `ConfigurationError` is deliberately not a `SagaError`: a misconfigured function is a deployment
 fault the workflow must not route as a business outcome (the execution fails and can be redriven
 after the fix).
@@ -12,123 +18,197 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
 from saga.ledger import LedgerPolicy
 
-# Library defaults (one place: LedgerPolicy). A deployed function always gets cdk.json's values
-# through its environment; these only apply where no environment says otherwise (tests, REPL).
-DEFAULT_LEASE_MARGIN_SECONDS = LedgerPolicy.lease_margin_seconds
-DEFAULT_ATTEMPT_BUDGET = LedgerPolicy.attempt_budget
-DEFAULT_RETENTION_SECONDS = LedgerPolicy.retention_seconds
-DEFAULT_PAYMENT_KEY_RETENTION_SECONDS = 86400
-DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 5.0
-
-TABLE_VARIABLES = (
-    "LEDGER_TABLE",
-    "CASES_TABLE",
-    "INVENTORY_TABLE",
-    "RESERVATIONS_TABLE",
-    "PAYMENTS_TABLE",
-    "SHIPMENTS_TABLE",
-    "SANDBOX_TABLE",
-)
+# Powertools' levels that the stack's `functions.log_level` allows.
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+Tenants = dict[str, frozenset[str]]
+TABLES = ("ledger", "cases", "inventory", "reservations", "payments", "shipments", "sandbox")
+_CUSTOM = "configuration"  # the pydantic error type of this module's own checks
 
 
 class ConfigurationError(RuntimeError):
-    """A required environment variable is missing or malformed."""
+    """A required environment variable is missing or malformed; the message names it."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    tables: Mapping[str, str] = field(default_factory=dict)
-    escalation_queue_url: str | None = None
-    tenants_json: str | None = None
-    lease_margin_seconds: int = DEFAULT_LEASE_MARGIN_SECONDS
-    attempt_budget: int = DEFAULT_ATTEMPT_BUDGET
-    retention_seconds: int = DEFAULT_RETENTION_SECONDS
-    payment_key_retention_seconds: int = DEFAULT_PAYMENT_KEY_RETENTION_SECONDS
-    downstream_timeout_seconds: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS
+def variable(field_name: str) -> str:
+    """The environment variable of a model field: its name upper-cased."""
+    return field_name.upper()
+
+
+def table_field(table: str) -> str:
+    """The field (and, upper-cased, the variable) that carries one table's name."""
+    if table not in TABLES:
+        raise ValueError(f"not a table of the saga: {table!r}")
+    return f"{table}_table"
+
+
+def parse_tenants(raw: str | Mapping[str, Any]) -> Tenants:
+    """TENANTS: `{"tenant": ["approver", ...]}`, who may approve for which tenant."""
+    name = variable("tenants")
+    value: Any = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"{name} is not valid JSON: {exc.msg}") from None
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f'{name} must be a JSON object {{"tenant": ["approver", ...]}}')
+    tenants: Tenants = {}
+    for tenant, approvers in value.items():
+        if not isinstance(approvers, list | tuple | frozenset) or not all(
+            isinstance(a, str) for a in approvers
+        ):
+            raise ConfigurationError(f"{name}[{tenant!r}] must be a list of approver strings")
+        tenants[str(tenant)] = frozenset(approvers)
+    return tenants
+
+
+def tenants_variable(tenants: Mapping[str, Iterable[str]]) -> str:
+    """The TENANTS value for a tenants mapping (what the stack sets)."""
+    return json.dumps(
+        {tenant: sorted(approvers) for tenant, approvers in tenants.items()}, sort_keys=True
+    )
+
+
+def _checked(parse: Callable[[Any], Any]) -> BeforeValidator:
+    """A field validator from a parser that raises ConfigurationError with its own message."""
+
+    def validate(value: Any) -> Any:
+        try:
+            return parse(value)
+        except ConfigurationError as exc:
+            raise PydanticCustomError(_CUSTOM, str(exc)) from None
+
+    return BeforeValidator(validate)
+
+
+TableName = Annotated[str, Field(min_length=1)]
+Text = Annotated[str, Field(min_length=1)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+TenantsValue = Annotated[Tenants, _checked(parse_tenants)]
+
+
+class FunctionEnvironment(BaseModel):
+    """What every function reads (Powertools reads these itself; they are declared here so that
+    the stack sets them from this one list)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",  # the runtime's own variables (AWS_*, _HANDLER, ...) are not ours
+        alias_generator=variable,
+        validate_by_alias=True,
+        validate_by_name=True,
+        # A function validates one of these models: the others never build their validators
+        # (about 1 ms each at cold start); its own builds on its first validation.
+        defer_build=True,
+    )
+
+    powertools_service_name: Text
+    powertools_metrics_namespace: Text
+    powertools_log_level: LogLevel
+    # No pydantic plugin is used; without this, the first model scans every installed
+    # distribution's entry points at cold start.
+    pydantic_disable_plugins: Literal["__all__"] = "__all__"
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def variables(cls) -> tuple[str, ...]:
+        """The variables this function reads, in declaration order."""
+        return tuple(variable(name) for name in cls.model_fields)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """Validate this function's variables (os.environ by default); an empty value counts
+        as unset. Raises ConfigurationError naming every variable that is missing or wrong."""
         env = os.environ if environ is None else environ
-        return cls(
-            tables={name: env[name] for name in TABLE_VARIABLES if env.get(name)},
-            escalation_queue_url=env.get("ESCALATION_QUEUE_URL") or None,
-            tenants_json=env.get("TENANTS") or None,
-            lease_margin_seconds=_int(env, "LEASE_MARGIN_SECONDS", DEFAULT_LEASE_MARGIN_SECONDS, 0),
-            attempt_budget=_int(env, "ATTEMPT_BUDGET", DEFAULT_ATTEMPT_BUDGET, 1),
-            retention_seconds=_int(env, "RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS, 1),
-            payment_key_retention_seconds=_int(
-                env, "PAYMENT_KEY_RETENTION_SECONDS", DEFAULT_PAYMENT_KEY_RETENTION_SECONDS, 1
-            ),
-            downstream_timeout_seconds=_positive_float(
-                env, "DOWNSTREAM_TIMEOUT_SECONDS", DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS
-            ),
-        )
+        present = {name: env[name] for name in cls.variables() if env.get(name)}
+        try:
+            return cls.model_validate(present)
+        except ValidationError as exc:
+            raise ConfigurationError(describe(exc)) from None
 
-    # --- tables (required only by the functions that use them) --------------------------------
-    def table(self, variable: str) -> str:
-        if variable not in TABLE_VARIABLES:
-            raise ValueError(f"not a table variable: {variable}")
-        name = self.tables.get(variable)
-        if not name:
+    @classmethod
+    def render(cls, values: Mapping[str, Any]) -> dict[str, str]:
+        """The environment the stack gives this function: its declared fields taken from
+        `values` (keyed by field name; a superset is fine, None means "not deployed"),
+        validated, as strings. Raises ConfigurationError for a required one that is missing."""
+        declared = {name: values[name] for name in cls.model_fields if values.get(name) is not None}
+        try:
+            model = cls.model_validate(declared)
+        except ValidationError as exc:
+            raise ConfigurationError(f"{cls.__name__}: {describe(exc)}") from None
+        return model.to_environment()
+
+    def to_environment(self) -> dict[str, str]:
+        return {variable(name): _as_variable(value) for name, value in self if value is not None}
+
+    def require(self, field_name: str) -> str:
+        """An optional variable this use needs (a sandbox table)."""
+        value = getattr(self, field_name, None)
+        if not value:
             raise ConfigurationError(
-                f"environment variable {variable} is required by this function but not set"
+                f"environment variable {variable(field_name)} is required by this function "
+                "but not set"
             )
-        return name
+        return str(value)
 
-    @property
-    def ledger_table(self) -> str:
-        return self.table("LEDGER_TABLE")
 
-    @property
-    def cases_table(self) -> str:
-        return self.table("CASES_TABLE")
+def _as_variable(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, Mapping):
+        return tenants_variable(value)
+    return str(value)
 
-    @property
-    def inventory_table(self) -> str:
-        return self.table("INVENTORY_TABLE")
 
-    @property
-    def reservations_table(self) -> str:
-        return self.table("RESERVATIONS_TABLE")
+def describe(exc: ValidationError) -> str:
+    """One sentence per wrong variable, each naming it."""
+    return "; ".join(_describe(error) for error in exc.errors(include_url=False))
 
-    @property
-    def payments_table(self) -> str:
-        return self.table("PAYMENTS_TABLE")
 
-    @property
-    def shipments_table(self) -> str:
-        return self.table("SHIPMENTS_TABLE")
+def _describe(error: Any) -> str:
+    name = str(error["loc"][0]) if error["loc"] else "?"
+    kind, given = error["type"], error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return f"environment variable {name} is required by this function but not set"
+    if kind == _CUSTOM:
+        return str(error["msg"])
+    if kind in {"int_parsing", "int_type", "int_from_float"}:
+        return f"{name} must be an integer, got {given!r}"
+    if kind in {"float_parsing", "float_type"}:
+        return f"{name} must be a number, got {given!r}"
+    if kind == "greater_than" and ctx.get("gt") == 0:
+        return f"{name} must be positive, got {given!r}"
+    if kind == "greater_than_equal":
+        return f"{name} must be >= {ctx.get('ge')}, got {given!r}"
+    if kind == "literal_error":
+        return f"{name} must be {ctx.get('expected')}, got {given!r}"
+    return f"{name}: {error['msg']}, got {given!r}"
 
-    @property
-    def sandbox_table(self) -> str:
-        return self.table("SANDBOX_TABLE")
 
-    @property
-    def escalation_queue(self) -> str:
-        if not self.escalation_queue_url:
-            raise ConfigurationError(
-                "environment variable ESCALATION_QUEUE_URL is required by this function but not set"
-            )
-        return self.escalation_queue_url
-
-    # --- trusted configuration ------------------------------------------------------------------
-    @property
-    def tenants(self) -> dict[str, frozenset[str]]:
-        """TENANTS: `{"tenant": ["approver", ...]}`, who may approve for which tenant."""
-        if not self.tenants_json:
-            raise ConfigurationError(
-                "environment variable TENANTS is required by this function but not set"
-            )
-        return parse_tenants(self.tenants_json)
+# --- the variables, by what a function does with them ------------------------------------------
+class LedgerVariables(FunctionEnvironment):
+    ledger_table: TableName
+    attempt_budget: PositiveInt
+    retention_seconds: PositiveInt
+    lease_margin_seconds: NonNegativeInt
 
     def ledger_policy(self) -> LedgerPolicy:
-        from saga.ledger import LedgerPolicy
-
         return LedgerPolicy(
             attempt_budget=self.attempt_budget,
             retention_seconds=self.retention_seconds,
@@ -136,42 +216,91 @@ class Settings:
         )
 
 
-def parse_tenants(raw: str) -> dict[str, frozenset[str]]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"TENANTS is not valid JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise ConfigurationError('TENANTS must be a JSON object {"tenant": ["approver", ...]}')
-    tenants: dict[str, frozenset[str]] = {}
-    for tenant, approvers in value.items():
-        if not isinstance(approvers, list) or not all(isinstance(a, str) for a in approvers):
-            raise ConfigurationError(f"TENANTS[{tenant!r}] must be a list of approver strings")
-        tenants[tenant] = frozenset(approvers)
-    return tenants
+class CasesVariables(FunctionEnvironment):
+    cases_table: TableName
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigurationError(f"{name} must be >= {minimum}, got {value}")
-    return value
+class InventoryVariables(FunctionEnvironment):
+    inventory_table: TableName
+    reservations_table: TableName
 
 
-def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
-    if not value > 0:
-        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
-    return value
+class SandboxVariables(FunctionEnvironment):
+    # The sandbox's control table (fault cursors, provider keys): only where it is deployed.
+    sandbox_table: TableName | None = None
+
+
+class DownstreamVariables(SandboxVariables):
+    downstream_timeout_seconds: PositiveFloat
+
+
+class PaymentsVariables(DownstreamVariables):
+    payments_table: TableName | None = None  # the sandbox payment provider's table
+    payment_key_retention_seconds: PositiveInt
+
+
+class CarrierVariables(DownstreamVariables):
+    shipments_table: TableName | None = None  # the sandbox carrier's table
+
+
+class TenantsVariables(FunctionEnvironment):
+    tenants: TenantsValue
+
+
+# --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
+class ValidateCaseEnvironment(CasesVariables, TenantsVariables):
+    pass
+
+
+class ReserveStockEnvironment(LedgerVariables, InventoryVariables, SandboxVariables):
+    pass
+
+
+class IssueRefundEnvironment(LedgerVariables, PaymentsVariables):
+    pass
+
+
+class CreateShipmentEnvironment(LedgerVariables, CarrierVariables):
+    pass
+
+
+class ReleaseReservationEnvironment(
+    LedgerVariables, InventoryVariables, CasesVariables, SandboxVariables
+):
+    pass
+
+
+class ReconcileActionEnvironment(
+    LedgerVariables, InventoryVariables, PaymentsVariables, CarrierVariables
+):
+    pass
+
+
+class RecordOutcomeEnvironment(CasesVariables):
+    pass
+
+
+class SweepStuckActionsEnvironment(FunctionEnvironment):
+    ledger_table: TableName
+    escalation_queue_url: Text
+    # How long past its lease an open action may sit before it counts as stuck.
+    stuck_grace_seconds: NonNegativeInt
+
+
+__all__ = [
+    "TABLES",
+    "ConfigurationError",
+    "CreateShipmentEnvironment",
+    "FunctionEnvironment",
+    "IssueRefundEnvironment",
+    "ReconcileActionEnvironment",
+    "RecordOutcomeEnvironment",
+    "ReleaseReservationEnvironment",
+    "ReserveStockEnvironment",
+    "SweepStuckActionsEnvironment",
+    "ValidateCaseEnvironment",
+    "parse_tenants",
+    "table_field",
+    "tenants_variable",
+    "variable",
+]

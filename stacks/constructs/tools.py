@@ -1,9 +1,10 @@
 """The Lambda tools (docs/architecture.md "Lambda functions"), one role per function.
 
-Each function gets exactly the DynamoDB actions it uses on exactly the tables it uses, and the
-environment variables naming those tables (saga.settings reads table names lazily, so a missing
-one is a clear ConfigurationError, never a silent default). TransactWriteItems needs no action
-of its own: IAM authorises each item of a transaction by its item action on its table.
+Each function gets exactly the DynamoDB actions it uses on exactly the tables it uses, and
+exactly the environment its model declares (saga.settings: one model per function, the one
+place that names the variables; the function validates it on entry). The synth refuses a model
+whose tables differ from the function's grants. TransactWriteItems needs no action of its own:
+IAM authorises each item of a transaction by its item action on its table.
 
 Packaging without Docker: the handler package is `Code.from_asset("lambdas")` (the same `saga`
 import path as in pytest) and third-party dependencies come from one locally pip-built layer.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
@@ -22,6 +24,20 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from saga.settings import (
+    TABLES,
+    CreateShipmentEnvironment,
+    FunctionEnvironment,
+    IssueRefundEnvironment,
+    ReconcileActionEnvironment,
+    RecordOutcomeEnvironment,
+    ReleaseReservationEnvironment,
+    ReserveStockEnvironment,
+    SweepStuckActionsEnvironment,
+    ValidateCaseEnvironment,
+    table_field,
+    variable,
+)
 from stacks.config import SagaConfig
 from stacks.constructs.common import acknowledge, grant_table_actions, log_group
 from stacks.constructs.tables import OPEN_ACTIONS_INDEX
@@ -33,16 +49,8 @@ UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 QUERY = "dynamodb:Query"
 
-# Table key -> environment variable that carries its name (docs/architecture.md).
-TABLE_VARIABLES: Mapping[str, str] = {
-    "ledger": "LEDGER_TABLE",
-    "cases": "CASES_TABLE",
-    "inventory": "INVENTORY_TABLE",
-    "reservations": "RESERVATIONS_TABLE",
-    "payments": "PAYMENTS_TABLE",
-    "shipments": "SHIPMENTS_TABLE",
-    "sandbox": "SANDBOX_TABLE",
-}
+# Table key -> the environment variable that carries its name (declared in saga.settings).
+TABLE_VARIABLES: Mapping[str, str] = {table: variable(table_field(table)) for table in TABLES}
 
 
 @dataclass(frozen=True)
@@ -61,8 +69,21 @@ class ToolSpec:
     service: str  # POWERTOOLS_SERVICE_NAME: one per function, the metrics' `service` dimension
     description: str
     access: tuple[TableAccess, ...]
-    tenants: bool = False  # only validation decides who may approve for a tenant
-    escalation_queue: bool = False
+    environment: type[FunctionEnvironment]  # what the function reads, validated on entry
+
+    @property
+    def tenants(self) -> bool:
+        """Only validation decides who may approve for a tenant."""
+        return "tenants" in self.environment.model_fields
+
+    @property
+    def escalation_queue(self) -> bool:
+        return "escalation_queue_url" in self.environment.model_fields
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """The tables whose names the function's model declares."""
+        return frozenset(t for t in TABLES if table_field(t) in self.environment.model_fields)
 
 
 # Each function's access is exactly what its code calls on AWS, checked by recording the calls
@@ -74,7 +95,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "validate-case",
         "Validate, authorize and verify the approval; write the case record",
         (TableAccess("cases", (PUT,)),),
-        tenants=True,
+        ValidateCaseEnvironment,
     ),
     ToolSpec(
         "ReserveStockFunction",
@@ -88,6 +109,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("reservations", (PUT,)),
             TableAccess("sandbox", (UPDATE,)),
         ),
+        ReserveStockEnvironment,
     ),
     ToolSpec(
         "IssueRefundFunction",
@@ -99,6 +121,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("payments", (PUT,)),
             TableAccess("sandbox", (GET, PUT, UPDATE, DELETE)),
         ),
+        IssueRefundEnvironment,
     ),
     ToolSpec(
         "CreateShipmentFunction",
@@ -110,6 +133,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("shipments", (PUT,)),
             TableAccess("sandbox", (GET, UPDATE)),
         ),
+        CreateShipmentEnvironment,
     ),
     ToolSpec(
         "ReleaseReservationFunction",
@@ -123,6 +147,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("cases", (UPDATE,)),
             TableAccess("sandbox", (UPDATE,)),
         ),
+        ReleaseReservationEnvironment,
     ),
     ToolSpec(
         "ReconcileActionFunction",
@@ -139,6 +164,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("shipments", ()),
             TableAccess("sandbox", (GET, UPDATE)),
         ),
+        ReconcileActionEnvironment,
     ),
     ToolSpec(
         "RecordOutcomeFunction",
@@ -146,6 +172,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "record-outcome",
         "Write the terminal case record and build the execution output",
         (TableAccess("cases", (UPDATE,)),),
+        RecordOutcomeEnvironment,
     ),
     ToolSpec(
         "SweepStuckActionsFunction",
@@ -153,7 +180,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "sweep-stuck-actions",
         "Scheduled: find actions stuck IN_PROGRESS past their lease or UNKNOWN, escalate them",
         (TableAccess("ledger", (QUERY,), index=OPEN_ACTIONS_INDEX),),
-        escalation_queue=True,
+        SweepStuckActionsEnvironment,
     ),
 )
 
@@ -165,6 +192,40 @@ ASSET_EXCLUDES = [
     "**/.pytest_cache",
     "requirements.txt",
 ]
+
+
+def check_tables_match_grants(spec: ToolSpec) -> None:
+    """The tables a function's model names are the tables it is granted (or given names of)."""
+    granted = {a.table for a in spec.access}
+    if granted != spec.tables:
+        raise ValueError(
+            f"{spec.construct_id}: {spec.environment.__name__} names tables "
+            f"{sorted(spec.tables)} but the function is granted {sorted(granted)}"
+        )
+
+
+def environment_values(
+    config: SagaConfig,
+    service: str,
+    tables: Mapping[str, dynamodb.ITable],
+    escalation_queue: sqs.IQueue,
+) -> dict[str, Any]:
+    """Every value a function's environment may declare, by field name (saga.settings); each
+    model takes the ones it declares. A table that is not deployed (the sandbox's) is absent."""
+    return {
+        "powertools_service_name": service,
+        "powertools_metrics_namespace": metrics_namespace(config),
+        "powertools_log_level": config.functions.log_level,
+        "attempt_budget": config.ledger.attempt_budget,
+        "retention_seconds": config.ledger.retention_seconds,
+        "lease_margin_seconds": config.ledger.lease_margin_seconds,
+        "payment_key_retention_seconds": config.payment_key_retention_hours * 3600,
+        "downstream_timeout_seconds": config.downstream_timeout_seconds,
+        "tenants": config.tenants,
+        "escalation_queue_url": escalation_queue.queue_url,
+        "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
+        **{table_field(key): table.table_name for key, table in tables.items()},
+    }
 
 
 def metrics_namespace(config: SagaConfig) -> str:
@@ -197,6 +258,7 @@ class ToolFunctions(Construct):
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, str] = {}
         for spec in TOOL_SPECS:
+            check_tables_match_grants(spec)
             access = tuple(a for a in spec.access if a.table in tables)
             self.functions[spec.construct_id] = self._function(
                 spec, access, tables, code=code, layer=layer, escalation_queue=escalation_queue
@@ -223,31 +285,19 @@ class ToolFunctions(Construct):
             description=f"{spec.service}: only the table actions this tool uses",
         )
         logs.grant_write(role)
-        environment = {
-            "POWERTOOLS_SERVICE_NAME": spec.service,
-            "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace(config),
-            "POWERTOOLS_LOG_LEVEL": config.functions.log_level,
-            "LEASE_MARGIN_SECONDS": str(config.ledger.lease_margin_seconds),
-            "ATTEMPT_BUDGET": str(config.ledger.attempt_budget),
-            "RETENTION_SECONDS": str(config.ledger.retention_seconds),
-            "PAYMENT_KEY_RETENTION_SECONDS": str(config.payment_key_retention_hours * 3600),
-            "DOWNSTREAM_TIMEOUT_SECONDS": str(config.downstream_timeout_seconds),
-        }
         for grant in access:
-            table = tables[grant.table]
             if grant.actions:
+                table = tables[grant.table]
                 grant_table_actions(role, table, grant.actions, index=grant.index)
-            environment[TABLE_VARIABLES[grant.table]] = table.table_name
-        if spec.tenants:
-            environment["TENANTS"] = config.tenants_json
         if spec.escalation_queue:
             role.add_to_policy(
                 iam.PolicyStatement(
                     actions=["sqs:SendMessage"], resources=[escalation_queue.queue_arn]
                 )
             )
-            environment["ESCALATION_QUEUE_URL"] = escalation_queue.queue_url
-            environment["STUCK_GRACE_SECONDS"] = str(config.monitoring.stuck_grace_seconds)
+        environment = spec.environment.render(
+            environment_values(config, spec.service, tables, escalation_queue)
+        )
         function = lambda_.Function(
             self,
             spec.construct_id,

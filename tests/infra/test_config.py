@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from stacks.config import ConfigError, SagaConfig, reject_dotted_overrides
+from saga.ledger import LedgerPolicy
+from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
+from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
+from stacks.config import ConfigError, FunctionsConfig, SagaConfig, reject_dotted_overrides
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
@@ -157,3 +160,18 @@ def test_every_nested_section_can_be_given_as_json(section: str) -> None:
         assert dict(config.task_retry_class) == _context()["task_retry_class"]
     with pytest.raises(ConfigError, match=f"context '{section}' must be"):
         SagaConfig.from_mapping(_with(section, "not json"))
+
+
+def test_library_defaults_are_cdk_json_values() -> None:
+    """cdk.json is the one source of deployed values (each function gets them through its
+    environment, where nothing has a default); the library's own defaults, which tests and
+    sagactl use, are the same values."""
+    config = SagaConfig.from_mapping(_context())
+    assert LedgerPolicy() == LedgerPolicy(
+        attempt_budget=config.ledger.attempt_budget,
+        retention_seconds=config.ledger.retention_seconds,
+        lease_margin_seconds=config.ledger.lease_margin_seconds,
+    )
+    assert config.monitoring.stuck_grace_seconds == DEFAULT_GRACE_SECONDS
+    assert config.payment_key_retention_hours * 3600 == PAYMENT_KEY_RETENTION_SECONDS
+    assert FunctionsConfig.model_fields["log_level"].default == config.functions.log_level

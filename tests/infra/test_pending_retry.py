@@ -39,7 +39,14 @@ def _context() -> dict[str, Any]:
 
 
 def _policy(interval: int, attempts: int, backoff: float, max_delay: int) -> RetryPolicy:
-    return RetryPolicy("pending", ("ActionPending",), interval, attempts, backoff, max_delay)
+    return RetryPolicy(
+        name="pending",
+        error_equals=("ActionPending",),
+        interval_seconds=interval,
+        max_attempts=attempts,
+        backoff_rate=backoff,
+        max_delay_seconds=max_delay,
+    )
 
 
 def monte_carlo_total_wait_below(

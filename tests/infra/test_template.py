@@ -351,6 +351,10 @@ def _policy_statements(synth: Synthesized) -> dict[str, list[dict[str, Any]]]:
     return by_role
 
 
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
 def _actions(statement: dict[str, Any]) -> list[str]:
     actions = statement["Action"]
     return [actions] if isinstance(actions, str) else list(actions)
@@ -386,16 +390,18 @@ def test_each_function_gets_only_its_tables_actions_and_environment(
             dynamo = [a for a in _actions(statement) if a.startswith("dynamodb:")]
             if not dynamo:
                 continue
-            resource = statement["Resource"]
-            if "Fn::Join" in resource:
-                table_ref, suffix = resource["Fn::Join"][1]
-                lid = table_ref["Fn::GetAtt"][0]
-                index = re.fullmatch(r"/index/([\w-]+)", suffix)
-                assert index, f"{spec.construct_id}: unexpected resource {resource}"
-                key = (table_of_logical_id[lid], index.group(1))
-            else:
-                key = (table_of_logical_id[resource["Fn::GetAtt"][0]], None)
-            granted.setdefault(key, set()).update(dynamo)
+            # One statement may name several resources (the minimizePolicies feature flag
+            # merges statements with the same actions).
+            for resource in _as_list(statement["Resource"]):
+                if "Fn::Join" in resource:
+                    table_ref, suffix = resource["Fn::Join"][1]
+                    lid = table_ref["Fn::GetAtt"][0]
+                    index = re.fullmatch(r"/index/([\w-]+)", suffix)
+                    assert index, f"{spec.construct_id}: unexpected resource {resource}"
+                    key = (table_of_logical_id[lid], index.group(1))
+                else:
+                    key = (table_of_logical_id[resource["Fn::GetAtt"][0]], None)
+                granted.setdefault(key, set()).update(dynamo)
         expected = {(a.table, a.index): set(a.actions) for a in spec.access if a.actions}
         assert granted == expected, spec.construct_id
         variables = props["Environment"]["Variables"]
@@ -403,6 +409,28 @@ def test_each_function_gets_only_its_tables_actions_and_environment(
         assert table_variables == {TABLE_VARIABLES[a.table] for a in spec.access}
         assert ("TENANTS" in variables) is spec.tenants
         assert ("ESCALATION_QUEUE_URL" in variables) is spec.escalation_queue
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_each_function_gets_exactly_the_environment_its_model_declares(
+    synthesized: Synthesized, synthesized_without_sandbox: Synthesized, sandbox: bool
+) -> None:
+    """One place names the variables: the function's model (saga.settings). The template holds
+    exactly them (the sandbox tables only with the sandbox), and each function's environment,
+    its references resolved, passes the validation the function runs on entry."""
+    synth = synthesized if sandbox else synthesized_without_sandbox
+    functions = synth.saga.stack.tools.functions
+    sandbox_only = {TABLE_VARIABLES[t] for t in ("payments", "shipments", "sandbox")}
+    for spec in TOOL_SPECS:
+        props = synth.resources("AWS::Lambda::Function")[
+            synth.logical_id(functions[spec.construct_id])
+        ]["Properties"]
+        variables = props["Environment"]["Variables"]
+        declared = set(spec.environment.variables())
+        assert set(variables) == (declared if sandbox else declared - sandbox_only), spec
+        resolved = {k: v if isinstance(v, str) else f"resolved-{k}" for k, v in variables.items()}
+        env = spec.environment.from_env(resolved)
+        assert env.powertools_service_name == spec.service
 
 
 def test_functions_are_arm64_traced_json_logged_with_explicit_log_groups(

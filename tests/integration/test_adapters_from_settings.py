@@ -1,4 +1,4 @@
-"""Building the sandbox adapters from the function's settings (docs/architecture.md variables)."""
+"""Building the sandbox adapters from the function's environment (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.carrier import SandboxCarrier, ShipmentRequest
+from saga.adapters.carrier import ShipmentRequest
 from saga.adapters.errors import DownstreamTimeout
-from saga.adapters.payments import RefundRequest, SandboxPaymentProvider
+from saga.adapters.payments import RefundRequest
 from saga.sandbox.schema import SandboxTables
-from saga.settings import ConfigurationError, Settings
+from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
+from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider
 
 TABLES = SandboxTables(
     payments="env-payments", shipments="env-shipments", sandbox="env-sandbox", inventory="env-inv"
@@ -24,8 +25,16 @@ def sandbox_tables() -> SandboxTables:
 
 @pytest.fixture(autouse=True)
 def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The variables Settings.from_env reads, naming this module's tables."""
+    """The variables the refund and shipment functions read, naming this module's tables."""
     for name, value in {
+        "POWERTOOLS_SERVICE_NAME": "adapters-test",
+        "POWERTOOLS_METRICS_NAMESPACE": "SagaTest",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "LEDGER_TABLE": "env-ledger",
+        "ATTEMPT_BUDGET": "8",
+        "RETENTION_SECONDS": "2592000",
+        "LEASE_MARGIN_SECONDS": "10",
+        "PAYMENT_KEY_RETENTION_SECONDS": "86400",
         "PAYMENTS_TABLE": TABLES.payments,
         "SHIPMENTS_TABLE": TABLES.shipments,
         "SANDBOX_TABLE": TABLES.sandbox,
@@ -41,8 +50,11 @@ def count(sandbox_client: Any, table: str) -> int:
 def test_payment_provider_from_settings_uses_the_named_tables_and_the_case_faults(
     sandbox_client: Any,
 ) -> None:
-    payments = SandboxPaymentProvider.from_settings(
-        Settings.from_env(), sandbox_client, case_id="case-env", faults=["lose_response"]
+    payments = sandbox_payment_provider(
+        IssueRefundEnvironment.from_env(),
+        sandbox_client,
+        case_id="case-env",
+        faults=["lose_response"],
     )
     request = RefundRequest("case-env", "case-env.refund", "pay-1", 500, "EUR")
 
@@ -59,8 +71,8 @@ def test_key_retention_comes_from_the_environment(
 ) -> None:
     monkeypatch.setenv("PAYMENT_KEY_RETENTION_SECONDS", "60")
     now = [1_000_000.0]
-    payments = SandboxPaymentProvider.from_settings(
-        Settings.from_env(), sandbox_client, case_id="case-env", clock=lambda: now[0]
+    payments = sandbox_payment_provider(
+        IssueRefundEnvironment.from_env(), sandbox_client, case_id="case-env", clock=lambda: now[0]
     )
     request = RefundRequest("case-env", "case-env.refund", "pay-1", 500, "EUR")
 
@@ -74,7 +86,9 @@ def test_key_retention_comes_from_the_environment(
 
 
 def test_carrier_from_settings_uses_the_named_tables(sandbox_client: Any) -> None:
-    ships = SandboxCarrier.from_settings(Settings.from_env(), sandbox_client, case_id="case-env")
+    ships = sandbox_carrier(
+        CreateShipmentEnvironment.from_env(), sandbox_client, case_id="case-env"
+    )
     address = {"name": "A", "line1": "1 St", "city": "C", "postal_code": "1", "country": "US"}
 
     receipt = ships.create_shipment(ShipmentRequest("case-env", "case-env.ship", address, "S", 1))
@@ -88,11 +102,14 @@ def test_a_missing_table_variable_is_a_clear_configuration_error(
 ) -> None:
     monkeypatch.delenv("SHIPMENTS_TABLE")
     with pytest.raises(ConfigurationError, match="SHIPMENTS_TABLE"):
-        SandboxCarrier.from_settings(Settings.from_env(), sandbox_client, case_id="case-env")
+        sandbox_carrier(CreateShipmentEnvironment.from_env(), sandbox_client, case_id="case-env")
 
 
 def test_unknown_fault_names_are_refused_at_construction(sandbox_client: Any) -> None:
     with pytest.raises(ValueError, match=r"sandbox.faults.refund\[1\]: unknown fault 'explode'"):
-        SandboxPaymentProvider.from_settings(
-            Settings.from_env(), sandbox_client, case_id="case-env", faults=["timeout", "explode"]
+        sandbox_payment_provider(
+            IssueRefundEnvironment.from_env(),
+            sandbox_client,
+            case_id="case-env",
+            faults=["timeout", "explode"],
         )

@@ -12,7 +12,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.errors import OutcomeUnknown
 from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Found
-from saga.tools.sweeper import StuckActionSweeper, grace_seconds_from_env
+from saga.settings import ConfigurationError, SweepStuckActionsEnvironment
+from saga.tools.sweeper import StuckActionSweeper
 from tests.integration.ledger_harness import FakeClock, refund_request
 
 GRACE = 300
@@ -171,6 +172,7 @@ def test_handler_emits_the_stuck_actions_metric_and_escalates(
     monkeypatch.setenv("STUCK_GRACE_SECONDS", str(GRACE))
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ReplacementOrderSaga-test")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sweep-stuck-actions")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
     capsys.readouterr()
 
     class Context(LambdaContext):
@@ -187,15 +189,36 @@ def test_handler_emits_the_stuck_actions_metric_and_escalates(
     assert stuck_metrics in ([1.0], [[1.0]])  # one sweep, one data point: 1 stuck action
 
 
+SWEEPER_ENV = {
+    "POWERTOOLS_SERVICE_NAME": "sweep-stuck-actions",
+    "POWERTOOLS_METRICS_NAMESPACE": "ReplacementOrderSaga-test",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+    "LEDGER_TABLE": "ledger",
+    "ESCALATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/escalations",
+}
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [({}, 300), ({"STUCK_GRACE_SECONDS": "0"}, 0), ({"STUCK_GRACE_SECONDS": "90"}, 90)],
+    [
+        ({"STUCK_GRACE_SECONDS": "300"}, 300),
+        ({"STUCK_GRACE_SECONDS": "0"}, 0),
+        ({"STUCK_GRACE_SECONDS": "90"}, 90),
+    ],
 )
 def test_grace_seconds_from_env(raw: dict[str, str], expected: int) -> None:
-    assert grace_seconds_from_env(raw) == expected
+    assert SweepStuckActionsEnvironment.from_env({**SWEEPER_ENV, **raw}).stuck_grace_seconds == (
+        expected
+    )
 
 
 @pytest.mark.parametrize("raw", ["soon", "-1"])
 def test_bad_grace_seconds_is_a_clear_error(raw: str) -> None:
-    with pytest.raises(ValueError, match="STUCK_GRACE_SECONDS must be"):
-        grace_seconds_from_env({"STUCK_GRACE_SECONDS": raw})
+    with pytest.raises(ConfigurationError, match="STUCK_GRACE_SECONDS must be"):
+        SweepStuckActionsEnvironment.from_env({**SWEEPER_ENV, "STUCK_GRACE_SECONDS": raw})
+
+
+def test_unset_grace_seconds_is_a_clear_error_not_a_default() -> None:
+    """cdk.json's `monitoring.stuck_grace_seconds` reaches the sweeper through the stack only."""
+    with pytest.raises(ConfigurationError, match="STUCK_GRACE_SECONDS is required"):
+        SweepStuckActionsEnvironment.from_env(SWEEPER_ENV)

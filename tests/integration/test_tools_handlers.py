@@ -19,6 +19,7 @@ from saga.handlers import (
     reserve_stock,
     validate_case,
 )
+from saga.settings import ConfigurationError
 from tests.tools_harness import ToolsEnv, raw_case, tools_env
 
 
@@ -153,6 +154,43 @@ def test_every_tool_refuses_a_case_edited_after_approval_and_changes_nothing(
     tampered["refund"]["amount_minor"] = 2_000_000  # the approval covers 2000
     with pytest.raises(ApprovalMismatch, match="re-approve"):
         module.handler({"case": tampered, "attempt": attempt(state), **extra}, FakeContext())
+    assert env.items("LEDGER_TABLE") == []
+    assert env.items("CASES_TABLE") == cases_before
+    assert (env.refunds("case-0001"), env.shipments("case-0001")) == (0, 0)
+    assert env.available("SKU-RED-MUG") == 100
+
+
+@pytest.mark.parametrize(
+    ("invoke", "variable"),
+    [
+        ((validate_case, "ValidateCase", {}), "TENANTS"),
+        ((reserve_stock, "ReserveStock", {}), "ATTEMPT_BUDGET"),
+        ((issue_refund, "IssueRefund", {}), "DOWNSTREAM_TIMEOUT_SECONDS"),
+        ((create_shipment, "CreateShipment", {}), "LEDGER_TABLE"),
+        ((release_reservation, "ReleaseReservation", {}), "CASES_TABLE"),
+        ((reconcile_action, "ReconcileStep", {"step": "refund"}), "RESERVATIONS_TABLE"),
+        ((record_outcome, "RecordOutcome", {"outcome": "COMPLETED"}), "POWERTOOLS_LOG_LEVEL"),
+    ],
+)
+def test_a_function_missing_a_variable_fails_naming_it_and_changes_nothing(
+    env: ToolsEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    invoke: tuple[Any, str, dict[str, Any]],
+    variable: str,
+) -> None:
+    """The handler validates its function's environment model before it touches anything: a
+    deployment fault (ConfigurationError, never routed as a business outcome) naming it."""
+    module, state, extra = invoke
+    validated = validate_case.handler(
+        {"case": raw_case(), "attempt": attempt("ValidateCase")}, FakeContext()
+    )
+    cases_before = env.items("CASES_TABLE")
+    monkeypatch.delenv(variable)
+    event = {"case": validated["case"], "attempt": attempt(state), **extra}
+    if module is validate_case:
+        event["case"] = raw_case(case_id="case-0002")
+    with pytest.raises(ConfigurationError, match=f"{variable} is required by this function"):
+        module.handler(event, FakeContext())
     assert env.items("LEDGER_TABLE") == []
     assert env.items("CASES_TABLE") == cases_before
     assert (env.refunds("case-0001"), env.shipments("case-0001")) == (0, 0)

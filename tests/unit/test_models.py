@@ -17,7 +17,6 @@ from saga.models import (
     verify_approval,
     with_approval_digest,
 )
-from saga.settings import ConfigurationError, Settings, parse_tenants
 from tests.tools_harness import BASE_CASE, raw_case
 
 
@@ -184,27 +183,3 @@ def test_attempt_id_is_per_delivery_and_payload_parses() -> None:
             {"case": raw_case(), "attempt": info.model_dump(), "step": "release"},
             what="payload",
         )
-
-
-def test_settings_read_tables_lazily_and_name_missing_variables() -> None:
-    settings = Settings.from_env({"LEDGER_TABLE": "ledger", "ATTEMPT_BUDGET": "7"})
-    assert settings.ledger_table == "ledger"
-    assert settings.ledger_policy().attempt_budget == 7
-    with pytest.raises(ConfigurationError, match="CASES_TABLE is required"):
-        _ = settings.cases_table
-    with pytest.raises(ConfigurationError, match="TENANTS is required"):
-        _ = settings.tenants
-    with pytest.raises(ConfigurationError, match="ATTEMPT_BUDGET must be an integer"):
-        Settings.from_env({"ATTEMPT_BUDGET": "many"})
-    with pytest.raises(ConfigurationError, match="DOWNSTREAM_TIMEOUT_SECONDS must be positive"):
-        Settings.from_env({"DOWNSTREAM_TIMEOUT_SECONDS": "0"})
-
-
-def test_tenants_configuration_is_parsed_and_checked() -> None:
-    assert parse_tenants('{"acme": ["a@acme", "b@acme"]}') == {
-        "acme": frozenset({"a@acme", "b@acme"})
-    }
-    with pytest.raises(ConfigurationError, match="not valid JSON"):
-        parse_tenants("{")
-    with pytest.raises(ConfigurationError, match=r"TENANTS\['acme'\] must be a list"):
-        parse_tenants('{"acme": "a@acme"}')

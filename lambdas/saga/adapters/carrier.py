@@ -23,7 +23,6 @@ from saga.sandbox.faults import Clock, FaultInjector
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from saga.settings import Settings
 
 DOWNSTREAM = "shipment"
 
@@ -94,27 +93,6 @@ class SandboxCarrier:
         )
         injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
         return cls(service, injector)
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        client: DynamoDBClient,
-        *,
-        case_id: str,
-        faults: Sequence[str] = (),
-        clock: Clock = saga_clock.now,
-    ) -> SandboxCarrier:
-        """From the function's settings (SHIPMENTS_TABLE, SANDBOX_TABLE); `client` is the
-        downstream client (no retries, DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""
-        return cls.create(
-            client,
-            shipments_table=settings.shipments_table,
-            sandbox_table=settings.sandbox_table,
-            case_id=case_id,
-            faults=faults,
-            clock=clock,
-        )
 
     def create_shipment(self, request: ShipmentRequest) -> ShipmentReceipt:
         created = self._service.create_shipment(

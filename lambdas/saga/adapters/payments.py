@@ -68,8 +68,6 @@ from saga.sandbox.payments import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from saga.settings import Settings
-
 
 @dataclass(frozen=True)
 class RefundRequest:
@@ -152,29 +150,6 @@ class SandboxPaymentProvider:
         )
         injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
         return cls(service, injector)
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        client: DynamoDBClient,
-        *,
-        case_id: str,
-        faults: Sequence[str] = (),
-        clock: Clock = saga_clock.now,
-    ) -> SandboxPaymentProvider:
-        """From the function's settings (PAYMENTS_TABLE, SANDBOX_TABLE,
-        PAYMENT_KEY_RETENTION_SECONDS); `client` is the downstream client (no retries,
-        DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""
-        return cls.create(
-            client,
-            payments_table=settings.payments_table,
-            sandbox_table=settings.sandbox_table,
-            case_id=case_id,
-            faults=faults,
-            key_retention_seconds=settings.payment_key_retention_seconds,
-            clock=clock,
-        )
 
     @property
     def idempotency_window_seconds(self) -> float:

@@ -7,21 +7,25 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.coldstart import resumed_collection
 from saga.models import OutcomePayload, parse_model, verify_approval
-from saga.observability import logger, metrics, tracer
+from saga.observability import logger, metrics
+from saga.settings import RecordOutcomeEnvironment
 from saga.tools.outcome import record_outcome
 from saga.tools.wiring import Runtime
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(OutcomePayload, event, what="RecordOutcome payload")
     verify_approval(payload.case)
     logger.append_keys(case_id=payload.case.case_id, outcome=payload.outcome)
     result = record_outcome(
-        payload, cases=Runtime.from_env().cases(), execution_arn=payload.attempt.execution
+        payload,
+        cases=Runtime.from_env(RecordOutcomeEnvironment).cases(),
+        execution_arn=payload.attempt.execution,
     )
     # CasesCompleted / CasesEscalated: the saga's business outcome, one per terminal case.
     metrics.add_metric(name=f"Cases{payload.outcome.title()}", unit=MetricUnit.Count, value=1)

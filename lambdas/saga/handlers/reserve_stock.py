@@ -6,21 +6,23 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.coldstart import resumed_collection
 from saga.models import ToolPayload, parse_model, verify_approval
-from saga.observability import logger, metrics, tracer
+from saga.observability import logger, metrics
+from saga.settings import ReserveStockEnvironment
 from saga.tools.reserve import reserve_stock
 from saga.tools.wiring import Runtime, attempt_of
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(ToolPayload, event, what="ReserveStock payload")
     case = payload.case
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
-    runtime = Runtime.from_env()
+    runtime = Runtime.from_env(ReserveStockEnvironment)
     result = reserve_stock(
         case,
         attempt_of(payload.attempt, context),

@@ -5,7 +5,6 @@ Emits the StuckActions metric on every sweep, zero included, so its alarm sees a
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import boto3
@@ -14,9 +13,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from saga.aws import dynamodb_client
-from saga.observability import logger, metrics, tracer
-from saga.settings import Settings
-from saga.tools.sweeper import StuckActionSweeper, grace_seconds_from_env
+from saga.coldstart import resumed_collection
+from saga.observability import logger, metrics
+from saga.settings import SweepStuckActionsEnvironment
+from saga.tools.sweeper import StuckActionSweeper
 
 # Sending an escalation twice is harmless (messages carry a stable escalation_id).
 SQS_CONFIG = Config(
@@ -24,17 +24,17 @@ SQS_CONFIG = Config(
 )
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings = Settings.from_env()
+    env = SweepStuckActionsEnvironment.from_env()
     sweeper = StuckActionSweeper(
         dynamodb=dynamodb_client(),
         sqs=boto3.client("sqs", config=SQS_CONFIG),
-        ledger_table=settings.ledger_table,
-        escalation_queue_url=settings.escalation_queue,
-        grace_seconds=grace_seconds_from_env(os.environ),
+        ledger_table=env.ledger_table,
+        escalation_queue_url=env.escalation_queue_url,
+        grace_seconds=env.stuck_grace_seconds,
     )
     report = sweeper.sweep()
     metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=len(report.stuck))

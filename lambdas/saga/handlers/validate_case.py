@@ -8,21 +8,23 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.cases import OwningExecution
+from saga.coldstart import resumed_collection
 from saga.models import ValidatePayload, parse_model
-from saga.observability import logger, metrics, tracer
+from saga.observability import logger, metrics
+from saga.settings import ValidateCaseEnvironment
 from saga.tools.validate import validate_case
 from saga.tools.wiring import Runtime
 
 
+@resumed_collection
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(ValidatePayload, event, what="ValidateCase payload")
-    runtime = Runtime.from_env()
+    runtime = Runtime.from_env(ValidateCaseEnvironment)
     result = validate_case(
         payload.case,
-        tenants=runtime.settings.tenants,
+        tenants=runtime.tenants,
         cases=runtime.cases(),
         execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
     )

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 OPEN_ACTIONS_INDEX = "open-actions"
 OPEN_STATUSES = ("IN_PROGRESS", "UNKNOWN")
+# cdk.json's `monitoring.stuck_grace_seconds` (pinned equal by tests/infra/test_config.py).
 DEFAULT_GRACE_SECONDS = 300
 ESCALATION_KIND = "STUCK_ACTION"
 
@@ -175,17 +176,3 @@ def _plain(value: Any) -> Any:
 
 def _optional(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def grace_seconds_from_env(environ: dict[str, str] | Any) -> int:
-    """STUCK_GRACE_SECONDS (set by the stack from cdk context), default 300."""
-    raw = environ.get("STUCK_GRACE_SECONDS")
-    if raw is None or raw == "":
-        return DEFAULT_GRACE_SECONDS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"STUCK_GRACE_SECONDS must be an integer, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"STUCK_GRACE_SECONDS must be >= 0, got {value}")
-    return value

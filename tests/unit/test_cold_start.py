@@ -1,0 +1,107 @@
+"""What a handler's cold start imports, counted (never timed) in a fresh interpreter each, the
+way `make bench` measures it (sagactl/bench_coldstart.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagactl.bench_coldstart import (
+    BARE,
+    HANDLERS,
+    LAMBDAS_DIR,
+    ColdStartRun,
+    Function,
+    bare_handler_dir,
+    function_environments,
+    run_cold_start,
+)
+
+# What the bare boto3 handler imports is the baseline; a handler's import plus its first
+# clients adds pydantic (and its models), Powertools' Logger and Metrics, and the saga package:
+# 129 modules beyond the baseline when this was written. The bound leaves room for a module or
+# two, not for another SDK.
+EXTRA_MODULES_BOUND = 140
+# Heavy packages no handler needs at cold start: the X-Ray SDK (Lambda active tracing traces
+# the functions) and Powertools' parser package (it builds a model for every event source).
+NOT_IMPORTED = ("aws_xray_sdk", "wrapt", "aws_lambda_powertools.utilities.parser")
+
+
+@pytest.fixture(scope="module")
+def bare_dir() -> Iterator[Path]:
+    with bare_handler_dir() as path:
+        yield path
+
+
+@pytest.fixture(scope="module")
+def functions() -> dict[str, Function]:
+    return function_environments()
+
+
+@pytest.fixture(scope="module")
+def bare(bare_dir: Path) -> ColdStartRun:
+    return run_cold_start(BARE, bare_dir, None)
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_cold_start_imports_no_tracing_sdk_and_a_bounded_number_of_modules(
+    handler: str, bare_dir: Path, functions: dict[str, Function], bare: ColdStartRun
+) -> None:
+    run = run_cold_start(handler, bare_dir, functions[handler])
+    heavy = sorted(m for m in run.modules if m.startswith(NOT_IMPORTED))
+    assert heavy == []
+    assert "boto3" in run.modules and "pydantic" in run.modules  # it did import the handler
+    extra = run.modules - bare.modules
+    assert len(extra) <= EXTRA_MODULES_BOUND, sorted(extra)
+
+
+_PROBE = """
+import gc
+import saga.handlers.record_outcome as module
+paused = not gc.isenabled()
+
+class Context:
+    function_name, memory_limit_in_mb, aws_request_id = "probe", 128, "req-1"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:probe"
+
+try:
+    module.handler({}, Context())
+except Exception as exc:
+    refused = type(exc).__name__
+print(paused, gc.isenabled(), gc.get_freeze_count() > 0, refused)
+"""
+
+
+@pytest.mark.parametrize(
+    ("runtime_api", "expected"),
+    [
+        ("127.0.0.1:9001", "True True True InvalidRequest"),  # paused, resumed, frozen
+        (None, "False True False InvalidRequest"),  # pytest, the local AWS: untouched
+    ],
+)
+def test_the_collector_pauses_for_a_lambda_cold_start_and_resumes_at_the_first_invocation(
+    functions: dict[str, Function], runtime_api: str | None, expected: str
+) -> None:
+    env = {
+        **os.environ,
+        **functions["record_outcome"].environment,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    env.pop("AWS_LAMBDA_RUNTIME_API", None)
+    if runtime_api:
+        env["AWS_LAMBDA_RUNTIME_API"] = runtime_api
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=LAMBDAS_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.strip().splitlines()[-1] == expected
