@@ -114,6 +114,11 @@ def parse_instant(value: str, what: str) -> datetime:
     return parsed.astimezone(UTC)
 
 
+def format_instant(moment: datetime) -> str:
+    """How an approval writes a time: ISO 8601, UTC, whole seconds (`2026-11-30T16:00:00Z`)."""
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 # --- trusted configuration -------------------------------------------------------------------
 @dataclass(frozen=True)
 class ApproverKeys:
@@ -237,13 +242,7 @@ class ApprovalVerifier:
                 f"{approval.approved_by!r} may not approve cases for tenant {approval.tenant_id!r}"
             )
         where = f"case {approval.case_id}"
-        missing = [
-            name for name in ("signed_at", "key_id", "signature") if not getattr(approval, name)
-        ]
-        if missing:
-            raise ApprovalInvalid(
-                f"{where}: the approval is not signed (no {', '.join(missing)}); {APPROVE_HINT}"
-            )
+        require_signature(approval)
         assert approval.signed_at and approval.key_id and approval.signature
         parse_instant(approval.signed_at, "signed_at")
         if now is not None and approval.start_by is not None:
@@ -324,6 +323,19 @@ class ApprovalVerifier:
                 raise ApprovalKeyUnavailable(f"approval key {key_arn}: {exc}") from None
             _POINTS[(self.function, key_arn)] = cached
         return cached
+
+
+def require_signature(approval: SignedApproval | Any) -> None:
+    """ApprovalInvalid unless the approval carries a signature, its key and its time (given a
+    SignedApproval, or a case that has one)."""
+    if hasattr(approval, "signed_approval"):
+        approval = approval.signed_approval()
+    missing = [name for name in ("signed_at", "key_id", "signature") if not getattr(approval, name)]
+    if missing:
+        raise ApprovalInvalid(
+            f"case {approval.case_id}: the approval is not signed (no {', '.join(missing)}); "
+            f"{APPROVE_HINT}"
+        )
 
 
 def _decode_signature(value: str, where: str) -> bytes:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from saga.approvals import SIGNING_ALGORITHM, signed_message
+from saga.approvals import SIGNING_ALGORITHM, format_instant, signed_message
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +72,6 @@ def local_public_key_der(tenant: str, approver: str, generation: int = 1) -> byt
     )
 
 
-def utc_now_text(now: datetime | None = None) -> str:
-    """An approval's time: ISO 8601, UTC, whole seconds (`2026-11-30T16:00:00Z`)."""
-    moment = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def sign_locally(
     case: Mapping[str, Any],
     *,
@@ -100,7 +94,7 @@ def sign_locally(
     if approved_by is not None:
         approval["approved_by"] = approved_by
     approval["digest"] = approval_digest({**case, "approval": approval})
-    approval["signed_at"] = signed_at or utc_now_text()
+    approval["signed_at"] = signed_at or format_instant(datetime.now(UTC))
     if start_by is not None:
         approval["start_by"] = start_by
     else:
@@ -164,5 +158,4 @@ __all__ = [
     "local_public_key_der",
     "pin_local_key",
     "sign_locally",
-    "utc_now_text",
 ]
