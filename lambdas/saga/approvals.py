@@ -325,6 +325,48 @@ class ApprovalVerifier:
         return cached
 
 
+# --- what each tool accepts (docs/design.md §6) ----------------------------------------------
+class CaseRecordReader(Protocol):
+    def get(self, case_id: str) -> Mapping[str, Any] | None: ...
+
+
+RECORDED = "case-record"  # accepted on the case record, not on a signature
+
+
+def accept_new_case(
+    verifier: ApprovalVerifier, approval: SignedApproval, *, started: datetime
+) -> str:
+    """ValidateCase: the approver's current key only, and the start deadline against the
+    execution's start time (a retry or a redrive of the same execution keeps it, so neither is
+    refused because the approval aged meanwhile)."""
+    return verifier.verify(approval, accept_retired=False, now=started)
+
+
+def accept_forward(verifier: ApprovalVerifier, approval: SignedApproval) -> str:
+    """ReserveStock, IssueRefund, CreateShipment: current or retired keys; no deadline."""
+    return verifier.verify(approval, accept_retired=True)
+
+
+def accept_finishing(
+    verifier: ApprovalVerifier, approval: SignedApproval, records: CaseRecordReader
+) -> str:
+    """ReleaseReservation, ReconcileAction, RecordOutcome: what a forward tool accepts, or else
+    a case record showing that ValidateCase accepted exactly this digest for this tenant (cases
+    under way when signing was introduced, or whose key was since removed): a case already
+    under way must still be able to finish. Returns the key's ARN or RECORDED."""
+    try:
+        return verifier.verify(approval, accept_retired=True)
+    except (ApprovalInvalid, AuthorizationDenied, ApprovalKeyUnavailable) as refusal:
+        record = records.get(approval.case_id)
+        if (
+            record is not None
+            and record.get("digest") == approval.digest
+            and record.get("tenant_id") == approval.tenant_id
+        ):
+            return RECORDED
+        raise refusal
+
+
 def require_signature(approval: SignedApproval | Any) -> None:
     """ApprovalInvalid unless the approval carries a signature, its key and its time (given a
     SignedApproval, or a case that has one)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -65,6 +65,26 @@ def _cached_client(
     return boto3.client("dynamodb", config=config, endpoint_url=endpoint, region_name=region)
 
 
+KMS_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3},  # GetPublicKey reads: safe to repeat
+    connect_timeout=2.0,
+    read_timeout=5.0,
+)
+
+
+def kms_client() -> Any:
+    """A KMS client for GetPublicKey (saga.approvals), made when first needed."""
+    return _cached_kms(
+        os.environ.get("AWS_ENDPOINT_URL"),
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+
+
+@lru_cache(maxsize=4)
+def _cached_kms(endpoint: str | None, region: str | None) -> Any:
+    return boto3.client("kms", config=KMS_CONFIG, endpoint_url=endpoint, region_name=region)
+
+
 def downstream_config(timeout_seconds: float) -> Config:
     """Config for a side-effecting downstream call: one attempt, bounded connect/read time."""
     if timeout_seconds <= 0:
@@ -81,4 +101,5 @@ __all__ = [
     "downstream_config",
     "downstream_dynamodb_client",
     "dynamodb_client",
+    "kms_client",
 ]

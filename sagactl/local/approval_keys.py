@@ -22,7 +22,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from saga.approvals import SIGNING_ALGORITHM, format_instant, signed_message
+from saga.approvals import (
+    APPROVER_TAG,
+    GENERATION_TAG,
+    KEY_SPEC,
+    SIGNING_ALGORITHM,
+    TENANT_TAG,
+    format_instant,
+    signed_message,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +126,38 @@ def sign_locally(
 
 
 # --- provisioning ------------------------------------------------------------------------------
+def create_local_key(
+    kms: Any,
+    *,
+    tenant: str,
+    approver: str,
+    generation: int = 1,
+    account_id: str = "123456789012",
+    region: str = "us-east-1",
+    description: str = "",
+) -> str:
+    """Create an approver's key in this process's moto KMS with its local identity and tags;
+    returns its ARN (the local AWS's provisioning, and tests that use moto directly)."""
+    created = kms.create_key(
+        KeySpec=KEY_SPEC,
+        KeyUsage="SIGN_VERIFY",
+        Description=description or f"Approval signing key of {approver} for tenant {tenant}",
+    )["KeyMetadata"]["KeyId"]
+    key_id = pin_local_key(
+        str(created),
+        tenant=tenant,
+        approver=approver,
+        generation=generation,
+        account_id=account_id,
+        region=region,
+    )
+    tags = {TENANT_TAG: tenant, APPROVER_TAG: approver, GENERATION_TAG: str(generation)}
+    kms.tag_resource(
+        KeyId=key_id, Tags=[{"TagKey": key, "TagValue": value} for key, value in tags.items()]
+    )
+    return f"arn:aws:kms:{region}:{account_id}:key/{key_id}"
+
+
 def pin_local_key(
     created_key_id: str,
     *,
@@ -152,6 +192,7 @@ def pin_local_key(
 __all__ = [
     "LOCAL_KEY_SEED",
     "SIGNING_ALGORITHM",
+    "create_local_key",
     "local_key_arn",
     "local_key_id",
     "local_private_key",

@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 
 from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
-from sagactl.local.approval_keys import pin_local_key
+from sagactl.local.approval_keys import create_local_key
 from sagactl.local.template import (
     PhysicalResource,
     ResolutionContext,
@@ -242,27 +242,25 @@ class _Provisioner:
         for logical_id, raw_props in self._of_type(KMS_KEY_TYPE):
             props = self.ctx.resolve(raw_props)
             tags = {str(tag["Key"]): str(tag["Value"]) for tag in props.get("Tags", [])}
-            request: dict[str, Any] = {
-                "KeySpec": props.get("KeySpec", "SYMMETRIC_DEFAULT"),
-                "KeyUsage": props.get("KeyUsage", "ENCRYPT_DECRYPT"),
-                "Description": str(props.get("Description", "")),
-            }
-            key_id = str(self.kms.create_key(**request)["KeyMetadata"]["KeyId"])
             if TENANT_TAG in tags and APPROVER_TAG in tags:
-                key_id = pin_local_key(
-                    key_id,
+                arn = create_local_key(
+                    self.kms,
                     tenant=tags[TENANT_TAG],
                     approver=tags[APPROVER_TAG],
                     generation=int(tags.get(GENERATION_TAG, "1")),
                     account_id=self.ctx.account_id,
                     region=self.region,
+                    description=str(props.get("Description", "")),
                 )
-            if tags:
-                self.kms.tag_resource(
-                    KeyId=key_id,
-                    Tags=[{"TagKey": key, "TagValue": value} for key, value in tags.items()],
+            else:
+                arn = str(
+                    self.kms.create_key(
+                        KeySpec=props.get("KeySpec", "SYMMETRIC_DEFAULT"),
+                        KeyUsage=props.get("KeyUsage", "ENCRYPT_DECRYPT"),
+                        Description=str(props.get("Description", "")),
+                    )["KeyMetadata"]["Arn"]
                 )
-            arn = self._arn("kms", f"key/{key_id}")
+            key_id = arn.rsplit("/", 1)[-1]
             self.ctx.resources[logical_id] = PhysicalResource(
                 ref=key_id, attributes={"Arn": arn, "KeyId": key_id}
             )
