@@ -85,6 +85,8 @@ class ApprovalKeys(Construct):
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
         self.approvers: dict[str, dict[str, ApproverKeyRefs]] = {}
+        # The keys this stack creates: "<tenant>/<approver>" (+ "#<generation>" after the 1st).
+        self.created: dict[str, kms.Key] = {}
         for tenant, approvers in sorted(config.tenants.items()):
             for approver in sorted(approvers):
                 spec = config.approver_keys(tenant, approver)
@@ -174,6 +176,7 @@ class ApprovalKeys(Construct):
             removal_policy=removal,
             pending_window=Duration.days(30),
         )
+        self.created[f"{tenant}/{approver}" + ("" if generation == 1 else f"#{generation}")] = key
         Tags.of(key).add(TENANT_TAG, tenant)
         Tags.of(key).add(APPROVER_TAG, approver)
         Tags.of(key).add(GENERATION_TAG, str(generation))
