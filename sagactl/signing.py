@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from saga.approvals import SIGNING_ALGORITHM, format_instant, signed_message
 from saga.models import approval_digest
-from sagactl.errors import NotFound, SagactlError
+from sagactl.errors import EXIT_USAGE, NotFound, SagactlError
 from sagactl.target import Target
 
 APPROVAL_KEYS_OUTPUT = "ApprovalKeys"
@@ -28,6 +28,12 @@ APPROVER_ROLES_OUTPUT = "ApproverRoles"
 
 class SigningRefused(SagactlError):
     """KMS refused to sign: these credentials are not the approver's."""
+
+
+class NotAnApprover(SagactlError):
+    """The approver named is not one of the tenant's approvers in this stack: nothing signed."""
+
+    exit_code = EXIT_USAGE
 
 
 def _json_output(target: Target, key: str) -> dict[str, Any]:
@@ -52,10 +58,13 @@ def approver_key(target: Target, tenant: str, approver: str) -> str:
     keys = _json_output(target, APPROVAL_KEYS_OUTPUT)
     approvers = keys.get(tenant)
     if not isinstance(approvers, dict):
-        raise SagactlError(f"tenant {tenant!r} has no approvers in this stack ({sorted(keys)})")
+        raise NotAnApprover(
+            f"tenant {tenant!r} is not configured for this saga (tenants: "
+            f"{', '.join(sorted(keys))})"
+        )
     key = approvers.get(approver)
     if not isinstance(key, str):
-        raise SagactlError(
+        raise NotAnApprover(
             f"{approver!r} is not an approver of tenant {tenant!r} in this stack (its "
             f"approvers: {', '.join(sorted(approvers))}): pass --as APPROVER"
         )

@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Tags
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -127,13 +127,20 @@ class ApprovalKeys(Construct):
         principal: iam.IPrincipal = iam.AccountRootPrincipal()
         if mfa:
             principal = principal.with_conditions({"Bool": {"aws:MultiFactorAuthPresent": "true"}})
-        return iam.Role(
+        role = iam.Role(
             self,
             f"{base}ApproverRole",
             assumed_by=principal,
             description=f"Signs approvals of {approver} for tenant {tenant} (kms:Sign on one key)",
             max_session_duration=Duration.hours(1),
         )
+        # `sagactl case approve` reads the stack's ApprovalKeys output to find the key.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudformation:DescribeStacks"], resources=[Stack.of(self).stack_id]
+            )
+        )
+        return role
 
     def _key(
         self,
