@@ -87,12 +87,12 @@ def sign_locally(
     signed_at: str | None = None,
     start_by: str | None = None,
     generation: int = 1,
-    key_tenant: str | None = None,
+    signer: tuple[str, str] | None = None,
     region: str = "us-east-1",
 ) -> dict[str, Any]:
     """A copy of `case` with its digest and a signature by the local key of its approver (or of
-    `approved_by`), as `sagactl case approve` makes it against the local AWS. `key_tenant` signs
-    with another tenant's key of that approver name (for tests of refusals)."""
+    `approved_by`), as `sagactl case approve` makes it against the local AWS. `signer` (tenant,
+    approver) signs with someone else's key instead (for tests of refusals)."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -107,8 +107,8 @@ def sign_locally(
         approval["start_by"] = start_by
     else:
         approval.pop("start_by", None)
-    signer_tenant = key_tenant or str(case["tenant_id"])
     approver = str(approval["approved_by"])
+    signer_tenant, signer_approver = signer or (str(case["tenant_id"]), approver)
     message = signed_message(
         case_id=str(case["case_id"]),
         tenant_id=str(case["tenant_id"]),
@@ -118,9 +118,9 @@ def sign_locally(
         signed_at=approval["signed_at"],
         start_by=approval.get("start_by"),
     )
-    private = local_private_key(signer_tenant, approver, generation)
+    private = local_private_key(signer_tenant, signer_approver, generation)
     signature = private.sign(message, ec.ECDSA(hashes.SHA256()))
-    approval["key_id"] = local_key_arn(signer_tenant, approver, generation, region=region)
+    approval["key_id"] = local_key_arn(signer_tenant, signer_approver, generation, region=region)
     approval["signature"] = base64.b64encode(signature).decode("ascii")
     return {**case, "approval": approval}
 
