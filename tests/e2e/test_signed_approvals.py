@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from saga.approvals import forget_public_keys
+from saga.approvals import ApprovalVerifier, forget_public_keys
 from saga.identity import Operation
 from saga.models import approval_digest
 from sagactl.local.approval_keys import sign_locally
@@ -220,3 +220,32 @@ def _iso(epoch_seconds: float) -> str:
     from saga.approvals import format_instant
 
     return format_instant(datetime.fromtimestamp(epoch_seconds, UTC))
+
+
+def test_a_case_under_way_before_signing_still_compensates_after_the_upgrade(
+    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the upgrade nothing verified signatures: an unsigned case started, reserved, was
+    refunded, its shipment was rejected and its release could not finish (FAILED). After the
+    upgrade its redrive must still release and record the outcome: the case record holds the
+    digest ValidateCase accepted, which is what the finishing tools accept then."""
+    legacy = load_example("compensation-stuck")
+    for name in ("signed_at", "key_id", "signature"):
+        del legacy["approval"][name]
+    with monkeypatch.context() as before_the_upgrade:
+        before_the_upgrade.setattr(ApprovalVerifier, "verify", lambda *a, **k: "not verified")
+        saga = Saga(local_aws, legacy)
+    assert (saga.status, saga.path[-1]) == ("FAILED", "ReleaseReservation")
+    reserved = stock(local_aws)
+
+    saga.redrive()  # after the upgrade
+
+    assert saga.status == "SUCCEEDED", saga.description
+    assert saga.ledger_status(Operation.RELEASE) == "COMPLETED"
+    assert stock(local_aws) == reserved + 1
+    assert saga.case_outcome() in {"COMPLETED", "ESCALATED"}
+    # A new unsigned case is refused all the same.
+    new = {**legacy, "case_id": "case-legacy-new", "approval": dict(legacy["approval"])}
+    new["approval"]["digest"] = approval_digest(new)
+    error, _ = rejected_at_validation(local_aws, new)
+    assert error == "ApprovalInvalid"
