@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 from moto import mock_aws
 
 from saga.adapters.carrier import SandboxCarrier
@@ -283,7 +284,7 @@ def tools_env(
     with mock_aws():
         client = dynamodb_client()
         create_tables(client, TABLE_NAMES)
-        create_approval_keys(kms_client())
+        create_approval_keys(boto3.client("kms"))
         yield ToolsEnv(
             client=client,
             clock=FakeClock(),
