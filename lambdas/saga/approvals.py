@@ -1,4 +1,4 @@
-"""Signed approvals: who approved a case, over exactly which parameters (docs/design.md §6).
+"""Signed approvals: who approved a case, over exactly which parameters (docs/design.md §9).
 
 An approval is signed by the approver's own asymmetric KMS key (ECC_NIST_P256, ECDSA_SHA_256).
 The signed message is the canonical JSON of `{case_id, tenant_id, digest, revision, approved_by,
@@ -16,7 +16,7 @@ of the process, so a warm invocation makes no KMS request.
   forged case is refused before the ledger is touched.
 - A compensation, reconciliation or the outcome record may also proceed on the case record:
   ValidateCase accepted exactly this digest for this tenant (cases already under way when
-  signing was introduced or a key was retired; docs/design.md §6 "Upgrading").
+  signing was introduced or a key was retired; docs/design.md §9 "Upgrading").
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ class ApprovalVerifier:
         return cached
 
 
-# --- what each tool accepts (docs/design.md §6) ----------------------------------------------
+# --- what each tool accepts (docs/design.md §9) ----------------------------------------------
 class CaseRecordReader(Protocol):
     def get(self, case_id: str) -> Mapping[str, Any] | None: ...
 

@@ -1,4 +1,4 @@
-"""Approval keys (docs/design.md §6): one asymmetric KMS signing key per approver of each tenant.
+"""Approval keys (docs/design.md §9): one asymmetric KMS signing key per approver of each tenant.
 
 A key per approver, not per tenant, so a signature says which person approved. Each created key
 has its own key policy, not CDK's default (which delegates everything, `kms:Sign` included, to

@@ -79,7 +79,7 @@ class ToolSpec:
 
     @property
     def verifies_approvals(self) -> bool:
-        """Reads the approval keys: gets GetPublicKey on each (docs/design.md §6)."""
+        """Reads the approval keys: gets GetPublicKey on each (docs/design.md §9)."""
         return "approval_keys" in self.environment.model_fields
 
     @property

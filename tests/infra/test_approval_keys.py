@@ -1,6 +1,6 @@
 """The approval keys in the template: one ECC signing key per approver, whose key policy lets
 exactly that approver sign, and no principal of the saga itself able to sign or to become an
-approver (docs/design.md §6)."""
+approver (docs/design.md §9)."""
 
 from __future__ import annotations
 
