@@ -53,7 +53,7 @@ def trimmed_model(service: str, operations: tuple[str, ...]) -> dict[str, Any]:
                 reach(operation[key]["shape"])
         for error in operation.get("errors", []):
             reach(error["shape"])
-    return _undocumented(
+    trimmed: dict[str, Any] = _undocumented(
         {
             "version": model.get("version", "2.0"),
             "metadata": model["metadata"],
@@ -61,6 +61,7 @@ def trimmed_model(service: str, operations: tuple[str, ...]) -> dict[str, Any]:
             "shapes": {name: shapes[name] for name in sorted(reached)},
         }
     )
+    return trimmed
 
 
 def _undocumented(value: Any) -> Any:
