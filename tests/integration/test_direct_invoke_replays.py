@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from saga.errors import AuthorizationDenied
+from saga.errors import AuthorizationDenied, ReservationNotHeld
 from saga.handlers import (
     create_shipment,
     issue_refund,
     record_outcome,
+    release_reservation,
     reserve_stock,
     validate_case,
 )
@@ -102,3 +103,30 @@ def test_a_signed_case_that_never_started_is_refused_by_every_forward_tool(
     assert env.items("LEDGER_TABLE") == [] and env.items("CASES_TABLE") == []
     assert (env.refunds("case-late"), env.shipments("case-late")) == (0, 0)
     assert env.reservations("case-late") == []
+
+
+def test_a_completed_case_is_never_released_after_its_ledger_expired(
+    env: ToolsEnv,
+    local_clock: Callable[[float], None],  # noqa: F811
+) -> None:
+    """The compensation route must not become an effect of its own: a completed case shipped
+    its reserved stock, so a release (its signature is genuine, its execution ARN is the case
+    id) must not give that stock back once the ship record that guards it has expired."""
+    case = run_saga(raw_case("case-shipped"))
+    stock = env.available("SKU-RED-MUG")
+    local_clock(40 * 86400)
+    for item in env.items("LEDGER_TABLE"):
+        env.client.delete_item(
+            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
+        )
+
+    with pytest.raises(ReservationNotHeld, match="COMPLETED"):
+        release_reservation.handler(
+            {"case": case, "attempt": attempt("ReleaseReservation")}, FakeContext()
+        )
+
+    assert env.available("SKU-RED-MUG") == stock
+    assert [r["status"]["S"] for r in env.reservations("case-shipped")] == ["HELD"]
+    assert env.items("LEDGER_TABLE") == []
+    record = env.case_record("case-shipped")
+    assert record is not None and record["outcome"] == "COMPLETED"
