@@ -89,6 +89,15 @@ class CaseRecords:
         item = response.get("Item")
         return from_item(item) if item else None
 
+    def accepted(self, case: Case, digest: str) -> bool:
+        """ValidateCase accepted exactly these parameters for this tenant before."""
+        record = self.get(case.case_id)
+        return (
+            record is not None
+            and record.get("tenant_id") == case.tenant_id
+            and record.get("digest") == digest
+        )
+
     def create(self, case: Case, digest: str, execution: OwningExecution) -> OwningExecution | None:
         """Write the IN_PROGRESS record bound to `execution`, once; returns the owner on record.
 
@@ -151,14 +160,14 @@ class CaseRecords:
         if old is not None:
             self._check_same_case(case, digest, old)
             self._check_owner(case, execution_arn, old)
-            if old.get("outcome") == CaseOutcome.COMPLETED.value:
-                # A completed case shipped what it reserved and never compensates; its ship
-                # record, which would stop the release, may have expired since.
+            if old.get("outcome") in (CaseOutcome.COMPLETED.value, CaseOutcome.ESCALATED.value):
+                # A closed case compensated already or kept its stock on purpose (shipped, or
+                # left to a person); the ledger record that would stop a second release may
+                # have expired since, so a late or replayed delivery stops here.
                 raise ReservationNotHeld(
-                    f"release for {case.case_id}: the case is COMPLETED (its reserved stock "
-                    "shipped): nothing to release"
+                    f"release for {case.case_id}: the case is {old.get('outcome')}: its "
+                    "reservation is settled, nothing to release"
                 )
-            # Escalated already (a late duplicate delivery of this execution): nothing to mark.
 
     def record_outcome(
         self,

@@ -42,6 +42,9 @@ EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+$"
 
 MAX_QUANTITY = 1_000
 MAX_AMOUNT_MINOR = 100_000_000
+# Revisions travel through JSONata, whose numbers are doubles: above 2**53 one would round
+# and the approval digest would stop matching the signed one.
+MAX_REVISION = 2**53 - 1
 MAX_FAULTS_PER_DOWNSTREAM = 50
 
 CaseId = Annotated[str, StringConstraints(pattern=CASE_ID_PATTERN)]
@@ -113,7 +116,7 @@ class Approval(StrictModel):
     signature fields are optional here so that an unsigned case is refused as ApprovalInvalid,
     with what to do, rather than as a malformed request."""
 
-    revision: Annotated[int, Field(ge=1)]
+    revision: Annotated[int, Field(ge=1, le=MAX_REVISION)]
     approved_by: Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
     digest: Digest
     signed_at: ApprovalText | None = None
@@ -186,7 +189,7 @@ class ApprovedParameters(StrictModel):
     reserve: Reserve
     refund: Refund
     shipment: Shipment
-    revision: Annotated[int, Field(ge=1)]
+    revision: Annotated[int, Field(ge=1, le=MAX_REVISION)]
 
 
 def approval_digest(case: Case | Mapping[str, Any]) -> str:
