@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
+from saga.dynamodb import TransactWriteItem, client_request_token
 from saga.errors import KeyConflict, TransientError
-from saga.ledger import TransactWriteItem, client_request_token
 from saga.models import Case
 from saga.tools.common import from_item, now_iso, to_item
 
