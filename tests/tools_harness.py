@@ -15,18 +15,18 @@ from typing import Any
 
 from moto import mock_aws
 
-from saga.adapters.carrier import SandboxCarrier
-from saga.adapters.payments import SandboxPaymentProvider
 from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
+from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
 from saga.models import Case, StepResult, parse_case, with_approval_digest
-from saga.sandbox.faults import FaultInjector
+from saga.sandbox.carrier import SandboxCarrier
+from saga.sandbox.faults import FaultInjector, FaultSource, NoFaults
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
 from saga.sandbox.schema import SandboxTables, create_sandbox_tables
-from saga.tools.common import FaultSource, NoFaults
-from saga.tools.reserve import InventoryTables, reserve_stock
+from saga.tools.reserve import reserve_stock
 from sagactl.bench_ledger import create_ledger_table
 from tests.integration.ledger_harness import FakeClock
 
@@ -177,8 +177,7 @@ class ToolsEnv:
             attempt or Delivery("ReserveStock", case.case_id).next(),
             execution_arn="arn:e",
             ledger=self.ledger,
-            tables=self.inventory,
-            faults=NoFaults(),
+            inventory=self.inventory,
         )
 
     # --- where effects land ---------------------------------------------------------------------

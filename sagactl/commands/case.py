@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from saga.errors import ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.fault_plan import DOWNSTREAMS
 from saga.models import Case, parse_case, verify_approval, with_approval_digest
-from saga.sandbox.faults import DOWNSTREAMS
 from saga.settings import ConfigurationError, parse_tenants
 from saga.tools.validate import authorize
 from sagactl.commands.common import (

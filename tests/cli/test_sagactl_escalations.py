@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from saga.dynamodb import to_item
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
 from saga.models import with_approval_digest
-from saga.tools.common import to_item
 from sagactl.escalations import AlreadyResolved, open_escalations, resolve
 from sagactl.local.environment import LocalAws
 from sagactl.target import local_target_from_outputs

@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.carrier import SandboxCarrier, ShipmentReceipt, ShipmentRequest
-from saga.adapters.errors import (
+from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
+from saga.ports.errors import (
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
 )
+from saga.sandbox.carrier import SandboxCarrier
 from saga.sandbox.schema import SandboxTables
 
 TABLES = SandboxTables()

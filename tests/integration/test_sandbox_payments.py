@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from saga.adapters.errors import (
+from saga.ports.errors import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamNotDispatched,
@@ -16,8 +16,9 @@ from saga.adapters.errors import (
     DownstreamTimeout,
     DownstreamUnavailable,
 )
-from saga.adapters.payments import RefundReceipt, RefundRequest, SandboxPaymentProvider
+from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.sandbox.faults import FaultInjector
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import (
     IN_FLIGHT_LOCK_SECONDS,
     PAYMENT_KEY_RETENTION_SECONDS,

@@ -1,11 +1,14 @@
-"""Builds the tools' collaborators from the function's environment: ledger, tables, adapters.
+"""Builds the tools' collaborators from the function's environment: ledger, tables, ports.
 
 The handlers stay thin (parse, wire, call) and the tools stay free of environment lookups, so
 tests hand the tools fakes or moto-backed objects directly. Each handler names its function's
 environment model (saga.settings); `Runtime.from_env` validates it before anything else, and
 asking the Runtime for a collaborator the model does not declare is a ConfigurationError.
 A collaborator's module is imported where it is built, so a handler's cold start imports only
-the downstreams it uses (about 13 ms of a reserve handler's, `make bench`).
+what it uses (`make bench`).
+
+Every port comes with the case's sandbox faults for its downstream when the case names any
+(saga.sandbox), and as it is otherwise: the tools never see a fault.
 
 Retry layers (design.md §4): the ledger and the same-account inventory writes use
 `saga.aws.dynamodb_client()` (botocore standard mode, a few attempts: every write is
@@ -20,14 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from saga import clock as saga_clock
 from saga.aws import downstream_dynamodb_client, dynamodb_client
-from saga.identity import Operation
-from saga.ledger import ActionLedger, Attempt, Reconciliation
-from saga.models import AttemptInfo, Case, Step
-from saga.sandbox.faults import FaultInjector
+from saga.identity import Operation, action_request
 from saga.settings import (
     CarrierVariables,
     CasesVariables,
@@ -42,30 +42,19 @@ from saga.settings import (
     TenantsVariables,
     variable,
 )
-from saga.tools.common import FaultSource, NoFaults, action_request, make_attempt
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-    from saga.adapters.carrier import Carrier, SandboxCarrier
-    from saga.adapters.payments import PaymentProvider, SandboxPaymentProvider
     from saga.cases import CaseRecords
-    from saga.tools.reserve import InventoryTables
-
-
-class LambdaContextLike(Protocol):
-    """The parts of the Lambda context object a tool needs."""
-
-    @property
-    def aws_request_id(self) -> str: ...
-
-    def get_remaining_time_in_millis(self) -> int: ...
-
-
-def attempt_of(info: AttemptInfo, context: LambdaContextLike) -> Attempt:
-    """This delivery: the lease owner id and the remaining time that sizes its lease."""
-    return make_attempt(info, context.aws_request_id, context.get_remaining_time_in_millis())
-
+    from saga.ledger import ActionLedger, Reconciliation
+    from saga.models import Case, Step
+    from saga.ports.carrier import Carrier
+    from saga.ports.inventory import Inventory
+    from saga.ports.payments import PaymentProvider
+    from saga.sandbox.carrier import SandboxCarrier
+    from saga.sandbox.faults import FaultSource
+    from saga.sandbox.payment_provider import SandboxPaymentProvider
 
 VariablesT = TypeVar("VariablesT", bound=FunctionEnvironment)
 
@@ -80,7 +69,7 @@ def sandbox_payment_provider(
 ) -> SandboxPaymentProvider:
     """The sandbox provider from PAYMENTS_TABLE, SANDBOX_TABLE, PAYMENT_KEY_RETENTION_SECONDS;
     `client` is the downstream client (no retries, DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""
-    from saga.adapters.payments import SandboxPaymentProvider
+    from saga.sandbox.payment_provider import SandboxPaymentProvider
 
     return SandboxPaymentProvider.create(
         client,
@@ -102,7 +91,7 @@ def sandbox_carrier(
     clock: Callable[[], float] = saga_clock.now,
 ) -> SandboxCarrier:
     """The sandbox carrier from SHIPMENTS_TABLE and SANDBOX_TABLE (`client` as above)."""
-    from saga.adapters.carrier import SandboxCarrier
+    from saga.sandbox.carrier import SandboxCarrier
 
     return SandboxCarrier.create(
         client,
@@ -147,6 +136,8 @@ class Runtime:
         return self.variables(TenantsVariables).tenants
 
     def ledger(self) -> ActionLedger:
+        from saga.ledger import ActionLedger
+
         env = self.variables(LedgerVariables)
         return ActionLedger(env.ledger_table, self.client, env.ledger_policy())
 
@@ -155,14 +146,23 @@ class Runtime:
 
         return CaseRecords(self.client, self.variables(CasesVariables).cases_table)
 
-    def inventory(self) -> InventoryTables:
-        from saga.tools.reserve import InventoryTables
+    def inventory(self, case: Case, operation: Operation) -> Inventory:
+        """The inventory as `operation` (reserve or release) of the case reaches it."""
+        from saga.inventory import InventoryTables
 
         env = self.variables(InventoryVariables)
-        return InventoryTables(self.client, env.inventory_table, env.reservations_table)
+        tables = InventoryTables(self.client, env.inventory_table, env.reservations_table)
+        if not case.sandbox.faults_for(operation.value):
+            return tables
+        from saga.sandbox.inventory import SandboxInventory
+
+        faults = self.faults(case, operation.value)
+        return SandboxInventory.for_case(tables, faults, case, operation)
 
     def faults(self, case: Case, downstream: str) -> FaultSource:
         """The case's sandbox faults for one downstream; no faults costs no request."""
+        from saga.sandbox.faults import FaultInjector, NoFaults
+
         faults = case.sandbox.faults_for(downstream)
         if not faults:
             return NoFaults()
@@ -185,7 +185,7 @@ class Runtime:
         )
 
     def carrier(self, case: Case) -> Carrier:
-        from saga.adapters.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
+        from saga.sandbox.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
 
         return sandbox_carrier(
             self.variables(CarrierVariables),
@@ -202,8 +202,8 @@ class Runtime:
         from saga.tools.ship import reconcile_shipment
 
         if step == "reserve":
-            inventory, faults = self.inventory(), self.faults(case, "reserve")
-            return StepLookup(lambda: reconcile_reserve(case, tables=inventory, faults=faults))
+            inventory = self.inventory(case, Operation.RESERVE)
+            return StepLookup(lambda: reconcile_reserve(case, inventory=inventory))
         reference = action_request(case, Operation(step)).reference
         if step == "refund":
             provider = self.payment_provider(case)

@@ -1,20 +1,4 @@
-"""What a downstream call can end in, as an adapter reports it.
-
-Adapters raise only these; the tools map them to `saga.errors` (design.md §4). They describe
-what the caller *knows* after the call, which is what decides the next step:
-
-| error                     | the caller knows                              | tool maps it to     |
-|---------------------------|-----------------------------------------------|---------------------|
-| `DownstreamRejected`      | a permanent no; nothing was done              | the business failure|
-| `DownstreamNotDispatched` | nothing was done; repeating is safe           | `TransientError`    |
-| `DownstreamConflict`      | a request with the same key is in flight and  | `OutcomeUnknown`    |
-|                           | may still commit (HTTP 409 "in progress")     |                     |
-| `DownstreamTimeout`       | the call may or may not have taken effect     | `OutcomeUnknown`    |
-| `DownstreamUnavailable`   | no answer at all; a lookup cannot tell        | `OutcomeUnknown`    |
-| `DownstreamKeyMismatch`   | same idempotency key, other parameters        | `OutcomeUnknown`    |
-
-On a lookup every one of them means "no answer": only a returned list is evidence.
-"""
+"""What a call to a remote downstream can end in, as its adapter reports it (saga.ports)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,38 @@
-"""Fault handling and the lookup by business reference, shared by the sandbox downstreams."""
+"""How a call to a remote sandbox (the payment provider, the carrier) ends, as its caller sees it:
+the faults it acts out before its work or instead of an answer, and what a DynamoDB failure of
+its own tables means to the caller. Everything raised here is a port error (saga.ports).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from botocore.exceptions import BotoCoreError, ClientError
-
-from saga.adapters.errors import (
-    DownstreamNotDispatched,
-    DownstreamRejected,
-    DownstreamTimeout,
-    DownstreamUnavailable,
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ParamValidationError,
 )
-from saga.sandbox import _dynamo
-from saga.sandbox.faults import (
+
+from saga.dynamodb import error_code
+from saga.fault_plan import (
     FAIL_BEFORE_COMMIT,
     IN_FLIGHT,
     LOSE_RESPONSE,
     REJECT,
     TIMEOUT,
     UNAVAILABLE,
-    FaultInjector,
 )
+from saga.ports.errors import (
+    DownstreamError,
+    DownstreamNotDispatched,
+    DownstreamRejected,
+    DownstreamTimeout,
+    DownstreamUnavailable,
+)
+from saga.sandbox.faults import FaultInjector
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+# Answers after which DynamoDB may or may not have applied the write.
+_AMBIGUOUS_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "RequestTimeout"})
 
 
 def draw_fault(faults: FaultInjector, *, action: str) -> str | None:
@@ -77,19 +85,21 @@ def lost_response(faults: FaultInjector, *, action: str) -> DownstreamTimeout:
     )
 
 
-def find_by_reference(
-    client: DynamoDBClient,
-    sandbox_table: str,
-    kind: str,
-    business_ref: str,
-    *,
-    faults: FaultInjector,
-    action: str,
-) -> list[dict[str, Any]]:
-    """A lookup by business reference: consumes this call's fault, then reads the reference
-    index (oldest receipt first)."""
-    draw_lookup_fault(faults, action=action)
-    try:
-        return _dynamo.read_references(client, sandbox_table, kind, business_ref)
-    except (BotoCoreError, ClientError) as exc:
-        raise _dynamo.classify_failure(exc, downstream=faults.downstream, action=action) from exc
+def classify_failure(exc: Exception, *, downstream: str, action: str) -> DownstreamError:
+    """What a failed sandbox write means to the caller: provably nothing, or unknown.
+
+    A ParamValidationError is a bug in the sandbox itself and is not classified (re-raise it).
+    """
+    if isinstance(exc, ParamValidationError):
+        raise exc
+    if isinstance(exc, ConnectTimeoutError | EndpointConnectionError):
+        # The request never reached the service.
+        return DownstreamNotDispatched(f"{action}: not sent ({exc})", downstream=downstream)
+    if isinstance(exc, BotoCoreError):
+        return DownstreamTimeout(f"{action}: no answer ({exc})", downstream=downstream)
+    if isinstance(exc, ClientError) and error_code(exc) in _AMBIGUOUS_CODES:
+        return DownstreamTimeout(
+            f"{action}: outcome unknown ({error_code(exc)})", downstream=downstream
+        )
+    # Any other service answer (throttling, cancelled transaction, ...) is a definite "not done".
+    return DownstreamNotDispatched(f"{action}: failed ({exc})", downstream=downstream)
