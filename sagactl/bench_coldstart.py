@@ -78,7 +78,8 @@ _CARRIER = (
     "from saga.tools.wiring import sandbox_carrier\n"
     "sandbox_carrier(runtime.env, runtime.downstream_client, case_id='bench')\n"
 )
-_RECONCILERS = "import saga.tools.refund, saga.tools.reserve, saga.tools.ship\n"
+# The reconciler of the event's step, as the handler builds it (its tool and downstream only).
+_RECONCILER = "runtime.reconciler(case, payload.step)\n"
 _END_OF_FIRST_INVOCATION = "from saga.coldstart import resume_collection\nresume_collection()\n"
 FIRST_CLIENTS: Mapping[str, str] = {
     "validate_case": (
@@ -92,13 +93,7 @@ FIRST_CLIENTS: Mapping[str, str] = {
     "create_shipment": _STEP + _RUNTIME + _LEDGER + _CARRIER,
     "release_reservation": _STEP + _RUNTIME + _LEDGER + _INVENTORY + _CASES,
     "reconcile_action": (
-        _parsed("ReconcilePayload", "ReconcileResult")
-        + _RUNTIME
-        + _LEDGER
-        + _RECONCILERS
-        + _INVENTORY
-        + _PAYMENTS
-        + _CARRIER
+        _parsed("ReconcilePayload", "ReconcileResult") + _RUNTIME + _LEDGER + _RECONCILER
     ),
     "record_outcome": _parsed("OutcomePayload", "OutcomeResult") + _RUNTIME + _CASES,
     "sweep_stuck_actions": (

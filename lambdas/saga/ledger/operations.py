@@ -36,6 +36,7 @@ deliveries. The ledger does not use it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from saga import clock as saga_clock
@@ -44,11 +45,9 @@ from saga.errors import ActionPending, ActionSettled, BusinessRejection, SagaErr
 from saga.identity import ActionRequest
 from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore
 from saga.ledger.decisions import settled_text
-from saga.ledger.external import ExternalEffects
 from saga.ledger.items import settlement_update
 from saga.ledger.observer import LedgerObserver, PowertoolsObserver
 from saga.ledger.policy import LedgerPolicy
-from saga.ledger.reconcile import Reconciler
 from saga.ledger.records import (
     OPEN_STATUSES,
     ActionOutcome,
@@ -60,10 +59,13 @@ from saga.ledger.records import (
     Resolution,
 )
 from saga.ledger.store import LedgerStore
-from saga.ledger.transaction import Commit, NativeEffects, direct
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+
+    from saga.ledger.external import ExternalEffects
+    from saga.ledger.reconcile import Reconciler
+    from saga.ledger.transaction import Commit, NativeEffects
 
 
 class ActionLedger:
@@ -83,10 +85,28 @@ class ActionLedger:
         self.clock = clock
         self.observer: LedgerObserver = observer or PowertoolsObserver()
         self.store = LedgerStore(table_name, client, policy, clock)
-        core = LedgerCore(self.store, policy, clock, self.observer)
-        self._external = ExternalEffects(core)
-        self._native = NativeEffects(core)
-        self._reconciler = Reconciler(core)
+        self._core = LedgerCore(self.store, policy, clock, self.observer)
+
+    # Each family of operations is imported on its first use: a function uses one (a tool its
+    # own, the reconcile tool reconciliation), and the others' modules would be cold-start time
+    # for nothing (`make bench`).
+    @cached_property
+    def _external(self) -> ExternalEffects:
+        from saga.ledger.external import ExternalEffects
+
+        return ExternalEffects(self._core)
+
+    @cached_property
+    def _native(self) -> NativeEffects:
+        from saga.ledger.transaction import NativeEffects
+
+        return NativeEffects(self._core)
+
+    @cached_property
+    def _reconciler(self) -> Reconciler:
+        from saga.ledger.reconcile import Reconciler
+
+        return Reconciler(self._core)
 
     def execute(
         self,
@@ -130,7 +150,7 @@ class ActionLedger:
         result: dict[str, Any],
         downstream_ref: str | None = None,
         explain_failure: Callable[[Mapping[int, dict[str, Any]]], SagaError],
-        commit: Commit = direct,
+        commit: Commit | None = None,
     ) -> ActionOutcome:
         """The ledger record (written COMPLETED) and the effect items in ONE TransactWriteItems
         (transaction.py): the effect happened iff the COMPLETED record exists.
@@ -140,7 +160,8 @@ class ActionLedger:
         BusinessRejection is recorded FAILED (see record_failure) and raised. Cancellations for
         other reasons (a conflicting transaction, throttling) wrote nothing: TransientError.
 
-        `commit(write)` is the downstream's way to its table (its port supplies it): it calls
+        `commit(write)` is the downstream's way to its table (its port supplies it; None: the
+        transaction is written as it is): it calls
         `write` (the transaction, decided as above) and returns what it returns, or raises
         without calling it: TransientError or OutcomeUnknown (nothing is written), or a
         BusinessRejection (the downstream refused: recorded FAILED like any rejection, unless an

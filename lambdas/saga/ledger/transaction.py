@@ -64,7 +64,7 @@ class NativeEffects:
         result: dict[str, Any],
         downstream_ref: str | None,
         explain_failure: ExplainFailure,
-        commit: Commit,
+        commit: Commit | None = None,
     ) -> ActionOutcome:
         """ActionLedger.execute_transaction."""
         writing = False
@@ -82,7 +82,7 @@ class NativeEffects:
             )
 
         try:
-            return commit(write)
+            return (commit or direct)(write)
         except BusinessRejection as refused:
             if writing:
                 raise  # decided (and recorded) from the transaction itself

@@ -196,21 +196,25 @@ class Runtime:
 
     def reconciler(self, case: Case, step: Step) -> StepLookup:
         """The lookup by business reference for one forward step, and how long its downstream
-        deduplicates a repeat (None: the lookup sees every request, so "not found" is proof)."""
-        from saga.tools.refund import reconcile_refund
-        from saga.tools.reserve import reconcile_reserve
-        from saga.tools.ship import reconcile_shipment
-
+        deduplicates a repeat (None: the lookup sees every request, so "not found" is proof).
+        Only the step's own tool and downstream are imported: a container reconciles one step
+        per invocation, and the others' modules would be cold-start time for nothing."""
         if step == "reserve":
+            from saga.tools.reserve import reconcile_reserve
+
             inventory = self.inventory(case, Operation.RESERVE)
             return StepLookup(lambda: reconcile_reserve(case, inventory=inventory))
         reference = action_request(case, Operation(step)).reference
         if step == "refund":
+            from saga.tools.refund import reconcile_refund
+
             provider = self.payment_provider(case)
             return StepLookup(
                 lambda: reconcile_refund(reference, provider),
                 reattempt_window_seconds=provider.idempotency_window_seconds,
             )
+        from saga.tools.ship import reconcile_shipment
+
         carrier = self.carrier(case)
         return StepLookup(lambda: reconcile_shipment(reference, carrier))
 
