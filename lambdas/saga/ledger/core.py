@@ -92,6 +92,14 @@ class LedgerCore:
         self.observe(self.store.release(request, attempt), request, None)
 
 
+class Operations:
+    """A family of the ledger's operations (external.py, transaction.py, reconcile.py) over the
+    core they share."""
+
+    def __init__(self, core: LedgerCore) -> None:
+        self.core = core
+
+
 def ask(reconcile: Callable[[], Reconciliation]) -> Reconciliation:
     """A reconciliation that itself fails has not determined anything."""
     try:

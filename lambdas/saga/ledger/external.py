@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from saga.errors import BusinessRejection, OutcomeUnknown, ReplayWindowExpired, TransientError
 from saga.identity import ActionRequest
-from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore, ask, contended
+from saga.ledger.core import MAX_DECISION_ROUNDS, Operations, ask, contended
 from saga.ledger.decisions import TAKEOVERS, Decision
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
@@ -29,10 +29,7 @@ Effect = Callable[[], EffectResult]
 Lookup = Callable[[], Reconciliation]
 
 
-class ExternalEffects:
-    def __init__(self, core: LedgerCore) -> None:
-        self.core = core
-
+class ExternalEffects(Operations):
     def execute(
         self,
         request: ActionRequest,

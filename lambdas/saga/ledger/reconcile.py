@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from saga.errors import ActionPending, OutcomeUnknown
 from saga.identity import ActionRequest
-from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore, ask, contended
+from saga.ledger.core import MAX_DECISION_ROUNDS, Operations, ask, contended
 from saga.ledger.decisions import (
     REJECTIONS,
     Decision,
@@ -46,10 +46,7 @@ Lookup = Callable[[], Reconciliation]
 _ANSWERED_FROM_THE_RECORD = REJECTIONS | {Decision.SETTLED, Decision.ESCALATED, Decision.REPLAYED}
 
 
-class Reconciler:
-    def __init__(self, core: LedgerCore) -> None:
-        self.core = core
-
+class Reconciler(Operations):
     def reconcile(
         self,
         request: ActionRequest,

@@ -25,7 +25,7 @@ from saga.errors import (
     TransientError,
 )
 from saga.identity import ActionRequest
-from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore, contended
+from saga.ledger.core import MAX_DECISION_ROUNDS, Operations, contended
 from saga.ledger.decisions import TAKEOVERS, Decision
 from saga.ledger.items import put_condition, record_item
 from saga.ledger.observer import LedgerEvent
@@ -51,10 +51,7 @@ def direct(write: Callable[[], ActionOutcome]) -> ActionOutcome:
     return write()
 
 
-class NativeEffects:
-    def __init__(self, core: LedgerCore) -> None:
-        self.core = core
-
+class NativeEffects(Operations):
     def execute_transaction(
         self,
         request: ActionRequest,
