@@ -68,6 +68,10 @@ _RUNTIME = (
     "runtime = Runtime.from_env(getattr(settings, {model!r}))\nruntime.client\n"
 )
 _LEDGER = "runtime.ledger()\n"
+# The ledger's operations its first request runs (each family is imported on first use).
+_EXTERNAL = "import saga.ledger.external\n"
+_NATIVE = "import saga.ledger.transaction\n"
+_RECONCILE = "import saga.ledger.reconcile\n"
 _CASES = "runtime.cases()\n"
 _INVENTORY = "from saga.identity import Operation\nruntime.inventory(case, Operation.RESERVE)\n"
 _PAYMENTS = (
@@ -91,16 +95,19 @@ FIRST_CLIENTS: Mapping[str, str] = {
         + _APPROVALS
         + _CASES
     ),
-    "reserve_stock": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _INVENTORY,
-    "issue_refund": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _PAYMENTS,
-    "create_shipment": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _CARRIER,
-    "release_reservation": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _INVENTORY + _CASES,
+    "reserve_stock": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _NATIVE + _INVENTORY,
+    "issue_refund": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _PAYMENTS,
+    "create_shipment": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _CARRIER,
+    "release_reservation": (
+        _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _INVENTORY + _CASES
+    ),
     "reconcile_action": (
         _parsed("ReconcilePayload", "ReconcileResult")
         + _RUNTIME
         + _APPROVALS
         + _CASES
         + _LEDGER
+        + _RECONCILE
         + _RECONCILER
     ),
     "record_outcome": (_parsed("OutcomePayload", "OutcomeResult") + _RUNTIME + _APPROVALS + _CASES),

@@ -6,9 +6,7 @@ from typing import Any
 
 import pytest
 
-from saga.ports.carrier import ShipmentRequest
-from saga.ports.errors import DownstreamTimeout
-from saga.ports.payments import RefundRequest
+from saga.ports import DownstreamTimeout, RefundRequest, ShipmentRequest
 from saga.sandbox.schema import SandboxTables
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from saga.errors import InvalidRequest
 from saga.formats import COUNTRY_CODES, CURRENCY_CODES
 from saga.models import Case, parse_case, with_approval_digest
-from saga.ports.errors import DownstreamRejected
+from saga.ports import DownstreamRejected
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payments import SandboxPaymentsService

@@ -15,10 +15,9 @@ from saga.identity import Operation, action_request
 from saga.inventory import InventoryTables
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
-from saga.ports.inventory import Reservation
-from saga.ports.payments import RefundReceipt
+from saga.ports import RefundReceipt, Reservation
+from saga.sandbox.calls import read_references
 from saga.sandbox.payment_provider import SandboxPaymentProvider
-from saga.sandbox.references import read_references
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation

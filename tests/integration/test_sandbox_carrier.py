@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
-from saga.ports.errors import (
+from saga.ports import (
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    ShipmentReceipt,
+    ShipmentRequest,
 )
 from saga.sandbox.carrier import SandboxCarrier
 from saga.sandbox.schema import SandboxTables

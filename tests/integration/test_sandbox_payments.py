@@ -8,15 +8,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from saga.ports.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    RefundReceipt,
+    RefundRequest,
 )
-from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import (

@@ -10,14 +10,14 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from saga.ports.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
+    RefundReceipt,
 )
-from saga.ports.payments import RefundReceipt
 from saga.sandbox.calls import classify_failure
 from saga.sandbox.payment_provider import _receipt_or_raise
 from saga.sandbox.payments import ProviderResponse

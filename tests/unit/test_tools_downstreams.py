@@ -16,8 +16,7 @@ from saga.errors import (
     TransientError,
 )
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
-from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
-from saga.ports.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamError,
     DownstreamKeyMismatch,
@@ -25,8 +24,11 @@ from saga.ports.errors import (
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    RefundReceipt,
+    RefundRequest,
+    ShipmentReceipt,
+    ShipmentRequest,
 )
-from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.ship import create_shipment, reconcile_shipment
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env

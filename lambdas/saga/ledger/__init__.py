@@ -1,8 +1,8 @@
 """The action ledger (design.md §3): one approved action, at most one business effect.
 
 Modules by job:
-- records.py: what the ledger reads, writes and answers (the record, a delivery, evidence);
-- policy.py: the attempt budget, the retention, lease sizing;
+- records.py: what the ledger reads, writes and answers (the record, a delivery, evidence)
+  and its policy (the attempt budget, the retention, lease sizing);
 - decisions.py: the decision table, pure (`decide()`), and the answers that need no write;
 - store.py: the table's conditional writes (claim, takeover, outcome, release, ...);
 - core.py, external.py, transaction.py, reconcile.py: the operations, behind ActionLedger
@@ -16,7 +16,6 @@ from saga.identity import ActionRequest
 from saga.ledger.decisions import Decision, decide
 from saga.ledger.observer import LedgerEvent, LedgerObserver, PowertoolsObserver
 from saga.ledger.operations import ActionLedger
-from saga.ledger.policy import LedgerPolicy
 from saga.ledger.records import (
     OPEN_STATUSES,
     Absent,
@@ -24,6 +23,7 @@ from saga.ledger.records import (
     Attempt,
     EffectResult,
     Found,
+    LedgerPolicy,
     LedgerRecord,
     LedgerStatus,
     ReconcileAnswer,

@@ -14,10 +14,10 @@ from saga.errors import ActionPending, OutcomeUnknown
 from saga.identity import ActionRequest
 from saga.ledger.decisions import Decision, answer, decide, reattempt_refusal
 from saga.ledger.observer import LedgerEvent, LedgerObserver
-from saga.ledger.policy import LedgerPolicy
 from saga.ledger.records import (
     ActionOutcome,
     Attempt,
+    LedgerPolicy,
     LedgerRecord,
     LedgerStatus,
     Reconciliation,

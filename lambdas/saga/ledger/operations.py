@@ -47,12 +47,12 @@ from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore
 from saga.ledger.decisions import settled_text
 from saga.ledger.items import settlement_update
 from saga.ledger.observer import LedgerObserver, PowertoolsObserver
-from saga.ledger.policy import LedgerPolicy
 from saga.ledger.records import (
     OPEN_STATUSES,
     ActionOutcome,
     Attempt,
     EffectResult,
+    LedgerPolicy,
     LedgerRecord,
     ReconcileDecision,
     Reconciliation,

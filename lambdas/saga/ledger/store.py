@@ -33,8 +33,7 @@ from saga.identity import ActionRequest
 from saga.ledger.decisions import earlier_record_may_have_expired
 from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
 from saga.ledger.observer import LedgerEvent
-from saga.ledger.policy import LedgerPolicy
-from saga.ledger.records import Attempt, Found, LedgerRecord, LedgerStatus
+from saga.ledger.records import Attempt, Found, LedgerPolicy, LedgerRecord, LedgerStatus
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

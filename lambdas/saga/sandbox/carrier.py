@@ -21,11 +21,15 @@ from saga import formats
 from saga.clock import Clock
 from saga.dynamodb import to_item
 from saga.fault_plan import LOSE_RESPONSE, REJECT
-from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
-from saga.ports.errors import DownstreamRejected
-from saga.sandbox.calls import classify_failure, draw_fault, lost_response
+from saga.ports import DownstreamRejected, ShipmentReceipt, ShipmentRequest
+from saga.sandbox.calls import (
+    append_reference_update,
+    classify_failure,
+    draw_fault,
+    find_by_reference,
+    lost_response,
+)
 from saga.sandbox.faults import FaultInjector
-from saga.sandbox.references import append_reference_update, find_by_reference
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from saga.errors import OutcomeUnknown, OutOfStock, ReservationNotHeld, SagaError, TransientError
 from saga.fault_plan import FAIL_BEFORE_COMMIT, LOSE_RESPONSE, REJECT, TIMEOUT, UNAVAILABLE
 from saga.identity import Operation
-from saga.ports.errors import DownstreamUnavailable
-from saga.ports.inventory import Inventory, ReleaseRequest, Reservation, StockWrite
+from saga.ports import DownstreamUnavailable, Inventory, ReleaseRequest, Reservation, StockWrite
 from saga.sandbox.faults import FaultSource
 
 if TYPE_CHECKING:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from saga import clock as saga_clock
 from saga.clock import Clock
-from saga.ports.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamRejected,
     DownstreamTimeout,
+    RefundReceipt,
+    RefundRequest,
 )
-from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payments import (
     DOWNSTREAM,

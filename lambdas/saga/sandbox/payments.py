@@ -37,10 +37,15 @@ from saga import fault_plan, formats
 from saga.clock import Clock
 from saga.dynamodb import cancellation_codes, error_code, from_item, to_attr, to_item
 from saga.identity import sha256_hex
-from saga.ports.errors import DownstreamConflict, DownstreamNotDispatched, DownstreamTimeout
-from saga.sandbox.calls import classify_failure, draw_fault, lost_response
+from saga.ports import DownstreamConflict, DownstreamNotDispatched, DownstreamTimeout
+from saga.sandbox.calls import (
+    append_reference_update,
+    classify_failure,
+    draw_fault,
+    find_by_reference,
+    lost_response,
+)
 from saga.sandbox.faults import FaultInjector
-from saga.sandbox.references import append_reference_update, find_by_reference
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

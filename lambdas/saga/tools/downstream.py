@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeVar
 
 from saga.errors import OutcomeUnknown, SagaError, TransientError
 from saga.ledger import Absent, Found, Reconciliation, Undeterminable
-from saga.ports.errors import DownstreamError, DownstreamNotDispatched
+from saga.ports import DownstreamError, DownstreamNotDispatched
 
 
 def downstream_detail(message: str, business_ref: str) -> str:

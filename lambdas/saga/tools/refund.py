@@ -12,8 +12,13 @@ from saga.errors import OutcomeUnknown, RefundRejected, SagaError
 from saga.identity import ActionRequest, Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.ports.errors import DownstreamError, DownstreamKeyMismatch, DownstreamRejected
-from saga.ports.payments import PaymentProvider, RefundRequest
+from saga.ports import (
+    DownstreamError,
+    DownstreamKeyMismatch,
+    DownstreamRejected,
+    PaymentProvider,
+    RefundRequest,
+)
 from saga.tools.downstream import reconcile_by_reference, unanswered_call_error
 
 

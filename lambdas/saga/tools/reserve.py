@@ -12,8 +12,7 @@ from __future__ import annotations
 from saga.identity import Operation, action_request, reservation_id
 from saga.ledger import Absent, ActionLedger, Attempt, Found, Reconciliation, Undeterminable
 from saga.models import Case, StepResult
-from saga.ports.errors import DownstreamError
-from saga.ports.inventory import Inventory, Reservation
+from saga.ports import DownstreamError, Inventory, Reservation
 
 
 def reserve_stock(

@@ -12,8 +12,7 @@ from saga.errors import SagaError, ShipmentRejected
 from saga.identity import ActionRequest, Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.ports.carrier import Carrier, ShipmentRequest
-from saga.ports.errors import DownstreamError, DownstreamRejected
+from saga.ports import Carrier, DownstreamError, DownstreamRejected, ShipmentRequest
 from saga.tools.downstream import reconcile_by_reference, unanswered_call_error
 
 
