@@ -25,10 +25,19 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
+from saga.clock import now_iso
+from saga.dynamodb import (
+    CONDITION_FAILED,
+    TRANSACTION_CANCELLED,
+    TransactWriteItem,
+    cancellation_reasons,
+    client_request_token,
+    error_code,
+    from_item,
+    to_item,
+)
 from saga.errors import KeyConflict, ReservationNotHeld, TransientError
-from saga.ledger import TransactWriteItem, client_request_token
 from saga.models import Case
-from saga.tools.common import from_item, now_iso, to_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -244,11 +253,11 @@ class CaseRecords:
                 TransactItems=items, ClientRequestToken=client_request_token(items)
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            if error_code(exc) != TRANSACTION_CANCELLED:
                 raise TransientError(
                     f"case {case_id}: the resolution was not written ({exc})"
                 ) from exc
-            reasons = cast("list[dict[str, Any]]", exc.response.get("CancellationReasons", []))
+            reasons = cancellation_reasons(exc)
             codes = [str(reason.get("Code")) for reason in reasons]
             first = reasons[0] if reasons else {}
             current = (
@@ -292,7 +301,7 @@ class CaseRecords:
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if error_code(exc) == CONDITION_FAILED:
                 return from_item(exc.response.get("Item", {}))  # type: ignore[arg-type]
             raise _unanswered(case, exc) from exc
         except BotoCoreError as exc:

@@ -15,8 +15,16 @@ from saga import clock as saga_clock
 from saga.approvals import ApprovalVerifier, accept_new_case
 from saga.cases import CaseRecords, OwningExecution
 from saga.errors import ApprovalInvalid, AuthorizationDenied
-from saga.models import Case, ValidateResult, approval_digest, parse_case, verify_approval
-from saga.tools.common import case_actions
+from saga.identity import Operation, action_request
+from saga.models import (
+    ActionRef,
+    Case,
+    CaseActions,
+    ValidateResult,
+    approval_digest,
+    parse_case,
+    verify_approval,
+)
 
 
 def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
@@ -60,6 +68,21 @@ def validate_case(
         actions=case_actions(case),
         duplicate=True,
         original_execution_arn=owner.arn if owner is not None else None,
+    )
+
+
+def case_actions(case: Case) -> CaseActions:
+    """The ids and keys of the case's actions, as the state machine carries them."""
+    refs = {
+        operation: ActionRef(action_id=request.action_id, action_key=request.key)
+        for operation in Operation
+        for request in (action_request(case, operation),)
+    }
+    return CaseActions(
+        reserve=refs[Operation.RESERVE],
+        refund=refs[Operation.REFUND],
+        ship=refs[Operation.SHIP],
+        release=refs[Operation.RELEASE],
     )
 
 
