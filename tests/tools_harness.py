@@ -1,5 +1,6 @@
 """Test support for the saga's tools: approved cases, moto tables, and effect counters.
 
+The tables are the stack's own, created from its synthesized template (tests/tables.py).
 Effects are counted where they land: refunds and shipments are items in the sandbox payments /
 shipments tables (one item per business effect, each carrying `case_id`), stock is the inventory
 item's `available`. "Exactly once" in a tools test means exactly one such item.
@@ -24,11 +25,11 @@ from saga.models import Case, StepResult, parse_case, with_approval_digest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
 from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
-from saga.sandbox.schema import SandboxTables, create_sandbox_tables
 from saga.tools.common import FaultSource, NoFaults
 from saga.tools.reserve import InventoryTables, reserve_stock
-from sagactl.bench_ledger import create_ledger_table
+from sagactl.local.tables import StackTables
 from tests.integration.ledger_harness import FakeClock
+from tests.tables import create_by_variable
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
 TABLE_NAMES = {
@@ -225,35 +226,21 @@ class ToolsEnv:
         }
 
 
-def create_tables(client: Any, names: dict[str, str]) -> None:
-    create_ledger_table(client, names["LEDGER_TABLE"])
-    create_sandbox_tables(
-        client,
-        SandboxTables(
-            payments=names["PAYMENTS_TABLE"],
-            shipments=names["SHIPMENTS_TABLE"],
-            sandbox=names["SANDBOX_TABLE"],
-            inventory=names["INVENTORY_TABLE"],
-        ),
-    )
-    for variable, key in (("CASES_TABLE", "case_id"), ("RESERVATIONS_TABLE", "reservation_id")):
-        client.create_table(
-            TableName=names[variable],
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-        )
+def create_tables(tables: StackTables, client: Any, names: dict[str, str]) -> None:
+    """Every table of the stack, from its template, under `names`; the inventory seeded."""
+    create_by_variable(tables, client, names)
     seed_inventory(client, names["INVENTORY_TABLE"], STOCK)
 
 
 @contextmanager
 def tools_env(
-    *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
+    tables: StackTables, *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
 ) -> Iterator[ToolsEnv]:
-    """moto DynamoDB with every table created and the inventory seeded."""
+    """moto DynamoDB with every table of the stack created (`tables`: the session fixture
+    `stack_tables`) and the inventory seeded."""
     with mock_aws():
         client = dynamodb_client()
-        create_tables(client, TABLE_NAMES)
+        create_tables(tables, client, TABLE_NAMES)
         yield ToolsEnv(
             client=client,
             clock=FakeClock(),

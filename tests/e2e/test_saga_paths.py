@@ -16,8 +16,8 @@ import pytest
 from saga.identity import Operation, action_id_for, action_key, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, EffectResult, LedgerPolicy
 from saga.sandbox.faults import cursor_key
-from sagactl.bench import count_dynamodb_requests
 from sagactl.local.environment import LocalAws
+from sagactl.metering import count_dynamodb_requests
 from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import pytest
 from saga.adapters.carrier import ShipmentRequest
 from saga.adapters.errors import DownstreamTimeout
 from saga.adapters.payments import RefundRequest
-from saga.sandbox.schema import SandboxTables
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables(
     payments="env-payments", shipments="env-shipments", sandbox="env-sandbox", inventory="env-inv"

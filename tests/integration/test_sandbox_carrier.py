@@ -13,7 +13,7 @@ from saga.adapters.errors import (
     DownstreamTimeout,
     DownstreamUnavailable,
 )
-from saga.sandbox.schema import SandboxTables
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 CASE = "case-0001"

@@ -25,8 +25,8 @@ from saga.sandbox.payments import (
     SandboxPaymentsService,
     idempotency_item_key,
 )
-from saga.sandbox.schema import SandboxTables
 from tests.integration.ledger_harness import FakeClock
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 CASE = "case-0001"

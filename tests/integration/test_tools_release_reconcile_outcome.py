@@ -17,12 +17,13 @@ from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
 from saga.tools.reserve import reconcile_reserve
 from saga.tools.ship import create_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 

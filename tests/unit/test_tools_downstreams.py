@@ -29,6 +29,7 @@ from saga.errors import (
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.ship import create_shipment, reconcile_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 
@@ -74,8 +75,8 @@ class FakeCarrier:
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 

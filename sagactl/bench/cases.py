@@ -1,6 +1,4 @@
-"""Saga benchmark: counts, not timings, for every example case in the local AWS.
-
-    python -m sagactl.bench            (or `make bench`)
+"""Counts, not timings, for every example case run through the real state machine locally.
 
 For each example case it runs the real state machine in the local emulator and reports:
 - states entered and state transitions (what a STANDARD workflow is billed for),
@@ -8,32 +6,19 @@ For each example case it runs the real state machine in the local emulator and r
 - DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
   the executor itself makes none, so these are the handlers' requests),
 - effects counted in the sandbox tables.
-Then each handler's cold start against a bare boto3 handler (sagactl/bench_coldstart.py):
-modules imported, and the time of import plus first clients in fresh interpreters, as a ratio
-measured in this one run (the one figure here that is a duration: reported, never asserted).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import threading
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-import botocore.client
-
-from sagactl.bench_coldstart import format_cold_starts, measure_cold_starts
 from sagactl.local.emulator import client_environment
 from sagactl.local.environment import StackSource, run_local
-from sagactl.local.lambda_runtime import quiet_handlers
-from sagactl.local.synth import PROJECT_ROOT
-
-EXAMPLES = PROJECT_ROOT / "examples"
+from sagactl.metering import count_dynamodb_requests
+from sagactl.paths import EXAMPLES_DIR
 
 
 @dataclass(frozen=True)
@@ -47,27 +32,6 @@ class CaseCounts:
     dynamodb_requests: int
     refunds: int
     shipments: int
-
-
-@contextmanager
-def count_dynamodb_requests() -> Iterator[Counter[str]]:
-    """Counts every DynamoDB API call made by any botocore client in this process."""
-    counts: Counter[str] = Counter()
-    lock = threading.Lock()
-    client_class: Any = botocore.client.BaseClient
-    original = client_class._make_api_call
-
-    def counting(self: Any, operation_name: str, api_params: Any) -> Any:
-        if self.meta.service_model.service_name == "dynamodb":
-            with lock:
-                counts[operation_name] += 1
-        return original(self, operation_name, api_params)
-
-    client_class._make_api_call = counting
-    try:
-        yield counts
-    finally:
-        client_class._make_api_call = original
 
 
 def _count_items(client: Any, table: str, case_id: str) -> int:
@@ -87,7 +51,7 @@ def measure_cases(time_scale: float) -> list[CaseCounts]:
     with run_local(source, time_scale=time_scale) as local:
         os.environ.update(client_environment(local.endpoint))
         ddb = local.client("dynamodb")
-        for path in sorted(EXAMPLES.glob("*.json")):
+        for path in sorted(EXAMPLES_DIR.glob("*.json")):
             case = json.loads(path.read_text(encoding="utf-8"))
             with count_dynamodb_requests() as counts:
                 arn = local.start_case(case)
@@ -117,49 +81,14 @@ def measure_cases(time_scale: float) -> list[CaseCounts]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m sagactl.bench", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument(
-        "--runs", type=int, default=9, help="cold-start rounds (fresh interpreters each)"
-    )
-    parser.add_argument(
-        "--time-scale",
-        type=float,
-        default=0.05,
-        help="scale for the ASL Retry sleeps in the emulator (counts do not depend on it)",
-    )
-    args = parser.parse_args(argv)
-
-    handler_log = PROJECT_ROOT / ".local" / "bench-handlers.log"
-    with quiet_handlers(handler_log):
-        cases = measure_cases(args.time_scale)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    cold_starts = measure_cold_starts(args.runs)
-    if args.json:
-        document = {
-            "cases": [asdict(c) for c in cases],
-            "cold_starts": [asdict(c) for c in cold_starts],
-        }
-        print(json.dumps(document, indent=2))
-        return 0
-
+def format_cases(cases: list[CaseCounts]) -> str:
     header = f"{'case':<24} {'status':<10} {'outcome':<11} {'states':>6} {'transitions':>11} "
     header += f"{'lambda':>6} {'ddb req':>7} {'refunds':>7} {'shipments':>9}"
-    print(header)
+    lines = [header]
     for c in cases:
-        print(
+        lines.append(
             f"{c.case:<24} {c.status:<10} {c.outcome or '-':<11} {c.states_entered:>6} "
             f"{c.state_transitions:>11} {c.lambda_invocations:>6} {c.dynamodb_requests:>7} "
             f"{c.refunds:>7} {c.shipments:>9}"
         )
-    print()
-    print(format_cold_starts(cold_starts, args.runs))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return "\n".join(lines)
