@@ -137,6 +137,32 @@ class WatchTimeout(SagactlError):
     exit_code = EXIT_TIMEOUT
 
 
+class CaseNotOpen(SagactlError):
+    """The case is not an open escalation (done, still running, ...): nothing to resolve."""
+
+    exit_code = EXIT_REFUSED
+
+
+class AlreadyResolved(SagactlError):
+    """A person has already resolved the case; a decision is recorded once."""
+
+    exit_code = EXIT_REFUSED
+
+
+class ActionInFlight(SagactlError):
+    """An attempt holds one of the case's actions right now: resolve once it has ended."""
+
+    exit_code = EXIT_REFUSED
+
+
+class QueueCleanupFailed(SagactlError):
+    """The resolution is recorded, but the case's messages could not all be removed."""
+
+
+class SweepFailed(SagactlError):
+    """The sweeper function ran and raised."""
+
+
 Handler = Callable[[argparse.Namespace], int]
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from sagactl.local.emulator import client_environment
 from sagactl.local.environment import StackSource, run_local
 from sagactl.metering import count_dynamodb_requests
+from sagactl.operations.records import count_items
 from sagactl.paths import EXAMPLES_DIR
+from sagactl.target import local_target_from_outputs
 
 
 @dataclass(frozen=True)
@@ -34,23 +35,12 @@ class CaseCounts:
     shipments: int
 
 
-def _count_items(client: Any, table: str, case_id: str) -> int:
-    response = client.scan(
-        TableName=table,
-        FilterExpression="case_id = :c",
-        ExpressionAttributeValues={":c": {"S": case_id}},
-        Select="COUNT",
-        ConsistentRead=True,
-    )
-    return int(response["Count"])
-
-
 def measure_cases(time_scale: float) -> list[CaseCounts]:
     results: list[CaseCounts] = []
     source = StackSource.synthesized()
     with run_local(source, time_scale=time_scale) as local:
         os.environ.update(client_environment(local.endpoint))
-        ddb = local.client("dynamodb")
+        target = local_target_from_outputs(local.outputs)
         for path in sorted(EXAMPLES_DIR.glob("*.json")):
             case = json.loads(path.read_text(encoding="utf-8"))
             with count_dynamodb_requests() as counts:
@@ -72,9 +62,11 @@ def measure_cases(time_scale: float) -> list[CaseCounts]:
                     state_transitions=len(entered) + 1,
                     lambda_invocations=sum(1 for e in history if e["type"] == "TaskScheduled"),
                     dynamodb_requests=requests,
-                    refunds=_count_items(ddb, local.outputs["PaymentsTableName"], case["case_id"]),
-                    shipments=_count_items(
-                        ddb, local.outputs["ShipmentsTableName"], case["case_id"]
+                    refunds=count_items(
+                        target, target.output("PaymentsTableName"), case["case_id"]
+                    ),
+                    shipments=count_items(
+                        target, target.output("ShipmentsTableName"), case["case_id"]
                     ),
                 )
             )

@@ -12,55 +12,33 @@ function instead (the stack of --stack, or the local AWS with --local).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from saga.errors import ApprovalMismatch, AuthorizationDenied, InvalidRequest
 from saga.models import Case, parse_case, verify_approval, with_approval_digest
 from saga.sandbox.faults import DOWNSTREAMS
-from saga.settings import ConfigurationError, parse_tenants
 from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
     add_json_argument,
-    cdk_config,
+    add_target_arguments,
     positive_int,
     read_case_file,
-    stack_function,
+    resolve_target,
     write_json_file,
 )
-from sagactl.errors import InvalidCaseFile, SagactlError, UsageError, guarded
-from sagactl.render import emit_json
-from sagactl.target import add_target_arguments, resolve_target
-
-# The Handler of ValidateCaseFunction (stacks/constructs/tools.py TOOL_SPECS).
-VALIDATE_CASE_HANDLER = "saga.handlers.validate_case.handler"
+from sagactl.commands.render import emit_json
+from sagactl.config import Tenants, configured_tenants
+from sagactl.errors import InvalidCaseFile, UsageError, guarded
+from sagactl.operations.functions import deployed_tenants
 
 
-@dataclass(frozen=True)
-class Tenants:
-    """Who may approve cases for which tenant, and where that was read."""
-
-    approvers: Mapping[str, frozenset[str]]
-    source: str
-
-
-def configured_tenants(args: argparse.Namespace) -> Tenants:
+def tenants_for(args: argparse.Namespace) -> Tenants:
+    """cdk.json's tenants, or with --deployed the deployed ValidateCase function's."""
     if not args.deployed:
-        tenants = cdk_config().tenants
-        return Tenants({t: frozenset(a) for t, a in tenants.items()}, "cdk.json")
-    target = resolve_target(args)
-    function = stack_function(
-        target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
-    )
-    name = str(function["FunctionName"])
-    variables = (function.get("Environment") or {}).get("Variables") or {}
-    try:
-        return Tenants(parse_tenants(str(variables.get("TENANTS") or "")), f"TENANTS of {name}")
-    except ConfigurationError as exc:
-        raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
+        return configured_tenants()
+    return deployed_tenants(resolve_target(args))
 
 
 def check_authorized(case: Case, tenants: Tenants, *, source: str) -> None:
@@ -147,7 +125,7 @@ def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
 
 
 def command_new(args: argparse.Namespace) -> int:
-    case = approve(case_from_args(args), configured_tenants(args), source="case")
+    case = approve(case_from_args(args), tenants_for(args), source="case")
     written_to = _write(case, args.output, force=args.force)
     summary = _approval_summary(case, written_to)
     if args.output == "-":
@@ -168,7 +146,7 @@ def command_approve(args: argparse.Namespace) -> int:
         if args.revision:
             approval["revision"] = args.revision
         case = {**case, "approval": approval}
-    approved = approve(case, configured_tenants(args), source=str(args.file))
+    approved = approve(case, tenants_for(args), source=str(args.file))
     output = args.output or str(args.file)
     written_to = _write(approved, output, force=True)
     summary = _approval_summary(approved, written_to)
@@ -186,7 +164,7 @@ def command_approve(args: argparse.Namespace) -> int:
 
 def command_check(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
-    tenants = configured_tenants(args)
+    tenants = tenants_for(args)
     # In ValidateCase's order: the fields, who approved, then the digest.
     try:
         case = parse_case(raw)

@@ -39,21 +39,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, add_budget_argument
-from sagactl.errors import guarded
-from sagactl.escalations import (
-    Escalation,
-    EscalationView,
-    ResolveReport,
-    caller_identity,
-    check_tenant,
-    open_escalations,
-    resolve,
-    show,
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_budget_argument,
+    resolve_target,
 )
-from sagactl.render import emit_json, record_lines
-from sagactl.target import resolve_target
-from sagactl.timeline import resolve_budget
+from sagactl.commands.render import emit_json, record_lines
+from sagactl.config import resolve_budget
+from sagactl.errors import guarded
+from sagactl.operations.escalations import caller_identity, open_escalations, resolve, show
+from sagactl.views.escalations import Escalation, EscalationView, ResolveReport, check_tenant
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
 

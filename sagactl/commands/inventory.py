@@ -8,13 +8,12 @@ defaults itself. Seeding sets the level; it does not add to it, so running it tw
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
-from sagactl.commands.common import Subparsers, add_aws_command_arguments
+from saga.sandbox.inventory import DEFAULT_STOCK
+from sagactl.commands.common import Subparsers, add_aws_command_arguments, resolve_target
+from sagactl.commands.render import emit_json
 from sagactl.errors import UsageError, guarded
-from sagactl.render import emit_json
-from sagactl.target import resolve_target
+from sagactl.operations.records import set_stock, stock_levels
 
 
 def parse_stock(pairs: list[str] | None) -> dict[str, int]:
@@ -36,19 +35,8 @@ def parse_stock(pairs: list[str] | None) -> dict[str, int]:
     return stock
 
 
-def _read_all(client: Any, table: str) -> dict[str, int]:
-    levels: dict[str, int] = {}
-    for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-        for item in page["Items"]:
-            available = item.get("available", {}).get("N")
-            if "sku" in item and available is not None:  # anything else is not a stock level
-                levels[item["sku"]["S"]] = int(available)
-    return dict(sorted(levels.items()))
-
-
 def command_show(args: argparse.Namespace) -> int:
-    target = resolve_target(args)
-    levels = _read_all(target.client("dynamodb"), target.output("InventoryTableName"))
+    levels = stock_levels(resolve_target(args))
     if args.json:
         emit_json({"inventory": levels})
     elif not levels:
@@ -61,10 +49,7 @@ def command_show(args: argparse.Namespace) -> int:
 
 def command_seed(args: argparse.Namespace) -> int:
     stock = parse_stock(args.sku)
-    target = resolve_target(args)
-    client = target.client("dynamodb")
-    table = target.output("InventoryTableName")
-    seed_inventory(client, table, stock)
+    set_stock(resolve_target(args), stock)
     if args.json:
         emit_json({"seeded": stock})
     else:

@@ -14,23 +14,22 @@ import argparse
 from dataclasses import asdict
 
 from saga.identity import parse_action_key
-from saga.tools.sweeper import StuckActionSweeper
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    resolve_target,
 )
+from sagactl.commands.render import emit_json, record_lines
+from sagactl.config import resolve_budget
 from sagactl.errors import NotFound, UsageError, guarded
-from sagactl.render import emit_json, record_lines
-from sagactl.target import resolve_target
-from sagactl.timeline import (
-    actions_json,
+from sagactl.operations.records import (
     case_actions,
-    ledger_for,
+    ledger_record,
     read_case_record,
-    record_summary,
-    resolve_budget,
+    stuck_actions,
 )
+from sagactl.views.case import actions_json, record_summary
 
 
 def command_ledger(args: argparse.Namespace) -> int:
@@ -45,7 +44,7 @@ def command_ledger(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{args.action_key!r} is not an action key (tenant#operation#action_id)"
             ) from None
-        record = ledger_for(target).get(args.action_key)
+        record = ledger_record(target, args.action_key)
         if record is None:
             raise NotFound(f"no ledger record for {args.action_key}")
         summary = record_summary(record, budget)
@@ -78,16 +77,7 @@ def command_ledger(args: argparse.Namespace) -> int:
 
 
 def command_stuck(args: argparse.Namespace) -> int:
-    target = resolve_target(args)
-    sweeper = StuckActionSweeper(
-        dynamodb=target.client("dynamodb"),
-        sqs=target.client("sqs"),  # required by the sweeper; `stuck` only reads, never sends
-        ledger_table=target.output("LedgerTableName"),
-        escalation_queue_url=target.optional_output("EscalationQueueUrl") or "",
-        grace_seconds=args.grace,
-        clock=target.now,
-    )
-    stuck = sweeper.find_stuck()
+    stuck = stuck_actions(resolve_target(args), args.grace)
     if args.json:
         emit_json({"grace_seconds": args.grace, "stuck": [asdict(action) for action in stuck]})
         return 0

@@ -1,5 +1,5 @@
 """`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned;
-`sagactl local advance|clock`: move and read its clock; `sagactl local demo` (sagactl.demo).
+`sagactl local advance|clock`: move and read its clock; `sagactl local demo` (commands/demo.py).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sagactl.demo import register_demo
+from sagactl.commands.demo import register_demo
 from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT
-from sagactl.local.synth import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 
 logger = logging.getLogger("sagactl.local")
 

@@ -21,12 +21,13 @@ from sagactl.commands.common import (
     add_aws_command_arguments,
     add_budget_argument,
     add_case_argument,
+    resolve_target,
 )
+from sagactl.commands.render import emit_json
+from sagactl.config import resolve_budget
 from sagactl.errors import UsageError, guarded
-from sagactl.redrive import RedrivePlan, plan_redrive, redrive
-from sagactl.render import emit_json
-from sagactl.target import resolve_target
-from sagactl.timeline import resolve_budget
+from sagactl.operations.redrive import plan_redrive, redrive
+from sagactl.views.redrive import RedrivePlan
 
 
 def plan_lines(plan: RedrivePlan) -> list[str]:

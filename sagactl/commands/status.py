@@ -19,11 +19,14 @@ from sagactl.commands.common import (
     add_budget_argument,
     add_case_argument,
     positive_float,
+    resolve_target,
 )
+from sagactl.commands.render import case_view_text, emit_json, emit_json_line, entry_line
 from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help, guarded
-from sagactl.render import case_view_text, emit_json, emit_json_line, entry_line
-from sagactl.target import Target, resolve_target
-from sagactl.timeline import build_entries, execution_history, find_case_execution, gather
+from sagactl.operations.case_view import gather
+from sagactl.operations.executions import execution_history, find_case_execution
+from sagactl.target import Target
+from sagactl.views.timeline import build_entries
 
 DEFAULT_INTERVAL_SECONDS = 1.0
 RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from saga.models import with_approval_digest
-from sagactl.commands.case import VALIDATE_CASE_HANDLER
 from sagactl.local.environment import LocalAws
+from sagactl.operations.functions import VALIDATE_CASE_HANDLER
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl
 from tests.cli.test_sagactl_case import NEW_CASE
 

@@ -21,8 +21,9 @@ from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
 from saga.models import with_approval_digest
 from saga.tools.common import to_item
-from sagactl.escalations import AlreadyResolved, open_escalations, resolve
+from sagactl.errors import AlreadyResolved
 from sagactl.local.environment import LocalAws
+from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
 from tests.cli.sagactl_helpers import Sagactl, example, run_example, saga, sagactl, scan
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from sagactl.cli import build_parser
 from sagactl.errors import EXIT_STATUSES
 from sagactl.local.environment import LocalAws
-from sagactl.target import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl
 
 __all__ = ["saga", "sagactl"]

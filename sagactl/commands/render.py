@@ -1,4 +1,5 @@
-"""Text and JSON rendering of what the commands found (no AWS calls here)."""
+"""Text and JSON of the views the commands print (no AWS calls here): the case view of
+`status`, `watch` and the demo, ledger records, timeline lines."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TextIO
 
-from sagactl.timeline import CaseView, TimelineEntry, plain
+from sagactl.views.case import CaseView
+from sagactl.views.plain import plain
+from sagactl.views.timeline import TimelineEntry
 
 
 def emit_json(value: Any, out: TextIO | None = None) -> None:
