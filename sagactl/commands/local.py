@@ -21,65 +21,30 @@ from typing import Any
 
 from sagactl.commands.demo import register_demo
 from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
-from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT
+from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
+from sagactl.local.process import (
+    LocalProcessError,
+    is_local_server,
+    pid_file,
+    process_alive,
+    read_pid_file,
+    remove_own_pid_file,
+    running_local_server,
+    stop_local_server,
+    write_pid_file,
+)
 from sagactl.paths import PROJECT_ROOT
 
 logger = logging.getLogger("sagactl.local")
 
 DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
-PID_FILE_NAME = "local.pid"
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
-STOP_WAIT_SECONDS = 15.0
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
 
 
 class LocalCommandError(Exception):
     """A user-facing failure of a `local` command (printed without a traceback)."""
-
-
-def _pid_file(state_dir: Path) -> Path:
-    return state_dir / PID_FILE_NAME
-
-
-def read_pid_file(state_dir: Path) -> dict[str, Any] | None:
-    path = _pid_file(state_dir)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise LocalCommandError(f"unreadable pid file {path}: {exc}") from exc
-    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
-        raise LocalCommandError(f"malformed pid file {path}")
-    return record
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # An exited process whose parent has not reaped it yet (a zombie) has stopped.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
-def _is_local_server(pid: int) -> bool:
-    """The pid still belongs to a `sagactl local up` (not a recycled pid)."""
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.exists():  # no procfs: trust the pid file
-        return _process_alive(pid)
-    try:
-        text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return "sagactl" in text or "sagactl.cli" in text
 
 
 def export_lines(environment: dict[str, str]) -> list[str]:
@@ -137,8 +102,8 @@ def command_up(args: argparse.Namespace) -> int:
 
     _configure_logging(args.verbose)
     state_dir: Path = args.state_dir
-    running = read_pid_file(state_dir)
-    if running and _process_alive(running["pid"]) and _is_local_server(running["pid"]):
+    running = running_local_server(state_dir)
+    if running:
         raise LocalCommandError(
             f"a local AWS is already running (pid {running['pid']}, {running.get('endpoint')}); "
             "stop it with `sagactl local down`"
@@ -159,9 +124,7 @@ def command_up(args: argparse.Namespace) -> int:
         _serve(args, server, source, stop, server_seconds)
     finally:
         server.stop()
-        record = read_pid_file(state_dir) if _pid_file(state_dir).exists() else None
-        if record is not None and record.get("pid") == os.getpid():
-            _pid_file(state_dir).unlink(missing_ok=True)
+        remove_own_pid_file(state_dir)
     return 0
 
 
@@ -189,10 +152,7 @@ def _serve(
         provision_seconds = time.perf_counter() - started
         outputs_path = state_dir / OUTPUTS_FILE_NAME
         local.write_outputs(outputs_path)
-        _pid_file(state_dir).write_text(
-            json.dumps({"pid": os.getpid(), "endpoint": local.endpoint, "port": server.port}),
-            encoding="utf-8",
-        )
+        write_pid_file(state_dir, local.endpoint, server.port)
         provisioned = local.provisioned
         assert provisioned is not None
         print(
@@ -221,7 +181,11 @@ def _serve(
                 file=sys.stderr,
             )
         print("stop with Ctrl-C or `sagactl local down`", file=sys.stderr)
-        _sweep_ttl_until(stop, args.ttl_sweep_seconds)
+        sweep_ttl_until(
+            stop,
+            args.ttl_sweep_seconds,
+            lambda deleted: logger.info("TTL deleted %s", _deleted_text(deleted)),
+        )
         print("stopping the local AWS", file=sys.stderr)
 
 
@@ -231,20 +195,6 @@ def _handler_log(args: argparse.Namespace) -> Path | None:
     if args.handler_log == "-":
         return None
     return Path(args.handler_log) if args.handler_log else args.state_dir / HANDLER_LOG_NAME
-
-
-def _sweep_ttl_until(stop: threading.Event, interval: float) -> None:
-    """Delete TTL-expired items every `interval` seconds (0: only when the clock is advanced),
-    as DynamoDB does some time after expiry, until `stop` is set."""
-    from sagactl.local.emulator import delete_expired_items_now
-
-    if interval <= 0:
-        stop.wait()
-        return
-    while not stop.wait(interval):
-        deleted = delete_expired_items_now()
-        if deleted:
-            logger.info("TTL deleted %s", _deleted_text(deleted))
 
 
 def _deleted_text(deleted: dict[str, int]) -> str:
@@ -258,21 +208,11 @@ def command_down(args: argparse.Namespace) -> int:
         print("no local AWS is running", file=sys.stderr)
         return 0
     pid = int(record["pid"])
-    if not _process_alive(pid) or not _is_local_server(pid):
-        _pid_file(state_dir).unlink(missing_ok=True)
+    if not process_alive(pid) or not is_local_server(pid):
+        pid_file(state_dir).unlink(missing_ok=True)
         print(f"no local AWS is running (removed a stale pid file for pid {pid})", file=sys.stderr)
         return 0
-    os.kill(pid, signal.SIGTERM)
-    polls = int(STOP_WAIT_SECONDS / 0.1)
-    for _ in range(polls):
-        if not _process_alive(pid):
-            break
-        time.sleep(0.1)
-    else:
-        raise LocalCommandError(
-            f"the local AWS (pid {pid}) did not stop within {STOP_WAIT_SECONDS}s"
-        )
-    _pid_file(state_dir).unlink(missing_ok=True)
+    stop_local_server(state_dir, pid)
     print(f"stopped the local AWS (pid {pid}, {record.get('endpoint')})", file=sys.stderr)
     return 0
 
@@ -286,7 +226,7 @@ def _running_endpoint(args: argparse.Namespace) -> str:
     if from_env:
         return from_env
     record = read_pid_file(args.state_dir)
-    if record is None or not _process_alive(int(record["pid"])) or not record.get("endpoint"):
+    if record is None or not process_alive(int(record["pid"])) or not record.get("endpoint"):
         raise LocalCommandError(
             "no local AWS is running: start one with `sagactl local up` "
             "(or pass --endpoint / set AWS_ENDPOINT_URL)"
@@ -345,7 +285,13 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
         try:
             return command(args)
-        except (LocalCommandError, SynthError, TemplateError, ReferenceJsonataUnavailable) as exc:
+        except (
+            LocalCommandError,
+            LocalProcessError,
+            SynthError,
+            TemplateError,
+            ReferenceJsonataUnavailable,
+        ) as exc:
             print(f"sagactl local: {exc}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (synthesis)
