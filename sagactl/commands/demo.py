@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sagactl.commands.redrive import plan_lines
-from sagactl.commands.render import case_view_text, timeline_lines
+from sagactl.commands.render import case_view_text, plan_lines, timeline_lines
 from sagactl.config import resolve_budget
 from sagactl.errors import RedriveRefused, SagactlError, guarded
 from sagactl.local.lambda_runtime import quiet_handlers

@@ -23,31 +23,10 @@ from sagactl.commands.common import (
     add_case_argument,
     resolve_target,
 )
-from sagactl.commands.render import emit_json
+from sagactl.commands.render import emit_json, plan_lines
 from sagactl.config import resolve_budget
 from sagactl.errors import UsageError, guarded
 from sagactl.operations.redrive import plan_redrive, redrive
-from sagactl.views.redrive import RedrivePlan
-
-
-def plan_lines(plan: RedrivePlan) -> list[str]:
-    lines = [f"case {plan.case_id}: execution {plan.status} (stopped {plan.stopped_at})"]
-    step = plan.failed_step
-    if step is None:
-        lines.append("  failed state: not found in the history")
-    else:
-        lines.append(
-            f"  will rerun:   {step.state}"
-            + (f" ({step.error}: {step.cause})" if step.error else "")
-        )
-    for action in plan.actions:
-        lines.append(
-            f"  action:       {action['action_key']} {action['status'] or 'no record'}, "
-            f"attempts {action['attempts']}/{action['budget']} "
-            f"({action['remaining_budget']} left)"
-        )
-    lines.append(f"  redrive:      #{plan.redrive_count + 1}; states that succeeded are not rerun")
-    return lines
 
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:

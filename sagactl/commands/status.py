@@ -24,7 +24,11 @@ from sagactl.commands.common import (
 from sagactl.commands.render import case_view_text, emit_json, emit_json_line, entry_line
 from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help, guarded
 from sagactl.operations.case_view import gather
-from sagactl.operations.executions import execution_history, find_case_execution
+from sagactl.operations.executions import (
+    describe_execution,
+    execution_history,
+    find_case_execution,
+)
 from sagactl.target import Target
 from sagactl.views.timeline import build_entries
 
@@ -64,7 +68,7 @@ def follow(
         named = "" if name == case_id else f" (execution {name})"
         print(f"watching case {case_id}{named} (Ctrl-C stops watching, not the execution)")
     while True:
-        description = target.client("stepfunctions").describe_execution(executionArn=execution_arn)
+        description = describe_execution(target, execution_arn)
         entries = build_entries(execution_history(target, execution_arn))
         for entry in entries:
             if entry.final and entry.event_id not in printed:

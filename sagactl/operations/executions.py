@@ -40,6 +40,14 @@ def describe_execution_arn(target: Target, execution_arn: str) -> dict[str, Any]
     return description
 
 
+def describe_execution(target: Target, execution_arn: str) -> dict[str, Any]:
+    """DescribeExecution of an execution known to exist."""
+    description: dict[str, Any] = target.client("stepfunctions").describe_execution(
+        executionArn=execution_arn
+    )
+    return description
+
+
 def execution_history(target: Target, execution_arn: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     paginator = target.client("stepfunctions").get_paginator("get_execution_history")
@@ -146,11 +154,10 @@ def start_case(target: Target, raw: Any, case_id: str) -> dict[str, Any]:
             response = sfn.start_execution(
                 stateMachineArn=target.state_machine_arn, name=name, input=payload
             )
-            arn = str(response["executionArn"])
-            return report(sfn.describe_execution(executionArn=arn), created=True)
+            return report(describe_execution(target, response["executionArn"]), created=True)
         except ClientError as exc:
             # Another start won the race between our describe and our start.
             if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
                 raise
-        existing = sfn.describe_execution(executionArn=target.execution_arn(name))
+        existing = describe_execution(target, target.execution_arn(name))
     return report(existing, created=False)
