@@ -127,32 +127,30 @@ class TargetError(SagactlError):
     """The AWS (or local AWS) the command should talk to cannot be reached or resolved."""
 
 
-class RedriveRefused(SagactlError):
-    """Redrive cannot help: the reason says why."""
+class Refused(SagactlError):
+    """The request is understood and declined, with the reason: nothing was changed."""
 
     exit_code = EXIT_REFUSED
+
+
+class RedriveRefused(Refused):
+    """Redrive cannot help: the reason says why."""
 
 
 class WatchTimeout(SagactlError):
     exit_code = EXIT_TIMEOUT
 
 
-class CaseNotOpen(SagactlError):
+class CaseNotOpen(Refused):
     """The case is not an open escalation (done, still running, ...): nothing to resolve."""
 
-    exit_code = EXIT_REFUSED
 
-
-class AlreadyResolved(SagactlError):
+class AlreadyResolved(Refused):
     """A person has already resolved the case; a decision is recorded once."""
 
-    exit_code = EXIT_REFUSED
 
-
-class ActionInFlight(SagactlError):
+class ActionInFlight(Refused):
     """An attempt holds one of the case's actions right now: resolve once it has ended."""
-
-    exit_code = EXIT_REFUSED
 
 
 class QueueCleanupFailed(SagactlError):

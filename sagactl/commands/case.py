@@ -21,6 +21,7 @@ from saga.sandbox.faults import DOWNSTREAMS
 from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
+    add_command,
     add_json_argument,
     add_target_arguments,
     positive_int,
@@ -200,17 +201,14 @@ def _add_tenant_source(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Subparsers) -> None:
-    case = subparsers.add_parser(
-        "case",
-        help="write, approve and check case files",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    case = add_command(subparsers, "case", "write, approve and check case files", doc=__doc__)
     commands = case.add_subparsers(dest="case_command", metavar="SUBCOMMAND", required=True)
 
-    new = commands.add_parser(
+    new = add_command(
+        commands,
         "new",
-        help="write an approved case file from flags",
+        "write an approved case file from flags",
+        handler=guarded(command_new),
         description="Write a case file with its approval digest filled in, checked as "
         "ValidateCase checks it (fields, tenant and approver). Refuses an invalid case with a "
         "message naming the field, and writes nothing.",
@@ -254,11 +252,12 @@ def register(subparsers: Subparsers) -> None:
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     add_json_argument(new)
     _add_tenant_source(new)
-    new.set_defaults(handler=guarded(command_new))
 
-    approve_parser = commands.add_parser(
+    approve_parser = add_command(
+        commands,
         "approve",
-        help="fill in approval.digest of a case file",
+        "fill in approval.digest of a case file",
+        handler=guarded(command_approve),
         description="Validate the case (fields, tenant and approver, as ValidateCase does) and "
         "write approval.digest (sha256 of the approved parameters and revision) into the file, "
         "or into --output. A case ValidateCase rejected is corrected, then approved again with "
@@ -270,11 +269,12 @@ def register(subparsers: Subparsers) -> None:
     approve_parser.add_argument("-o", "--output", help="write here instead (- for stdout)")
     add_json_argument(approve_parser)
     _add_tenant_source(approve_parser)
-    approve_parser.set_defaults(handler=guarded(command_approve))
 
-    check = commands.add_parser(
+    check = add_command(
+        commands,
         "check",
-        help="validate a case file and verify its approval digest",
+        "validate a case file and verify its approval digest",
+        handler=guarded(command_check),
         description="Check a case file as ValidateCase will: its fields, that the tenant is "
         "configured and the approver may approve for it, and that approval.digest matches the "
         "parameters. Exit 0 when it would be accepted, 2 (with the reason) when not.",
@@ -282,4 +282,3 @@ def register(subparsers: Subparsers) -> None:
     check.add_argument("file", type=Path, help="the case file")
     add_json_argument(check)
     _add_tenant_source(check)
-    check.set_defaults(handler=guarded(command_check))

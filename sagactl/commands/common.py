@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagactl.errors import InvalidCaseFile
+from sagactl.errors import Handler, InvalidCaseFile
 from sagactl.target import (
     DEFAULT_LOCAL_OUTPUTS,
     DEFAULT_STACK_NAME,
@@ -20,6 +20,33 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at runtime on Python 3.11
     Subparsers = argparse._SubParsersAction
+
+
+def add_command(
+    subparsers: Subparsers,
+    name: str,
+    summary: str,
+    *,
+    handler: Handler | None = None,
+    doc: str | None = None,
+    description: str | None = None,
+    epilog: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand's parser, running `handler` (guarded by the caller). `doc`, a module
+    docstring, shows in --help as written (so does `epilog` then); a `description` is wrapped."""
+    if doc is not None:
+        parser = subparsers.add_parser(
+            name,
+            help=summary,
+            description=doc,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    else:
+        parser = subparsers.add_parser(name, help=summary, description=description, epilog=epilog)
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:

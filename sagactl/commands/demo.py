@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sagactl.commands.common import add_command
 from sagactl.commands.render import case_view_text, plan_lines, timeline_lines
 from sagactl.config import resolve_budget
 from sagactl.errors import RedriveRefused, SagactlError, guarded
@@ -253,11 +254,12 @@ def _scenario(name: str) -> str:
 
 def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`sagactl local demo` (under `sagactl local`, whose --state-dir it uses)."""
-    demo = local.add_parser(
+    demo = add_command(
+        local,
         "demo",
-        help="run the saga's scenarios against a throwaway local AWS and show each timeline",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the saga's scenarios against a throwaway local AWS and show each timeline",
+        handler=guarded(command_demo),
+        doc=__doc__,
     )
     demo.add_argument(
         "--scenario",
@@ -284,4 +286,3 @@ def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="where the functions' output goes (default: <state dir>/demo-handlers.log)",
     )
-    demo.set_defaults(handler=guarded(command_demo))

@@ -43,6 +43,7 @@ from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    add_command,
     resolve_target,
 )
 from sagactl.commands.render import emit_json, record_lines
@@ -216,34 +217,35 @@ def resolve_lines(report: ResolveReport) -> list[str]:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "escalations",
-        help="the escalation worklist: open cases, show one, resolve one with a decision",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the escalation worklist: open cases, show one, resolve one with a decision",
+        handler=guarded(command_list),
+        doc=__doc__,
     )
     parser.add_argument("--tenant", help="only this tenant's cases")
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
-    parser.set_defaults(handler=guarded(command_list))
     commands = parser.add_subparsers(dest="escalations_command", metavar="SUBCOMMAND")
 
-    show_parser = commands.add_parser(
+    show_parser = add_command(
+        commands,
         "show",
-        help="everything a person needs to decide one case",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "everything a person needs to decide one case",
+        handler=guarded(command_show),
+        doc=__doc__,
     )
     show_parser.add_argument("case_id", metavar="CASE", help="the case id")
     add_budget_argument(show_parser)
     add_aws_command_arguments(show_parser)
-    show_parser.set_defaults(handler=guarded(command_show))
 
-    resolve_parser = commands.add_parser(
+    resolve_parser = add_command(
+        commands,
         "resolve",
-        help="record a person's decision, settle the case's open actions, clear its messages",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "record a person's decision, settle the case's open actions, clear its messages",
+        handler=guarded(command_resolve),
+        doc=__doc__,
     )
     resolve_parser.add_argument("case_id", metavar="CASE", help="the case id")
     resolve_parser.add_argument(
@@ -255,4 +257,3 @@ def register(subparsers: Subparsers) -> None:
     )
     add_budget_argument(resolve_parser)
     add_aws_command_arguments(resolve_parser)
-    resolve_parser.set_defaults(handler=guarded(command_resolve))

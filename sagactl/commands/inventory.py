@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 
 from saga.sandbox.inventory import DEFAULT_STOCK
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, resolve_target
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_command,
+    resolve_target,
+)
 from sagactl.commands.render import emit_json
 from sagactl.errors import UsageError, guarded
 from sagactl.operations.records import set_stock, stock_levels
@@ -59,28 +64,26 @@ def command_seed(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    inventory = subparsers.add_parser(
-        "inventory",
-        help="show or seed the stock levels",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    inventory = add_command(subparsers, "inventory", "show or seed the stock levels", doc=__doc__)
     actions = inventory.add_subparsers(dest="inventory_command", metavar="SUBCOMMAND")
     actions.required = True
 
-    show = actions.add_parser(
+    show = add_command(
+        actions,
         "show",
-        help="stock level per SKU",
+        "stock level per SKU",
+        handler=guarded(command_show),
         description="Print the available stock of every SKU in the stack's inventory table "
         "(InventoryTableName), read consistently. Reserving a case's SKU takes from it; "
         "releasing a reservation gives it back.",
     )
     add_aws_command_arguments(show)
-    show.set_defaults(handler=guarded(command_show))
 
-    seed = actions.add_parser(
+    seed = add_command(
+        actions,
         "seed",
-        help="set stock levels (default: the sandbox's SKUs)",
+        "set stock levels (default: the sandbox's SKUs)",
+        handler=guarded(command_seed),
         description="Set the available stock of SKUs in the stack's inventory table: the "
         "sandbox defaults, or the --sku SKU=N pairs given. It sets the level, it does not add "
         "to it, so running it twice is harmless. A new deployment needs it once, or every case "
@@ -95,4 +98,3 @@ def register(subparsers: Subparsers) -> None:
         + ")",
     )
     add_aws_command_arguments(seed)
-    seed.set_defaults(handler=guarded(command_seed))

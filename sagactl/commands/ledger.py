@@ -18,6 +18,7 @@ from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    add_command,
     resolve_target,
 )
 from sagactl.commands.render import emit_json, record_lines
@@ -94,24 +95,25 @@ def command_stuck(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    ledger = subparsers.add_parser(
+    ledger = add_command(
+        subparsers,
         "ledger",
-        help="ledger records: one action key, or every action of a case",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "ledger records: one action key, or every action of a case",
+        handler=guarded(command_ledger),
+        doc=__doc__,
     )
     ledger.add_argument("action_key", nargs="?", metavar="ACTION_KEY")
     ledger.add_argument("--case", metavar="CASE", help="every action of this case")
     ledger.add_argument("--tenant", help="the case's tenant, when it has no case record")
     add_budget_argument(ledger)
     add_aws_command_arguments(ledger)
-    ledger.set_defaults(handler=guarded(command_ledger))
 
-    stuck = subparsers.add_parser(
+    stuck = add_command(
+        subparsers,
         "stuck",
-        help="actions IN_PROGRESS past their lease, or UNKNOWN",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "actions IN_PROGRESS past their lease, or UNKNOWN",
+        handler=guarded(command_stuck),
+        doc=__doc__,
     )
     stuck.add_argument(
         "--grace",
@@ -120,4 +122,3 @@ def register(subparsers: Subparsers) -> None:
         help="only actions whose lease ended more than this many seconds ago (0)",
     )
     add_aws_command_arguments(stuck)
-    stuck.set_defaults(handler=guarded(command_stuck))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sagactl.commands.common import add_command
 from sagactl.commands.demo import register_demo
 from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
@@ -309,9 +310,11 @@ def _non_negative_float(text: str) -> float:
 
 
 def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    up = local.add_parser(
+    up = add_command(
+        local,
         "up",
-        help="start the local AWS with the stack provisioned; stays up until interrupted",
+        "start the local AWS with the stack provisioned; stays up until interrupted",
+        handler=_guarded(command_up),
         description="Start the local AWS (a moto server on loopback, nothing reaches real AWS), "
         "synthesize the CDK app and provision its stack into it (tables, queues, functions, the "
         "state machine, EventBridge rules; resources are named after the stack, as in the "
@@ -363,19 +366,19 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "clock is advanced)",
     )
     up.add_argument("--verbose", action="store_true", help="debug logging")
-    up.set_defaults(handler=_guarded(command_up))
 
 
 def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    down = local.add_parser(
+    add_command(
+        local,
         "down",
-        help="stop a running `sagactl local up`",
+        "stop a running `sagactl local up`",
+        handler=_guarded(command_down),
         description="Stop the `sagactl local up` whose pid file is in the state directory "
         "(SIGTERM, then wait for it to exit). Its resources and executions are gone with it; "
         "the next `local up` starts from an empty account. With nothing running it says so and "
         "exits 0.",
     )
-    down.set_defaults(handler=_guarded(command_down))
 
 
 def _add_clock_target(parser: argparse.ArgumentParser) -> None:
@@ -387,9 +390,11 @@ def _add_clock_target(parser: argparse.ArgumentParser) -> None:
 
 
 def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    advance = local.add_parser(
+    advance = add_command(
+        local,
         "advance",
-        help="move the local AWS's clock forward (leases, key retention, TTL, token windows)",
+        "move the local AWS's clock forward (leases, key retention, TTL, token windows)",
+        handler=_guarded(command_advance),
         description="Move the clock of a running local AWS forward: the Lambda code, Step "
         "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
         "whose TTL has passed are deleted before the command returns. The clock never goes back.",
@@ -397,22 +402,23 @@ def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for unit in ("days", "hours", "minutes", "seconds"):
         advance.add_argument(f"--{unit}", type=_non_negative_float, default=0.0, metavar="N")
     _add_clock_target(advance)
-    advance.set_defaults(handler=_guarded(command_advance))
 
-    clock = local.add_parser(
+    clock = add_command(
+        local,
         "clock",
-        help="show the local AWS's clock and how far it is ahead",
+        "show the local AWS's clock and how far it is ahead",
+        handler=_guarded(command_clock),
         description="Print the time of a running local AWS, and how far `sagactl local "
         "advance` has moved it ahead of real time.",
     )
     _add_clock_target(clock)
-    clock.set_defaults(handler=_guarded(command_clock))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    local = subparsers.add_parser(
+    local = add_command(
+        subparsers,
         "local",
-        help="the local AWS (moto) with the stack provisioned",
+        "the local AWS (moto) with the stack provisioned",
         description="Run the whole stack on this machine, with no AWS account: `up` starts the "
         "local AWS and provisions the synthesized stack, `down` stops it, `advance` and `clock` "
         "move and read its clock, `demo` runs the saga's scenarios against a throwaway one.",

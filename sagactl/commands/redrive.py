@@ -21,6 +21,7 @@ from sagactl.commands.common import (
     add_aws_command_arguments,
     add_budget_argument,
     add_case_argument,
+    add_command,
     resolve_target,
 )
 from sagactl.commands.render import emit_json, plan_lines
@@ -60,14 +61,14 @@ def command_redrive(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "redrive",
-        help="rerun a failed execution from its failed state (refuses when that cannot help)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "rerun a failed execution from its failed state (refuses when that cannot help)",
+        handler=guarded(command_redrive),
+        doc=__doc__,
     )
     add_case_argument(parser)
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
-    parser.set_defaults(handler=guarded(command_redrive))

@@ -27,6 +27,7 @@ from saga.models import parse_case, verify_approval
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
+    add_command,
     positive_float,
     read_case_file,
     resolve_target,
@@ -120,12 +121,13 @@ def command_start(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    start = subparsers.add_parser(
+    start = add_command(
+        subparsers,
         "start",
-        help="start the saga for an approved case file (once per case and revision)",
-        description=__doc__,
+        "start the saga for an approved case file (once per case and revision)",
+        handler=guarded(command_start),
+        doc=__doc__,
         epilog=exit_statuses_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     start.add_argument("file", type=Path, help="the approved case file")
     start.add_argument(
@@ -142,4 +144,3 @@ def register(subparsers: Subparsers) -> None:
         "--timeout", type=positive_float, default=600.0, help="--watch bound in seconds (600)"
     )
     add_aws_command_arguments(start)
-    start.set_defaults(handler=guarded(command_start))

@@ -18,6 +18,7 @@ from sagactl.commands.common import (
     add_aws_command_arguments,
     add_budget_argument,
     add_case_argument,
+    add_command,
     positive_float,
     resolve_target,
 )
@@ -108,22 +109,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Subparsers) -> None:
-    status = subparsers.add_parser(
+    status = add_command(
+        subparsers,
         "status",
-        help="the timeline of a case: states, retries, ledger, effects, outcome",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the timeline of a case: states, retries, ledger, effects, outcome",
+        handler=guarded(command_status),
+        doc=__doc__,
     )
     _add_common(status)
-    status.set_defaults(handler=guarded(command_status))
 
-    watch = subparsers.add_parser(
+    watch = add_command(
+        subparsers,
         "watch",
-        help="follow a running case until its execution ends (exit status: how it ended)",
-        description=__doc__ + "\nWith --json: one JSON object per line, "
+        "follow a running case until its execution ends (exit status: how it ended)",
+        handler=guarded(command_watch),
+        doc=__doc__ + "\nWith --json: one JSON object per line, "
         '{"entry": ...} per step, then {"case": ...} (the `status --json` view).',
         epilog=exit_statuses_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common(watch)
     watch.add_argument(
@@ -132,4 +134,3 @@ def register(subparsers: Subparsers) -> None:
     watch.add_argument(
         "--timeout", type=positive_float, default=600.0, help="give up after seconds (600)"
     )
-    watch.set_defaults(handler=guarded(command_watch))

@@ -15,7 +15,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, resolve_target
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_command,
+    resolve_target,
+)
 from sagactl.commands.render import emit_json
 from sagactl.errors import guarded
 from sagactl.operations.functions import sweep
@@ -47,11 +52,11 @@ def command_sweep(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "sweep",
-        help="run the stuck-action sweeper now: escalate open actions nobody is finishing",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the stuck-action sweeper now: escalate open actions nobody is finishing",
+        handler=guarded(command_sweep),
+        doc=__doc__,
     )
     add_aws_command_arguments(parser)
-    parser.set_defaults(handler=guarded(command_sweep))
