@@ -404,7 +404,7 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
     release = saga.ledger(Operation.RELEASE)
     assert release is not None and release["status"]["S"] == "COMPLETED"
     assert attempts_before < int(release["attempts"]["N"]) <= _attempt_budget()
-    kinds = [m.get("kind") for m in saga.escalations()]
+    kinds = [m["kind"] for m in saga.escalations()]
     assert sorted(kinds) == ["CASE_ESCALATED", "EXECUTION_NOT_SUCCEEDED"]
 
 

@@ -9,6 +9,7 @@ a table of the stack that the test harnesses do not create.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -21,7 +22,7 @@ from tests.tables import OUTPUT_OF_VARIABLE
 from tests.tools_harness import TABLE_NAMES, create_tables
 
 
-def _shape(definition: dict[str, Any], ttl: str | None) -> dict[str, Any]:
+def _shape(definition: Mapping[str, Any], ttl: str | None) -> dict[str, Any]:
     return {
         "keys": [(k["AttributeName"], k["KeyType"]) for k in definition["KeySchema"]],
         "attributes": sorted(

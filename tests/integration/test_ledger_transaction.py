@@ -59,7 +59,7 @@ def reserve_request(quantity: int = 1, case_id: str = "case-0001") -> ActionRequ
 
 
 def reserve(ledger: ActionLedger, request: ActionRequest, attempt_id: str, quantity: int) -> Any:
-    items = [
+    items: list[Any] = [
         {
             "Update": {
                 "TableName": INVENTORY,

@@ -480,7 +480,7 @@ def test_the_provider_replays_the_exact_stored_status_and_body(
     service = SandboxPaymentsService(
         sandbox_client, payments_table=TABLES.payments, sandbox_table=TABLES.sandbox, clock=clock
     )
-    params = {
+    params: dict[str, Any] = {
         "case_id": CASE,
         "business_ref": "case-0001.refund",
         "payment_reference": "pay-777",

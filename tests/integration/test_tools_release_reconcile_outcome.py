@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from saga.cases import OwningExecution
 from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
-from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
-from saga.models import AttemptInfo, Case, OutcomePayload
+from saga.ledger import Absent, Found, LedgerStatus, Reconciliation, Undeterminable
+from saga.models import AttemptInfo, Case, OutcomePayload, ReconcileResult, Step
 from saga.tools.common import NoFaults
 from saga.tools.outcome import record_outcome
 from saga.tools.reconcile import reconcile_action
@@ -105,11 +105,13 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
 
 
 # --- reconcile --------------------------------------------------------------------------------
-def reconcile(env: ToolsEnv, case: Case, step: str, answer):  # type: ignore[no-untyped-def]
+def reconcile(
+    env: ToolsEnv, case: Case, step: Step, answer: Callable[[], Reconciliation]
+) -> ReconcileResult:
     return reconcile_action(
         case,
         step,
-        Delivery("ReconcileStep", case.case_id).next(),  # type: ignore[arg-type]
+        Delivery("ReconcileStep", case.case_id).next(),
         execution_arn="arn:e",
         ledger=env.ledger,
         reconcile=answer,

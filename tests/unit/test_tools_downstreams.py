@@ -125,6 +125,7 @@ def test_refund_error_mapping(
     record = env.record("acme#refund#case-0001.refund")
     assert record is not None and record.status is status
     if expected is RefundRejected:
+        assert record.error is not None
         assert record.error == {"type": "RefundRejected", "message": record.error["message"]}
         assert "card closed" in record.error["message"]
 
