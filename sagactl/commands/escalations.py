@@ -108,16 +108,7 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
         lines.append(f"  not open: {view.closed_reason}")
     if view.resolution:
         lines += _resolution_lines(view.resolution)
-    lines += ["", "execution:"]
-    execution = view.execution
-    if execution is None:
-        lines.append("  none found")
-    else:
-        stopped = f" (stopped {execution['stopDate']})" if execution.get("stopDate") else ""
-        lines.append(f"  {execution.get('executionArn')}")
-        lines.append(f"  status    {execution.get('status')}{stopped}")
-        if execution.get("error"):
-            lines.append(f"  error     {execution['error']}: {execution.get('cause')}")
+    lines += ["", "execution:", *_execution_lines(view.execution)]
     lines += ["", "confirmed effects (ledger):"]
     lines += [_summary_line(action) for action in view.confirmed_effects] or ["  none"]
     lines += ["", "compensations (ledger):"]
@@ -125,6 +116,30 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
     lines += ["", f"open actions (ledger, budget {view.attempt_budget} attempts each):"]
     lines += _open_action_lines(view, now) or ["  none"]
     lines += ["", "notifications (what this case put on the escalation queue, from their sources):"]
+    lines += _notification_lines(view)
+    if view.open is not None:
+        lines += [
+            "",
+            f'resolve it with: sagactl escalations resolve {view.case_id} --decision "..."',
+        ]
+    return lines
+
+
+def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
+    if execution is None:
+        return ["  none found"]
+    stopped = f" (stopped {execution['stopDate']})" if execution.get("stopDate") else ""
+    lines = [
+        f"  {execution.get('executionArn')}",
+        f"  status    {execution.get('status')}{stopped}",
+    ]
+    if execution.get("error"):
+        lines.append(f"  error     {execution['error']}: {execution.get('cause')}")
+    return lines
+
+
+def _notification_lines(view: EscalationView) -> list[str]:
+    lines = []
     if view.resolution:
         lines.append("  removed from the queue when the case was resolved")
     for note in view.notifications:
@@ -139,11 +154,6 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
             f"  queue depth: {view.queue_depth} message(s) waiting, all cases "
             "(`show` never receives from the queue)"
         )
-    if view.open is not None:
-        lines += [
-            "",
-            f'resolve it with: sagactl escalations resolve {view.case_id} --decision "..."',
-        ]
     return lines
 
 
