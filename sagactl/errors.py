@@ -161,6 +161,16 @@ class SweepFailed(SagactlError):
     """The sweeper function ran and raised."""
 
 
+class SigningRefused(SagactlError):
+    """KMS refused to sign: these credentials are not the approver's."""
+
+
+class NotAnApprover(SagactlError):
+    """The approver named is not one of the tenant's approvers in this stack: nothing signed."""
+
+    exit_code = EXIT_USAGE
+
+
 Handler = Callable[[argparse.Namespace], int]
 
 

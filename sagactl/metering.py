@@ -1,4 +1,4 @@
-"""Counting DynamoDB requests: what `make bench` reports and the tests assert.
+"""Counting AWS requests (DynamoDB's, KMS's): what `make bench` reports and the tests assert.
 
 Counts, never timings: each API call botocore makes is counted by operation name, so a count is
 exact and independent of the machine.
@@ -16,11 +16,17 @@ from typing import Any
 import botocore.client
 
 
+def count_dynamodb_requests(client: Any | None = None) -> AbstractContextManager[Counter[str]]:
+    """Counts the DynamoDB API calls made inside the block, by operation (count_requests)."""
+    return count_requests("dynamodb", client)
+
+
 @contextmanager
-def count_dynamodb_requests(client: Any | None = None) -> Iterator[Counter[str]]:
-    """Counts the DynamoDB API calls made inside the block, by operation: the calls of `client`
-    (its botocore `before-call` events), or without one, of every botocore client in this
-    process (the local AWS's handlers build their own)."""
+def count_requests(service: str, client: Any | None = None) -> Iterator[Counter[str]]:
+    """Counts the API calls to `service` (its signing name: "dynamodb", "kms") made inside the
+    block, by operation: the calls of `client` (its botocore `before-call` events), or without
+    one, of every botocore client in this process (the local AWS's handlers build their own;
+    the tools' trimmed `saga-kms` client signs as kms, so it counts as kms)."""
     counts: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -33,18 +39,21 @@ def count_dynamodb_requests(client: Any | None = None) -> Iterator[Counter[str]]
         def on_call(model: Any, **_: Any) -> None:
             count(model.name)
 
-        client.meta.events.register("before-call.dynamodb", on_call)
+        event = f"before-call.{client.meta.service_model.service_id.hyphenize()}"
+        if client.meta.service_model.signing_name != service:
+            raise ValueError(f"{event}: not a {service} client")
+        client.meta.events.register(event, on_call)
         try:
             yield counts
         finally:
-            client.meta.events.unregister("before-call.dynamodb", on_call)
+            client.meta.events.unregister(event, on_call)
         return
 
     client_class: Any = botocore.client.BaseClient
     original = client_class._make_api_call
 
     def counting(self: Any, operation_name: str, api_params: Any) -> Any:
-        if self.meta.service_model.service_name == "dynamodb":
+        if self.meta.service_model.signing_name == service:
             count(operation_name)
         return original(self, operation_name, api_params)
 

@@ -17,6 +17,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -72,6 +73,10 @@ class Target:
             raise TargetError(
                 f"cannot read the clock of the local AWS ({exc}); is `sagactl local up` running?"
             ) from None
+
+    def now_utc(self) -> datetime:
+        """`now()` as an aware UTC datetime (approvals are signed and checked at it)."""
+        return datetime.fromtimestamp(self.now(), UTC)
 
     def output(self, key: str) -> str:
         value = self.outputs.get(key)

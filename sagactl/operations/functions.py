@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from saga.settings import ConfigurationError, parse_tenants
+from saga.approvals import TrustedKeys
+from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
 from sagactl.config import Tenants
 from sagactl.errors import NotFound, SagactlError, SweepFailed
 from sagactl.target import Target
@@ -40,17 +41,31 @@ def stack_function(
     return dict(found[0])
 
 
-def deployed_tenants(target: Target) -> Tenants:
-    """Who may approve for which tenant, as the deployed ValidateCase function reads it."""
+def validate_case_environment(target: Target) -> tuple[str, dict[str, str]]:
+    """The deployed ValidateCase function's name and environment variables."""
     function = stack_function(
         target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
     )
-    name = str(function["FunctionName"])
     variables = (function.get("Environment") or {}).get("Variables") or {}
+    return str(function["FunctionName"]), dict(variables)
+
+
+def deployed_tenants(target: Target) -> Tenants:
+    """Who may approve for which tenant, as the deployed ValidateCase function reads it."""
+    name, variables = validate_case_environment(target)
     try:
         return Tenants(parse_tenants(str(variables.get("TENANTS") or "")), f"TENANTS of {name}")
     except ConfigurationError as exc:
         raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
+
+
+def deployed_approval_keys(target: Target) -> tuple[str, TrustedKeys]:
+    """The approval keys the deployed ValidateCase function trusts (its APPROVAL_KEYS)."""
+    name, variables = validate_case_environment(target)
+    try:
+        return name, parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
+    except ConfigurationError as exc:
+        raise SagactlError(f"cannot read the approval keys of {name}: {exc}") from None
 
 
 def find_sweeper(target: Target) -> str:

@@ -77,10 +77,19 @@ def summarize_result(payload: Any) -> str:
     if "outcome" in payload:
         return f"case outcome {payload['outcome']}"
     if "actions" in payload:
-        return "case valid and approved"
+        return _validated_case(payload)
     if "MessageId" in payload:
         return f"escalation message sent ({payload['MessageId']})"
     return "ok"
+
+
+def _validated_case(payload: dict[str, Any]) -> str:
+    """ValidateCase's result: who approved and when they signed (cases before signed
+    approvals carry neither)."""
+    approval = (payload.get("case") or {}).get("approval") or {}
+    if approval.get("approved_by") and approval.get("signed_at"):
+        return f"case valid, approved by {approval['approved_by']} (signed {approval['signed_at']})"
+    return "case valid and approved"
 
 
 def build_entries(events: list[dict[str, Any]]) -> list[TimelineEntry]:
