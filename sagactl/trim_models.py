@@ -20,7 +20,8 @@ from typing import Any
 
 from botocore.loaders import Loader
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from sagactl.paths import PROJECT_ROOT
+
 MODELS_DIR = PROJECT_ROOT / "lambdas" / "saga" / "botocore_models"
 TRIMMED: dict[str, tuple[str, tuple[str, ...]]] = {
     # service name in the package -> (botocore's service, the operations kept)

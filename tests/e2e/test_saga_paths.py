@@ -16,8 +16,8 @@ import pytest
 from saga.identity import Operation, action_id_for, action_key, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, EffectResult, LedgerPolicy
 from saga.sandbox.faults import cursor_key
-from sagactl.bench import count_dynamodb_requests
 from sagactl.local.environment import LocalAws
+from sagactl.metering import count_dynamodb_requests
 from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -406,7 +406,7 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
     release = saga.ledger(Operation.RELEASE)
     assert release is not None and release["status"]["S"] == "COMPLETED"
     assert attempts_before < int(release["attempts"]["N"]) <= _attempt_budget()
-    kinds = [m.get("kind") for m in saga.escalations()]
+    kinds = [m["kind"] for m in saga.escalations()]
     assert sorted(kinds) == ["CASE_ESCALATED", "EXECUTION_NOT_SUCCEEDED"]
 
 

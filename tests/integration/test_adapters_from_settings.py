@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from saga.ports import DownstreamTimeout, RefundRequest, ShipmentRequest
-from saga.sandbox.schema import SandboxTables
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider
+from tests.tables import SandboxTables
 from tests.tools_harness import APPROVAL_KEYS_JSON
 
 TABLES = SandboxTables(

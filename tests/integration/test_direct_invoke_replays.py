@@ -24,6 +24,7 @@ from saga.handlers import (
     validate_case,
 )
 from sagactl.local.approval_keys import sign_locally
+from sagactl.local.tables import StackTables
 from tests.integration.test_tools_handlers import FakeContext, attempt
 from tests.local_clock import local_clock  # noqa: F401  (fixture)
 from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case, tools_env
@@ -36,10 +37,10 @@ FORWARD = (
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[ToolsEnv]:
+def env(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[ToolsEnv]:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
-    with tools_env() as tools:
+    with tools_env(stack_tables) as tools:
         for name, value in tools.env_vars().items():
             monkeypatch.setenv(name, value)
         yield tools

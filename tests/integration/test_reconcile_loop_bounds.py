@@ -21,14 +21,15 @@ from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.reserve import reconcile_reserve, reserve_stock
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 BUDGET = 4
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env(attempt_budget=BUDGET) as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables, attempt_budget=BUDGET) as tools:
         yield tools
 
 

@@ -21,14 +21,15 @@ from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 QUANTITY = 4
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env(attempt_budget=8) as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables, attempt_budget=8) as tools:
         yield tools
 
 

@@ -15,7 +15,7 @@ from saga.ports import (
     ShipmentRequest,
 )
 from saga.sandbox.carrier import SandboxCarrier
-from saga.sandbox.schema import SandboxTables
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 CASE = "case-0001"

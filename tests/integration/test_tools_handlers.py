@@ -20,6 +20,7 @@ from saga.handlers import (
     validate_case,
 )
 from saga.settings import ConfigurationError
+from sagactl.local.tables import StackTables
 from tests.tools_harness import ToolsEnv, raw_case, tools_env
 
 
@@ -36,10 +37,10 @@ class FakeContext:
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[ToolsEnv]:
+def env(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[ToolsEnv]:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
-    with tools_env() as tools:
+    with tools_env(stack_tables) as tools:
         for name, value in tools.env_vars().items():
             monkeypatch.setenv(name, value)
         yield tools

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from saga.cases import OwningExecution
 from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
 from saga.identity import Operation
-from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
-from saga.models import AttemptInfo, Case, OutcomePayload
+from saga.ledger import Absent, Found, LedgerStatus, Reconciliation, Undeterminable
+from saga.models import AttemptInfo, Case, OutcomePayload, ReconcileResult, Step
 from saga.sandbox.faults import NoFaults
 from saga.sandbox.inventory import SandboxInventory
 from saga.tools.outcome import record_outcome
@@ -19,12 +19,13 @@ from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
 from saga.tools.reserve import reconcile_reserve
 from saga.tools.ship import create_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 
@@ -115,11 +116,13 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
 
 
 # --- reconcile --------------------------------------------------------------------------------
-def reconcile(env: ToolsEnv, case: Case, step: str, answer):  # type: ignore[no-untyped-def]
+def reconcile(
+    env: ToolsEnv, case: Case, step: Step, answer: Callable[[], Reconciliation]
+) -> ReconcileResult:
     return reconcile_action(
         case,
         step,
-        Delivery("ReconcileStep", case.case_id).next(),  # type: ignore[arg-type]
+        Delivery("ReconcileStep", case.case_id).next(),
         execution_arn="arn:e",
         ledger=env.ledger,
         reconcile=answer,

@@ -12,14 +12,15 @@ from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.models import Case
 from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reserve import reconcile_reserve, reserve_stock
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 KEY = "acme#reserve#case-0001.reserve"
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 

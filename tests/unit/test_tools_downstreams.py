@@ -31,6 +31,7 @@ from saga.ports import (
 )
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.ship import create_shipment, reconcile_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 
@@ -76,8 +77,8 @@ class FakeCarrier:
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 
@@ -126,6 +127,7 @@ def test_refund_error_mapping(
     record = env.record("acme#refund#case-0001.refund")
     assert record is not None and record.status is status
     if expected is RefundRejected:
+        assert record.error is not None
         assert record.error == {"type": "RefundRejected", "message": record.error["message"]}
         assert "card closed" in record.error["message"]
 

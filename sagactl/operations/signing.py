@@ -1,4 +1,5 @@
-"""Sign a case's approval with the approver's KMS key, with the caller's credentials.
+"""Sign a case's approval with the approver's KMS key, with the caller's credentials, and
+verify a signature with the keys the deployed functions trust.
 
 The approval's signature is made by KMS Sign (ECDSA_SHA_256) over the canonical message of
 saga.approvals, with the key the stack's `ApprovalKeys` output names for that approver of the
@@ -17,23 +18,20 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from saga.approvals import SIGNING_ALGORITHM, format_instant, signed_message
-from saga.models import approval_digest
-from sagactl.errors import EXIT_USAGE, NotFound, SagactlError
+from saga.approvals import (
+    SIGNING_ALGORITHM,
+    ApprovalVerifier,
+    KmsPublicKeys,
+    format_instant,
+    signed_message,
+)
+from saga.models import Case, approval_digest
+from sagactl.errors import NotAnApprover, NotFound, SagactlError, SigningRefused
+from sagactl.operations.functions import deployed_approval_keys
 from sagactl.target import Target
 
 APPROVAL_KEYS_OUTPUT = "ApprovalKeys"
 APPROVER_ROLES_OUTPUT = "ApproverRoles"
-
-
-class SigningRefused(SagactlError):
-    """KMS refused to sign: these credentials are not the approver's."""
-
-
-class NotAnApprover(SagactlError):
-    """The approver named is not one of the tenant's approvers in this stack: nothing signed."""
-
-    exit_code = EXIT_USAGE
 
 
 def _json_output(target: Target, key: str) -> dict[str, Any]:
@@ -128,3 +126,13 @@ def sign_case(
     approval["key_id"] = str(response.get("KeyId") or key)
     approval["signature"] = base64.b64encode(response["Signature"]).decode("ascii")
     return {**case, "approval": approval}
+
+
+def verify_deployed_signature(target: Target, case: Case) -> str:
+    """ValidateCase's signature check (saga.approvals) with the deployed keys, at the target's
+    now: a sentence on success; ApprovalInvalid or AuthorizationDenied as ValidateCase would
+    raise them."""
+    name, trusted = deployed_approval_keys(target)
+    verifier = ApprovalVerifier(trusted, KmsPublicKeys(lambda: target.client("kms")))
+    key = verifier.verify(case.signed_approval(), accept_retired=False, now=target.now_utc())
+    return f"signed with {key}, trusted by {name}"

@@ -1,6 +1,6 @@
 """Cold-start benchmark: each handler's import plus its first clients, against a bare handler.
 
-    python -m sagactl.bench_coldstart [--runs N]      (also part of `make bench`)
+    python -m sagactl.bench.coldstart [--runs N]      (also part of `make bench`)
 
 A Lambda cold start imports the handler module, then the first invocation builds its clients.
 Both are measured here, in a fresh interpreter per run (cwd `lambdas/`, the asset root, with a
@@ -36,7 +36,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from sagactl.paths import PROJECT_ROOT
+
 LAMBDAS_DIR = PROJECT_ROOT / "lambdas"
 BARE = "bare"
 # Every handler module of the Lambda package.
@@ -165,12 +166,10 @@ def function_environments() -> dict[str, Function]:
     """Each handler's environment as the stack renders it (its model, cdk.json's values, a
     stand-in name for each table and the queue)."""
     from saga.settings import TABLES, table_field
-    from stacks.config import SagaConfig
+    from sagactl.config import cdk_config
     from stacks.constructs.tools import TOOL_SPECS
-    from stacks.saga_stack import PROJECT_ROOT as STACK_ROOT
 
-    context = json.loads((STACK_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
-    config = SagaConfig.from_mapping(context)
+    config = cdk_config()
     values = {
         "powertools_metrics_namespace": "ReplacementOrderSaga-bench",
         "powertools_log_level": config.functions.log_level,
@@ -345,7 +344,7 @@ def format_cold_starts(results: list[ColdStart], runs: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sagactl.bench_coldstart", description=__doc__.split("\n")[0]
+        prog="python -m sagactl.bench.coldstart", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=9, help="rounds (fresh interpreters each)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,4 +1,5 @@
-"""Text and JSON rendering of what the commands found (no AWS calls here)."""
+"""Text and JSON of the views the commands print (no AWS calls here): the case view of
+`status`, `watch` and the demo, ledger records, timeline lines."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TextIO
 
-from sagactl.timeline import CaseView, TimelineEntry, plain
+from sagactl.views.case import CaseView
+from sagactl.views.plain import plain
+from sagactl.views.redrive import RedrivePlan
+from sagactl.views.timeline import TimelineEntry
 
 
 def emit_json(value: Any, out: TextIO | None = None) -> None:
@@ -168,3 +172,24 @@ def _compact(item: Any) -> str:
     if isinstance(item, dict) and "action_key" in item:
         return f"{item.get('status')} {item['action_key']} (attempts {item.get('attempts')})"
     return json.dumps(plain(item), sort_keys=True)
+
+
+def plan_lines(plan: RedrivePlan) -> list[str]:
+    """What `sagactl redrive` (and the demo) show before redriving."""
+    lines = [f"case {plan.case_id}: execution {plan.status} (stopped {plan.stopped_at})"]
+    step = plan.failed_step
+    if step is None:
+        lines.append("  failed state: not found in the history")
+    else:
+        lines.append(
+            f"  will rerun:   {step.state}"
+            + (f" ({step.error}: {step.cause})" if step.error else "")
+        )
+    for action in plan.actions:
+        lines.append(
+            f"  action:       {action['action_key']} {action['status'] or 'no record'}, "
+            f"attempts {action['attempts']}/{action['budget']} "
+            f"({action['remaining_budget']} left)"
+        )
+    lines.append(f"  redrive:      #{plan.redrive_count + 1}; states that succeeded are not rerun")
+    return lines

@@ -1,88 +1,30 @@
 """DynamoDB request counts per ledger path, measured against moto in-process.
 
-    python -m sagactl.bench_ledger
+    python -m sagactl.bench.ledger
 
 Counts come from botocore `before-call` event hooks on the ledger's client (one event per API
-call the ledger makes), so they are exact and independent of timing. Nothing reaches AWS: the
-run sets fake credentials and uses moto's in-process mock.
+call the ledger makes), so they are exact and independent of timing. The ledger table is the
+synthesized stack's (sagactl.local.tables), as in the tests. Nothing reaches AWS: the run sets
+fake credentials and uses moto's in-process mock.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+from sagactl.local.tables import StackTables
+from sagactl.metering import count_dynamodb_requests
 
-LEDGER_GSI = "open-actions"
-
-
-def create_ledger_table(client: DynamoDBClient, table_name: str) -> None:
-    """The ledger table as docs/architecture.md defines it (key, TTL, PITR, sparse GSI)."""
-    client.create_table(
-        TableName=table_name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "action_key", "AttributeType": "S"},
-            {"AttributeName": "open_status", "AttributeType": "S"},
-            {"AttributeName": "lease_expires_at", "AttributeType": "N"},
-        ],
-        KeySchema=[{"AttributeName": "action_key", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": LEDGER_GSI,
-                "KeySchema": [
-                    {"AttributeName": "open_status", "KeyType": "HASH"},
-                    {"AttributeName": "lease_expires_at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
-    client.update_time_to_live(
-        TableName=table_name,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
-    )
-    client.update_continuous_backups(
-        TableName=table_name,
-        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
-    )
+LEDGER_TABLE = "bench-ledger"
+RESERVATIONS_TABLE = "bench-reservations"
 
 
-@dataclass
-class RequestCounter:
-    """Counts DynamoDB API calls by operation name via botocore `before-call` events."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-
-    def attach(self, client: Any) -> RequestCounter:
-        client.meta.events.register("before-call.dynamodb", self._on_call)
-        return self
-
-    def _on_call(self, model: Any, **_: Any) -> None:
-        self.counts[model.name] += 1
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def reset(self) -> None:
-        self.counts.clear()
-
-    @contextmanager
-    def measure(self) -> Iterator[Counter[str]]:
-        """Counts of the calls made inside the block only."""
-        self.reset()
-        measured: Counter[str] = Counter()
-        try:
-            yield measured
-        finally:
-            measured.update(self.counts)
+class _Crash(BaseException):
+    """The worker died during its effect: no ledger code runs after this (a Lambda timeout)."""
 
 
 def _fake_aws_environment() -> None:
@@ -98,7 +40,14 @@ def _fake_aws_environment() -> None:
     )
 
 
-def measure_paths() -> list[tuple[str, Counter[str]]]:
+def synthesized_tables() -> StackTables:
+    """The tables of the CDK app, synthesized now."""
+    from sagactl.local.environment import StackSource
+
+    return StackTables.from_template(StackSource.synthesized().template)
+
+
+def measure_paths(tables: StackTables) -> list[tuple[str, Counter[str]]]:
     """Run every ledger path once and return the DynamoDB calls each one made."""
     _fake_aws_environment()
     from moto import mock_aws
@@ -122,22 +71,18 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
     rows: list[tuple[str, Counter[str]]] = []
     with mock_aws():
         client = dynamodb_client()
-        create_ledger_table(client, "bench-ledger")
-        client.create_table(
-            TableName="bench-effects",
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        tables.create(
+            client,
+            {"LedgerTableName": LEDGER_TABLE, "ReservationsTableName": RESERVATIONS_TABLE},
         )
         now = [1_700_000_000.0]
         ledger = ActionLedger(
-            "bench-ledger",
+            LEDGER_TABLE,
             client,
             LedgerPolicy(),
             clock=lambda: now[0],
             observer=_SilentObserver(),
         )
-        counter = RequestCounter().attach(client)
 
         def request(action_id: str) -> ActionRequest:
             return ActionRequest("acme", "refund", action_id, "sha256:bench", "case-bench")
@@ -145,8 +90,11 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
         def effect() -> EffectResult:
             return EffectResult({"refund_id": "rf-1"}, "rf-1")
 
+        def crash() -> EffectResult:
+            raise _Crash
+
         def run(label: str, call: Callable[[], object]) -> None:
-            with counter.measure() as measured, suppress(ActionPending):
+            with count_dynamodb_requests(client) as measured, suppress(ActionPending):
                 call()
             rows.append((label, measured))
 
@@ -160,7 +108,8 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
             lambda: ledger.execute(first, Attempt("a2", 10), effect=effect, reconcile=Absent),
         )
         held = request("case-bench.held")
-        ledger.store.claim(held, Attempt("crashed", 10))
+        with suppress(_Crash):  # claimed, then the worker died: its lease is live
+            ledger.execute(held, Attempt("crashed", 10), effect=crash, reconcile=Absent)
         run(
             "live lease of another attempt (pending)",
             lambda: ledger.execute(held, Attempt("b1", 10), effect=effect, reconcile=Absent),
@@ -177,7 +126,8 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
         )
 
         def native_items(action_id: str) -> list[Any]:
-            return [{"Put": {"TableName": "bench-effects", "Item": {"pk": {"S": action_id}}}}]
+            item = {"reservation_id": {"S": action_id}}
+            return [{"Put": {"TableName": RESERVATIONS_TABLE, "Item": item}}]
 
         native = request("case-bench.reserve")
         for label in ("native effect, first delivery", "native effect, replay"):
@@ -199,7 +149,7 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
 
 
 def main() -> None:
-    rows = measure_paths()
+    rows = measure_paths(synthesized_tables())
     width = max(len(label) for label, _ in rows)
     print(f"{'ledger path':<{width}}  requests  calls")
     for label, counts in rows:

@@ -1,35 +1,27 @@
-"""Redrive a failed execution, or refuse with the reason when redrive cannot help (design.md §6).
+"""What a redrive would rerun, and when it cannot help (design.md §6).
 
 Redrive (Step Functions RedriveExecution) reruns the failed state with the input and variables
 it had, with fresh Retry counters; the states that succeeded are not rerun. Every rerun reuses
 the execution's action keys, so the ledger's lifetime attempt budget (the one counter a redrive
 cannot reset) decides whether a rerun can still dispatch: with no budget left it would only end
-in BudgetExhausted, so it is refused here. The same call redrives on AWS and in the local AWS
-(sagactl.local.redrive emulates RedriveExecution there).
+in BudgetExhausted, so it is refused. Pure: sagactl.operations.redrive reads what these rules
+judge, and sends the redrive.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from saga.identity import case_action_keys
+from saga.ledger import LedgerRecord
 from sagactl.errors import RedriveRefused
-from sagactl.target import Target
-from sagactl.timeline import (
-    FailedStep,
-    execution_history,
-    find_case_execution,
-    find_failed_step,
-    ledger_for,
-    record_summary,
-)
+from sagactl.views.case import STOPPED_STATUSES, record_summary
+from sagactl.views.timeline import FailedStep
 
 REDRIVE_WINDOW_SECONDS = 14 * 86400
-REDRIVABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+REDRIVABLE_STATUSES = STOPPED_STATUSES
 
 
 @dataclass
@@ -56,15 +48,9 @@ class RedrivePlan:
         }
 
 
-def plan_redrive(
-    target: Target, case_id: str, *, budget: int, now: float | None = None
-) -> RedrivePlan:
-    """What a redrive would rerun; RedriveRefused when it cannot help."""
-    found = find_case_execution(target, case_id)
-    description = found.require()
-    case_id = found.case_id  # CASE may have named an execution of the case
+def check_redrivable(case_id: str, description: dict[str, Any]) -> None:
+    """RedriveRefused unless the execution stopped and Step Functions has not ruled it out."""
     status = str(description["status"])
-    arn = str(description["executionArn"])
     if status not in REDRIVABLE_STATUSES:
         hint = {
             "RUNNING": "it is still RUNNING; wait for it (`sagactl watch`)",
@@ -74,62 +60,56 @@ def plan_redrive(
         raise RedriveRefused(
             f"case {case_id}: redrive reruns only FAILED, TIMED_OUT or ABORTED executions; {hint}"
         )
-    # Step Functions judges on its own clock; the check below covers a service that says nothing.
+    # Step Functions judges on its own clock; check_window covers a service that says nothing.
     if description.get("redriveStatus") == "NOT_REDRIVABLE":
         raise RedriveRefused(
             f"case {case_id}: Step Functions says NOT_REDRIVABLE: "
             f"{description.get('redriveStatusReason', 'no reason given')}"
         )
+
+
+def check_window(case_id: str, description: dict[str, Any], now: float) -> None:
+    """RedriveRefused when the execution closed longer ago than Step Functions redrives."""
     stop = description.get("stopDate")
     stopped_epoch = stop.timestamp() if isinstance(stop, datetime) else None
-    current = target.now() if now is None else now
-    if stopped_epoch is not None and current - stopped_epoch > REDRIVE_WINDOW_SECONDS:
-        days = (current - stopped_epoch) / 86400
+    if stopped_epoch is not None and now - stopped_epoch > REDRIVE_WINDOW_SECONDS:
+        days = (now - stopped_epoch) / 86400
         raise RedriveRefused(
             f"case {case_id}: the execution closed {days:.0f} days ago; Step Functions redrives "
             "only within 14 days of the close. Reconcile the open actions and start a new case"
         )
-    failed = find_failed_step(execution_history(target, arn))
-    plan = RedrivePlan(
+
+
+def new_plan(case_id: str, description: dict[str, Any], failed: FailedStep | None) -> RedrivePlan:
+    stop = description.get("stopDate")
+    return RedrivePlan(
         case_id=case_id,
-        execution_arn=arn,
-        status=status,
+        execution_arn=str(description["executionArn"]),
+        status=str(description["status"]),
         stopped_at=stop.isoformat() if isinstance(stop, datetime) else None,
         redrive_count=int(description.get("redriveCount", 0) or 0),
         failed_step=failed,
     )
-    if failed is not None and failed.operation:
-        tenant = _tenant(description)
-        if tenant:
-            key = case_action_keys(tenant, case_id)[failed.operation]
-            record = ledger_for(target).get(key)
-            summary = record_summary(record, budget) if record else None
-            plan.actions.append(
-                {
-                    "step": failed.operation,
-                    "action_key": key,
-                    "status": summary["status"] if summary else None,
-                    "attempts": summary["attempts"] if summary else 0,
-                    "budget": budget,
-                    "remaining_budget": summary["remaining_budget"] if summary else budget,
-                    "error": summary["error"] if summary else None,
-                    "resolution": summary["resolution"] if summary else None,
-                }
-            )
-    _refuse_spent_actions(plan)
-    return plan
 
 
-def _tenant(description: dict[str, Any]) -> str | None:
-    try:
-        case = json.loads(description.get("input") or "{}")
-    except ValueError:
-        return None
-    tenant = case.get("tenant_id") if isinstance(case, dict) else None
-    return tenant if isinstance(tenant, str) and tenant else None
+def planned_action(step: str, key: str, record: LedgerRecord | None, budget: int) -> dict[str, Any]:
+    """The failed step's action as the plan shows it (its record None: never claimed)."""
+    summary = record_summary(record, budget) if record else None
+    return {
+        "step": step,
+        "action_key": key,
+        "status": summary["status"] if summary else None,
+        "attempts": summary["attempts"] if summary else 0,
+        "budget": budget,
+        "remaining_budget": summary["remaining_budget"] if summary else budget,
+        "error": summary["error"] if summary else None,
+        "resolution": summary["resolution"] if summary else None,
+    }
 
 
-def _refuse_spent_actions(plan: RedrivePlan) -> None:
+def refuse_spent_actions(plan: RedrivePlan) -> None:
+    """RedriveRefused when the rerun's action cannot dispatch again: settled by a person,
+    FAILED permanently, or its lifetime budget spent."""
     for action in plan.actions:
         resolution = action.get("resolution")
         if resolution:
@@ -159,18 +139,3 @@ def client_token(plan: RedrivePlan) -> str:
     """RedriveExecution's idempotency token: one per execution and redrive number."""
     text = f"{plan.execution_arn}#{plan.redrive_count + 1}"
     return hashlib.sha256(text.encode()).hexdigest()[:64]
-
-
-def redrive(target: Target, plan: RedrivePlan) -> dict[str, Any]:
-    response = target.client("stepfunctions").redrive_execution(
-        executionArn=plan.execution_arn, clientToken=client_token(plan)
-    )
-    redrive_date = response.get("redriveDate")
-    return {
-        "execution_arn": plan.execution_arn,
-        "redrive": plan.redrive_count + 1,
-        "redrive_date": redrive_date.isoformat()
-        if isinstance(redrive_date, datetime)
-        else redrive_date,
-        "console_url": target.console_url(plan.execution_arn),
-    }

@@ -32,18 +32,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from saga.sandbox.faults import cursor_key
+from sagactl.commands.common import add_command
+from sagactl.commands.render import case_view_text, plan_lines, timeline_lines
+from sagactl.config import resolve_budget
 from sagactl.errors import RedriveRefused, SagactlError, guarded
 from sagactl.local.lambda_runtime import quiet_handlers
-from sagactl.redrive import plan_redrive, redrive
-from sagactl.render import case_view_text, timeline_lines
-from sagactl.target import PROJECT_ROOT, Target, local_target_from_outputs
-from sagactl.timeline import CaseView, gather, resolve_budget
+from sagactl.operations.case_view import gather
+from sagactl.operations.executions import start_case
+from sagactl.operations.records import faults_used, stock_level
+from sagactl.operations.redrive import plan_redrive, redrive
+from sagactl.paths import EXAMPLES_DIR
+from sagactl.target import Target, local_target_from_outputs
+from sagactl.views.case import CaseView
 
 if TYPE_CHECKING:
     from sagactl.local.environment import LocalAws, StackSource
 
-EXAMPLES_DIR = PROJECT_ROOT / "examples"
 DEFAULT_TIME_SCALE = 0.1
 RULE = "=" * 78
 
@@ -115,10 +119,8 @@ class ScenarioResult:
 def run_scenario(
     local: LocalAws, target: Target, scenario: Scenario, *, timeout: float, out: TextIO
 ) -> ScenarioResult:
-    from sagactl.commands.start import start_case
-
     case = json.loads((EXAMPLES_DIR / scenario.example).read_text(encoding="utf-8"))
-    stock_before = _stock(target, case["reserve"]["sku"])
+    stock_before = stock_level(target, case["reserve"]["sku"])
     report = start_case(target, case, case["case_id"])
     local.wait_for_execution(report["execution_arn"], timeout_seconds=timeout)
     view = gather(target, case["case_id"])
@@ -129,10 +131,10 @@ def run_scenario(
     if scenario.redrive_from is None or (view.status, view.outcome) != scenario.redrive_from:
         print(file=out)
         return ScenarioResult(scenario, view)
-    stock_failed = _stock(target, case["reserve"]["sku"])
+    stock_failed = stock_level(target, case["reserve"]["sku"])
     _explain_the_cause(target, case, out)
     final = _redrive(local, target, view, timeout=timeout, out=out)
-    stock_after = _stock(target, case["reserve"]["sku"])
+    stock_after = stock_level(target, case["reserve"]["sku"])
     print(
         f"\nstock of {case['reserve']['sku']}: {stock_before} before the case, {stock_failed} "
         f"while FAILED (reserved), {stock_after} after the redrive (released once)",
@@ -142,26 +144,10 @@ def run_scenario(
     return ScenarioResult(scenario, final, view, (stock_before, stock_failed, stock_after))
 
 
-def _stock(target: Target, sku: str) -> int:
-    item = target.client("dynamodb").get_item(
-        TableName=target.output("InventoryTableName"), Key={"sku": {"S": sku}}, ConsistentRead=True
-    )["Item"]
-    return int(item["available"]["N"])
-
-
 def _explain_the_cause(target: Target, case: dict[str, Any], out: TextIO) -> None:
     """Why the release failed, and what takes the cause away: told, not hidden."""
     faults = list(case.get("sandbox", {}).get("faults", {}).get("release", []))
-    item = (
-        target.client("dynamodb")
-        .get_item(
-            TableName=target.output("SandboxTableName"),
-            Key={"pk": {"S": cursor_key(case["case_id"], "release")}},
-            ConsistentRead=True,
-        )
-        .get("Item")
-    )
-    calls = int(item["cursor"]["N"]) if item else 0
+    calls = faults_used(target, case["case_id"], "release")
     left = max(0, len(faults) - calls)
     print(
         f"""
@@ -179,8 +165,6 @@ what removes the cause here: that list runs out ({left} left); from then on the 
 def _redrive(
     local: LocalAws, target: Target, failed: CaseView, *, timeout: float, out: TextIO
 ) -> CaseView:
-    from sagactl.commands.redrive import plan_lines
-
     case_id = failed.case_id
     print(f"\n$ sagactl redrive {case_id} --yes", file=out)
     try:
@@ -270,11 +254,12 @@ def _scenario(name: str) -> str:
 
 def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`sagactl local demo` (under `sagactl local`, whose --state-dir it uses)."""
-    demo = local.add_parser(
+    demo = add_command(
+        local,
         "demo",
-        help="run the saga's scenarios against a throwaway local AWS and show each timeline",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the saga's scenarios against a throwaway local AWS and show each timeline",
+        handler=guarded(command_demo),
+        doc=__doc__,
     )
     demo.add_argument(
         "--scenario",
@@ -301,4 +286,3 @@ def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="where the functions' output goes (default: <state dir>/demo-handlers.log)",
     )
-    demo.set_defaults(handler=guarded(command_demo))
