@@ -26,7 +26,6 @@ from saga.ledger.decisions import (
     escalated_text,
     settled_text,
 )
-from saga.ledger.items import record_item
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
     Absent,
@@ -148,24 +147,22 @@ class Reconciler(Operations):
             # re-attempt never reaches the ledger (the loop ends within the budget), and the
             # re-attempt takes it over (a lookup first when `since` says an earlier delivery
             # may have dispatched).
-            item = record_item(
+            item = core.store.record(
                 request,
                 attempt,
                 now,
-                expires_at=core.policy.expires_at(now),
-                status=LedgerStatus.IN_PROGRESS,
+                LedgerStatus.IN_PROGRESS,
                 attempts=0,
                 owner=False,
                 reconcile_rounds=1,
                 first_dispatch_at=since,
             )
         elif isinstance(found, Found):
-            item = record_item(
+            item = core.store.record(
                 request,
                 attempt,
                 now,
-                expires_at=core.policy.expires_at(now),
-                status=LedgerStatus.COMPLETED,
+                LedgerStatus.COMPLETED,
                 attempts=1,
                 result=found.result,
                 downstream_ref=found.downstream_ref,
@@ -175,12 +172,11 @@ class Reconciler(Operations):
             reason = refused or (
                 found.reason if isinstance(found, Undeterminable) else "undeterminable"
             )
-            item = record_item(
+            item = core.store.record(
                 request,
                 attempt,
                 now,
-                expires_at=core.policy.expires_at(now),
-                status=LedgerStatus.UNKNOWN,
+                LedgerStatus.UNKNOWN,
                 attempts=0,
                 error=OutcomeUnknown(reason).to_record(),
                 owner=False,

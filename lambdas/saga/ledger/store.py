@@ -88,12 +88,11 @@ class LedgerStore:
         claim would have written, the record already there). A ledger that cannot be reached
         (after botocore's retries) raises TransientError: nothing was dispatched."""
         now = self.clock()
-        item = record_item(
+        item = self.record(
             request,
             attempt,
             now,
-            expires_at=self.policy.expires_at(now),
-            status=LedgerStatus.IN_PROGRESS,
+            LedgerStatus.IN_PROGRESS,
             attempts=1,
             lease_expires_at=now + self.policy.lease_seconds(attempt.remaining_seconds),
             first_dispatch_at=earlier_record_may_have_expired(
@@ -103,6 +102,20 @@ class LedgerStore:
             ),
         )
         return LedgerRecord.from_item(item), self.put_new(item)
+
+    def record(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        now: float,
+        status: LedgerStatus,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """A whole record (items.record_item) written at `now`, expiring the policy's retention
+        after it, as every write does (§3.7)."""
+        return record_item(
+            request, attempt, now, expires_at=self.policy.expires_at(now), status=status, **fields
+        )
 
     def put_new(
         self, item: dict[str, Any], *, over: LedgerRecord | None = None

@@ -28,7 +28,7 @@ from saga.errors import (
 from saga.identity import ActionRequest
 from saga.ledger.core import MAX_DECISION_ROUNDS, Operations, contended
 from saga.ledger.decisions import TAKEOVERS, Decision
-from saga.ledger.items import put_condition, record_item
+from saga.ledger.items import put_condition
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import ActionOutcome, Attempt, LedgerRecord, LedgerStatus
 
@@ -95,12 +95,11 @@ class NativeEffects(Operations):
         seen: LedgerRecord | None = None
         for _ in range(MAX_DECISION_ROUNDS):
             now = core.clock()
-            item = record_item(
+            item = core.store.record(
                 request,
                 attempt,
                 now,
-                expires_at=core.policy.expires_at(now),
-                status=LedgerStatus.FAILED,
+                LedgerStatus.FAILED,
                 attempts=1 if seen is None else seen.attempts + 1,
                 error=error.to_record(),
                 carried=seen,
@@ -137,12 +136,11 @@ class NativeEffects(Operations):
         seen: LedgerRecord | None = None  # an open record this delivery takes over
         for _ in range(MAX_DECISION_ROUNDS):
             now = core.clock()
-            item = record_item(
+            item = core.store.record(
                 request,
                 attempt,
                 now,
-                expires_at=core.policy.expires_at(now),
-                status=LedgerStatus.COMPLETED,
+                LedgerStatus.COMPLETED,
                 attempts=1 if seen is None else seen.attempts + 1,
                 result=result,
                 downstream_ref=downstream_ref,
