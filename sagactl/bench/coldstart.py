@@ -74,17 +74,13 @@ _EXTERNAL = "import saga.ledger.external\n"
 _NATIVE = "import saga.ledger.transaction\n"
 _RECONCILE = "import saga.ledger.reconcile\n"
 _CASES = "runtime.cases()\n"
-_INVENTORY = "from saga.identity import Operation\nruntime.inventory(case, Operation.RESERVE)\n"
-_PAYMENTS = (
-    "from saga.tools.wiring import sandbox_payment_provider\n"
-    "sandbox_payment_provider(runtime.env, runtime.downstream_client, case_id='bench')\n"
-)
-_CARRIER = (
-    "from saga.tools.wiring import sandbox_carrier\n"
-    "sandbox_carrier(runtime.env, runtime.downstream_client, case_id='bench')\n"
-)
-# The approval check: the verifier and its KMS client (the GetPublicKey itself is a request).
-_APPROVALS = "runtime.approvals.keys.client_factory()\n"
+_RESERVE = "from saga.identity import Operation\nruntime.inventory(case, Operation.RESERVE)\n"
+_RELEASE = "from saga.identity import Operation\nruntime.inventory(case, Operation.RELEASE)\n"
+_PAYMENTS = "runtime.payment_provider(case)\n"
+_CARRIER = "runtime.carrier(case)\n"
+# The approval check: what the signature covers, the verifier and its KMS client, the case
+# record it falls back on (the GetPublicKey and the read are requests).
+_APPROVALS = "case.signed_approval()\nruntime.approvals.keys.client_factory()\n" + _CASES
 # The reconciler of the event's step, as the handler builds it (its tool and downstream only).
 _RECONCILER = "runtime.reconciler(case, payload.step)\n"
 _END_OF_FIRST_INVOCATION = "from saga.coldstart import resume_collection\nresume_collection()\n"
@@ -94,24 +90,20 @@ FIRST_CLIENTS: Mapping[str, str] = {
         + _RUNTIME
         + "runtime.tenants\n"
         + _APPROVALS
-        + _CASES
     ),
-    "reserve_stock": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _NATIVE + _INVENTORY,
+    "reserve_stock": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _NATIVE + _RESERVE,
     "issue_refund": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _PAYMENTS,
     "create_shipment": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _CARRIER,
-    "release_reservation": (
-        _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _INVENTORY + _CASES
-    ),
+    "release_reservation": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _RELEASE,
     "reconcile_action": (
         _parsed("ReconcilePayload", "ReconcileResult")
         + _RUNTIME
         + _APPROVALS
-        + _CASES
         + _LEDGER
         + _RECONCILE
         + _RECONCILER
     ),
-    "record_outcome": (_parsed("OutcomePayload", "OutcomeResult") + _RUNTIME + _APPROVALS + _CASES),
+    "record_outcome": _parsed("OutcomePayload", "OutcomeResult") + _RUNTIME + _APPROVALS,
     "sweep_stuck_actions": (
         "from saga.aws import dynamodb_client\ndynamodb_client()\n"
         "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
