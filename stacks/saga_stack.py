@@ -95,6 +95,7 @@ class SagaStack(Stack):
             "EscalationQueueUrl": self.escalation.queue.queue_url,
             "LedgerTableName": self.tables.ledger.table_name,
             "CasesTableName": self.tables.cases.table_name,
+            "DraftsTableName": self.tables.drafts.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.

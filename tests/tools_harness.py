@@ -38,6 +38,7 @@ EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{c
 TABLE_NAMES = {
     "LEDGER_TABLE": "t-ledger",
     "CASES_TABLE": "t-cases",
+    "DRAFTS_TABLE": "t-drafts",
     "INVENTORY_TABLE": "t-inventory",
     "RESERVATIONS_TABLE": "t-reservations",
     "PAYMENTS_TABLE": "t-payments",
@@ -258,7 +259,11 @@ def create_tables(client: Any, names: dict[str, str]) -> None:
             inventory=names["INVENTORY_TABLE"],
         ),
     )
-    for variable, key in (("CASES_TABLE", "case_id"), ("RESERVATIONS_TABLE", "reservation_id")):
+    for variable, key in (
+        ("CASES_TABLE", "case_id"),
+        ("DRAFTS_TABLE", "case_id"),
+        ("RESERVATIONS_TABLE", "reservation_id"),
+    ):
         client.create_table(
             TableName=names[variable],
             BillingMode="PAY_PER_REQUEST",

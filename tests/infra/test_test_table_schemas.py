@@ -15,6 +15,7 @@ from tests.tools_harness import TABLE_NAMES, create_tables
 OUTPUT_OF_VARIABLE = {
     "LEDGER_TABLE": "LedgerTableName",
     "CASES_TABLE": "CasesTableName",
+    "DRAFTS_TABLE": "DraftsTableName",
     "INVENTORY_TABLE": "InventoryTableName",
     "RESERVATIONS_TABLE": "ReservationsTableName",
     "PAYMENTS_TABLE": "PaymentsTableName",

@@ -133,9 +133,12 @@ class AgentTools:
         try:
             # The case's own rules (formats, bounds): what ValidateCase will check.
             digest = approval_digest(
-                {"case_id": case_id, "tenant_id": self.tenant_id, **parameters, "approval": {
-                    "revision": 1
-                }}
+                {
+                    "case_id": case_id,
+                    "tenant_id": self.tenant_id,
+                    **parameters,
+                    "approval": {"revision": 1},
+                }
             )
         except InvalidRequest as exc:
             raise ToolError(ErrorCode.INVALID_REQUEST, str(exc)) from None
@@ -166,26 +169,25 @@ class AgentTools:
         name = execution_name(case.case_id, case.approval.revision)
         payload = canonical_json(case.to_json())
         arn = self._execution_arn(name)
-        try:
-            self.stepfunctions.start_execution(
-                stateMachineArn=self.state_machine_arn, name=name, input=payload
-            )
-            started = True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
-                raise
-            # Closed, or open with another input: the name is this case's; look at it.
-            started = False
-        if not started:
-            existing = self.stepfunctions.describe_execution(executionArn=arn)
-            if existing.get("input") is not None and _same_json(existing["input"], payload):
-                pass  # this case's own execution: the start happened before
-            else:
-                raise ToolError(
-                    ErrorCode.CONFLICT,
-                    f"case {case.case_id}: execution {name} already ran another input; "
-                    "nothing was started",
+        # Looked up first: Step Functions answers a repeat of an open execution's start with
+        # that execution, so only the lookup tells "started now" from "started before".
+        existing = self._describe(arn)
+        started = existing is None
+        if started:
+            try:
+                self.stepfunctions.start_execution(
+                    stateMachineArn=self.state_machine_arn, name=name, input=payload
                 )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+                    raise
+                started, existing = False, self._describe(arn)  # another start won the race
+        if existing is not None and not _same_json(str(existing.get("input") or ""), payload):
+            raise ToolError(
+                ErrorCode.CONFLICT,
+                f"case {case.case_id}: execution {name} already ran another input; nothing "
+                "was started",
+            )
         return {**self._status(draft), "started": started}
 
     # --- helpers -------------------------------------------------------------------------
@@ -241,15 +243,18 @@ class AgentTools:
             }
         summary["approved_by"] = approval.get("approved_by")
         name = execution_name(case_id, int(draft["revision"]))
+        execution = self._describe(self._execution_arn(name))
+        if execution is None:
+            return {**summary, "status": "APPROVED", "next": "call start_replacement"}
+        return {**summary, **self._execution_status(case_id, execution)}
+
+    def _describe(self, arn: str) -> dict[str, Any] | None:
         try:
-            execution = self.stepfunctions.describe_execution(
-                executionArn=self._execution_arn(name)
-            )
+            return dict(self.stepfunctions.describe_execution(executionArn=arn))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
                 raise
-            return {**summary, "status": "APPROVED", "next": "call start_replacement"}
-        return {**summary, **self._execution_status(case_id, execution)}
+            return None
 
     def _execution_status(self, case_id: str, execution: Mapping[str, Any]) -> dict[str, Any]:
         status = str(execution["status"])
