@@ -197,6 +197,14 @@ def command_new(args: argparse.Namespace) -> int:
 
 
 def command_approve(args: argparse.Namespace) -> int:
+    if (args.file is None) == (args.case is None):
+        raise UsageError("approve either a case FILE or a proposed draft with --case CASE_ID")
+    if args.case is not None:
+        from sagactl.draft_approval import approve_draft
+
+        return approve_draft(args)
+    if args.yes:
+        raise UsageError("--yes applies to --case (a file is approved without a question)")
     case = read_case_file(args.file)
     if isinstance(case, dict) and (args.approved_by or args.revision):
         approval = dict(case.get("approval") or {})
@@ -354,9 +362,21 @@ def register(subparsers: Subparsers) -> None:
         "role or principal may sign, and CloudTrail records who did; against the local AWS "
         "(the environment `sagactl local up` prints) anyone may. Writes signed_at, key_id and "
         "signature into the file, or into --output. A case ValidateCase rejected is corrected, "
-        "then approved again with the next --revision: it starts under its own execution name.",
+        "then approved again with the next --revision: it starts under its own execution name. "
+        "--case CASE_ID approves a case an agent proposed (`sagactl mcp`) where it is stored: "
+        "its parameters are shown and confirmed, the approval is signed the same way and stored "
+        "on the draft (once, and only on the draft as shown); the agent then starts it.",
     )
-    approve_parser.add_argument("file", type=Path, help="the case file")
+    approve_parser.add_argument("file", type=Path, nargs="?", help="the case file")
+    approve_parser.add_argument(
+        "--case",
+        metavar="CASE_ID",
+        help="approve the draft an agent proposed (the drafts table): shows its parameters, "
+        "asks for confirmation, signs, stores the approval on the draft",
+    )
+    approve_parser.add_argument(
+        "--yes", action="store_true", help="with --case: do not ask for confirmation"
+    )
     approve_parser.add_argument(
         "--as",
         "--approved-by",
