@@ -112,6 +112,27 @@ def _trimmed_models_loadable() -> bool:
         return False
 
 
+SFN_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
+)
+
+
+def stepfunctions_client() -> Any:
+    """Step Functions for the agent tools: StartExecution is idempotent by name and input, and
+    DescribeExecution a read, so the standard retries are safe."""
+    return _cached_sfn(
+        os.environ.get("AWS_ENDPOINT_URL"),
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+
+
+@lru_cache(maxsize=4)
+def _cached_sfn(endpoint: str | None, region: str | None) -> Any:
+    return boto3.client(
+        "stepfunctions", config=KMS_CONFIG, endpoint_url=endpoint, region_name=region
+    )
+
+
 def downstream_config(timeout_seconds: float) -> Config:
     """Config for a side-effecting downstream call: one attempt, bounded connect/read time."""
     if timeout_seconds <= 0:
@@ -129,4 +150,5 @@ __all__ = [
     "downstream_dynamodb_client",
     "dynamodb_client",
     "kms_client",
+    "stepfunctions_client",
 ]

@@ -120,7 +120,9 @@ def test_an_agent_takes_a_replacement_from_proposal_to_completion_once(
     assert second["early"]["error"]["code"] == "NOT_APPROVED"
     assert f"sagactl case approve --case {case_id}" in second["early"]["error"]["message"]
 
-    approved = Sagactl(capsys)("case", "approve", "--case", case_id, "--yes", "--outputs", str(outputs))
+    approved = Sagactl(capsys)(
+        "case", "approve", "--case", case_id, "--yes", "--outputs", str(outputs)
+    )
     assert approved.code == 0, approved.err
     assert "supervisor@acme" in approved.out
 
@@ -152,9 +154,7 @@ def test_an_agent_takes_a_replacement_from_proposal_to_completion_once(
     assert record["tenant_id"]["S"] == "acme"
 
 
-def test_a_forged_or_unapproved_case_starts_nothing(
-    local_aws: LocalAws, outputs: Path
-) -> None:
+def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs: Path) -> None:
     params = server(local_aws, outputs)
 
     async def propose(session: ClientSession) -> dict[str, Any]:
@@ -186,8 +186,11 @@ def test_a_forged_or_unapproved_case_starts_nothing(
 
     refused = with_session(params, start)
     assert refused["error"]["code"] == "NOT_APPROVED", refused
-    assert local_aws.client("stepfunctions").list_executions(
-        stateMachineArn=local_aws.state_machine_arn
-    )["executions"] == []
+    assert (
+        local_aws.client("stepfunctions").list_executions(
+            stateMachineArn=local_aws.state_machine_arn
+        )["executions"]
+        == []
+    )
     assert count(local_aws, "PaymentsTableName", case_id) == 0
     assert json.loads(json.dumps(refused))["error"]["message"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from saga import clock as saga_clock
 from saga.approvals import ApprovalVerifier, KmsPublicKeys
@@ -138,6 +138,13 @@ class Runtime:
     @cached_property
     def client(self) -> DynamoDBClient:
         return dynamodb_client()
+
+    @cached_property
+    def stepfunctions(self) -> Any:
+        """Step Functions (the agent tools start and describe executions)."""
+        from saga.aws import stepfunctions_client
+
+        return stepfunctions_client()
 
     @cached_property
     def downstream_client(self) -> DynamoDBClient:
