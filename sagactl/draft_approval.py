@@ -47,8 +47,7 @@ def describe_draft(draft: dict[str, Any], approver: str) -> list[str]:
     return [
         f"case {draft['case_id']} (tenant {draft['tenant_id']}), proposed as request "
         f"{draft.get('request_id')} at {draft.get('created_at')}",
-        f"  order     {params['order']['order_id']} of customer "
-        f"{params['order']['customer_id']}",
+        f"  order     {params['order']['order_id']} of customer {params['order']['customer_id']}",
         f"  reserve   {params['reserve']['quantity']} x {params['reserve']['sku']}",
         f"  refund    {amount} minor units of {refund['currency']} "
         f"({amount / 100:.2f} for a 2-decimal currency) on payment {refund['payment_reference']}",

@@ -53,13 +53,15 @@ def trimmed_model(service: str, operations: tuple[str, ...]) -> dict[str, Any]:
                 reach(operation[key]["shape"])
         for error in operation.get("errors", []):
             reach(error["shape"])
-    return _undocumented(
-        {
-            "version": model.get("version", "2.0"),
-            "metadata": model["metadata"],
-            "operations": kept,
-            "shapes": {name: shapes[name] for name in sorted(reached)},
-        }
+    return dict(
+        _undocumented(
+            {
+                "version": model.get("version", "2.0"),
+                "metadata": model["metadata"],
+                "operations": kept,
+                "shapes": {name: shapes[name] for name in sorted(reached)},
+            }
+        )
     )
 
 

@@ -90,7 +90,8 @@ def kms_client() -> Any:
 @lru_cache(maxsize=4)
 def _cached_kms(endpoint: str | None, region: str | None) -> Any:
     service = KMS_SERVICE if _trimmed_models_loadable() else "kms"
-    return boto3.client(service, config=KMS_CONFIG, endpoint_url=endpoint, region_name=region)
+    make: Any = boto3.client  # the stubs know only botocore's own service names
+    return make(service, config=KMS_CONFIG, endpoint_url=endpoint, region_name=region)
 
 
 def _trimmed_models_loadable() -> bool:

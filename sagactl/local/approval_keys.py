@@ -73,7 +73,7 @@ def local_private_key(tenant: str, approver: str, generation: int = 1) -> Any:
 def local_public_key_der(tenant: str, approver: str, generation: int = 1) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
-    return (
+    return bytes(
         local_private_key(tenant, approver, generation)
         .public_key()
         .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -184,7 +184,8 @@ def pin_local_key(
     del backend.keys[created_key_id]
     key.id = pinned
     key.arn = f"arn:aws:kms:{region}:{account_id}:key/{pinned}"
-    key.private_key.private_key = local_private_key(tenant, approver, generation)
+    holder: Any = key.private_key  # moto's wrapper of the cryptography key
+    holder.private_key = local_private_key(tenant, approver, generation)
     backend.keys[pinned] = key
     return pinned
 

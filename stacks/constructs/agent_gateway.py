@@ -72,7 +72,7 @@ class AgentGateway(Construct):
         config: SagaConfig,
         tools: ToolFunctions,
         tables: Mapping[str, dynamodb.ITable],
-        state_machine: sfn.IStateMachine,
+        state_machine: sfn.StateMachine,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -84,7 +84,7 @@ class AgentGateway(Construct):
             values={"state_machine_arn": state_machine.state_machine_arn, "agent_targets": targets},
         )
         role = self.function.role
-        assert role is not None
+        assert isinstance(role, iam.Role)
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(START_ACTIONS), resources=[state_machine.state_machine_arn]

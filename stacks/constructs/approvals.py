@@ -124,7 +124,7 @@ class ApprovalKeys(Construct):
         )
 
     def _approver_role(self, base: str, tenant: str, approver: str, mfa: bool) -> iam.Role:
-        principal: iam.IPrincipal = iam.AccountRootPrincipal()
+        principal: iam.PrincipalBase = iam.AccountRootPrincipal()
         if mfa:
             principal = principal.with_conditions({"Bool": {"aws:MultiFactorAuthPresent": "true"}})
         role = iam.Role(

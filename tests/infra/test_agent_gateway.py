@@ -144,9 +144,9 @@ def test_cdk_nag_is_clean_with_the_gateway(enabled: Synthesized) -> None:
 def test_the_flag_refuses_a_gateway_without_its_authorizer(tmp_path: Path) -> None:
     from stacks.config import ConfigError
 
-    with pytest.raises(ConfigError, match="agent_gateway.enabled' needs"):
+    with pytest.raises(ConfigError, match=r"agent_gateway\.enabled' needs"):
         synthesize(tmp_path, {"agent_gateway": {"enabled": True}})
-    with pytest.raises(ConfigError, match="must restrict 'allowed_clients' or"):
+    with pytest.raises(ConfigError, match=r"must restrict 'allowed_clients' or"):
         synthesize(
             tmp_path,
             {

@@ -95,7 +95,7 @@ class DraftStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise TransientError(f"draft {case_id}: the drafts table did not answer") from exc
-            old = exc.response.get("Item")  # type: ignore[typeddict-item]
+            old: Any = exc.response.get("Item")
             # The SDK's own retry of our write whose answer was lost meets our own item.
             return (from_item(old) if old else draft), False
         except BotoCoreError as exc:
@@ -126,8 +126,8 @@ class DraftStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise TransientError(f"draft {case_id}: the approval was not stored") from exc
-            old = exc.response.get("Item")  # type: ignore[typeddict-item]
-            current = from_item(old) if old else None
+            found: Any = exc.response.get("Item")
+            current = from_item(found) if found else None
             if current is None:
                 why = "there is no such draft"
             elif current.get("approval") == dict(approval):
