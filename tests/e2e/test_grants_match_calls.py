@@ -82,6 +82,7 @@ class Names:
         resources = {
             synth.logical_id(stack.tables.ledger): "table:ledger",
             synth.logical_id(stack.tables.cases): "table:cases",
+            synth.logical_id(stack.tables.drafts): "table:drafts",
             synth.logical_id(stack.tables.inventory): "table:inventory",
             synth.logical_id(stack.tables.reservations): "table:reservations",
             synth.logical_id(stack.escalation.queue): "queue:escalation",
