@@ -127,14 +127,52 @@ class TargetError(SagactlError):
     """The AWS (or local AWS) the command should talk to cannot be reached or resolved."""
 
 
-class RedriveRefused(SagactlError):
-    """Redrive cannot help: the reason says why."""
+class Refused(SagactlError):
+    """The request is understood and declined, with the reason: nothing was changed."""
 
     exit_code = EXIT_REFUSED
 
 
+class RedriveRefused(Refused):
+    """Redrive cannot help: the reason says why."""
+
+
 class WatchTimeout(SagactlError):
     exit_code = EXIT_TIMEOUT
+
+
+class CaseNotOpen(Refused):
+    """The case is not an open escalation (done, still running, ...): nothing to resolve."""
+
+
+class AlreadyResolved(Refused):
+    """A person has already resolved the case; a decision is recorded once."""
+
+
+class ActionInFlight(Refused):
+    """An attempt holds one of the case's actions right now: resolve once it has ended."""
+
+
+class DraftApprovalRefused(Refused):
+    """The proposed case is approved already, or changed since it was shown: nothing stored."""
+
+
+class QueueCleanupFailed(SagactlError):
+    """The resolution is recorded, but the case's messages could not all be removed."""
+
+
+class SweepFailed(SagactlError):
+    """The sweeper function ran and raised."""
+
+
+class SigningRefused(SagactlError):
+    """KMS refused to sign: these credentials are not the approver's."""
+
+
+class NotAnApprover(SagactlError):
+    """The approver named is not one of the tenant's approvers in this stack: nothing signed."""
+
+    exit_code = EXIT_USAGE
 
 
 Handler = Callable[[argparse.Namespace], int]

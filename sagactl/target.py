@@ -13,11 +13,11 @@ time on AWS and the local AWS's movable clock locally (`sagactl local advance`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,8 +28,8 @@ from botocore.exceptions import ClientError
 
 from sagactl.errors import NotFound, TargetError
 from sagactl.local.clock import ClockUnavailable, read_clock
+from sagactl.paths import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STACK_NAME = "ReplacementOrderSaga-dev"
 DEFAULT_LOCAL_OUTPUTS = PROJECT_ROOT / ".local" / "outputs.json"
 OUTPUTS_ENV = "SAGA_LOCAL_OUTPUTS"
@@ -74,6 +74,10 @@ class Target:
                 f"cannot read the clock of the local AWS ({exc}); is `sagactl local up` running?"
             ) from None
 
+    def now_utc(self) -> datetime:
+        """`now()` as an aware UTC datetime (approvals are signed and checked at it)."""
+        return datetime.fromtimestamp(self.now(), UTC)
+
     def output(self, key: str) -> str:
         value = self.outputs.get(key)
         if not value:
@@ -111,35 +115,22 @@ class Target:
         )
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("target")
-    group.add_argument(
-        "--local",
-        action="store_true",
-        help="use the local AWS of `sagactl local up` (implied by AWS_ENDPOINT_URL)",
-    )
-    group.add_argument(
-        "--stack",
-        default=DEFAULT_STACK_NAME,
-        help="the deployed stack whose outputs name the resources (default %(default)s)",
-    )
-    group.add_argument("--region", help="AWS region (default: the configured one)")
-    group.add_argument(
-        "--outputs",
-        type=Path,
-        help=f"local outputs file (default ${OUTPUTS_ENV} or {DEFAULT_LOCAL_OUTPUTS})",
-    )
-
-
-def resolve_target(args: argparse.Namespace) -> Target:
+def find_target(
+    *,
+    local: bool = False,
+    outputs: Path | None = None,
+    stack: str = DEFAULT_STACK_NAME,
+    region: str | None = None,
+) -> Target:
+    """The local AWS when asked for (or AWS_ENDPOINT_URL is set), else the stack's account."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    if getattr(args, "local", False) or endpoint:
-        return local_target(outputs_path(args), endpoint_url=endpoint)
-    return aws_target(args.stack, region=getattr(args, "region", None))
+    if local or endpoint:
+        return local_target(local_outputs_path(outputs), endpoint_url=endpoint)
+    return aws_target(stack, region=region)
 
 
-def outputs_path(args: argparse.Namespace) -> Path:
-    explicit: Path | None = getattr(args, "outputs", None)
+def local_outputs_path(explicit: Path | None = None) -> Path:
+    """The local outputs file: `explicit`, else $SAGA_LOCAL_OUTPUTS, else .local/outputs.json."""
     if explicit is not None:
         return explicit
     from_env = os.environ.get(OUTPUTS_ENV)

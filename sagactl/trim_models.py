@@ -20,7 +20,8 @@ from typing import Any
 
 from botocore.loaders import Loader
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from sagactl.paths import PROJECT_ROOT
+
 MODELS_DIR = PROJECT_ROOT / "lambdas" / "saga" / "botocore_models"
 TRIMMED: dict[str, tuple[str, tuple[str, ...]]] = {
     # service name in the package -> (botocore's service, the operations kept)
@@ -53,16 +54,15 @@ def trimmed_model(service: str, operations: tuple[str, ...]) -> dict[str, Any]:
                 reach(operation[key]["shape"])
         for error in operation.get("errors", []):
             reach(error["shape"])
-    return dict(
-        _undocumented(
-            {
-                "version": model.get("version", "2.0"),
-                "metadata": model["metadata"],
-                "operations": kept,
-                "shapes": {name: shapes[name] for name in sorted(reached)},
-            }
-        )
+    trimmed: dict[str, Any] = _undocumented(
+        {
+            "version": model.get("version", "2.0"),
+            "metadata": model["metadata"],
+            "operations": kept,
+            "shapes": {name: shapes[name] for name in sorted(reached)},
+        }
     )
+    return trimmed
 
 
 def _undocumented(value: Any) -> Any:

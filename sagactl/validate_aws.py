@@ -29,7 +29,7 @@ from typing import Any
 
 import boto3
 
-from sagactl.local.synth import PROJECT_ROOT, SynthError, synthesize
+from sagactl.local.synth import SynthError, synthesize
 from sagactl.local.template import (
     PhysicalResource,
     ResolutionContext,
@@ -37,6 +37,7 @@ from sagactl.local.template import (
     load_template,
     readable_logical_id,
 )
+from sagactl.paths import PROJECT_ROOT
 
 BIN = Path(sys.executable).parent
 AWS_CLI = BIN / "aws"

@@ -4,6 +4,8 @@
   (Step Functions execution, JSONata, in-process Lambda handlers, atomic DynamoDB requests).
   Retry sleeps are scaled by $SAGA_LOCAL_TIME_SCALE (default 0.1 in tests).
 - `synthesized`: the real CDK app synthesized once (infrastructure assertions use it too).
+- `stack_tables`: its DynamoDB tables, for the moto-backed tests to create under their own
+  names (tests/tables.py).
 - `local_aws`: the real stack (that template) freshly provisioned for each test
   (reset + provision: ~0.1 s), sandbox inventory seeded, AWS_ENDPOINT_URL set for the test.
   Its clock starts at real time: `local_aws.clock.advance(seconds)` moves the one clock the
@@ -35,6 +37,7 @@ from sagactl.local.emulator import (
     install_ttl_deletion,
 )
 from sagactl.local.environment import LocalAws, StackSource
+from sagactl.local.tables import StackTables
 from sagactl.local.template import load_template
 from tests.infra.synth import Synthesized, synthesize
 
@@ -109,6 +112,13 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The real CDK app (build_app, as app.py runs it), synthesized once per session with the
     real, cached layer bundling: the infrastructure assertions and the local AWS share it."""
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def stack_tables(synthesized: Synthesized) -> StackTables:
+    """The real stack's tables as its template declares them: the moto-backed tests create
+    theirs from it (tests/tables.py), never from a schema of their own."""
+    return StackTables.from_template(synthesized.template_json)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Test support for the saga's tools: approved cases, moto tables, and effect counters.
 
+The tables are the stack's own, created from its synthesized template (tests/tables.py).
 Effects are counted where they land: refunds and shipments are items in the sandbox payments /
 shipments tables (one item per business effect, each carrying `case_id`), stock is the inventory
 item's `available`. "Exactly once" in a tools test means exactly one such item.
@@ -17,22 +18,22 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from saga.adapters.carrier import SandboxCarrier
-from saga.adapters.payments import SandboxPaymentProvider
 from saga.approvals import ApprovalVerifier, KmsPublicKeys, parse_trusted_keys
 from saga.aws import dynamodb_client, kms_client
 from saga.cases import CaseRecords
+from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
 from saga.models import Case, StepResult, parse_case
-from saga.sandbox.faults import FaultInjector
+from saga.sandbox.carrier import SandboxCarrier
+from saga.sandbox.faults import FaultInjector, FaultSource, NoFaults
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
-from saga.sandbox.schema import SandboxTables, create_sandbox_tables
-from saga.tools.common import FaultSource, NoFaults
-from saga.tools.reserve import InventoryTables, reserve_stock
-from sagactl.bench_ledger import create_ledger_table
+from saga.tools.reserve import reserve_stock
 from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
+from sagactl.local.tables import StackTables
 from tests.integration.ledger_harness import FakeClock
+from tests.tables import create_by_variable
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
 TABLE_NAMES = {
@@ -199,8 +200,7 @@ class ToolsEnv:
             attempt or Delivery("ReserveStock", case.case_id).next(),
             execution_arn="arn:e",
             ledger=self.ledger,
-            tables=self.inventory,
-            faults=NoFaults(),
+            inventory=self.inventory,
         )
 
     # --- where effects land ---------------------------------------------------------------------
@@ -248,28 +248,9 @@ class ToolsEnv:
         }
 
 
-def create_tables(client: Any, names: dict[str, str]) -> None:
-    create_ledger_table(client, names["LEDGER_TABLE"])
-    create_sandbox_tables(
-        client,
-        SandboxTables(
-            payments=names["PAYMENTS_TABLE"],
-            shipments=names["SHIPMENTS_TABLE"],
-            sandbox=names["SANDBOX_TABLE"],
-            inventory=names["INVENTORY_TABLE"],
-        ),
-    )
-    for variable, key in (
-        ("CASES_TABLE", "case_id"),
-        ("DRAFTS_TABLE", "case_id"),
-        ("RESERVATIONS_TABLE", "reservation_id"),
-    ):
-        client.create_table(
-            TableName=names[variable],
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-        )
+def create_tables(tables: StackTables, client: Any, names: dict[str, str]) -> None:
+    """Every table of the stack, from its template, under `names`; the inventory seeded."""
+    create_by_variable(tables, client, names)
     seed_inventory(client, names["INVENTORY_TABLE"], STOCK)
 
 
@@ -282,13 +263,13 @@ def create_approval_keys(kms: Any) -> None:
 
 @contextmanager
 def tools_env(
-    *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
+    tables: StackTables, *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
 ) -> Iterator[ToolsEnv]:
-    """moto DynamoDB with every table created and the inventory seeded, and moto KMS with the
-    approvers' keys."""
+    """moto DynamoDB with every table of the stack created (`tables`: the session fixture
+    `stack_tables`) and the inventory seeded, and moto KMS with the approvers' keys."""
     with mock_aws():
         client = dynamodb_client()
-        create_tables(client, TABLE_NAMES)
+        create_tables(tables, client, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
         yield ToolsEnv(
             client=client,

@@ -24,6 +24,7 @@ from botocore.config import Config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_stepfunctions.client import SFNClient
 
 LEDGER_MAX_ATTEMPTS = 3
 LEDGER_CONNECT_TIMEOUT_SECONDS = 2.0
@@ -90,8 +91,12 @@ def kms_client() -> Any:
 @lru_cache(maxsize=4)
 def _cached_kms(endpoint: str | None, region: str | None) -> Any:
     service = KMS_SERVICE if _trimmed_models_loadable() else "kms"
-    make: Any = boto3.client  # the stubs know only botocore's own service names
-    return make(service, config=KMS_CONFIG, endpoint_url=endpoint, region_name=region)
+    return boto3.client(
+        service,  # type: ignore[call-overload]  # the trimmed model is not in the stubs
+        config=KMS_CONFIG,
+        endpoint_url=endpoint,
+        region_name=region,
+    )
 
 
 def _trimmed_models_loadable() -> bool:
@@ -118,7 +123,7 @@ SFN_CONFIG = Config(
 )
 
 
-def stepfunctions_client() -> Any:
+def stepfunctions_client() -> SFNClient:
     """Step Functions for the agent tools: StartExecution is idempotent by name and input, and
     DescribeExecution a read, so the standard retries are safe."""
     return _cached_sfn(
@@ -128,9 +133,9 @@ def stepfunctions_client() -> Any:
 
 
 @lru_cache(maxsize=4)
-def _cached_sfn(endpoint: str | None, region: str | None) -> Any:
+def _cached_sfn(endpoint: str | None, region: str | None) -> SFNClient:
     return boto3.client(
-        "stepfunctions", config=KMS_CONFIG, endpoint_url=endpoint, region_name=region
+        "stepfunctions", config=SFN_CONFIG, endpoint_url=endpoint, region_name=region
     )
 
 

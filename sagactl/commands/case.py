@@ -6,86 +6,50 @@ as ValidateCase does, with the same code: the fields, the tenant and its approve
 Who may approve for which tenant is read from cdk.json's `tenants`, the configuration `cdk
 deploy` and `sagactl local up` give ValidateCase (its TENANTS). A stack deployed with another
 `-c tenants=...` has other tenants: --deployed reads the TENANTS of the deployed ValidateCase
-function instead (the stack of --stack, or the local AWS with --local).
+function instead (the stack of --stack, or the local AWS with --local). `approve --case CASE_ID`
+approves a case an agent proposed (`sagactl mcp`) where it is stored, the drafts table.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from saga.approvals import (
-    ApprovalVerifier,
-    KmsPublicKeys,
     format_instant,
     require_signature,
 )
 from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.fault_plan import DOWNSTREAMS
 from saga.models import Case, parse_case, verify_approval, with_approval_digest
-from saga.sandbox.faults import DOWNSTREAMS
-from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
 from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
+    add_command,
     add_json_argument,
-    cdk_config,
+    add_target_arguments,
     positive_int,
     read_case_file,
-    stack_function,
+    resolve_target,
     write_json_file,
 )
-from sagactl.errors import InvalidCaseFile, SagactlError, UsageError, guarded
-from sagactl.render import emit_json
-from sagactl.signing import sign_case
-from sagactl.target import Target, add_target_arguments, resolve_target
-
-# The Handler of ValidateCaseFunction (stacks/constructs/tools.py TOOL_SPECS).
-VALIDATE_CASE_HANDLER = "saga.handlers.validate_case.handler"
-
-
-@dataclass(frozen=True)
-class Tenants:
-    """Who may approve cases for which tenant, and where that was read."""
-
-    approvers: Mapping[str, frozenset[str]]
-    source: str
+from sagactl.commands.render import emit_json
+from sagactl.config import Tenants, configured_tenants
+from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError, guarded
+from sagactl.operations.drafts import approve_draft, default_approver, open_draft
+from sagactl.operations.functions import deployed_tenants
+from sagactl.operations.signing import sign_case, verify_deployed_signature
+from sagactl.views.draft import describe_draft
 
 
-def configured_tenants(args: argparse.Namespace) -> Tenants:
+def tenants_for(args: argparse.Namespace) -> Tenants:
+    """cdk.json's tenants, or with --deployed the deployed ValidateCase function's."""
     if not args.deployed:
-        tenants = cdk_config().tenants
-        return Tenants({t: frozenset(a) for t, a in tenants.items()}, "cdk.json")
-    name, variables = _validate_case_environment(resolve_target(args))
-    try:
-        return Tenants(parse_tenants(str(variables.get("TENANTS") or "")), f"TENANTS of {name}")
-    except ConfigurationError as exc:
-        raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
-
-
-def _validate_case_environment(target: Target) -> tuple[str, dict[str, str]]:
-    function = stack_function(
-        target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
-    )
-    variables = (function.get("Environment") or {}).get("Variables") or {}
-    return str(function["FunctionName"]), dict(variables)
-
-
-def verify_signature(case: Case, args: argparse.Namespace) -> str:
-    """ValidateCase's signature check (saga.approvals) with the deployed keys: a sentence on
-    success; ApprovalInvalid or AuthorizationDenied as ValidateCase would raise them."""
-    target = resolve_target(args)
-    name, variables = _validate_case_environment(target)
-    try:
-        trusted = parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
-    except ConfigurationError as exc:
-        raise SagactlError(f"cannot read the approval keys of {name}: {exc}") from None
-    verifier = ApprovalVerifier(trusted, KmsPublicKeys(lambda: target.client("kms")))
-    key = verifier.verify(case.signed_approval(), accept_retired=False, now=_now(target))
-    return f"signed with {key}, trusted by {name}"
+        return configured_tenants()
+    return deployed_tenants(resolve_target(args))
 
 
 def check_authorized(case: Case, tenants: Tenants, *, source: str) -> None:
@@ -181,7 +145,7 @@ def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
 
 
 def command_new(args: argparse.Namespace) -> int:
-    case = approve(case_from_args(args), configured_tenants(args), source="case")
+    case = approve(case_from_args(args), tenants_for(args), source="case")
     written_to = _write(case, args.output, force=args.force)
     summary = _approval_summary(case, written_to)
     if args.output == "-":
@@ -200,9 +164,7 @@ def command_approve(args: argparse.Namespace) -> int:
     if (args.file is None) == (args.case is None):
         raise UsageError("approve either a case FILE or a proposed draft with --case CASE_ID")
     if args.case is not None:
-        from sagactl.draft_approval import approve_draft
-
-        return approve_draft(args)
+        return command_approve_draft(args)
     if args.yes:
         raise UsageError("--yes applies to --case (a file is approved without a question)")
     case = read_case_file(args.file)
@@ -216,7 +178,7 @@ def command_approve(args: argparse.Namespace) -> int:
     prepared = with_digest(case, source=str(args.file))
     start_by = _instant(args.start_by, "--start-by") if args.start_by else None
     target = resolve_target(args)
-    approved = sign_case(target, prepared, now=_now(target), start_by=start_by)
+    approved = sign_case(target, prepared, now=target.now_utc(), start_by=start_by)
     output = args.output or str(args.file)
     written_to = _write(approved, output, force=True)
     summary = _approval_summary(approved, written_to)
@@ -233,9 +195,35 @@ def command_approve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _now(target: Target) -> datetime:
-    """Now as the target sees it: the local AWS's clock can be moved (`sagactl local advance`)."""
-    return datetime.fromtimestamp(target.now(), UTC)
+def command_approve_draft(args: argparse.Namespace) -> int:
+    """`case approve --case CASE_ID`: show the draft an agent proposed, confirm, sign, store."""
+    if args.revision or args.output:
+        raise UsageError("--revision and --output apply to files: a draft is approved as proposed")
+    target = resolve_target(args)
+    draft = open_draft(target, args.case)
+    approver = args.approved_by or default_approver(target, str(draft["tenant_id"]))
+    if not args.json:
+        print("\n".join(describe_draft(draft, approver)))
+    if not args.yes and not _confirmed("approve and sign this case?"):
+        print("not approved: nothing signed or stored")
+        return EXIT_REFUSED
+    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
+    approval = approve_draft(target, draft, approver, start_by=start_by)
+    if args.json:
+        emit_json({"case_id": args.case, "approved": True, **approval})
+    else:
+        print(
+            f"approved case {args.case} revision {approval['revision']} as {approver}, signed "
+            f"with {approval['key_id']}: {approval['digest']}; the agent can start it now "
+            "(start_replacement)"
+        )
+    return 0
+
+
+def _confirmed(question: str) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("cannot ask for confirmation without a terminal: pass --yes")
+    return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
 
 
 def _instant(value: str, flag: str) -> str:
@@ -253,7 +241,7 @@ def _instant(value: str, flag: str) -> str:
 
 def command_check(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
-    tenants = configured_tenants(args)
+    tenants = tenants_for(args)
     # In ValidateCase's order: the fields, who approved, the digest, then the signature.
     try:
         case = parse_case(raw)
@@ -261,7 +249,7 @@ def command_check(args: argparse.Namespace) -> int:
         verify_approval(case)
         require_signature(case)
         signature = (
-            verify_signature(case, args)
+            verify_deployed_signature(resolve_target(args), case)
             if args.deployed
             else "signed (the signature is verified with the deployed keys: --deployed)"
         )
@@ -297,17 +285,14 @@ def _add_tenant_source(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Subparsers) -> None:
-    case = subparsers.add_parser(
-        "case",
-        help="write, approve and check case files",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    case = add_command(subparsers, "case", "write, approve and check case files", doc=__doc__)
     commands = case.add_subparsers(dest="case_command", metavar="SUBCOMMAND", required=True)
 
-    new = commands.add_parser(
+    new = add_command(
+        commands,
         "new",
-        help="write an approved case file from flags",
+        "write an approved case file from flags",
+        handler=guarded(command_new),
         description="Write a case file with its approval digest filled in, checked as "
         "ValidateCase checks it (fields, tenant and approver). Refuses an invalid case with a "
         "message naming the field, and writes nothing.",
@@ -351,11 +336,12 @@ def register(subparsers: Subparsers) -> None:
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     add_json_argument(new)
     _add_tenant_source(new)
-    new.set_defaults(handler=guarded(command_new))
 
-    approve_parser = commands.add_parser(
+    approve_parser = add_command(
+        commands,
         "approve",
-        help="approve a case file: fill in its digest and sign it with the approver's key",
+        "approve a case file: fill in its digest and sign it with the approver's key",
+        handler=guarded(command_approve),
         description="Validate the case's fields, fill in approval.digest (sha256 of the "
         "approved parameters and revision) and sign the approval with the approver's KMS key "
         "(the stack's ApprovalKeys output), with your credentials: on AWS only the approver's "
@@ -394,11 +380,12 @@ def register(subparsers: Subparsers) -> None:
     approve_parser.add_argument("-o", "--output", help="write here instead (- for stdout)")
     add_json_argument(approve_parser)
     add_target_arguments(approve_parser)
-    approve_parser.set_defaults(handler=guarded(command_approve))
 
-    check = commands.add_parser(
+    check = add_command(
+        commands,
         "check",
-        help="validate a case file and verify its approval digest",
+        "validate a case file and verify its approval digest",
+        handler=guarded(command_check),
         description="Check a case file as ValidateCase will: its fields, that the tenant is "
         "configured and the approver may approve for it, and that approval.digest matches the "
         "parameters. Exit 0 when it would be accepted, 2 (with the reason) when not.",
@@ -406,4 +393,3 @@ def register(subparsers: Subparsers) -> None:
     check.add_argument("file", type=Path, help="the case file")
     add_json_argument(check)
     _add_tenant_source(check)
-    check.set_defaults(handler=guarded(command_check))

@@ -1,5 +1,4 @@
-"""Helpers shared by the operator commands: common flags, case files, the stack's functions and
-its configuration."""
+"""What the operator commands share: their common flags, the target they name, case files."""
 
 from __future__ import annotations
 
@@ -8,14 +7,76 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagactl.errors import InvalidCaseFile, NotFound, SagactlError
-from sagactl.target import PROJECT_ROOT, Target, add_target_arguments
-from stacks.config import ConfigError, SagaConfig
+from sagactl.errors import Handler, InvalidCaseFile
+from sagactl.target import (
+    DEFAULT_LOCAL_OUTPUTS,
+    DEFAULT_STACK_NAME,
+    OUTPUTS_ENV,
+    Target,
+    find_target,
+)
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at runtime on Python 3.11
     Subparsers = argparse._SubParsersAction
+
+
+def add_command(
+    subparsers: Subparsers,
+    name: str,
+    summary: str,
+    *,
+    handler: Handler | None = None,
+    doc: str | None = None,
+    description: str | None = None,
+    epilog: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand's parser, running `handler` (guarded by the caller). `doc`, a module
+    docstring, shows in --help as written (so does `epilog` then); a `description` is wrapped."""
+    if doc is not None:
+        parser = subparsers.add_parser(
+            name,
+            help=summary,
+            description=doc,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    else:
+        parser = subparsers.add_parser(name, help=summary, description=description, epilog=epilog)
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("target")
+    group.add_argument(
+        "--local",
+        action="store_true",
+        help="use the local AWS of `sagactl local up` (implied by AWS_ENDPOINT_URL)",
+    )
+    group.add_argument(
+        "--stack",
+        default=DEFAULT_STACK_NAME,
+        help="the deployed stack whose outputs name the resources (default %(default)s)",
+    )
+    group.add_argument("--region", help="AWS region (default: the configured one)")
+    group.add_argument(
+        "--outputs",
+        type=Path,
+        help=f"local outputs file (default ${OUTPUTS_ENV} or {DEFAULT_LOCAL_OUTPUTS})",
+    )
+
+
+def resolve_target(args: argparse.Namespace) -> Target:
+    """The target the command's --local / --stack / --region / --outputs name."""
+    return find_target(
+        local=bool(getattr(args, "local", False)),
+        outputs=getattr(args, "outputs", None),
+        stack=getattr(args, "stack", DEFAULT_STACK_NAME),
+        region=getattr(args, "region", None),
+    )
 
 
 def add_json_argument(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +89,8 @@ def add_aws_command_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_case_argument(parser: argparse.ArgumentParser) -> None:
-    """CASE, as `status`, `watch` and `redrive` take it (sagactl.timeline.find_case_execution)."""
+    """CASE, as `status`, `watch` and `redrive` take it
+    (sagactl.operations.executions.find_case_execution)."""
     parser.add_argument(
         "case_id",
         metavar="CASE",
@@ -85,36 +147,3 @@ def read_case_file(path: Path) -> Any:
 def write_json_file(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def stack_function(
-    target: Target, what: str, handler: str, variable: str, output: str
-) -> dict[str, Any]:
-    """The configuration of the stack's `what` function, the one that runs `handler` with the
-    stack's `output` resource in its environment `variable` (ListFunctions), so the same lookup
-    works on AWS, where CloudFormation generated the name, and in the local AWS."""
-    resource = target.output(output)
-    found = []
-    for page in target.client("lambda").get_paginator("list_functions").paginate():
-        for function in page["Functions"]:
-            variables = (function.get("Environment") or {}).get("Variables") or {}
-            if function.get("Handler") == handler and variables.get(variable) == resource:
-                found.append(function)
-    if not found:
-        raise NotFound(f"no {what} function ({handler}) has {variable}={resource}")
-    if len(found) > 1:
-        names = sorted(str(function["FunctionName"]) for function in found)
-        raise SagactlError(f"several {what} functions have {variable}={resource}: {names}")
-    return dict(found[0])
-
-
-def cdk_config() -> SagaConfig:
-    """The stack's configuration as `cdk synth` (and so `sagactl local up`) reads it from
-    cdk.json, without `-c` overrides."""
-    path = PROJECT_ROOT / "cdk.json"
-    try:
-        context = json.loads(path.read_text(encoding="utf-8"))["context"]
-        return SagaConfig.from_mapping(context)
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # ConfigError is a ValueError
-        detail = exc if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-        raise SagactlError(f"cannot read the configuration in {path}: {detail}") from None

@@ -39,21 +39,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, add_budget_argument
-from sagactl.errors import guarded
-from sagactl.escalations import (
-    Escalation,
-    EscalationView,
-    ResolveReport,
-    caller_identity,
-    check_tenant,
-    open_escalations,
-    resolve,
-    show,
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_budget_argument,
+    add_command,
+    resolve_target,
 )
-from sagactl.render import emit_json, record_lines
-from sagactl.target import resolve_target
-from sagactl.timeline import resolve_budget
+from sagactl.commands.render import emit_json, record_lines
+from sagactl.config import resolve_budget
+from sagactl.errors import guarded
+from sagactl.operations.escalations import caller_identity, open_escalations, resolve, show
+from sagactl.views.escalations import Escalation, EscalationView, ResolveReport, check_tenant
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
 
@@ -111,16 +108,7 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
         lines.append(f"  not open: {view.closed_reason}")
     if view.resolution:
         lines += _resolution_lines(view.resolution)
-    lines += ["", "execution:"]
-    execution = view.execution
-    if execution is None:
-        lines.append("  none found")
-    else:
-        stopped = f" (stopped {execution['stopDate']})" if execution.get("stopDate") else ""
-        lines.append(f"  {execution.get('executionArn')}")
-        lines.append(f"  status    {execution.get('status')}{stopped}")
-        if execution.get("error"):
-            lines.append(f"  error     {execution['error']}: {execution.get('cause')}")
+    lines += ["", "execution:", *_execution_lines(view.execution)]
     lines += ["", "confirmed effects (ledger):"]
     lines += [_summary_line(action) for action in view.confirmed_effects] or ["  none"]
     lines += ["", "compensations (ledger):"]
@@ -128,6 +116,30 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
     lines += ["", f"open actions (ledger, budget {view.attempt_budget} attempts each):"]
     lines += _open_action_lines(view, now) or ["  none"]
     lines += ["", "notifications (what this case put on the escalation queue, from their sources):"]
+    lines += _notification_lines(view)
+    if view.open is not None:
+        lines += [
+            "",
+            f'resolve it with: sagactl escalations resolve {view.case_id} --decision "..."',
+        ]
+    return lines
+
+
+def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
+    if execution is None:
+        return ["  none found"]
+    stopped = f" (stopped {execution['stopDate']})" if execution.get("stopDate") else ""
+    lines = [
+        f"  {execution.get('executionArn')}",
+        f"  status    {execution.get('status')}{stopped}",
+    ]
+    if execution.get("error"):
+        lines.append(f"  error     {execution['error']}: {execution.get('cause')}")
+    return lines
+
+
+def _notification_lines(view: EscalationView) -> list[str]:
+    lines = []
     if view.resolution:
         lines.append("  removed from the queue when the case was resolved")
     for note in view.notifications:
@@ -142,11 +154,6 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
             f"  queue depth: {view.queue_depth} message(s) waiting, all cases "
             "(`show` never receives from the queue)"
         )
-    if view.open is not None:
-        lines += [
-            "",
-            f'resolve it with: sagactl escalations resolve {view.case_id} --decision "..."',
-        ]
     return lines
 
 
@@ -220,34 +227,35 @@ def resolve_lines(report: ResolveReport) -> list[str]:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "escalations",
-        help="the escalation worklist: open cases, show one, resolve one with a decision",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the escalation worklist: open cases, show one, resolve one with a decision",
+        handler=guarded(command_list),
+        doc=__doc__,
     )
     parser.add_argument("--tenant", help="only this tenant's cases")
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
-    parser.set_defaults(handler=guarded(command_list))
     commands = parser.add_subparsers(dest="escalations_command", metavar="SUBCOMMAND")
 
-    show_parser = commands.add_parser(
+    show_parser = add_command(
+        commands,
         "show",
-        help="everything a person needs to decide one case",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "everything a person needs to decide one case",
+        handler=guarded(command_show),
+        doc=__doc__,
     )
     show_parser.add_argument("case_id", metavar="CASE", help="the case id")
     add_budget_argument(show_parser)
     add_aws_command_arguments(show_parser)
-    show_parser.set_defaults(handler=guarded(command_show))
 
-    resolve_parser = commands.add_parser(
+    resolve_parser = add_command(
+        commands,
         "resolve",
-        help="record a person's decision, settle the case's open actions, clear its messages",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "record a person's decision, settle the case's open actions, clear its messages",
+        handler=guarded(command_resolve),
+        doc=__doc__,
     )
     resolve_parser.add_argument("case_id", metavar="CASE", help="the case id")
     resolve_parser.add_argument(
@@ -259,4 +267,3 @@ def register(subparsers: Subparsers) -> None:
     )
     add_budget_argument(resolve_parser)
     add_aws_command_arguments(resolve_parser)
-    resolve_parser.set_defaults(handler=guarded(command_resolve))

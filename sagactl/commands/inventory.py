@@ -8,13 +8,17 @@ defaults itself. Seeding sets the level; it does not add to it, so running it tw
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
-from sagactl.commands.common import Subparsers, add_aws_command_arguments
+from saga.sandbox.inventory import DEFAULT_STOCK
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_command,
+    resolve_target,
+)
+from sagactl.commands.render import emit_json
 from sagactl.errors import UsageError, guarded
-from sagactl.render import emit_json
-from sagactl.target import resolve_target
+from sagactl.operations.records import set_stock, stock_levels
 
 
 def parse_stock(pairs: list[str] | None) -> dict[str, int]:
@@ -36,19 +40,8 @@ def parse_stock(pairs: list[str] | None) -> dict[str, int]:
     return stock
 
 
-def _read_all(client: Any, table: str) -> dict[str, int]:
-    levels: dict[str, int] = {}
-    for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-        for item in page["Items"]:
-            available = item.get("available", {}).get("N")
-            if "sku" in item and available is not None:  # anything else is not a stock level
-                levels[item["sku"]["S"]] = int(available)
-    return dict(sorted(levels.items()))
-
-
 def command_show(args: argparse.Namespace) -> int:
-    target = resolve_target(args)
-    levels = _read_all(target.client("dynamodb"), target.output("InventoryTableName"))
+    levels = stock_levels(resolve_target(args))
     if args.json:
         emit_json({"inventory": levels})
     elif not levels:
@@ -61,10 +54,7 @@ def command_show(args: argparse.Namespace) -> int:
 
 def command_seed(args: argparse.Namespace) -> int:
     stock = parse_stock(args.sku)
-    target = resolve_target(args)
-    client = target.client("dynamodb")
-    table = target.output("InventoryTableName")
-    seed_inventory(client, table, stock)
+    set_stock(resolve_target(args), stock)
     if args.json:
         emit_json({"seeded": stock})
     else:
@@ -74,28 +64,26 @@ def command_seed(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    inventory = subparsers.add_parser(
-        "inventory",
-        help="show or seed the stock levels",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    inventory = add_command(subparsers, "inventory", "show or seed the stock levels", doc=__doc__)
     actions = inventory.add_subparsers(dest="inventory_command", metavar="SUBCOMMAND")
     actions.required = True
 
-    show = actions.add_parser(
+    show = add_command(
+        actions,
         "show",
-        help="stock level per SKU",
+        "stock level per SKU",
+        handler=guarded(command_show),
         description="Print the available stock of every SKU in the stack's inventory table "
         "(InventoryTableName), read consistently. Reserving a case's SKU takes from it; "
         "releasing a reservation gives it back.",
     )
     add_aws_command_arguments(show)
-    show.set_defaults(handler=guarded(command_show))
 
-    seed = actions.add_parser(
+    seed = add_command(
+        actions,
         "seed",
-        help="set stock levels (default: the sandbox's SKUs)",
+        "set stock levels (default: the sandbox's SKUs)",
+        handler=guarded(command_seed),
         description="Set the available stock of SKUs in the stack's inventory table: the "
         "sandbox defaults, or the --sku SKU=N pairs given. It sets the level, it does not add "
         "to it, so running it twice is harmless. A new deployment needs it once, or every case "
@@ -110,4 +98,3 @@ def register(subparsers: Subparsers) -> None:
         + ")",
     )
     add_aws_command_arguments(seed)
-    seed.set_defaults(handler=guarded(command_seed))

@@ -14,23 +14,23 @@ import argparse
 from dataclasses import asdict
 
 from saga.identity import parse_action_key
-from saga.tools.sweeper import StuckActionSweeper
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_budget_argument,
+    add_command,
+    resolve_target,
 )
+from sagactl.commands.render import emit_json, record_lines
+from sagactl.config import resolve_budget
 from sagactl.errors import NotFound, UsageError, guarded
-from sagactl.render import emit_json, record_lines
-from sagactl.target import resolve_target
-from sagactl.timeline import (
-    actions_json,
+from sagactl.operations.records import (
     case_actions,
-    ledger_for,
+    ledger_record,
     read_case_record,
-    record_summary,
-    resolve_budget,
+    stuck_actions,
 )
+from sagactl.views.case import actions_json, record_summary
 
 
 def command_ledger(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def command_ledger(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{args.action_key!r} is not an action key (tenant#operation#action_id)"
             ) from None
-        record = ledger_for(target).get(args.action_key)
+        record = ledger_record(target, args.action_key)
         if record is None:
             raise NotFound(f"no ledger record for {args.action_key}")
         summary = record_summary(record, budget)
@@ -78,16 +78,7 @@ def command_ledger(args: argparse.Namespace) -> int:
 
 
 def command_stuck(args: argparse.Namespace) -> int:
-    target = resolve_target(args)
-    sweeper = StuckActionSweeper(
-        dynamodb=target.client("dynamodb"),
-        sqs=target.client("sqs"),  # required by the sweeper; `stuck` only reads, never sends
-        ledger_table=target.output("LedgerTableName"),
-        escalation_queue_url=target.optional_output("EscalationQueueUrl") or "",
-        grace_seconds=args.grace,
-        clock=target.now,
-    )
-    stuck = sweeper.find_stuck()
+    stuck = stuck_actions(resolve_target(args), args.grace)
     if args.json:
         emit_json({"grace_seconds": args.grace, "stuck": [asdict(action) for action in stuck]})
         return 0
@@ -104,24 +95,25 @@ def command_stuck(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    ledger = subparsers.add_parser(
+    ledger = add_command(
+        subparsers,
         "ledger",
-        help="ledger records: one action key, or every action of a case",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "ledger records: one action key, or every action of a case",
+        handler=guarded(command_ledger),
+        doc=__doc__,
     )
     ledger.add_argument("action_key", nargs="?", metavar="ACTION_KEY")
     ledger.add_argument("--case", metavar="CASE", help="every action of this case")
     ledger.add_argument("--tenant", help="the case's tenant, when it has no case record")
     add_budget_argument(ledger)
     add_aws_command_arguments(ledger)
-    ledger.set_defaults(handler=guarded(command_ledger))
 
-    stuck = subparsers.add_parser(
+    stuck = add_command(
+        subparsers,
         "stuck",
-        help="actions IN_PROGRESS past their lease, or UNKNOWN",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "actions IN_PROGRESS past their lease, or UNKNOWN",
+        handler=guarded(command_stuck),
+        doc=__doc__,
     )
     stuck.add_argument(
         "--grace",
@@ -130,4 +122,3 @@ def register(subparsers: Subparsers) -> None:
         help="only actions whose lease ended more than this many seconds ago (0)",
     )
     add_aws_command_arguments(stuck)
-    stuck.set_defaults(handler=guarded(command_stuck))

@@ -1,5 +1,5 @@
 """`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned;
-`sagactl local advance|clock`: move and read its clock; `sagactl local demo` (sagactl.demo).
+`sagactl local advance|clock`: move and read its clock; `sagactl local demo` (commands/demo.py).
 """
 
 from __future__ import annotations
@@ -19,67 +19,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sagactl.demo import register_demo
+from sagactl.commands.common import add_command
+from sagactl.commands.demo import register_demo
 from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
-from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT
-from sagactl.local.synth import PROJECT_ROOT
+from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
+from sagactl.local.process import (
+    LocalProcessError,
+    is_local_server,
+    pid_file,
+    process_alive,
+    read_pid_file,
+    remove_own_pid_file,
+    running_local_server,
+    stop_local_server,
+    write_pid_file,
+)
+from sagactl.paths import PROJECT_ROOT
 
 logger = logging.getLogger("sagactl.local")
 
 DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
-PID_FILE_NAME = "local.pid"
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
-STOP_WAIT_SECONDS = 15.0
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
 
 
 class LocalCommandError(Exception):
     """A user-facing failure of a `local` command (printed without a traceback)."""
-
-
-def _pid_file(state_dir: Path) -> Path:
-    return state_dir / PID_FILE_NAME
-
-
-def read_pid_file(state_dir: Path) -> dict[str, Any] | None:
-    path = _pid_file(state_dir)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise LocalCommandError(f"unreadable pid file {path}: {exc}") from exc
-    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
-        raise LocalCommandError(f"malformed pid file {path}")
-    return record
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # An exited process whose parent has not reaped it yet (a zombie) has stopped.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
-def _is_local_server(pid: int) -> bool:
-    """The pid still belongs to a `sagactl local up` (not a recycled pid)."""
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.exists():  # no procfs: trust the pid file
-        return _process_alive(pid)
-    try:
-        text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return "sagactl" in text or "sagactl.cli" in text
 
 
 def export_lines(environment: dict[str, str]) -> list[str]:
@@ -137,8 +103,8 @@ def command_up(args: argparse.Namespace) -> int:
 
     _configure_logging(args.verbose)
     state_dir: Path = args.state_dir
-    running = read_pid_file(state_dir)
-    if running and _process_alive(running["pid"]) and _is_local_server(running["pid"]):
+    running = running_local_server(state_dir)
+    if running:
         raise LocalCommandError(
             f"a local AWS is already running (pid {running['pid']}, {running.get('endpoint')}); "
             "stop it with `sagactl local down`"
@@ -159,9 +125,7 @@ def command_up(args: argparse.Namespace) -> int:
         _serve(args, server, source, stop, server_seconds)
     finally:
         server.stop()
-        record = read_pid_file(state_dir) if _pid_file(state_dir).exists() else None
-        if record is not None and record.get("pid") == os.getpid():
-            _pid_file(state_dir).unlink(missing_ok=True)
+        remove_own_pid_file(state_dir)
     return 0
 
 
@@ -189,10 +153,7 @@ def _serve(
         provision_seconds = time.perf_counter() - started
         outputs_path = state_dir / OUTPUTS_FILE_NAME
         local.write_outputs(outputs_path)
-        _pid_file(state_dir).write_text(
-            json.dumps({"pid": os.getpid(), "endpoint": local.endpoint, "port": server.port}),
-            encoding="utf-8",
-        )
+        write_pid_file(state_dir, local.endpoint, server.port)
         provisioned = local.provisioned
         assert provisioned is not None
         print(
@@ -221,7 +182,11 @@ def _serve(
                 file=sys.stderr,
             )
         print("stop with Ctrl-C or `sagactl local down`", file=sys.stderr)
-        _sweep_ttl_until(stop, args.ttl_sweep_seconds)
+        sweep_ttl_until(
+            stop,
+            args.ttl_sweep_seconds,
+            lambda deleted: logger.info("TTL deleted %s", _deleted_text(deleted)),
+        )
         print("stopping the local AWS", file=sys.stderr)
 
 
@@ -231,20 +196,6 @@ def _handler_log(args: argparse.Namespace) -> Path | None:
     if args.handler_log == "-":
         return None
     return Path(args.handler_log) if args.handler_log else args.state_dir / HANDLER_LOG_NAME
-
-
-def _sweep_ttl_until(stop: threading.Event, interval: float) -> None:
-    """Delete TTL-expired items every `interval` seconds (0: only when the clock is advanced),
-    as DynamoDB does some time after expiry, until `stop` is set."""
-    from sagactl.local.emulator import delete_expired_items_now
-
-    if interval <= 0:
-        stop.wait()
-        return
-    while not stop.wait(interval):
-        deleted = delete_expired_items_now()
-        if deleted:
-            logger.info("TTL deleted %s", _deleted_text(deleted))
 
 
 def _deleted_text(deleted: dict[str, int]) -> str:
@@ -258,21 +209,11 @@ def command_down(args: argparse.Namespace) -> int:
         print("no local AWS is running", file=sys.stderr)
         return 0
     pid = int(record["pid"])
-    if not _process_alive(pid) or not _is_local_server(pid):
-        _pid_file(state_dir).unlink(missing_ok=True)
+    if not process_alive(pid) or not is_local_server(pid):
+        pid_file(state_dir).unlink(missing_ok=True)
         print(f"no local AWS is running (removed a stale pid file for pid {pid})", file=sys.stderr)
         return 0
-    os.kill(pid, signal.SIGTERM)
-    polls = int(STOP_WAIT_SECONDS / 0.1)
-    for _ in range(polls):
-        if not _process_alive(pid):
-            break
-        time.sleep(0.1)
-    else:
-        raise LocalCommandError(
-            f"the local AWS (pid {pid}) did not stop within {STOP_WAIT_SECONDS}s"
-        )
-    _pid_file(state_dir).unlink(missing_ok=True)
+    stop_local_server(state_dir, pid)
     print(f"stopped the local AWS (pid {pid}, {record.get('endpoint')})", file=sys.stderr)
     return 0
 
@@ -286,7 +227,7 @@ def _running_endpoint(args: argparse.Namespace) -> str:
     if from_env:
         return from_env
     record = read_pid_file(args.state_dir)
-    if record is None or not _process_alive(int(record["pid"])) or not record.get("endpoint"):
+    if record is None or not process_alive(int(record["pid"])) or not record.get("endpoint"):
         raise LocalCommandError(
             "no local AWS is running: start one with `sagactl local up` "
             "(or pass --endpoint / set AWS_ENDPOINT_URL)"
@@ -345,7 +286,13 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
         try:
             return command(args)
-        except (LocalCommandError, SynthError, TemplateError, ReferenceJsonataUnavailable) as exc:
+        except (
+            LocalCommandError,
+            LocalProcessError,
+            SynthError,
+            TemplateError,
+            ReferenceJsonataUnavailable,
+        ) as exc:
             print(f"sagactl local: {exc}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (synthesis)
@@ -363,9 +310,11 @@ def _non_negative_float(text: str) -> float:
 
 
 def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    up = local.add_parser(
+    up = add_command(
+        local,
         "up",
-        help="start the local AWS with the stack provisioned; stays up until interrupted",
+        "start the local AWS with the stack provisioned; stays up until interrupted",
+        handler=_guarded(command_up),
         description="Start the local AWS (a moto server on loopback, nothing reaches real AWS), "
         "synthesize the CDK app and provision its stack into it (tables, queues, functions, the "
         "state machine, EventBridge rules; resources are named after the stack, as in the "
@@ -417,19 +366,19 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "clock is advanced)",
     )
     up.add_argument("--verbose", action="store_true", help="debug logging")
-    up.set_defaults(handler=_guarded(command_up))
 
 
 def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    down = local.add_parser(
+    add_command(
+        local,
         "down",
-        help="stop a running `sagactl local up`",
+        "stop a running `sagactl local up`",
+        handler=_guarded(command_down),
         description="Stop the `sagactl local up` whose pid file is in the state directory "
         "(SIGTERM, then wait for it to exit). Its resources and executions are gone with it; "
         "the next `local up` starts from an empty account. With nothing running it says so and "
         "exits 0.",
     )
-    down.set_defaults(handler=_guarded(command_down))
 
 
 def _add_clock_target(parser: argparse.ArgumentParser) -> None:
@@ -441,9 +390,11 @@ def _add_clock_target(parser: argparse.ArgumentParser) -> None:
 
 
 def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    advance = local.add_parser(
+    advance = add_command(
+        local,
         "advance",
-        help="move the local AWS's clock forward (leases, key retention, TTL, token windows)",
+        "move the local AWS's clock forward (leases, key retention, TTL, token windows)",
+        handler=_guarded(command_advance),
         description="Move the clock of a running local AWS forward: the Lambda code, Step "
         "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
         "whose TTL has passed are deleted before the command returns. The clock never goes back.",
@@ -451,22 +402,23 @@ def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for unit in ("days", "hours", "minutes", "seconds"):
         advance.add_argument(f"--{unit}", type=_non_negative_float, default=0.0, metavar="N")
     _add_clock_target(advance)
-    advance.set_defaults(handler=_guarded(command_advance))
 
-    clock = local.add_parser(
+    clock = add_command(
+        local,
         "clock",
-        help="show the local AWS's clock and how far it is ahead",
+        "show the local AWS's clock and how far it is ahead",
+        handler=_guarded(command_clock),
         description="Print the time of a running local AWS, and how far `sagactl local "
         "advance` has moved it ahead of real time.",
     )
     _add_clock_target(clock)
-    clock.set_defaults(handler=_guarded(command_clock))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    local = subparsers.add_parser(
+    local = add_command(
+        subparsers,
         "local",
-        help="the local AWS (moto) with the stack provisioned",
+        "the local AWS (moto) with the stack provisioned",
         description="Run the whole stack on this machine, with no AWS account: `up` starts the "
         "local AWS and provisions the synthesized stack, `down` stops it, `advance` and `clock` "
         "move and read its clock, `demo` runs the saga's scenarios against a throwaway one.",

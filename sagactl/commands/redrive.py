@@ -21,32 +21,13 @@ from sagactl.commands.common import (
     add_aws_command_arguments,
     add_budget_argument,
     add_case_argument,
+    add_command,
+    resolve_target,
 )
+from sagactl.commands.render import emit_json, plan_lines
+from sagactl.config import resolve_budget
 from sagactl.errors import UsageError, guarded
-from sagactl.redrive import RedrivePlan, plan_redrive, redrive
-from sagactl.render import emit_json
-from sagactl.target import resolve_target
-from sagactl.timeline import resolve_budget
-
-
-def plan_lines(plan: RedrivePlan) -> list[str]:
-    lines = [f"case {plan.case_id}: execution {plan.status} (stopped {plan.stopped_at})"]
-    step = plan.failed_step
-    if step is None:
-        lines.append("  failed state: not found in the history")
-    else:
-        lines.append(
-            f"  will rerun:   {step.state}"
-            + (f" ({step.error}: {step.cause})" if step.error else "")
-        )
-    for action in plan.actions:
-        lines.append(
-            f"  action:       {action['action_key']} {action['status'] or 'no record'}, "
-            f"attempts {action['attempts']}/{action['budget']} "
-            f"({action['remaining_budget']} left)"
-        )
-    lines.append(f"  redrive:      #{plan.redrive_count + 1}; states that succeeded are not rerun")
-    return lines
+from sagactl.operations.redrive import plan_redrive, redrive
 
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:
@@ -80,14 +61,14 @@ def command_redrive(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "redrive",
-        help="rerun a failed execution from its failed state (refuses when that cannot help)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "rerun a failed execution from its failed state (refuses when that cannot help)",
+        handler=guarded(command_redrive),
+        doc=__doc__,
     )
     add_case_argument(parser)
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_budget_argument(parser)
     add_aws_command_arguments(parser)
-    parser.set_defaults(handler=guarded(command_redrive))

@@ -19,22 +19,21 @@ is ValidateCase's to decide (`sagactl case check` asks the same question beforeh
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from saga.approvals import require_signature
 from saga.errors import ApprovalInvalid, ApprovalMismatch, InvalidRequest
-from saga.identity import execution_name
 from saga.models import parse_case, verify_approval
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
+    add_command,
     positive_float,
     read_case_file,
+    resolve_target,
 )
+from sagactl.commands.render import emit_json, emit_json_line
 from sagactl.errors import (
     EXIT_DUPLICATE,
     EXIT_NOT_STARTED,
@@ -42,22 +41,7 @@ from sagactl.errors import (
     exit_statuses_help,
     guarded,
 )
-from sagactl.render import emit_json, emit_json_line
-from sagactl.target import Target, resolve_target
-from sagactl.timeline import describe_execution_arn, execution_summary, read_case_record
-
-
-def case_revision(raw: Any) -> int:
-    """approval.revision of a case file (1 when it has none to read)."""
-    approval = raw.get("approval") if isinstance(raw, dict) else None
-    revision = approval.get("revision") if isinstance(approval, dict) else None
-    if isinstance(revision, int) and not isinstance(revision, bool) and revision > 1:
-        return revision
-    return 1
-
-
-def canonical_input(case: Any) -> str:
-    return json.dumps(case, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+from sagactl.operations.executions import start_case
 
 
 def check_case(raw: Any, source: str) -> str:
@@ -69,88 +53,6 @@ def check_case(raw: Any, source: str) -> str:
     except (InvalidRequest, ApprovalMismatch, ApprovalInvalid) as exc:
         raise InvalidCaseFile(f"{source}: {exc}") from None
     return case.case_id
-
-
-def start_case(target: Target, raw: Any, case_id: str) -> dict[str, Any]:
-    """Start (or find) the execution of this case file: {"created", "execution_arn", "status",
-    "same_input", ...}, or {"duplicate": True, ...} for a case that already ran elsewhere.
-
-    A case that already has a case record is never started again under a new name: its
-    execution would only end DUPLICATE. That is reported, nothing is started.
-    """
-    revision = case_revision(raw)
-    name = execution_name(case_id, revision)
-    payload = canonical_input(raw)
-    existing = describe_execution_arn(target, target.execution_arn(name))
-    if existing is None:
-        recorded = _recorded_elsewhere(target, raw, case_id)
-        if recorded is not None:
-            return recorded
-        sfn = target.client("stepfunctions")
-        try:
-            response = sfn.start_execution(
-                stateMachineArn=target.state_machine_arn, name=name, input=payload
-            )
-            arn = str(response["executionArn"])
-            description = sfn.describe_execution(executionArn=arn)
-            return _report(target, description, created=True, payload=payload, revision=revision)
-        except ClientError as exc:
-            # Another start won the race between our describe and our start.
-            if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
-                raise
-        existing = sfn.describe_execution(executionArn=target.execution_arn(name))
-    return _report(target, existing, created=False, payload=payload, revision=revision)
-
-
-def _recorded_elsewhere(target: Target, raw: Any, case_id: str) -> dict[str, Any] | None:
-    """The report for a case whose record names another execution (or None: start it)."""
-    record = read_case_record(target, case_id)
-    if record is None:
-        return None
-    digest = raw.get("approval", {}).get("digest") if isinstance(raw, dict) else None
-    if record.get("digest") != digest:
-        raise InvalidCaseFile(
-            f"case {case_id} already ran with other approved parameters (digest "
-            f"{record.get('digest')}); one case id is one approved request: use a new case id"
-        )
-    original = record.get("execution_arn")
-    return {
-        "case_id": case_id,
-        "created": False,
-        "duplicate": True,
-        "execution_arn": original,
-        "execution_name": original.rpartition(":")[2] if isinstance(original, str) else None,
-        "revision": case_revision(raw),
-        "status": None,
-        "outcome": record.get("outcome"),
-        "start_date": None,
-        "stop_date": None,
-        "same_input": True,
-        "console_url": target.console_url(original) if isinstance(original, str) else None,
-    }
-
-
-def _report(
-    target: Target, description: dict[str, Any], *, created: bool, payload: str, revision: int
-) -> dict[str, Any]:
-    summary = execution_summary(description)
-    try:
-        same_input = json.loads(description.get("input") or "null") == json.loads(payload)
-    except ValueError:
-        same_input = False
-    case_input = json.loads(payload)
-    return {
-        "case_id": case_input.get("case_id") if isinstance(case_input, dict) else None,
-        "created": created,
-        "execution_arn": summary["executionArn"],
-        "execution_name": summary.get("name"),
-        "revision": revision,
-        "status": summary["status"],
-        "start_date": summary.get("startDate"),
-        "stop_date": summary.get("stopDate"),
-        "same_input": same_input,
-        "console_url": target.console_url(summary["executionArn"]),
-    }
 
 
 def start_exit_code(report: dict[str, Any]) -> int:
@@ -221,12 +123,13 @@ def command_start(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    start = subparsers.add_parser(
+    start = add_command(
+        subparsers,
         "start",
-        help="start the saga for an approved case file (once per case and revision)",
-        description=__doc__,
+        "start the saga for an approved case file (once per case and revision)",
+        handler=guarded(command_start),
+        doc=__doc__,
         epilog=exit_statuses_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     start.add_argument("file", type=Path, help="the approved case file")
     start.add_argument(
@@ -243,4 +146,3 @@ def register(subparsers: Subparsers) -> None:
         "--timeout", type=positive_float, default=600.0, help="--watch bound in seconds (600)"
     )
     add_aws_command_arguments(start)
-    start.set_defaults(handler=guarded(command_start))

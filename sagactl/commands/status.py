@@ -18,12 +18,20 @@ from sagactl.commands.common import (
     add_aws_command_arguments,
     add_budget_argument,
     add_case_argument,
+    add_command,
     positive_float,
+    resolve_target,
 )
+from sagactl.commands.render import case_view_text, emit_json, emit_json_line, entry_line
 from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help, guarded
-from sagactl.render import case_view_text, emit_json, emit_json_line, entry_line
-from sagactl.target import Target, resolve_target
-from sagactl.timeline import build_entries, execution_history, find_case_execution, gather
+from sagactl.operations.case_view import gather
+from sagactl.operations.executions import (
+    describe_execution,
+    execution_history,
+    find_case_execution,
+)
+from sagactl.target import Target
+from sagactl.views.timeline import build_entries
 
 DEFAULT_INTERVAL_SECONDS = 1.0
 RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
@@ -61,7 +69,7 @@ def follow(
         named = "" if name == case_id else f" (execution {name})"
         print(f"watching case {case_id}{named} (Ctrl-C stops watching, not the execution)")
     while True:
-        description = target.client("stepfunctions").describe_execution(executionArn=execution_arn)
+        description = describe_execution(target, execution_arn)
         entries = build_entries(execution_history(target, execution_arn))
         for entry in entries:
             if entry.final and entry.event_id not in printed:
@@ -101,22 +109,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Subparsers) -> None:
-    status = subparsers.add_parser(
+    status = add_command(
+        subparsers,
         "status",
-        help="the timeline of a case: states, retries, ledger, effects, outcome",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the timeline of a case: states, retries, ledger, effects, outcome",
+        handler=guarded(command_status),
+        doc=__doc__,
     )
     _add_common(status)
-    status.set_defaults(handler=guarded(command_status))
 
-    watch = subparsers.add_parser(
+    watch = add_command(
+        subparsers,
         "watch",
-        help="follow a running case until its execution ends (exit status: how it ended)",
-        description=__doc__ + "\nWith --json: one JSON object per line, "
+        "follow a running case until its execution ends (exit status: how it ended)",
+        handler=guarded(command_watch),
+        doc=__doc__ + "\nWith --json: one JSON object per line, "
         '{"entry": ...} per step, then {"case": ...} (the `status --json` view).',
         epilog=exit_statuses_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common(watch)
     watch.add_argument(
@@ -125,4 +134,3 @@ def register(subparsers: Subparsers) -> None:
     watch.add_argument(
         "--timeout", type=positive_float, default=600.0, help="give up after seconds (600)"
     )
-    watch.set_defaults(handler=guarded(command_watch))

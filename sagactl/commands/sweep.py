@@ -13,48 +13,17 @@ ledger, so the same command works against AWS and the local AWS.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from sagactl.commands.common import Subparsers, add_aws_command_arguments, stack_function
-from sagactl.errors import SagactlError, guarded
-from sagactl.render import emit_json
-from sagactl.target import Target, resolve_target
-
-# The Handler of SweepStuckActionsFunction (stacks/constructs/tools.py TOOL_SPECS).
-SWEEPER_HANDLER = "saga.handlers.sweep_stuck_actions.handler"
-
-
-class SweepFailed(SagactlError):
-    """The sweeper function ran and raised."""
-
-
-def find_sweeper(target: Target) -> str:
-    """The name of this stack's sweeper function."""
-    function = stack_function(target, "sweeper", SWEEPER_HANDLER, "LEDGER_TABLE", "LedgerTableName")
-    return str(function["FunctionName"])
-
-
-def sweep(target: Target) -> dict[str, Any]:
-    """Invoke the sweeper once; its report ({stuck, escalated, by_status, action_keys})."""
-    function = find_sweeper(target)
-    response = target.client("lambda").invoke(
-        FunctionName=function, InvocationType="RequestResponse", Payload=b"{}"
-    )
-    body = response["Payload"].read()
-    try:
-        answer: Any = json.loads(body) if body else None
-    except ValueError:
-        answer = body.decode(errors="replace")
-    if response.get("FunctionError"):
-        error = answer if isinstance(answer, dict) else {}
-        raise SweepFailed(
-            f"the sweeper {function} failed: {error.get('errorType', response['FunctionError'])}: "
-            f"{error.get('errorMessage', answer)}"
-        )
-    if not isinstance(answer, dict):
-        raise SweepFailed(f"the sweeper {function} answered {answer!r}, not a report")
-    return {"function": function, "report": answer}
+from sagactl.commands.common import (
+    Subparsers,
+    add_aws_command_arguments,
+    add_command,
+    resolve_target,
+)
+from sagactl.commands.render import emit_json
+from sagactl.errors import guarded
+from sagactl.operations.functions import sweep
 
 
 def sweep_lines(result: dict[str, Any]) -> list[str]:
@@ -83,11 +52,11 @@ def command_sweep(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "sweep",
-        help="run the stuck-action sweeper now: escalate open actions nobody is finishing",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the stuck-action sweeper now: escalate open actions nobody is finishing",
+        handler=guarded(command_sweep),
+        doc=__doc__,
     )
     add_aws_command_arguments(parser)
-    parser.set_defaults(handler=guarded(command_sweep))

@@ -73,11 +73,12 @@ def local_private_key(tenant: str, approver: str, generation: int = 1) -> Any:
 def local_public_key_der(tenant: str, approver: str, generation: int = 1) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
-    return bytes(
+    der: bytes = (
         local_private_key(tenant, approver, generation)
         .public_key()
         .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
+    return der
 
 
 def sign_locally(
@@ -184,8 +185,9 @@ def pin_local_key(
     del backend.keys[created_key_id]
     key.id = pinned
     key.arn = f"arn:aws:kms:{region}:{account_id}:key/{pinned}"
-    holder: Any = key.private_key  # moto's wrapper of the cryptography key
-    holder.private_key = local_private_key(tenant, approver, generation)
+    # moto keeps the cryptography key on its ECDSA wrapper; the base type does not declare it.
+    private = local_private_key(tenant, approver, generation)
+    key.private_key.private_key = private  # type: ignore[attr-defined]
     backend.keys[pinned] = key
     return pinned
 

@@ -36,41 +36,52 @@ def _assign(env: Any, *assign_decls: Any) -> None:
         env.variable_store.set(variable_identifier=identifier, variable_value=value)
 
 
+def _matched_rule(state: Any, env: Any) -> Any | None:
+    """The first rule whose Condition holds, as moto's StateChoice picks it."""
+    for rule in state.choices_decl.rules:
+        if rule.comparison is None:
+            raise RuntimeError(f"Missing Condition for choice rule '{rule}' in '{state}'.")
+        rule.comparison.eval(env)
+        if env.stack.pop() is True:
+            if not rule.next_stmt:
+                raise RuntimeError(
+                    f"Missing Next definition for choice rule '{rule}' in '{state}'."
+                )
+            return rule
+    return None
+
+
+def _eval_state(state: Any, env: Any) -> None:
+    rule = _matched_rule(state, env)
+    if rule is not None:
+        _assign(env, state.assign_decl, rule.assign)
+        if rule.output:
+            rule.output.eval(env=env)
+        env.stack.append(rule.next_stmt.name)
+        return
+    if state.default_state is None:
+        raise RuntimeError(f"No branching option reached in state {state.name}")
+    _assign(env, state.assign_decl)
+    if state.output:
+        state.output.eval(env=env)
+    env.stack.append(state.default_state.state_name)
+
+
+def _eval_state_output(state: Any, env: Any) -> None:
+    # Assign and Output were applied with the rule (or Default) that was taken.
+    next_state_name: str = env.stack.pop()
+    if state._is_language_query_jsonpath():
+        if state.output_path:
+            state.output_path.eval(env=env)
+        else:
+            env.states.reset(input_value=env.stack.pop())
+    env.next_state_name = next_state_name
+
+
 @functools.cache
 def install_choice_state_assign() -> None:
     """Patch moto's StateChoice: the state's own Assign applies whatever rule matches."""
     from moto.stepfunctions.parser.asl.component.state.choice.state_choice import StateChoice
 
-    def eval_state(self: StateChoice, env: Any) -> None:
-        for rule in self.choices_decl.rules:
-            if rule.comparison is None:
-                raise RuntimeError(f"Missing Condition for choice rule '{rule}' in '{self}'.")
-            rule.comparison.eval(env)
-            if env.stack.pop() is not True:
-                continue
-            if not rule.next_stmt:
-                raise RuntimeError(f"Missing Next definition for choice rule '{rule}' in '{self}'.")
-            _assign(env, self.assign_decl, rule.assign)
-            if rule.output:
-                rule.output.eval(env=env)
-            env.stack.append(rule.next_stmt.name)
-            return
-        if self.default_state is None:
-            raise RuntimeError(f"No branching option reached in state {self.name}")
-        _assign(env, self.assign_decl)
-        if self.output:
-            self.output.eval(env=env)
-        env.stack.append(self.default_state.state_name)
-
-    def eval_state_output(self: StateChoice, env: Any) -> None:
-        # Assign and Output were applied with the rule (or Default) that was taken.
-        next_state_name: str = env.stack.pop()
-        if self._is_language_query_jsonpath():
-            if self.output_path:
-                self.output_path.eval(env=env)
-            else:
-                env.states.reset(input_value=env.stack.pop())
-        env.next_state_name = next_state_name
-
-    StateChoice._eval_state = eval_state  # type: ignore[method-assign]
-    StateChoice._eval_state_output = eval_state_output  # type: ignore[method-assign]
+    StateChoice._eval_state = _eval_state  # type: ignore[method-assign,assignment]
+    StateChoice._eval_state_output = _eval_state_output  # type: ignore[method-assign,assignment]

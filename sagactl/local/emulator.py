@@ -31,6 +31,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sagactl.local.choice_assign import install_choice_state_assign
@@ -109,6 +110,22 @@ def delete_expired_items_now() -> dict[str, int]:
     """TTL deletion at the local clock's now, atomic like any DynamoDB request."""
     with _DYNAMODB_REQUEST_LOCK:
         return delete_expired_items(LOCAL_CLOCK.now())
+
+
+def sweep_ttl_until(
+    stop: threading.Event,
+    interval: float,
+    on_deleted: Callable[[dict[str, int]], None] = lambda _deleted: None,
+) -> None:
+    """Delete TTL-expired items every `interval` seconds (0: only when the clock is advanced),
+    as DynamoDB does some time after expiry, until `stop` is set."""
+    if interval <= 0:
+        stop.wait()
+        return
+    while not stop.wait(interval):
+        deleted = delete_expired_items_now()
+        if deleted:
+            on_deleted(deleted)
 
 
 def install_ttl_deletion() -> None:

@@ -24,6 +24,7 @@ import boto3
 
 from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
 from sagactl.local.approval_keys import create_local_key
+from sagactl.local.tables import TABLE_TYPES, create_table
 from sagactl.local.template import (
     PhysicalResource,
     ResolutionContext,
@@ -33,7 +34,6 @@ from sagactl.local.template import (
 
 logger = logging.getLogger(__name__)
 
-TABLE_TYPES = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
 QUEUE_TYPE = "AWS::SQS::Queue"
 FUNCTION_TYPE = "AWS::Lambda::Function"
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
@@ -194,47 +194,7 @@ class _Provisioner:
     def create_tables(self) -> None:
         for logical_id, raw_props in self._of_type(*TABLE_TYPES):
             name = self.ctx.resources[logical_id].ref
-            props = self.ctx.resolve(raw_props)
-            request: dict[str, Any] = {
-                "TableName": name,
-                "KeySchema": props["KeySchema"],
-                "AttributeDefinitions": props["AttributeDefinitions"],
-                # Capacity settings mean nothing locally.
-                "BillingMode": "PAY_PER_REQUEST",
-            }
-            gsis = [
-                {key: index[key] for key in ("IndexName", "KeySchema", "Projection")}
-                for index in props.get("GlobalSecondaryIndexes", [])
-            ]
-            if gsis:
-                request["GlobalSecondaryIndexes"] = gsis
-            lsis = [
-                {key: index[key] for key in ("IndexName", "KeySchema", "Projection")}
-                for index in props.get("LocalSecondaryIndexes", [])
-            ]
-            if lsis:
-                request["LocalSecondaryIndexes"] = lsis
-            stream = props.get("StreamSpecification")
-            if stream and stream.get("StreamViewType"):
-                request["StreamSpecification"] = {
-                    "StreamEnabled": True,
-                    "StreamViewType": stream["StreamViewType"],
-                }
-            self.dynamodb.create_table(**request)
-            ttl = props.get("TimeToLiveSpecification")
-            if ttl and ttl.get("AttributeName") and ttl.get("Enabled", True):
-                self.dynamodb.update_time_to_live(
-                    TableName=name,
-                    TimeToLiveSpecification={
-                        "Enabled": True,
-                        "AttributeName": ttl["AttributeName"],
-                    },
-                )
-            if props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled"):
-                self.dynamodb.update_continuous_backups(
-                    TableName=name,
-                    PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
-                )
+            create_table(self.dynamodb, name, self.ctx.resolve(raw_props))
             self.result.tables[logical_id] = name
 
     def create_keys(self) -> None:

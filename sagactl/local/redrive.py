@@ -284,34 +284,11 @@ def _serve_the_api() -> None:
         return ActionResult(execution_description(execution))
 
     def list_executions(self: Any) -> Any:
-        backend = self.stepfunction_backend
         arn = self._get_param("stateMachineArn")
-        state_machine = backend.describe_state_machine(arn)
-        status_filter = self._get_param("statusFilter")
-        redrive_filter = self._get_param("redriveFilter")
-        executions = sorted(state_machine.executions, key=lambda e: e.start_date, reverse=True)
-        items = []
-        for execution in executions:
-            record = record_of(execution)
-            if status_filter and execution.status != status_filter:
-                continue
-            if redrive_filter == "REDRIVEN" and record.count == 0:
-                continue
-            if redrive_filter == "NOT_REDRIVEN" and record.count > 0:
-                continue
-            item: dict[str, Any] = {
-                "executionArn": execution.execution_arn,
-                "stateMachineArn": state_machine.arn,
-                "name": execution.name,
-                "status": execution.status,
-                "startDate": execution.start_date,
-                "redriveCount": record.count,
-            }
-            if execution.status != "RUNNING" and execution.stop_date is not None:
-                item["stopDate"] = execution.stop_date
-            if record.date is not None:
-                item["redriveDate"] = record.date
-            items.append(item)
+        state_machine = self.stepfunction_backend.describe_state_machine(arn)
+        items = _listed_executions(
+            state_machine, self._get_param("statusFilter"), self._get_param("redriveFilter")
+        )
         page, next_token = _page(
             items, self._get_int_param("maxResults"), self._get_param("nextToken")
         )
@@ -324,6 +301,35 @@ def _serve_the_api() -> None:
     StepFunctionResponse.describe_execution = describe_execution  # type: ignore[method-assign]
     StepFunctionResponse.list_executions = list_executions  # type: ignore[method-assign]
     setattr(StepFunctionResponse, _MARK, True)
+
+
+def _listed_executions(
+    state_machine: Any, status_filter: str | None, redrive_filter: str | None
+) -> list[dict[str, Any]]:
+    """ListExecutions' items, newest first, with the redrive fields AWS adds."""
+    items = []
+    for execution in sorted(state_machine.executions, key=lambda e: e.start_date, reverse=True):
+        record = record_of(execution)
+        if status_filter and execution.status != status_filter:
+            continue
+        if redrive_filter == "REDRIVEN" and record.count == 0:
+            continue
+        if redrive_filter == "NOT_REDRIVEN" and record.count > 0:
+            continue
+        item: dict[str, Any] = {
+            "executionArn": execution.execution_arn,
+            "stateMachineArn": state_machine.arn,
+            "name": execution.name,
+            "status": execution.status,
+            "startDate": execution.start_date,
+            "redriveCount": record.count,
+        }
+        if execution.status != "RUNNING" and execution.stop_date is not None:
+            item["stopDate"] = execution.stop_date
+        if record.date is not None:
+            item["redriveDate"] = record.date
+        items.append(item)
+    return items
 
 
 def _page(

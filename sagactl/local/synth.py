@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from sagactl.paths import PROJECT_ROOT
+
 ASL_PATH = PROJECT_ROOT / "statemachines" / "replacement_order.asl.json"
 
 

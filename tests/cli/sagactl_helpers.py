@@ -12,7 +12,7 @@ import pytest
 
 from sagactl.cli import main
 from sagactl.local.environment import LocalAws
-from sagactl.local.synth import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 
 EXAMPLES = PROJECT_ROOT / "examples"
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
-from sagactl.local.synth import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 
 AWS_CLI = Path(sys.executable).parent / "aws"
 MAX_DESCRIBE_POLLS = 120

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from sagactl.local.environment import LocalAws
-from sagactl.local.synth import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 from stacks.workflow_policy import PLACEHOLDER
 from tests.cli.test_awscli import AWS_CLI, aws
 from tests.infra.synth import Synthesized

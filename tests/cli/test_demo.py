@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from sagactl.demo import run_demo
+from sagactl.commands.demo import run_demo
 from sagactl.local.environment import StackSource
 
 

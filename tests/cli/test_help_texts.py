@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from sagactl.cli import build_parser
-from sagactl.demo import SCENARIO_ALIASES, SCENARIO_KEYS
-from sagactl.target import PROJECT_ROOT
+from sagactl.commands.demo import SCENARIO_ALIASES, SCENARIO_KEYS
+from sagactl.paths import PROJECT_ROOT
 
 # Names a user cannot look up: planning notes outside the repository, code identifiers,
 # notes on how the code is assembled.

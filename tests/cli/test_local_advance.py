@@ -17,7 +17,8 @@ from pathlib import Path
 import boto3
 
 from sagactl.cli import build_parser
-from sagactl.commands.local import DEFAULT_TTL_SWEEP_SECONDS, _sweep_ttl_until
+from sagactl.commands.local import DEFAULT_TTL_SWEEP_SECONDS
+from sagactl.local.emulator import sweep_ttl_until
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
 from tests.cli.test_local_up import _free_port, _local_up_args, _run_sagactl, _sagactl, _wait_for
@@ -127,7 +128,7 @@ def test_local_up_sweeps_ttl_in_the_background(fixture_local_aws: LocalAws) -> N
     expired = {"action_key": {"S": "k"}, "expires_at": {"N": str(int(local.clock.now()) - 1)}}
     ddb.put_item(TableName=table, Item=expired)
     stop = threading.Event()
-    sweeper = threading.Thread(target=_sweep_ttl_until, args=(stop, 0.05))
+    sweeper = threading.Thread(target=sweep_ttl_until, args=(stop, 0.05))
     sweeper.start()
     try:
         for _ in range(200):

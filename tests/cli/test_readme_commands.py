@@ -27,7 +27,7 @@ import pytest
 
 from sagactl.cli import build_parser
 from sagactl.local.environment import LocalAws
-from sagactl.local.synth import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
 BIN = Path(sys.executable).parent

@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 
 from saga.approvals import ApprovalVerifier, KmsPublicKeys, accept_new_case, parse_trusted_keys
 from saga.models import parse_case
-from sagactl.errors import EXIT_USAGE
+from sagactl.errors import EXIT_USAGE, SigningRefused
 from sagactl.local.environment import LocalAws
-from sagactl.signing import SigningRefused, sign_case
+from sagactl.operations.signing import sign_case
 from sagactl.target import Target
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
 

@@ -17,13 +17,15 @@ from typing import Any
 
 import pytest
 
+from saga.dynamodb import to_item
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
-from saga.tools.common import to_item
-from sagactl.escalations import AlreadyResolved, open_escalations, resolve
+from sagactl.errors import AlreadyResolved
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
+from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
+from sagactl.views.escalations import ResolveReport
 from tests.cli.sagactl_helpers import Sagactl, example, run_example, saga, sagactl, scan
 
 __all__ = ["saga", "sagactl"]
@@ -407,7 +409,7 @@ def test_two_people_resolving_at_once_record_exactly_one_decision(
     case_id = f"case-{example}"  # the example files name their case after themselves
     mine = local_target_from_outputs(saga.outputs)
     theirs = local_target_from_outputs(saga.outputs)  # other clients: no hook below
-    raced = []
+    raced: list[ResolveReport] = []
 
     def the_other_person_first(**_: Any) -> None:
         if not raced:

@@ -8,7 +8,7 @@ from pathlib import Path
 from sagactl.cli import build_parser
 from sagactl.errors import EXIT_STATUSES
 from sagactl.local.environment import LocalAws
-from sagactl.target import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl
 
 __all__ = ["saga", "sagactl"]
@@ -92,6 +92,7 @@ def test_the_exit_statuses_are_in_the_help_and_the_readme() -> None:
     readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "command")
+    assert isinstance(subparsers.choices, dict)  # the subcommands' parsers by name
     for command in ("start", "watch"):
         text = " ".join(subparsers.choices[command].format_help().split())
         for code, meaning in EXIT_STATUSES:

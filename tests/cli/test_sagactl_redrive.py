@@ -11,8 +11,9 @@ import pytest
 
 from sagactl.errors import RedriveRefused
 from sagactl.local.environment import LocalAws
-from sagactl.redrive import REDRIVE_WINDOW_SECONDS, plan_redrive
+from sagactl.operations.redrive import plan_redrive
 from sagactl.target import local_target
+from sagactl.views.redrive import REDRIVE_WINDOW_SECONDS
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl, scan
 from tests.local_clock import local_clock
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sagactl.commands.sweep import SWEEPER_HANDLER
 from sagactl.local.environment import LocalAws
+from sagactl.operations.functions import SWEEPER_HANDLER
 from stacks.constructs.tools import TOOL_SPECS
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
 from tests.local_clock import local_clock

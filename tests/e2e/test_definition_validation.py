@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local import definition_validation
+from sagactl.local import jsonata_reference
 from sagactl.local.definition_validation import jsonata_expressions
 from sagactl.local.environment import LocalAws
 from sagactl.local.jsonata_reference import ParseError
@@ -40,7 +40,7 @@ def with_old_escape(definition: str) -> str:
 def refusal(call: Callable[[], Any]) -> dict[str, Any]:
     with pytest.raises(ClientError) as caught:
         call()
-    error: dict[str, Any] = caught.value.response["Error"]
+    error: dict[str, Any] = dict(caught.value.response["Error"])
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     return error
 
@@ -122,13 +122,13 @@ def test_reprovisioning_reuses_the_verdict_per_definition_hash(
 ) -> None:
     """Each test re-provisions the same definition: no second reference parse (no Node run)."""
     batches: list[int] = []
-    parse = definition_validation.parse_errors
+    parse = jsonata_reference.parse_errors
 
     def counting(expressions: Sequence[str]) -> list[ParseError | None]:
         batches.append(len(expressions))
         return parse(expressions)
 
-    monkeypatch.setattr(definition_validation, "parse_errors", counting)
+    monkeypatch.setattr("sagactl.local.definition_validation.parse_errors", counting)
     local_aws.reprovision()
     local_aws.reprovision()
     assert batches == []

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sagactl.escalations import open_escalations, resolve
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
+from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
 from tests.e2e.test_local_redrive import redrive
 from tests.e2e.test_saga_paths import load_example

@@ -16,8 +16,8 @@ import pytest
 from saga.identity import Operation, action_id_for, action_key, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, EffectResult, LedgerPolicy
 from saga.sandbox.faults import cursor_key
-from sagactl.bench import count_dynamodb_requests
 from sagactl.local.environment import LocalAws
+from sagactl.metering import count_dynamodb_requests
 from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,9 +192,11 @@ def test_happy_path_runs_five_states_with_one_effect_each(
     assert saga.status == "SUCCEEDED"
     assert saga.path == HAPPY_PATH  # 6 states entered: 7 billed transitions with the start
     assert len(saga.events("TaskScheduled")) == 5  # one Lambda invocation per state
-    # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 2
-    # (validate, outcome); sandbox downstreams 3 (payment key claim + refund, shipment).
-    assert sum(requests.values()) == 10, requests
+    # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 5
+    # (validate, outcome, and one read per forward step: only a case under way moves forward);
+    # sandbox downstreams 3 (payment key claim + refund, shipment).
+    assert sum(requests.values()) == 13, requests
+    assert requests["GetItem"] == 3
     assert requests["TransactWriteItems"] == 3
     assert saga.output["outcome"] == "COMPLETED"
     assert saga.output["escalation"] is None
@@ -404,7 +406,7 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
     release = saga.ledger(Operation.RELEASE)
     assert release is not None and release["status"]["S"] == "COMPLETED"
     assert attempts_before < int(release["attempts"]["N"]) <= _attempt_budget()
-    kinds = [m.get("kind") for m in saga.escalations()]
+    kinds = [m["kind"] for m in saga.escalations()]
     assert sorted(kinds) == ["CASE_ESCALATED", "EXECUTION_NOT_SUCCEEDED"]
 
 

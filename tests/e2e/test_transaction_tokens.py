@@ -53,8 +53,7 @@ def _count(local: LocalAws, key: str) -> int:
 def _error(call: Any) -> dict[str, Any]:
     with pytest.raises(ClientError) as raised:
         call()
-    response: dict[str, Any] = raised.value.response
-    return response
+    return dict(raised.value.response)
 
 
 def test_the_same_request_under_the_same_token_applies_once(fixture_local_aws: LocalAws) -> None:

@@ -62,7 +62,7 @@ def test_evaluate_all_answers_values_undefined_and_errors() -> None:
 
 
 def test_a_missing_node_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonata_reference.shutil, "which", lambda _: None)
+    monkeypatch.setattr("sagactl.local.jsonata_reference.shutil.which", lambda _: None)
     with pytest.raises(ReferenceJsonataUnavailable, match=r"Node\.js is not on PATH"):
         parse_errors(["1"])
 
@@ -148,7 +148,10 @@ def test_locations_are_the_ones_aws_reports() -> None:
 
 
 def test_jsonpath_states_keep_braces_as_text() -> None:
-    jsonpath = {"StartAt": "E", "States": {"E": {"Type": "Pass", "Result": "{% x %}", "End": True}}}
+    jsonpath: dict[str, Any] = {
+        "StartAt": "E",
+        "States": {"E": {"Type": "Pass", "Result": "{% x %}", "End": True}},
+    }
     assert _locations(jsonpath) == {}
     mixed = {**jsonpath, "States": {"E": {**jsonpath["States"]["E"], "QueryLanguage": "JSONata"}}}
     assert _locations(mixed) == {"/States/E/Result": "x"}

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from stacks import layer_bundling
 from stacks.layer_bundling import LayerBuildError, LocalPipBundling, build_cached_layer
 
 
@@ -37,7 +36,7 @@ def test_pip_targets_the_lambda_platform_and_runs_once_per_requirements(
     requirements: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pip = FakePip()
-    monkeypatch.setattr(layer_bundling.subprocess, "run", pip)
+    monkeypatch.setattr("stacks.layer_bundling.subprocess.run", pip)
     cache = tmp_path / "cache"
     bundling = LocalPipBundling(requirements, cache)
     for n in range(2):
@@ -65,7 +64,7 @@ def test_pip_targets_the_lambda_platform_and_runs_once_per_requirements(
 def test_a_failed_pip_run_raises_and_leaves_no_cache(
     requirements: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(layer_bundling.subprocess, "run", FakePip(returncode=1))
+    monkeypatch.setattr("stacks.layer_bundling.subprocess.run", FakePip(returncode=1))
     cache = tmp_path / "cache"
     with pytest.raises(LayerBuildError, match="no matching wheel"):
         build_cached_layer(requirements, cache)

@@ -428,12 +428,12 @@ def test_each_function_gets_exactly_the_environment_its_model_declares(
         variables = props["Environment"]["Variables"]
         declared = set(spec.environment.variables())
         assert set(variables) == (declared if sandbox else declared - sandbox_only), spec
-        resolved = {k: _resolved_variable(k, v) for k, v in variables.items()}
+        resolved = {k: _variable_resolved(k, v) for k, v in variables.items()}
         env = spec.environment.from_env(resolved)
         assert env.powertools_service_name == spec.service
 
 
-def _resolved_variable(name: str, value: Any) -> str:
+def _variable_resolved(name: str, value: Any) -> str:
     """A variable as CloudFormation resolves it: a string, or a reference (a stand-in value),
     or a join of strings and references (APPROVAL_KEYS: JSON around key ARNs)."""
     if isinstance(value, str):

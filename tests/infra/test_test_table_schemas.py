@@ -1,71 +1,77 @@
-"""The tables the moto-backed tests create by hand are the tables the stack deploys.
+"""The tables the moto-backed tests run on are the tables the stack deploys.
 
-Tests without CloudFormation create their tables with boto3 (tests/tools_harness.py, the
-ledger harness, saga.sandbox.schema); this pins those definitions to the synthesized template,
-so a key, index or TTL change in the stack cannot leave the tests exercising another schema.
+Tests without CloudFormation create their tables from the synthesized template
+(sagactl.local.tables, via tests/tables.py and tests/tools_harness.py). This checks the two
+things that could still let them exercise another schema: a table creator that drops part of
+a definition (compared here with what moto then describes, not with what was asked for), and
+a table of the stack that the test harnesses do not create.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import boto3
+from moto import mock_aws
+
+from saga.settings import TABLES, table_field, variable
+from sagactl.local.tables import TABLE_TYPES, StackTables
 from tests.infra.synth import Synthesized
+from tests.tables import OUTPUT_OF_VARIABLE
 from tests.tools_harness import TABLE_NAMES, create_tables
 
-OUTPUT_OF_VARIABLE = {
-    "LEDGER_TABLE": "LedgerTableName",
-    "CASES_TABLE": "CasesTableName",
-    "DRAFTS_TABLE": "DraftsTableName",
-    "INVENTORY_TABLE": "InventoryTableName",
-    "RESERVATIONS_TABLE": "ReservationsTableName",
-    "PAYMENTS_TABLE": "PaymentsTableName",
-    "SHIPMENTS_TABLE": "ShipmentsTableName",
-    "SANDBOX_TABLE": "SandboxTableName",
-}
 
-
-class RecordingClient:
-    """Just enough of a DynamoDB client to record what the test helpers create."""
-
-    def __init__(self) -> None:
-        self.tables: dict[str, dict[str, Any]] = {}
-
-    def create_table(self, **request: Any) -> None:
-        self.tables[request["TableName"]] = request
-
-    def update_time_to_live(self, **request: Any) -> None:
-        spec = request["TimeToLiveSpecification"]
-        self.tables[request["TableName"]]["ttl"] = spec["AttributeName"]
-
-    def update_continuous_backups(self, **_: Any) -> None:
-        pass
-
-    def put_item(self, **_: Any) -> None:  # the inventory seed
-        pass
-
-
-def _shape(definition: dict[str, Any]) -> dict[str, Any]:
+def _shape(definition: Mapping[str, Any], ttl: str | None) -> dict[str, Any]:
     return {
         "keys": [(k["AttributeName"], k["KeyType"]) for k in definition["KeySchema"]],
         "attributes": sorted(
             (a["AttributeName"], a["AttributeType"]) for a in definition["AttributeDefinitions"]
         ),
         "indexes": sorted(
-            (i["IndexName"], tuple((k["AttributeName"], k["KeyType"]) for k in i["KeySchema"]))
+            (
+                i["IndexName"],
+                tuple((k["AttributeName"], k["KeyType"]) for k in i["KeySchema"]),
+                i["Projection"]["ProjectionType"],
+            )
             for i in definition.get("GlobalSecondaryIndexes", [])
         ),
-        "ttl": definition.get("ttl"),
+        "ttl": ttl,
     }
 
 
-def test_hand_made_test_tables_match_the_deployed_ones(synthesized: Synthesized) -> None:
-    recorder = RecordingClient()
-    create_tables(recorder, TABLE_NAMES)
+def test_every_table_of_the_stack_is_created_for_the_tests(synthesized: Synthesized) -> None:
+    template = synthesized.template_json
+    tables = StackTables.from_template(template)
+    declared = {
+        logical_id
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] in TABLE_TYPES
+    }
+    named = {template["Outputs"][output]["Value"]["Ref"] for output in tables.properties}
+    assert named == declared  # every table is reachable by the output that names it
+    assert set(OUTPUT_OF_VARIABLE.values()) == set(tables.properties)
+    assert set(TABLE_NAMES) == {variable(table_field(table)) for table in TABLES}
+    assert set(TABLE_NAMES) == set(OUTPUT_OF_VARIABLE)
+
+
+def test_test_tables_in_moto_have_the_deployed_keys_indexes_and_ttl(
+    synthesized: Synthesized, stack_tables: StackTables
+) -> None:
     outputs = synthesized.template_json["Outputs"]
     resources = synthesized.template_json["Resources"]
-
-    for variable, output in OUTPUT_OF_VARIABLE.items():
-        deployed = dict(resources[outputs[output]["Value"]["Ref"]]["Properties"])
-        ttl = deployed.get("TimeToLiveSpecification")
-        deployed["ttl"] = ttl["AttributeName"] if ttl and ttl.get("Enabled") else None
-        assert _shape(recorder.tables[TABLE_NAMES[variable]]) == _shape(deployed), variable
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_tables(stack_tables, client, TABLE_NAMES)
+        for variable_name, output in OUTPUT_OF_VARIABLE.items():
+            name = TABLE_NAMES[variable_name]
+            created = client.describe_table(TableName=name)["Table"]
+            ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+            deployed = resources[outputs[output]["Value"]["Ref"]]["Properties"]
+            deployed_ttl = deployed.get("TimeToLiveSpecification")
+            assert _shape(created, ttl.get("AttributeName")) == _shape(
+                deployed,
+                deployed_ttl["AttributeName"]
+                if deployed_ttl and deployed_ttl.get("Enabled")
+                else None,
+            ), variable_name

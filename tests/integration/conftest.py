@@ -11,15 +11,15 @@ from moto import mock_aws
 
 from saga.aws import dynamodb_client
 from saga.ledger import ActionLedger, LedgerPolicy
-from saga.sandbox.schema import SandboxTables, create_sandbox_tables
+from sagactl.local.tables import StackTables
+from sagactl.metering import RequestCounter
 from tests.integration.ledger_harness import (
     CountingDownstream,
     FakeClock,
     RecordingObserver,
-    RequestCounter,
     atomic_dynamodb_requests,
-    create_ledger_table,
 )
+from tests.tables import SandboxTables
 
 LEDGER_TABLE = "saga-ledger-test"
 
@@ -55,17 +55,17 @@ def sandbox_tables() -> SandboxTables:
 
 
 @pytest.fixture
-def sandbox_client(moto_aws: None, sandbox_tables: SandboxTables) -> Any:
+def sandbox_client(moto_aws: None, sandbox_tables: SandboxTables, stack_tables: StackTables) -> Any:
     """A plain boto3 client (default retries, as the sandbox tests expect) with the sandbox
     tables created."""
     client = boto3.client("dynamodb", region_name="us-east-1")
-    create_sandbox_tables(client, sandbox_tables)
+    stack_tables.create(client, sandbox_tables.outputs())
     return client
 
 
 @pytest.fixture
-def ledger_table(dynamodb: Any) -> str:
-    create_ledger_table(dynamodb, LEDGER_TABLE)
+def ledger_table(dynamodb: Any, stack_tables: StackTables) -> str:
+    stack_tables.create(dynamodb, {"LedgerTableName": LEDGER_TABLE})
     return LEDGER_TABLE
 
 
@@ -105,7 +105,7 @@ def downstream() -> CountingDownstream:
 @pytest.fixture
 def request_counter(dynamodb: Any) -> RequestCounter:
     """DynamoDB calls made through the ledger's client, by operation (botocore before-call)."""
-    return RequestCounter().attach(dynamodb)
+    return RequestCounter(dynamodb)
 
 
 @pytest.fixture

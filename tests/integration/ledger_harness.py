@@ -27,19 +27,6 @@ from saga.ledger import (
     Reconciliation,
     Undeterminable,
 )
-from sagactl.bench_ledger import LEDGER_GSI, RequestCounter, create_ledger_table
-
-__all__ = [
-    "LEDGER_GSI",
-    "CountingDownstream",
-    "FakeClock",
-    "RecordingObserver",
-    "RequestCounter",
-    "atomic_dynamodb_requests",
-    "create_ledger_table",
-    "lose_responses",
-    "refund_request",
-]
 
 START = 1_700_000_000.0
 

@@ -6,12 +6,10 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.carrier import ShipmentRequest
-from saga.adapters.errors import DownstreamTimeout
-from saga.adapters.payments import RefundRequest
-from saga.sandbox.schema import SandboxTables
+from saga.ports import DownstreamTimeout, RefundRequest, ShipmentRequest
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider
+from tests.tables import SandboxTables
 from tests.tools_harness import APPROVAL_KEYS_JSON
 
 TABLES = SandboxTables(
@@ -32,6 +30,7 @@ def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "POWERTOOLS_METRICS_NAMESPACE": "SagaTest",
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "LEDGER_TABLE": "env-ledger",
+        "CASES_TABLE": "env-cases",
         "ATTEMPT_BUDGET": "8",
         "RETENTION_SECONDS": "2592000",
         "LEASE_MARGIN_SECONDS": "10",

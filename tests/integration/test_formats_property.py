@@ -13,14 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from saga.adapters.errors import DownstreamRejected
-from saga.adapters.formats import COUNTRY_CODES, CURRENCY_CODES
 from saga.errors import InvalidRequest
+from saga.formats import COUNTRY_CODES, CURRENCY_CODES
 from saga.models import Case, parse_case, with_approval_digest
+from saga.ports import DownstreamRejected
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payments import SandboxPaymentsService
-from saga.sandbox.schema import SandboxTables
+from sagactl.local.tables import StackTables
+from tests.tables import SandboxTables
 from tests.tools_harness import raw_case
 
 TABLES = SandboxTables()
@@ -98,11 +99,9 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def downstreams(
-    request: pytest.FixtureRequest,
+    stack_tables: StackTables,
 ) -> Iterator[tuple[SandboxPaymentsService, SandboxCarrierService, FaultInjector, FaultInjector]]:
     from moto import mock_aws
-
-    from saga.sandbox.schema import create_sandbox_tables
 
     with pytest.MonkeyPatch.context() as patch, mock_aws():
         for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
@@ -110,7 +109,7 @@ def downstreams(
         import boto3
 
         client = boto3.client("dynamodb", region_name="us-east-1")
-        create_sandbox_tables(client, TABLES)
+        stack_tables.create(client, TABLES.outputs())
         payments = SandboxPaymentsService(
             client, payments_table=TABLES.payments, sandbox_table=TABLES.sandbox
         )

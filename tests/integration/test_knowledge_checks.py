@@ -7,18 +7,21 @@ from collections.abc import Iterator
 import pytest
 
 from saga.errors import BudgetExhausted, OutcomeUnknown
+from saga.identity import Operation
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
+from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
 from saga.tools.ship import create_shipment, reconcile_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 
@@ -116,9 +119,10 @@ def release(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-unt
         attempt,
         execution_arn="arn:e",
         ledger=env.ledger,
-        tables=env.inventory,
+        inventory=SandboxInventory.for_case(
+            env.inventory, env.faults(case, "release"), case, Operation.RELEASE
+        ),
         cases=env.cases,
-        faults=env.faults(case, "release"),
     )
 
 

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from saga.adapters.errors import DownstreamConflict
-from saga.adapters.payments import RefundRequest
 from saga.cases import OwningExecution
 from saga.errors import OutcomeUnknown
-from saga.identity import Operation
+from saga.identity import Operation, action_request
 from saga.models import approval_digest
-from saga.tools.common import action_request
+from saga.ports import DownstreamConflict, RefundRequest
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
+from sagactl.local.tables import StackTables
 from tests.tools_harness import EXECUTION, Delivery, make_case, tools_env
 
 
-def test_no_delivery_dispatches_an_action_after_it_was_escalated_as_uncertain() -> None:
+def test_no_delivery_dispatches_an_action_after_it_was_escalated_as_uncertain(
+    stack_tables: StackTables,
+) -> None:
     """R2: a forward delivery whose claim lands after ReconcileStep escalated still dispatches.
 
     On AWS the IssueRefund task times out at 25 s (`lambda_task_timeout_seconds`) while its Lambda
@@ -31,7 +32,7 @@ def test_no_delivery_dispatches_an_action_after_it_was_escalated_as_uncertain() 
     it over (UNKNOWN -> TAKEOVER), its lookup says "not found", and it refunds: after the case was
     closed as escalated, with nothing left to tell the person. A person who looked first saw no
     refund and refunds by hand: two refunds for one approved action."""
-    with tools_env() as env:
+    with tools_env(stack_tables) as env:
         # The provider's first answer (the reconcile lookup) is lost; later calls work.
         case = make_case("case-late", faults={"refund": ["timeout"]})
         execution = EXECUTION.format(case_id=case.case_id)
@@ -73,7 +74,9 @@ def test_no_delivery_dispatches_an_action_after_it_was_escalated_as_uncertain() 
         )
 
 
-def test_a_released_record_of_the_previous_tree_is_looked_up_before_a_re_send() -> None:
+def test_a_released_record_of_the_previous_tree_is_looked_up_before_a_re_send(
+    stack_tables: StackTables,
+) -> None:
     """R3: a ledger record written by the tree before issue 9 (no `claimed_at`, no
     `first_dispatch_at`) that hides a possible dispatch is resumed WITHOUT a lookup.
 
@@ -86,7 +89,7 @@ def test_a_released_record_of_the_previous_tree_is_looked_up_before_a_re_send() 
     provider's 24 h key retention refunds a second time: exactly the f5 hole, for the records
     written before the fix. A record without `claimed_at` is recognisably legacy
     (`LedgerRecord.from_item` falls back to `updated_at`)."""
-    with tools_env(attempt_budget=8) as env:
+    with tools_env(stack_tables, attempt_budget=8) as env:
         case = make_case("case-legacy", faults={"refund": ["in_flight"]})
         provider = env.provider(case)
         request = action_request(case, Operation.REFUND)

@@ -55,12 +55,11 @@ from saga.ledger import (
     Reconciliation,
     Undeterminable,
 )
+from sagactl.local.tables import StackTables
 from tests.integration.ledger_harness import (
-    LEDGER_GSI,
     CountingDownstream,
     FakeClock,
     RecordingObserver,
-    create_ledger_table,
     lose_responses,
     refund_request,
 )
@@ -94,13 +93,16 @@ class LedgerMachine(RuleBasedStateMachine):
     """One example = one fresh ledger table in the moto account the test function set up."""
 
     client: Any = None  # set by the test function (one mock and client for all examples)
+    stack_tables: StackTables | None = None  # likewise: the stack's tables, from its template
     tables = 0
 
     def __init__(self) -> None:
         super().__init__()
         LedgerMachine.tables += 1
         self.table = f"{TABLE}-{LedgerMachine.tables}"
-        create_ledger_table(self.client, self.table)
+        assert self.stack_tables is not None
+        self.stack_tables.create(self.client, {"LedgerTableName": self.table})
+        [self.index] = self.stack_tables.index_names("LedgerTableName")  # open actions
         self.clock = FakeClock()
         self.downstream = CountingDownstream()
         self.ledger = ActionLedger(
@@ -266,7 +268,7 @@ class LedgerMachine(RuleBasedStateMachine):
         for status in OPEN_STATUSES:
             items = self.client.query(
                 TableName=self.table,
-                IndexName=LEDGER_GSI,
+                IndexName=self.index,
                 KeyConditionExpression="open_status = :s",
                 ExpressionAttributeValues={":s": {"S": status.value}},
             )["Items"]
@@ -274,9 +276,10 @@ class LedgerMachine(RuleBasedStateMachine):
         assert indexed == open_keys  # every open action is visible to the sweeper
 
 
-def run_machine(max_examples: int, steps: int) -> None:
+def run_machine(tables: StackTables, max_examples: int, steps: int) -> None:
     with mock_aws():
         LedgerMachine.client = dynamodb_client()
+        LedgerMachine.stack_tables = tables
         try:
             run_state_machine_as_test(
                 LedgerMachine,
@@ -289,10 +292,11 @@ def run_machine(max_examples: int, steps: int) -> None:
             )
         finally:
             LedgerMachine.client = None
+            LedgerMachine.stack_tables = None
 
 
-def test_ledger_state_machine(aws_credentials: None) -> None:
-    run_machine(MAX_EXAMPLES, STEPS)
+def test_ledger_state_machine(aws_credentials: None, stack_tables: StackTables) -> None:
+    run_machine(stack_tables, MAX_EXAMPLES, STEPS)
 
 
 @pytest.mark.slow
@@ -300,5 +304,7 @@ def test_ledger_state_machine(aws_credentials: None) -> None:
 @pytest.mark.skipif(
     os.environ.get("SAGA_LONG_TESTS") != "1", reason="long campaign: SAGA_LONG_TESTS=1"
 )
-def test_ledger_state_machine_long_campaign(aws_credentials: None) -> None:
-    run_machine(LONG_EXAMPLES, LONG_STEPS)
+def test_ledger_state_machine_long_campaign(
+    aws_credentials: None, stack_tables: StackTables
+) -> None:
+    run_machine(stack_tables, LONG_EXAMPLES, LONG_STEPS)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from saga.ledger import ActionLedger, Attempt
-from sagactl.bench_ledger import measure_paths
-from tests.integration.ledger_harness import CountingDownstream, RequestCounter, refund_request
+from sagactl.bench.ledger import measure_paths
+from sagactl.local.tables import StackTables
+from sagactl.metering import RequestCounter
+from tests.integration.ledger_harness import CountingDownstream, refund_request
 
 
 def test_first_external_effect_costs_claim_and_complete(
@@ -40,8 +42,10 @@ def test_replay_of_a_completed_action_costs_one_request(
     assert len(downstream.effects) == 1
 
 
-def test_benchmark_reports_the_same_counts(aws_credentials: None) -> None:
-    rows = {label: dict(counts) for label, counts in measure_paths()}
+def test_benchmark_reports_the_same_counts(
+    aws_credentials: None, stack_tables: StackTables
+) -> None:
+    rows = {label: dict(counts) for label, counts in measure_paths(stack_tables)}
     assert rows["external effect, first delivery"] == {"PutItem": 1, "UpdateItem": 1}
     assert rows["external effect, replay of COMPLETED"] == {"PutItem": 1}
     assert rows["native effect, first delivery"] == {"TransactWriteItems": 1}

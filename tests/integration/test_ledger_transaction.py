@@ -22,22 +22,20 @@ from saga.errors import (
 from saga.identity import Operation, action_id_for, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerStatus
 from sagactl.local.clock import LocalClock
+from sagactl.local.tables import StackTables
 from sagactl.local.transaction_tokens import TOKEN_WINDOW_SECONDS
-from tests.integration.ledger_harness import FakeClock, RequestCounter, lose_responses
+from sagactl.metering import RequestCounter
+from tests.integration.ledger_harness import FakeClock, lose_responses
 
 INVENTORY = "inventory-test"
 RESERVATIONS = "reservations-test"
 
 
 @pytest.fixture
-def stock(dynamodb: Any, ledger_table: str) -> Any:
-    for table, key in ((INVENTORY, "sku"), (RESERVATIONS, "reservation_id")):
-        dynamodb.create_table(
-            TableName=table,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-        )
+def stock(dynamodb: Any, ledger_table: str, stack_tables: StackTables) -> Any:
+    stack_tables.create(
+        dynamodb, {"InventoryTableName": INVENTORY, "ReservationsTableName": RESERVATIONS}
+    )
     dynamodb.put_item(
         TableName=INVENTORY, Item={"sku": {"S": "SKU-RED-MUG"}, "available": {"N": "3"}}
     )
@@ -61,7 +59,7 @@ def reserve_request(quantity: int = 1, case_id: str = "case-0001") -> ActionRequ
 
 
 def reserve(ledger: ActionLedger, request: ActionRequest, attempt_id: str, quantity: int) -> Any:
-    items = [
+    items: list[Any] = [
         {
             "Update": {
                 "TableName": INVENTORY,
@@ -253,7 +251,7 @@ def test_one_delivery_never_sends_one_token_with_two_bodies(
 def test_native_open_record_of_another_attempt_is_pending(ledger: ActionLedger, stock: Any) -> None:
     """A native action whose key is held IN_PROGRESS (not written by this path) is not run."""
     request = reserve_request()
-    ledger._claim(request, Attempt("external", 30))
+    ledger.store.claim(request, Attempt("external", 30))
     with pytest.raises(ActionPending):
         reserve(ledger, request, "a2", 1)
     assert stock() == 3

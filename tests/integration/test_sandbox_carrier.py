@@ -6,14 +6,16 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.carrier import SandboxCarrier, ShipmentReceipt, ShipmentRequest
-from saga.adapters.errors import (
+from saga.ports import (
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    ShipmentReceipt,
+    ShipmentRequest,
 )
-from saga.sandbox.schema import SandboxTables
+from saga.sandbox.carrier import SandboxCarrier
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 CASE = "case-0001"

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from saga.sandbox.faults import FaultInjector, cursor_key
-from saga.sandbox.schema import SandboxTables
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 

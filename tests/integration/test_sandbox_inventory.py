@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from saga.sandbox.inventory import DEFAULT_STOCK, read_available, seed_inventory
-from saga.sandbox.schema import SandboxTables
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 

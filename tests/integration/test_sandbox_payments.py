@@ -8,16 +8,18 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from saga.adapters.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    RefundReceipt,
+    RefundRequest,
 )
-from saga.adapters.payments import RefundReceipt, RefundRequest, SandboxPaymentProvider
 from saga.sandbox.faults import FaultInjector
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import (
     IN_FLIGHT_LOCK_SECONDS,
     PAYMENT_KEY_RETENTION_SECONDS,
@@ -25,8 +27,8 @@ from saga.sandbox.payments import (
     SandboxPaymentsService,
     idempotency_item_key,
 )
-from saga.sandbox.schema import SandboxTables
 from tests.integration.ledger_harness import FakeClock
+from tests.tables import SandboxTables
 
 TABLES = SandboxTables()
 CASE = "case-0001"
@@ -480,7 +482,7 @@ def test_the_provider_replays_the_exact_stored_status_and_body(
     service = SandboxPaymentsService(
         sandbox_client, payments_table=TABLES.payments, sandbox_table=TABLES.sandbox, clock=clock
     )
-    params = {
+    params: dict[str, Any] = {
         "case_id": CASE,
         "business_ref": "case-0001.refund",
         "payment_reference": "pay-777",

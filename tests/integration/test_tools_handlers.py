@@ -20,6 +20,7 @@ from saga.handlers import (
     validate_case,
 )
 from saga.settings import ConfigurationError
+from sagactl.local.tables import StackTables
 from tests.tools_harness import ToolsEnv, raw_case, tools_env
 
 
@@ -36,10 +37,10 @@ class FakeContext:
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[ToolsEnv]:
+def env(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[ToolsEnv]:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
-    with tools_env() as tools:
+    with tools_env(stack_tables) as tools:
         for name, value in tools.env_vars().items():
             monkeypatch.setenv(name, value)
         yield tools
@@ -51,6 +52,14 @@ def attempt(state: str, retry: int = 0) -> dict[str, Any]:
         "state": state,
         "retry": retry,
     }
+
+
+def validated(case: dict[str, Any]) -> dict[str, Any]:
+    """The case as ValidateCase accepts and records it (forward steps need its record)."""
+    result = validate_case.handler(
+        {"case": case, "attempt": attempt("ValidateCase")}, FakeContext()
+    )
+    return dict(result["case"])
 
 
 def test_the_happy_path_through_every_handler(env: ToolsEnv) -> None:
@@ -109,7 +118,7 @@ def test_invalid_payloads_are_invalid_requests_naming_the_field(env: ToolsEnv) -
 
 
 def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsEnv) -> None:
-    lost = raw_case("case-lost", faults={"refund": ["lose_response"]})
+    lost = validated(raw_case("case-lost", faults={"refund": ["lose_response"]}))
     with pytest.raises(OutcomeUnknown):
         issue_refund.handler({"case": lost, "attempt": attempt("IssueRefund")}, FakeContext())
     answer = reconcile_action.handler(
@@ -118,7 +127,7 @@ def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsE
     assert answer["decision"] == "RESUME" and answer["result"]["reconciled"] is True
     assert env.refunds("case-lost") == 1
 
-    rejected = raw_case("case-rej", faults={"refund": ["reject"]})
+    rejected = validated(raw_case("case-rej", faults={"refund": ["reject"]}))
     reserve_stock.handler({"case": rejected, "attempt": attempt("ReserveStock")}, FakeContext())
     with pytest.raises(RefundRejected):
         issue_refund.handler({"case": rejected, "attempt": attempt("IssueRefund")}, FakeContext())

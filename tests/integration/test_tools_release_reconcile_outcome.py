@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from saga.cases import OwningExecution
 from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
-from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
-from saga.models import AttemptInfo, Case, OutcomePayload
-from saga.tools.common import NoFaults
+from saga.identity import Operation
+from saga.ledger import Absent, Found, LedgerStatus, Reconciliation, Undeterminable
+from saga.models import AttemptInfo, Case, OutcomePayload, ReconcileResult, Step
+from saga.sandbox.faults import NoFaults
+from saga.sandbox.inventory import SandboxInventory
 from saga.tools.outcome import record_outcome
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
 from saga.tools.reserve import reconcile_reserve
 from saga.tools.ship import create_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 
@@ -36,9 +39,13 @@ def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[n
         Delivery("ReleaseReservation", case.case_id).next(),
         execution_arn="arn:e",
         ledger=env.ledger,
-        tables=env.inventory,
+        inventory=SandboxInventory.for_case(
+            env.inventory,
+            faults if faults is not None else NoFaults(),  # type: ignore[arg-type]
+            case,
+            Operation.RELEASE,
+        ),
         cases=env.cases,
-        faults=faults if faults is not None else NoFaults(),  # type: ignore[arg-type]
     )
 
 
@@ -95,20 +102,27 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
 
     case = make_case()
     env.reserve(case)
-    assert isinstance(reconcile_release(case, tables=env.inventory, faults=NoFaults()), Absent)
+    assert isinstance(reconcile_release(case, inventory=env.inventory), Absent)
     release(env, case)
-    found = reconcile_release(case, tables=env.inventory, faults=NoFaults())
+    found = reconcile_release(case, inventory=env.inventory)
     assert isinstance(found, Found) and found.result["status"] == "RELEASED"
-    failed = reconcile_release(case, tables=env.inventory, faults=ListFaults("timeout"))
+    failed = reconcile_release(
+        case,
+        inventory=SandboxInventory.for_case(
+            env.inventory, ListFaults("timeout"), case, Operation.RELEASE
+        ),
+    )
     assert isinstance(failed, Undeterminable)
 
 
 # --- reconcile --------------------------------------------------------------------------------
-def reconcile(env: ToolsEnv, case: Case, step: str, answer):  # type: ignore[no-untyped-def]
+def reconcile(
+    env: ToolsEnv, case: Case, step: Step, answer: Callable[[], Reconciliation]
+) -> ReconcileResult:
     return reconcile_action(
         case,
         step,
-        Delivery("ReconcileStep", case.case_id).next(),  # type: ignore[arg-type]
+        Delivery("ReconcileStep", case.case_id).next(),
         execution_arn="arn:e",
         ledger=env.ledger,
         reconcile=answer,
@@ -121,7 +135,7 @@ def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
         env,
         case,
         "reserve",
-        lambda: reconcile_reserve(case, tables=env.inventory, faults=NoFaults()),
+        lambda: reconcile_reserve(case, inventory=env.inventory),
     )
     assert (nothing.decision, nothing.attempts, nothing.budget) == ("RETRY", 0, 5)
     env.reserve(case)

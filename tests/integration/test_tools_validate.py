@@ -19,6 +19,7 @@ from saga.errors import (
 from saga.models import ValidateResult
 from saga.settings import parse_tenants
 from saga.tools.validate import validate_case
+from sagactl.local.tables import StackTables
 from tests.tools_harness import TENANTS_JSON, ToolsEnv, raw_case, tools_env
 
 TENANTS = parse_tenants(TENANTS_JSON)
@@ -35,8 +36,8 @@ def validate(
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from moto import mock_aws
 
 from saga.agent.gateway import gateway_schema
@@ -19,7 +20,8 @@ from saga.agent.schemas import input_schema
 from saga.agent.tools import agent_case_id
 from saga.approvals import forget_public_keys
 from saga.aws import dynamodb_client
-from saga.handlers.agent_tools import handler
+from saga.handlers.agent_tools import handler as agent_tools_handler
+from sagactl.local.tables import StackTables
 from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
 from tests.unit.test_agent_tools import PROPOSAL
 
@@ -47,6 +49,11 @@ class GatewayContext:
         return 30_000
 
 
+def handler(arguments: dict[str, Any], context: GatewayContext) -> dict[str, Any]:
+    """AgentToolsFunction's handler with this context (the runtime's object is duck-typed)."""
+    return agent_tools_handler(arguments, cast("LambdaContext", context))
+
+
 def gateway_context(target: str, tool: str) -> GatewayContext:
     return GatewayContext(
         ClientContext(
@@ -63,11 +70,11 @@ def gateway_context(target: str, tool: str) -> GatewayContext:
 
 
 @pytest.fixture
-def gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def gateway(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[Any]:
     forget_public_keys()
     with mock_aws():
         client = dynamodb_client()
-        create_tables(client, TABLE_NAMES)
+        create_tables(stack_tables, client, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
         machine = boto3.client("stepfunctions").create_state_machine(
             name="saga",

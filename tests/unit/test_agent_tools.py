@@ -21,6 +21,7 @@ from saga.approvals import ApprovalVerifier, KmsPublicKeys, forget_public_keys, 
 from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
 from sagactl.local.approval_keys import sign_locally
+from sagactl.local.tables import StackTables
 from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
 
 ROLE = "arn:aws:iam::123456789012:role/sfn"
@@ -44,11 +45,11 @@ PROPOSAL: dict[str, Any] = {
 
 
 @pytest.fixture
-def tools() -> Iterator[AgentTools]:
+def tools(stack_tables: StackTables) -> Iterator[AgentTools]:
     forget_public_keys()
     with mock_aws():
         client = dynamodb_client()
-        create_tables(client, TABLE_NAMES)
+        create_tables(stack_tables, client, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
         sfn = boto3.client("stepfunctions")
         machine = sfn.create_state_machine(

@@ -1,3 +1,5 @@
+from typing import Any
+
 import boto3
 import pytest
 
@@ -16,9 +18,12 @@ def test_clients_are_made_once_per_configuration_and_endpoint(
     assert dynamodb_client() is ledger  # reused across invocations of a warm container
     assert downstream_dynamodb_client(5.0) is downstream
     assert downstream is not ledger
-    assert ledger.meta.config.retries["total_max_attempts"] == 3
-    assert downstream.meta.config.retries["total_max_attempts"] == 1
-    assert downstream.meta.config.read_timeout == 5.0
+    # botocore's Config sets its options as attributes at run time; the stubs do not list them.
+    ledger_config: Any = ledger.meta.config
+    downstream_config: Any = downstream.meta.config
+    assert ledger_config.retries["total_max_attempts"] == 3
+    assert downstream_config.retries["total_max_attempts"] == 1
+    assert downstream_config.read_timeout == 5.0
 
     # Another endpoint (the local emulator, a test server) never gets a client of the first.
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:2")

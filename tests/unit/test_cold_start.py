@@ -1,5 +1,5 @@
 """What a handler's cold start imports, counted (never timed) in a fresh interpreter each, the
-way `make bench` measures it (sagactl/bench_coldstart.py)."""
+way `make bench` measures it (sagactl/bench/coldstart.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sagactl.bench_coldstart import (
+from sagactl.bench.coldstart import (
     BARE,
     HANDLERS,
     LAMBDAS_DIR,

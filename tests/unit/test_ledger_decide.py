@@ -10,6 +10,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from saga.dynamodb import client_request_token
+from saga.dynamodb import number as _n
+from saga.dynamodb import plain as _from_dynamo
+from saga.dynamodb import to_attr as _to_dynamo
 from saga.errors import ActionPending, OutOfStock, SagaError, TransientError
 from saga.ledger import (
     Absent,
@@ -21,10 +25,6 @@ from saga.ledger import (
     LedgerRecord,
     LedgerStatus,
     PowertoolsObserver,
-    _from_dynamo,
-    _n,
-    _to_dynamo,
-    client_request_token,
     decide,
 )
 
@@ -136,7 +136,7 @@ def test_numbers_are_plain_millisecond_decimals() -> None:
 
 def test_results_round_trip_without_decimal_drift() -> None:
     result = {"refund_id": "rf-1", "amount": 2000, "rate": 0.5, "lines": [1, {"a": True}]}
-    stored = _to_dynamo(result)
+    stored: Any = _to_dynamo(result)  # an AttributeValue, as TypeDeserializer takes
     assert stored["M"]["amount"] == {"N": "2000"}
     from boto3.dynamodb.types import TypeDeserializer
 
@@ -148,7 +148,7 @@ def test_client_request_token_fits_dynamodb_limit_and_names_one_body() -> None:
     token = client_request_token(body)
     assert len(token) == 36 and token.isalnum()
     assert client_request_token(json.loads(json.dumps(body))) == token  # same body, same token
-    other = [{"Put": {"TableName": "t" * 200, "Item": {"k": {"S": "w"}}}}]
+    other: list[Any] = [{"Put": {"TableName": "t" * 200, "Item": {"k": {"S": "w"}}}}]
     assert client_request_token(other) != token  # another body never reuses it
 
 

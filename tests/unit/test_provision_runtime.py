@@ -209,13 +209,14 @@ def test_retry_sleeps_are_scaled(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
     slept: list[float] = []
-    monkeypatch.setattr(emulator.time, "sleep", slept.append)
+    monkeypatch.setattr("sagactl.local.emulator.time.sleep", slept.append)
     previous = emulator.retry_time_scale()
     try:
         emulator.set_retry_time_scale(0.25)
-        retrier_decl.time.sleep(8)
+        # moto's Retry sleeps through its module's `time`, which the emulator replaced.
+        retrier_decl.time.sleep(8)  # type: ignore[attr-defined]
         emulator.set_retry_time_scale(0)
-        retrier_decl.time.sleep(8)
+        retrier_decl.time.sleep(8)  # type: ignore[attr-defined]
     finally:
         emulator.set_retry_time_scale(previous)
     assert slept == [2.0, 0.0]

@@ -1,4 +1,4 @@
-from sagactl.render import _clock
+from sagactl.commands.render import _clock
 
 
 def test_clock_shows_milliseconds_whatever_the_timestamp_precision() -> None:

@@ -8,17 +8,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from saga.adapters.carrier import ShipmentReceipt, ShipmentRequest
-from saga.adapters.errors import (
-    DownstreamConflict,
-    DownstreamError,
-    DownstreamKeyMismatch,
-    DownstreamNotDispatched,
-    DownstreamRejected,
-    DownstreamTimeout,
-    DownstreamUnavailable,
-)
-from saga.adapters.payments import RefundReceipt, RefundRequest
 from saga.errors import (
     OutcomeUnknown,
     RefundRejected,
@@ -27,8 +16,22 @@ from saga.errors import (
     TransientError,
 )
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
+from saga.ports import (
+    DownstreamConflict,
+    DownstreamError,
+    DownstreamKeyMismatch,
+    DownstreamNotDispatched,
+    DownstreamRejected,
+    DownstreamTimeout,
+    DownstreamUnavailable,
+    RefundReceipt,
+    RefundRequest,
+    ShipmentReceipt,
+    ShipmentRequest,
+)
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.ship import create_shipment, reconcile_shipment
+from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 
@@ -74,8 +77,8 @@ class FakeCarrier:
 
 
 @pytest.fixture
-def env() -> Iterator[ToolsEnv]:
-    with tools_env() as tools:
+def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
+    with tools_env(stack_tables) as tools:
         yield tools
 
 
@@ -124,6 +127,7 @@ def test_refund_error_mapping(
     record = env.record("acme#refund#case-0001.refund")
     assert record is not None and record.status is status
     if expected is RefundRejected:
+        assert record.error is not None
         assert record.error == {"type": "RefundRejected", "message": record.error["message"]}
         assert "card closed" in record.error["message"]
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
+from saga.clock import now_iso
+from saga.dynamodb import from_item, to_item
 from saga.errors import TransientError
-from saga.tools.common import from_item, now_iso, to_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

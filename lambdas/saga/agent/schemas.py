@@ -1,7 +1,7 @@
 """The agent tools' inputs: one pydantic model per tool, the one source of each tool's strict
 JSON Schema (what an MCP client sees) and of its validation (what the tool accepts).
 
-Bounds are the case model's (saga.models, saga.adapters.formats): a value the schema admits
+Bounds are the case model's (saga.models, saga.formats): a value the schema admits
 may still be refused by the case's own rules (a currency that is not circulating, a blank
 address line), always as INVALID_REQUEST naming the field, before anything is written.
 Descriptions are written for a model: what the value is, where it comes from, what not to do.
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from saga.adapters.formats import ADDRESS_TEXT_LIMITS, POSTAL_CODE_MAX
+from saga.formats import ADDRESS_TEXT_LIMITS, POSTAL_CODE_MAX
 from saga.models import (
     CASE_ID_PATTERN,
     MAX_AMOUNT_MINOR,

@@ -1,0 +1,62 @@
+"""The stack's configuration as sagactl uses it: cdk.json, read as `cdk synth` reads it.
+
+Who may approve for which tenant, and the ledger's attempt budget shown next to each record,
+come from here unless the deployed stack says otherwise (the ValidateCase function's TENANTS,
+the stack's `AttemptBudget` output).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from saga.ledger import LedgerPolicy
+from sagactl.errors import SagactlError
+from sagactl.paths import CDK_JSON
+from sagactl.target import Target
+from stacks.config import ConfigError, SagaConfig
+
+
+@dataclass(frozen=True)
+class Tenants:
+    """Who may approve cases for which tenant, and where that was read."""
+
+    approvers: Mapping[str, frozenset[str]]
+    source: str
+
+
+def cdk_config() -> SagaConfig:
+    """The stack's configuration as `cdk synth` (and so `sagactl local up`) reads it from
+    cdk.json, without `-c` overrides."""
+    try:
+        context = json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"]
+        return SagaConfig.from_mapping(context)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # ConfigError is a ValueError
+        detail = exc if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        raise SagactlError(f"cannot read the configuration in {CDK_JSON}: {detail}") from None
+
+
+def configured_tenants() -> Tenants:
+    """Who may approve for which tenant, as cdk.json configures ValidateCase."""
+    tenants = cdk_config().tenants
+    return Tenants({t: frozenset(a) for t, a in tenants.items()}, "cdk.json")
+
+
+def default_attempt_budget() -> int:
+    """The ledger's lifetime attempt budget from cdk.json (the one config place); the ledger's
+    own default when cdk.json cannot be read."""
+    try:
+        return cdk_config().ledger.attempt_budget
+    except SagactlError:
+        return LedgerPolicy().attempt_budget
+
+
+def resolve_budget(target: Target, override: int | None = None) -> int:
+    """--budget, else the stack's `AttemptBudget` output when it has one, else cdk.json."""
+    if override:
+        return override
+    declared = target.optional_output("AttemptBudget")
+    if declared and declared.isdigit():
+        return int(declared)
+    return default_attempt_budget()

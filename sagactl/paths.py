@@ -1,0 +1,9 @@
+"""Where the project's files are: sagactl runs from a checkout of this repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES_DIR = PROJECT_ROOT / "examples"  # ready, approved case files, one per scenario
+CDK_JSON = PROJECT_ROOT / "cdk.json"  # the one place for policy values
