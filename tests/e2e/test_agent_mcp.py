@@ -1,22 +1,28 @@
 """An agent drives a replacement through `sagactl mcp` with the `mcp` package's own client
-(ClientSession over stdio; the server is a real `sagactl mcp` process) against the local AWS:
-propose, a person approves (`sagactl case approve --case ... --yes`), start, poll until
-COMPLETED, with exactly one refund and one shipment whatever the agent retries."""
+(ClientSession over stdio, and over streamable HTTP against `sagactl mcp --http`; the server is
+a real `sagactl mcp` process) against the local AWS: propose, a person approves (`sagactl case
+approve --case ... --yes`), start, poll until COMPLETED, with exactly one refund and one
+shipment whatever the agent retries."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl
@@ -194,3 +200,99 @@ def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs
     )
     assert count(local_aws, "PaymentsTableName", case_id) == 0
     assert json.loads(json.dumps(refused))["error"]["message"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(local_aws: LocalAws, outputs: Path, tmp_path: Path) -> Iterator[str]:
+    """`sagactl mcp --http` on a free loopback port: its MCP endpoint's URL once it listens."""
+    port = free_port()
+    log = tmp_path / "mcp-http.log"
+    env = {**local_aws.environment, "SAGA_LOCAL_OUTPUTS": str(outputs), "PATH": os.environ["PATH"]}
+    command = ["mcp", "--tenant", "acme", "--http", "--port", str(port)]
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sagactl.cli", *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        for _ in range(600):  # bounded: the server imports boto3, mcp and uvicorn first
+            assert process.poll() is None, log.read_text()
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("sagactl mcp --http never listened")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def with_http_session(url: str, body: Session) -> Any:
+    """One agent invocation over streamable HTTP: a new client session, `body` run in it."""
+
+    async def main() -> Any:
+        # trust_env=False: no proxy from the environment between the test and loopback.
+        async with (
+            httpx2.AsyncClient(trust_env=False, timeout=30) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await body(session)
+
+    return anyio.run(main)
+
+
+def test_an_agent_over_streamable_http_proposes_and_follows_a_replacement(
+    local_aws: LocalAws, outputs: Path, http_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def propose_and_get(session: ClientSession) -> list[dict[str, Any]]:
+        listed = await session.list_tools()
+        assert len(listed.tools) == 3
+        proposed = await call(session, "propose_replacement", **PROPOSAL)
+        return [proposed, await call(session, "get_replacement", case_id=proposed["case_id"])]
+
+    proposed, pending = with_http_session(http_server, propose_and_get)
+    case_id = proposed["case_id"]
+    assert (proposed["created"], pending["status"]) == (True, "APPROVAL_PENDING")
+    approved = Sagactl(capsys)(
+        "case", "approve", "--case", case_id, "--yes", "--outputs", str(outputs)
+    )
+    assert approved.code == 0, approved.err
+
+    async def retry_start_and_follow(session: ClientSession) -> list[dict[str, Any]]:
+        again = await call(session, "propose_replacement", **PROPOSAL)  # another session
+        seen = [again, await call(session, "start_replacement", case_id=case_id)]
+        for _ in range(600):
+            status = await call(session, "get_replacement", case_id=case_id)
+            seen.append(status)
+            if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
+                break
+            await anyio.sleep(0.1)
+        return seen
+
+    again, started, *polled = with_http_session(http_server, retry_start_and_follow)
+    assert (again["case_id"], again["created"], started["started"]) == (case_id, False, True)
+    assert polled[-1]["status"] == "COMPLETED", polled[-1]
+    assert count(local_aws, "PaymentsTableName", case_id) == 1
+    assert count(local_aws, "ShipmentsTableName", case_id) == 1
+
+
+def test_the_http_server_refuses_a_request_for_another_host(http_server: str) -> None:
+    # DNS rebinding: a page on another origin that resolves to 127.0.0.1 reaches the port, but
+    # its Host header is not the loopback's.
+    request = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"Host": "attacker.example", "Accept": "application/json, text/event-stream"}
+    with httpx2.Client(trust_env=False, timeout=30) as http:
+        response = http.post(http_server, json=request, headers=headers)
+    assert response.status_code == 421, response.text
