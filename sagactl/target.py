@@ -7,7 +7,8 @@
 - AWS: the default credential chain and region (`--region` overrides), the outputs from
   CloudFormation DescribeStacks of `--stack` (default ReplacementOrderSaga-dev).
 
-Both give the same output keys (design.md §8), and the same notion of now: `Target.now()` is real
+Both give the same output keys (docs/design.md §8), and the same notion of now: `Target.now()` is
+real
 time on AWS and the local AWS's movable clock locally (`sagactl local advance`).
 """
 
@@ -93,7 +94,7 @@ class Target:
         return self.output("StateMachineArn")
 
     def execution_arn(self, case_id: str) -> str:
-        """The execution named after the case (design.md §2) on the saga's state machine."""
+        """The execution named after the case (docs/design.md §2) on the saga's state machine."""
         machine = self.state_machine_arn
         prefix, marker, name = machine.partition(":stateMachine:")
         if not marker:

@@ -1,4 +1,4 @@
-"""SagaConfig: the cdk context as pydantic models, the one configuration place (design.md §4).
+"""SagaConfig: the cdk context as pydantic models, the one configuration place (docs/design.md §4).
 
 Every policy value the stack and the state machine use comes from here: retry policies, task
 timeouts, lease margin, attempt budget, retention, sandbox on/off. `SagaConfig.from_context`

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stacks.context import ContextSection, invalid, positive_int, string_list
 
-# Lambda invoke-level faults (design.md §4): the invoke itself failed, the tool never decided.
+# Lambda invoke-level faults (docs/design.md §4): the invoke itself failed, the tool never decided.
 # Invoke-level faults AWS recommends retrying: the function did not run, or ran and its answer
 # was lost on the way back; every tool is ledger-guarded, so a repeat is decided by the ledger.
 LAMBDA_INVOKE_ERRORS: tuple[str, ...] = (
@@ -67,7 +67,7 @@ class RetryPolicy(ContextSection):
         if "States.ALL" in errors:
             raise invalid(
                 "must not use States.ALL: rejections and uncertain outcomes are never blindly "
-                "retried (design.md §4)"
+                "retried (docs/design.md §4)"
             )
         return errors
 

@@ -1,6 +1,6 @@
 """The production stack: a thin composition of one construct per concern, plus its outputs.
 
-Outputs carry the keys of design.md §8 (the local emulator writes the same keys to
+Outputs carry the keys of docs/design.md §8 (the local emulator writes the same keys to
 `.local/outputs.json`). Physical names are left to CloudFormation, which derives them from the
 stack name, and the stack name carries the stage: two stages deploy side by side.
 """

@@ -1,4 +1,4 @@
-"""Inject Retry and TimeoutSeconds into the saga's ASL from the cdk context (design.md §4).
+"""Inject Retry and TimeoutSeconds into the saga's ASL from the cdk context (docs/design.md §4).
 
 The ASL file declares no Retry and no TimeoutSeconds: those are policy values and live in one
 configuration place (`cdk.json` context, parsed by `stacks.config.SagaConfig`). This module is

@@ -1,4 +1,4 @@
-"""boto3 clients with explicit retry and timeout settings (design.md §4, the budget by layer).
+"""boto3 clients with explicit retry and timeout settings (docs/design.md §4, the budget by layer).
 
 - The ledger's DynamoDB calls retry in botocore's `standard` mode a few times: every ledger write
   is conditional, so repeating one whose response was lost is safe (the ledger recognises its

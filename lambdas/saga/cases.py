@@ -1,4 +1,4 @@
-"""The cases table: one item per case, bound to the execution that owns it (design.md §8).
+"""The cases table: one item per case, bound to the execution that owns it (docs/design.md §8).
 
 `outcome` is IN_PROGRESS from validation until the saga ends, COMPENSATION_PENDING while a
 compensation is unfinished, then COMPLETED or ESCALATED. The record binds the execution that
@@ -10,7 +10,8 @@ retention), is a DUPLICATE and is never run forward. This table has no TTL.
 Every write is conditional (one case id, one approved digest, one owning execution), and a write
 the table did not answer is a TransientError: nothing is decided on an unanswered write.
 
-A person closes an escalation with `resolve` (design.md §5): who decided what and when goes in a
+A person closes an escalation with `resolve` (docs/design.md §5): who decided what and when goes in
+a
 separate `resolution` attribute, written once, together with the settlement of the case's open
 ledger actions in one transaction; `outcome` keeps what the automation recorded (§8).
 """

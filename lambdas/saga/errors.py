@@ -1,7 +1,8 @@
 """The typed errors every tool raises.
 
 The Lambda Python runtime reports an unhandled exception's class name as the error type, and the
-state machine's `ErrorEquals` matches that name (design.md §4). So the class names here are part
+state machine's `ErrorEquals` matches that name (docs/design.md §4). So the class names here are
+part
 of the external contract: renaming one is a breaking change to the ASL.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 class SagaError(Exception):
     """Base of every error a tool raises on purpose. What the workflow does with each is the
-    ASL's Retry/Catch by class name (design.md §4); a BusinessRejection is the permanent kind
+    ASL's Retry/Catch by class name (docs/design.md §4); a BusinessRejection is the permanent kind
     the ledger records, so that a replay raises it again."""
 
     def __init__(self, message: str) -> None:
@@ -50,7 +51,7 @@ class ReplayWindowExpired(SagaError):
 
 # --- decided by a person: never dispatched again ----------------------------------------------
 class ActionSettled(SagaError):
-    """A person settled this action (a recorded decision on an open action, design.md §5): the
+    """A person settled this action (a recorded decision on an open action, docs/design.md §5): the
     ledger never dispatches it again automatically. Neither retried nor caught: a task that
     meets it (a redrive or a late delivery after the decision) ends the execution FAILED there,
     with nothing dispatched and the case's outcome and resolution as they were; reconciliation

@@ -1,4 +1,4 @@
-"""A case's fault plan (design.md §8, `sandbox.faults`): the vocabulary of the case contract.
+"""A case's fault plan (docs/design.md §8, `sandbox.faults`): the vocabulary of the case contract.
 
 Per downstream, a list of faults; each call to that downstream (creates and lookups alike)
 consumes one entry, in order, and after the list runs out calls behave normally. The case model

@@ -1,4 +1,4 @@
-"""Action identity (design.md §2): action ids, action keys, request digests, execution names.
+"""Action identity (docs/design.md §2): action ids, action keys, request digests, execution names.
 
 An action id comes from the case's own identity (`<case_id>.<operation>`), never from a model's
 tool-call id, a Lambda request id, an attempt, a timestamp or a hash of the arguments: two

@@ -2,10 +2,10 @@
 integer `available`) and RESERVATIONS_TABLE (pk `reservation_id` = the reserve action's key).
 
 A reservation's writes (the stock decrement on `available >= quantity`, the reservation item,
-new) are items of the ledger's own transaction (design.md §3.9), so the stock was taken iff the
+new) are items of the ledger's own transaction (docs/design.md §3.9), so the stock was taken iff the
 reserve action's record is COMPLETED iff the reservation item exists: a lookup is a plain read.
 A release is one transaction too: the reservation HELD -> RELEASED, stamped with the release's
-key, and the stock given back, so the stock returns at most once (design.md §5).
+key, and the stock given back, so the stock returns at most once (docs/design.md §5).
 """
 
 from __future__ import annotations

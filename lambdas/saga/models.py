@@ -1,4 +1,4 @@
-"""Typed models of the case (design.md §8, the external contract) and of the tool payloads.
+"""Typed models of the case (docs/design.md §8, the external contract) and of the tool payloads.
 
 Every model is strict: unknown fields are refused, numbers are never coerced from strings or
 floats (amounts are integers in minor units), and a validation failure becomes one
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from saga.ledger import ActionOutcome
 
 # A Step Functions execution name is 1-80 characters without whitespace, brackets, wildcards or
-# most punctuation. The case id is the execution name (design.md §2), and it is also a component
+# most punctuation. The case id is the execution name (docs/design.md §2), and it is also a
+# component
 # of action keys (no `#`) and of carrier references, so it is kept to a portable subset.
 CASE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
@@ -85,7 +86,7 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
-# --- the case (design.md §8) --------------------------------------------------------------------
+# --- the case (docs/design.md §8) -----------------------------------------------------------------
 class Order(StrictModel):
     order_id: Reference
     customer_id: Reference
@@ -135,7 +136,7 @@ class Approval(StrictModel):
 
 
 class Sandbox(StrictModel):
-    """Faults per downstream, consumed by the sandbox one entry per call (design.md §8)."""
+    """Faults per downstream, consumed by the sandbox one entry per call (docs/design.md §8)."""
 
     faults: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -306,7 +307,7 @@ class CaseActions(StrictModel):
 class ValidateResult(StrictModel):
     case: dict[str, Any]
     actions: CaseActions
-    # A new execution of a case that already has a record: never run forward (design.md §8).
+    # A new execution of a case that already has a record: never run forward (docs/design.md §8).
     duplicate: bool = False
     original_execution_arn: str | None = None
 

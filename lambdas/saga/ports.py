@@ -12,7 +12,8 @@ implements each port with switchable faults; a real provider or carrier implemen
 Protocol (see `PaymentProvider` for a sketch of Stripe's).
 
 What a call to a remote downstream can end in, as its adapter reports it (the tools map these to
-saga.errors, design.md §4; on a lookup every one of them means "no answer": only a returned list
+saga.errors, docs/design.md §4; on a lookup every one of them means "no answer": only a returned
+list
 is evidence):
 
 | error                     | the caller knows                              | tool maps it to     |
@@ -25,7 +26,8 @@ is evidence):
 | `DownstreamUnavailable`   | no answer at all; a lookup cannot tell        | `OutcomeUnknown`    |
 | `DownstreamKeyMismatch`   | same idempotency key, other parameters        | `OutcomeUnknown`    |
 
-The inventory is not remote: its writes commit in the ledger's own transaction (design.md §3.9),
+The inventory is not remote: its writes commit in the ledger's own transaction (docs/design.md
+§3.9),
 so its port answers in the workflow's errors directly (the ledger records a refusal); only its
 lookups, like every port's, raise a DownstreamError when they cannot answer.
 """
@@ -251,7 +253,8 @@ class ReleaseRequest:
 
 
 class Inventory(Protocol):
-    """The stock (one item per SKU) and the reservations, in this account (design.md §1, §5)."""
+    """The stock (one item per SKU) and the reservations, in this account (docs/design.md §1,
+    §5)."""
 
     def reserve(self, reservation: Reservation) -> StockWrite:
         """The reservation (its item, the stock decrement) as transaction items: nothing is

@@ -107,7 +107,7 @@ class LocalAws:
 
     @property
     def outputs(self) -> dict[str, str]:
-        """The stack outputs (design.md §8 keys) plus `Endpoint`."""
+        """The stack outputs (docs/design.md §8 keys) plus `Endpoint`."""
         if self.provisioned is None:
             raise RuntimeError("the stack is not provisioned")
         return {**self.provisioned.outputs, "Endpoint": self.endpoint}

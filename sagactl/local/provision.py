@@ -1,6 +1,7 @@
 """Provision the local AWS from the synthesized CloudFormation template and the ASL file.
 
-`cdk deploy` into moto's CloudFormation is not reliable (design.md §7), so the emulated resources
+`cdk deploy` into moto's CloudFormation is not reliable (docs/design.md §7), so the emulated
+resources
 are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (their code runs
 in-process, moto only holds a dummy zip), Step Functions state machines and EventBridge rules
 with their targets (moto stores them; sagactl.local.event_rules and sagactl.local.schedules make

@@ -8,7 +8,7 @@ from typing import Any
 from saga.sandbox.inventory import DEFAULT_STOCK
 from saga.sandbox.inventory import seed_inventory as _seed
 
-# Per SKU: plenty, a little, none (design.md §8: stock that is too low gives OutOfStock).
+# Per SKU: plenty, a little, none (docs/design.md §8: stock that is too low gives OutOfStock).
 DEFAULT_SANDBOX_STOCK: Mapping[str, int] = DEFAULT_STOCK
 
 

@@ -53,7 +53,7 @@ def create_table(client: Any, name: str, properties: Mapping[str, Any]) -> None:
 @dataclass(frozen=True)
 class StackTables:
     """A template's tables, by the stack output that names each (`LedgerTableName`, ...): the
-    names every client of the stack already uses for them (design.md §8)."""
+    names every client of the stack already uses for them (docs/design.md §8)."""
 
     properties: Mapping[str, Mapping[str, Any]]
 

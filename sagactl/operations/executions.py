@@ -2,7 +2,7 @@
 
 A case's execution is found as every command takes CASE: the execution the case record names
 (the one that passed ValidateCase first), else the execution named after the case, or after its
-newest re-approved revision (design.md §2).
+newest re-approved revision (docs/design.md §2).
 """
 
 from __future__ import annotations

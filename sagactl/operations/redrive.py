@@ -1,4 +1,5 @@
-"""Redrive a failed execution, or refuse with the reason when redrive cannot help (design.md §6).
+"""Redrive a failed execution, or refuse with the reason when redrive cannot help (docs/design.md
+§6).
 
 sagactl.views.redrive holds the rules; this reads what they judge (the execution, its history,
 the failed step's ledger record) and sends RedriveExecution. The same call redrives on AWS and

@@ -1,6 +1,7 @@
 """The escalation worklist's rules: which cases are open, what each needs, what a person sees.
 
-The cases table is the worklist (design.md §5), not the escalation queue. A case is open while it
+The cases table is the worklist (docs/design.md §5), not the escalation queue. A case is open while
+it
 has no `resolution` and either
 - its outcome is ESCALATED: the automation finished and handed the decision to a person; or
 - its outcome is IN_PROGRESS or COMPENSATION_PENDING and the execution that owns it is FAILED,

@@ -1,4 +1,4 @@
-"""What a redrive would rerun, and when it cannot help (design.md §6).
+"""What a redrive would rerun, and when it cannot help (docs/design.md §6).
 
 Redrive (Step Functions RedriveExecution) reruns the failed state with the input and variables
 it had, with fresh Retry counters; the states that succeeded are not rerun. Every rerun reuses

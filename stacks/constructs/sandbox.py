@@ -1,4 +1,4 @@
-"""The sandbox downstreams: a payment provider and a carrier of this project (design.md §1).
+"""The sandbox downstreams: a payment provider and a carrier of this project (docs/design.md §1).
 
 Deployed only when the context flag `sandbox` is true. The flag removes the payments,
 shipments and sandbox-control tables (and every grant and environment variable naming them);

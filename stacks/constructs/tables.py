@@ -1,7 +1,7 @@
 """The saga's own tables: action ledger, cases, inventory, reservations.
 
 Inventory and reservations belong here, not to the sandbox: the ReserveStock step is the
-same-account DynamoDB archetype (design.md §1), written in one transaction with the ledger, so
+same-account DynamoDB archetype (docs/design.md §1), written in one transaction with the ledger, so
 the saga needs them whether or not the sandbox downstreams are deployed.
 """
 

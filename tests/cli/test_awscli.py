@@ -124,7 +124,7 @@ def test_cli_second_start_of_a_finished_case_is_rejected(
 
 
 def test_cli_happy_path_example_completes_the_saga(local_aws: LocalAws) -> None:
-    """examples/happy-path.json through the real stack: the design.md §8 outcome."""
+    """examples/happy-path.json through the real stack: the docs/design.md §8 outcome."""
     case_file = PROJECT_ROOT / "examples" / "happy-path.json"
     case = json.loads(case_file.read_text())
 

@@ -3,7 +3,7 @@ the record expires under them and DynamoDB deletes it; the next redrive must sti
 happened instead of refunding or reserving a second time.
 
 The retention rule ("every delivery renews `expires_at`, so chained redrives never meet a record
-that expired under them", design.md §3, stacks/config.py `_check_retention_outlasts_redrives`)
+that expired under them", docs/design.md §3, stacks/config.py `_check_retention_outlasts_redrives`)
 only holds for deliveries that write the ledger. A delivery that fails before its first ledger
 write renews nothing: Lambda throttling (`Lambda.TooManyRequestsException`, e.g. reserved
 concurrency set to 0 while the payment provider has an incident), an unreachable ledger table

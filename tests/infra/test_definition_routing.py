@@ -1,4 +1,4 @@
-"""Error routing of the rendered definition (design.md §4): the rules whose breakage only one
+"""Error routing of the rendered definition (docs/design.md §4): the rules whose breakage only one
 scenario would show, checked on every state at once.
 
 - every forward step sends an uncertain outcome (OutcomeUnknown, BudgetExhausted,

@@ -3,7 +3,8 @@ injected Retry and timeouts) holds only what AWS accepts at CreateStateMachine.
 
 - every `{% ... %}` expression, wherever it stands, parses with the reference JSONata (jsonata-js
   2.0.6, the version AWS documents): AWS parses them all when the state machine is created;
-- no Choice state has a state-level `Assign`: AWS applies it whatever rule matches (design.md §7),
+- no Choice state has a state-level `Assign`: AWS applies it whatever rule matches (docs/design.md
+§7),
   so a state-level Assign meant for the Default path would run on every path.
 """
 

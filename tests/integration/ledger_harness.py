@@ -121,7 +121,7 @@ def refund_request(
     revision: int = 1,
     tenant_id: str = "acme",
 ) -> ActionRequest:
-    """An approved refund action with its identity derived from the case (design.md §2)."""
+    """An approved refund action with its identity derived from the case (docs/design.md §2)."""
     parameters = {"payment_reference": "pay-777", "amount_minor": amount_minor, "currency": "USD"}
     return ActionRequest(
         tenant_id=tenant_id,
@@ -136,7 +136,7 @@ def refund_request(
 @contextmanager
 def atomic_dynamodb_requests() -> Iterator[None]:
     """Serialise moto's DynamoDB requests: DynamoDB makes each single-item write atomic, moto
-    does not (design.md §7), so a concurrency test without this would test moto's races."""
+    does not (docs/design.md §7), so a concurrency test without this would test moto's races."""
     lock = threading.Lock()
     original = DynamoHandler.call_action
 

@@ -1,4 +1,4 @@
-"""Every row of the decision table (design.md §3), against moto DynamoDB.
+"""Every row of the decision table (docs/design.md §3), against moto DynamoDB.
 
 Each test delivers an action through `ActionLedger.execute` with a counting downstream and
 asserts the number of real effects, the record left behind and the error raised.

@@ -1,4 +1,4 @@
-"""What a delivery learned decides the record (design.md §3): "may have reached the downstream"
+"""What a delivery learned decides the record (docs/design.md §3): "may have reached the downstream"
 is remembered for good, every takeover of such a record looks the action up first, and a "not
 found" allows a re-attempt only while a request still in flight would be deduplicated.
 

@@ -1,6 +1,7 @@
 """The ReconcileStep -> RETRY -> step loop is bounded by the ledger budget in every step.
 
-The state machine re-enters a step whenever ReconcileStep answers RETRY (design.md §5: "provably
+The state machine re-enters a step whenever ReconcileStep answers RETRY (docs/design.md §5:
+"provably
 not found -> the same action may be re-attempted with the same key (inside the budget)"). These
 tests drive that loop the way the workflow does and count the rounds: whatever keeps the step
 from settling, the loop must end in ESCALATE within the budget, with at most one effect.

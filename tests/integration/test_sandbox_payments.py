@@ -522,7 +522,7 @@ def test_an_in_flight_refund_commits_after_the_next_lookup_answered_not_found(
 def test_an_in_flight_refund_nobody_asked_about_has_committed_within_the_key_retention(
     sandbox_client: Any, clock: FakeClock, hours_later: int
 ) -> None:
-    """design.md §8: it commits "always within the provider's key retention of the first call",
+    """docs/design.md §8: it commits "always within the provider's key retention of the first call",
     whether or not anyone asked in between; a lookup long after finds it, never an error."""
     with pytest.raises(DownstreamTimeout):
         provider(sandbox_client, clock, ["in_flight"]).refund(refund_request(), idempotency_key=KEY)

@@ -1,4 +1,4 @@
-"""The case model (design.md §8): strict parsing, field-path messages, the approval digest."""
+"""The case model (docs/design.md §8): strict parsing, field-path messages, the approval digest."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The action ledger (design.md §3): one approved action, at most one business effect.
+"""The action ledger (docs/design.md §3): one approved action, at most one business effect.
 
 Modules by job:
 - records.py: what the ledger reads, writes and answers (the record, a delivery, evidence)

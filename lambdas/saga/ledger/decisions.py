@@ -1,4 +1,4 @@
-"""The decision table of design.md §3.2, and the rules a delivery decides by. Pure: no request.
+"""The decision table of docs/design.md §3.2, and the rules a delivery decides by. Pure: no request.
 
 `decide()` maps a record some delivery found to one row of the table; `answer()` gives the
 rows that need no write their answer (a replay, or the typed error the workflow routes);
@@ -29,7 +29,8 @@ _MAX_DECISION_TEXT = 200  # of a person's decision quoted in an error message
 
 
 class Decision(StrEnum):
-    """The rows of the decision table (design.md §3.2): what a delivery does with what it found.
+    """The rows of the decision table (docs/design.md §3.2): what a delivery does with what it
+    found.
 
     What the ledger then writes, and how that ends, are events (observer.LedgerEvent)."""
 
@@ -62,7 +63,7 @@ def decide(
     budget: int,
     check_expiry: bool = True,
 ) -> Decision:
-    """Map an existing record to a row of the decision table (design.md §3).
+    """Map an existing record to a row of the decision table (docs/design.md §3).
 
     `check_expiry=False` is for reconciliation, which only reads the downstream and renews the
     record with every write: an expired record must still be reconciled, never executed.

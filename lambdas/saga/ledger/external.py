@@ -1,5 +1,6 @@
 """External effects (a payment provider, a carrier): claim, decide, then dispatch, replay, reject,
-or take the record over and look the action up before anything is sent again (design.md §3.2-§3.6).
+or take the record over and look the action up before anything is sent again (docs/design.md
+§3.2-§3.6).
 
 Request counts: a first delivery is 2 DynamoDB requests (the claim, the outcome); a replay of a
 COMPLETED action is 1 (the claim whose condition fails returns the record).
@@ -126,7 +127,7 @@ class ExternalEffects(Operations):
     def _dispatch(
         self, request: ActionRequest, attempt: Attempt, claimed_at: float, effect: Effect
     ) -> ActionOutcome:
-        """Run the effect once; what it raised decides the record (design.md §3.4)."""
+        """Run the effect once; what it raised decides the record (docs/design.md §3.4)."""
         core = self.core
         try:
             done = effect()

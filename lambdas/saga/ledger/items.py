@@ -1,4 +1,5 @@
-"""The ledger record as DynamoDB holds it (design.md §3.1): a whole item, and the conditions that
+"""The ledger record as DynamoDB holds it (docs/design.md §3.1): a whole item, and the conditions
+that
 hold only while a record is exactly as a delivery saw it. No request is made here (store.py).
 """
 
@@ -124,7 +125,8 @@ def names(*expressions: str) -> dict[str, str]:
 def settlement_update(
     table_name: str, seen: LedgerRecord, resolution: Resolution, now: float
 ) -> TransactWriteItem:
-    """A person's settlement of an open record (design.md §3.10) as one TransactWriteItems item,
+    """A person's settlement of an open record (docs/design.md §3.10) as one TransactWriteItems
+    item,
     conditional on the record exactly as `seen`: it keeps its status, gains `resolution`, loses
     `open_status` (the sweeper's index) and `expires_at` (TTL never deletes the decision)."""
     values: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """ActionLedger, the ledger's public operations: one approved action, at most one effect,
-whatever fails (design.md §3).
+whatever fails (docs/design.md §3).
 
 Every side-effecting tool runs its effect through `ActionLedger`. A delivery *claims* the action
 (store.py); when the claim finds a record, `decide()` (decisions.py) maps it to one row of the
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
 
 class ActionLedger:
-    """Claim / decide / record for one ledger table (design.md §3)."""
+    """Claim / decide / record for one ledger table (docs/design.md §3)."""
 
     def __init__(
         self,
@@ -117,7 +117,7 @@ class ActionLedger:
         reconcile: Callable[[], Reconciliation],
         reattempt_window_seconds: float | None = None,
     ) -> ActionOutcome:
-        """Run `effect` at most once for the action, or replay / reject per design.md §3.
+        """Run `effect` at most once for the action, or replay / reject per docs/design.md §3.
 
         effect() raising: BusinessRejection -> recorded FAILED, re-raised; TransientError ->
         (nothing was sent) lease given up, re-raised; OutcomeUnknown -> recorded UNKNOWN,

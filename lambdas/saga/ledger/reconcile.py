@@ -1,4 +1,4 @@
-"""The reconcile tool's protocol (design.md §3.8): settle an uncertain action from the
+"""The reconcile tool's protocol (docs/design.md §3.8): settle an uncertain action from the
 downstream's evidence, and answer RESUME, RETRY or ESCALATE. It never dispatches.
 
 COMPLETED -> RESUME (replayed); FAILED -> the recorded error; settled by a person -> ESCALATE,

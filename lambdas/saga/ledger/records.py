@@ -225,7 +225,7 @@ class ActionOutcome:
 
 
 class ReconcileAnswer(StrEnum):
-    """What the workflow does after reconciling an uncertain step (design.md §3.8)."""
+    """What the workflow does after reconciling an uncertain step (docs/design.md §3.8)."""
 
     RESUME = "RESUME"  # the step's effect is recorded: go on
     RETRY = "RETRY"  # provably absent: re-enter the step with the same key
@@ -243,7 +243,7 @@ class ReconcileDecision:
 
 @dataclass(frozen=True)
 class Resolution:
-    """A person's decision (design.md §5): who decided what, and when (ISO 8601, UTC)."""
+    """A person's decision (docs/design.md §5): who decided what, and when (ISO 8601, UTC)."""
 
     by: str
     decision: str
@@ -281,6 +281,6 @@ class LedgerPolicy:
         return max(float(self.min_lease_seconds), remaining_seconds + self.lease_margin_seconds)
 
     def expires_at(self, now: float) -> int:
-        """Retention counts from the latest write of any delivery (design.md §3.7), so chained
+        """Retention counts from the latest write of any delivery (docs/design.md §3.7), so chained
         redrives (each within 14 days of a close) never meet a record that expired under them."""
         return int(now) + self.retention_seconds

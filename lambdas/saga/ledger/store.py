@@ -1,4 +1,5 @@
-"""The ledger table's conditional writes (design.md §3.2, §3.3, §3.7, §3.10). Nothing is decided
+"""The ledger table's conditional writes (docs/design.md §3.2, §3.3, §3.7, §3.10). Nothing is
+decided
 here: every write holds only while the record is as its caller saw it, and says what it found.
 
 - the claim: one `PutItem` on `attribute_not_exists(action_key)`, ALL_OLD on failure (the
@@ -127,7 +128,7 @@ class LedgerStore:
         return None
 
     def transact(self, transact_items: list[TransactWriteItem]) -> None:
-        """One TransactWriteItems whose token is a digest of its body (design.md §3.9).
+        """One TransactWriteItems whose token is a digest of its body (docs/design.md §3.9).
         Raises what DynamoDB answered: the caller decides from the cancellation reasons."""
         self.client.transact_write_items(
             TransactItems=transact_items,

@@ -1,4 +1,5 @@
-"""Same-account effects (design.md §3.9): the ledger record, written COMPLETED, and the effect's
+"""Same-account effects (docs/design.md §3.9): the ledger record, written COMPLETED, and the
+effect's
 items in ONE TransactWriteItems, so the effect happened iff the COMPLETED record exists.
 
 `ClientRequestToken` (a digest of the request body, saga.dynamodb.client_request_token) makes

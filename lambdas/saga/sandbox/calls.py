@@ -2,7 +2,7 @@
 the faults it acts out before its work or instead of an answer, and what a DynamoDB failure of
 its own tables means to the caller. Everything raised here is a port error (saga.ports).
 
-And the lookup by business reference (design.md §3.5), through the reference index: its item
+And the lookup by business reference (docs/design.md §3.5), through the reference index: its item
 lives in the sandbox control table (`ref#<kind>#<reference>`) and is written in the same
 transaction as each effect item, so a consistent read of it is an authoritative answer
 to "what exists for this reference?". A secondary index on the effect tables would be eventually

@@ -2,7 +2,7 @@
 
 Every create call makes a new shipment item in SHIPMENTS_TABLE, even with a reference that
 already has one: exactly the kind of downstream for which the caller must look the reference up
-before re-sending anything after an uncertain outcome (design.md §1). `SandboxCarrierService`
+before re-sending anything after an uncertain outcome (docs/design.md §1). `SandboxCarrierService`
 is the carrier's server side; `SandboxCarrier` is the `Carrier` port over it, with the faults
 of one case.
 """

@@ -1,4 +1,4 @@
-"""RecordOutcome: the terminal case record and the execution output (design.md §8)."""
+"""RecordOutcome: the terminal case record and the execution output (docs/design.md §8)."""
 
 from __future__ import annotations
 

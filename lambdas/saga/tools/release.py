@@ -1,7 +1,7 @@
 """ReleaseReservation: the compensation of a reservation, a ledger action of its own.
 
 Its key is `tenant#release#<reserve action id>`, so it is tied to exactly one reservation and
-recorded like any other action (design.md §5). The effect is one transaction of the inventory:
+recorded like any other action (docs/design.md §5). The effect is one transaction of the inventory:
 the reservation HELD -> RELEASED (stamped with this release's key) and the stock given back, so
 stock is restored at most once even when the answer is lost and the release is repeated: a
 repeat finds the reservation released by this very key and reports success without touching

@@ -1,4 +1,4 @@
-"""The stuck-action sweeper: open ledger actions nobody is finishing (design.md §3, §5).
+"""The stuck-action sweeper: open ledger actions nobody is finishing (docs/design.md §3, §5).
 
 The ledger sets `open_status` (= the status) only while an action is IN_PROGRESS or UNKNOWN, so
 its sparse index `open-actions` (pk `open_status`, sk `lease_expires_at`) holds exactly the open

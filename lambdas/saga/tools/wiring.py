@@ -10,7 +10,7 @@ what it uses (`make bench`).
 Every port comes with the case's sandbox faults for its downstream when the case names any
 (saga.sandbox), and as it is otherwise: the tools never see a fault.
 
-Retry layers (design.md §4): the ledger and the same-account inventory writes use
+Retry layers (docs/design.md §4): the ledger and the same-account inventory writes use
 `saga.aws.dynamodb_client()` (botocore standard mode, a few attempts: every write is
 conditional or transactional); the payment provider and the carrier get a client with ONE
 attempt and explicit timeouts (`DOWNSTREAM_TIMEOUT_SECONDS`), since repeating a side effect is
