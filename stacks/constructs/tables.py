@@ -69,7 +69,7 @@ class SagaTables(Construct):
             projection_type=dynamodb.ProjectionType.ALL,
         )
         self.cases = saga_table(self, "CasesTable", config=config, partition_key="case_id")
-        # Cases an agent proposed, until they are started (saga.agent.drafts, design.md §10).
+        # Cases an agent proposed, until they are started (saga.agent.drafts, docs/design.md §10).
         self.drafts = saga_table(self, "DraftsTable", config=config, partition_key="case_id")
         self.inventory = saga_table(self, "InventoryTable", config=config, partition_key="sku")
         self.reservations = saga_table(

@@ -38,7 +38,7 @@ class DraftConflict(Exception):
 
 
 def draft_case(draft: Mapping[str, Any]) -> dict[str, Any]:
-    """The case (design.md §8) a draft stands for: its parameters and, once approved, the
+    """The case (docs/design.md §8) a draft stands for: its parameters and, once approved, the
     signed approval; before that, the approval holds only the revision and digest."""
     approval = dict(draft.get("approval") or {})
     approval.setdefault("revision", int(draft["revision"]))
