@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sagactl.commands.sweep",
     "sagactl.commands.escalations",
     "sagactl.commands.inventory",
+    "sagactl.commands.mcp",
 )
 
 

@@ -153,6 +153,10 @@ class ActionInFlight(Refused):
     """An attempt holds one of the case's actions right now: resolve once it has ended."""
 
 
+class DraftApprovalRefused(Refused):
+    """The proposed case is approved already, or changed since it was shown: nothing stored."""
+
+
 class QueueCleanupFailed(SagactlError):
     """The resolution is recorded, but the case's messages could not all be removed."""
 

@@ -213,6 +213,43 @@ class ApproverKeyConfig(ContextSection):
         return self
 
 
+_DISCOVERY_URL = re.compile(r"^https://[^\s]+/\.well-known/openid-configuration$")
+
+
+def _discovery_url(value: Any) -> str:
+    if not isinstance(value, str) or not _DISCOVERY_URL.match(value):
+        raise invalid(
+            "must be an OpenID Connect discovery URL "
+            f"(https://.../.well-known/openid-configuration), got {value!r}"
+        )
+    return value
+
+
+class AgentGatewayTenantConfig(ContextSection):
+    """Inbound authentication of one tenant's gateway (CUSTOM_JWT): whose tokens it accepts."""
+
+    discovery_url: Annotated[str, BeforeValidator(_discovery_url)]
+    allowed_clients: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ()
+    allowed_audience: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ()
+
+    @model_validator(mode="after")
+    def _restricted(self) -> AgentGatewayTenantConfig:
+        if not self.allowed_clients and not self.allowed_audience:
+            raise refused(
+                "context 'agent_gateway.tenants': each tenant's gateway must restrict "
+                "'allowed_clients' or 'allowed_audience' (else any token of the issuer passes)"
+            )
+        return self
+
+
+class AgentGatewayConfig(ContextSection):
+    """The agent tools on Amazon Bedrock AgentCore Gateway (docs/design.md §10): off unless
+    `enabled` (regions without AgentCore). One gateway, authorizer and target per tenant."""
+
+    enabled: Annotated[bool, BeforeValidator(boolean)] = False
+    tenants: Annotated[dict[str, AgentGatewayTenantConfig], BeforeValidator(from_json)] = {}
+
+
 class FunctionsConfig(ContextSection):
     timeout_seconds: Annotated[int, positive_int(900)]
     memory_mb: Annotated[int, positive_int(10_240)]
@@ -250,6 +287,8 @@ class SagaConfig(ContextSection):
     tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenants)]
     # Optional: per approver, a key of your own, who signs, retired keys (see ApproverKeyConfig).
     approval_keys: Annotated[dict[str, ApproverKeyConfig], BeforeValidator(from_json)] = {}
+    # Optional: the agent tools behind AgentCore Gateway (off by default).
+    agent_gateway: AgentGatewayConfig = AgentGatewayConfig()
     ledger: LedgerConfig
     payment_key_retention_hours: Count
     downstream_timeout_seconds: Count
@@ -331,6 +370,7 @@ class SagaConfig(ContextSection):
         self._check_budget_outlasts_one_run()
         self._check_retention_outlasts_redrives()
         self._check_approval_keys_name_approvers()
+        self._check_agent_gateway_tenants()
         self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():
             if class_name not in self.retry:
@@ -347,6 +387,20 @@ class SagaConfig(ContextSection):
                 raise refused(
                     f"context 'approval_keys.{key}' names no approver of 'tenants' (keys are "
                     f"'<tenant>/<approver>', one of {sorted(approvers)})"
+                )
+
+    def _check_agent_gateway_tenants(self) -> None:
+        gateway = self.agent_gateway
+        if gateway.enabled and not gateway.tenants:
+            raise refused(
+                "context 'agent_gateway.enabled' needs 'agent_gateway.tenants': one gateway per "
+                "tenant, each with its inbound authorizer"
+            )
+        for tenant in gateway.tenants:
+            if tenant not in self.tenants:
+                raise refused(
+                    f"context 'agent_gateway.tenants.{tenant}' names no tenant of 'tenants' "
+                    f"({sorted(self.tenants)})"
                 )
 
     def approver_keys(self, tenant: str, approver: str) -> ApproverKeyConfig:

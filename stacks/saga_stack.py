@@ -15,6 +15,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from stacks.config import SagaConfig
+from stacks.constructs.agent_gateway import AgentGateway
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.escalation import Escalation
 from stacks.constructs.monitoring import Monitoring
@@ -77,6 +78,16 @@ class SagaStack(Stack):
             asl_path=asl_path,
         )
         self.escalation.route_unsuccessful_executions(self.workflow.state_machine)
+        self.agent_gateway: AgentGateway | None = None
+        if config.agent_gateway.enabled:
+            self.agent_gateway = AgentGateway(
+                self,
+                "AgentGateway",
+                config=config,
+                tools=self.tools,
+                tables={"drafts": self.tables.drafts, "cases": self.tables.cases},
+                state_machine=self.workflow.state_machine,
+            )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -95,6 +106,7 @@ class SagaStack(Stack):
             "EscalationQueueUrl": self.escalation.queue.queue_url,
             "LedgerTableName": self.tables.ledger.table_name,
             "CasesTableName": self.tables.cases.table_name,
+            "DraftsTableName": self.tables.drafts.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.
@@ -109,3 +121,5 @@ class SagaStack(Stack):
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self)
+        if self.agent_gateway is not None:
+            self.agent_gateway.add_outputs(self)

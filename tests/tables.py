@@ -18,6 +18,7 @@ from sagactl.local.tables import StackTables
 OUTPUT_OF_VARIABLE: Mapping[str, str] = {
     "LEDGER_TABLE": "LedgerTableName",
     "CASES_TABLE": "CasesTableName",
+    "DRAFTS_TABLE": "DraftsTableName",
     "INVENTORY_TABLE": "InventoryTableName",
     "RESERVATIONS_TABLE": "ReservationsTableName",
     "PAYMENTS_TABLE": "PaymentsTableName",

@@ -39,6 +39,7 @@ EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{c
 TABLE_NAMES = {
     "LEDGER_TABLE": "t-ledger",
     "CASES_TABLE": "t-cases",
+    "DRAFTS_TABLE": "t-drafts",
     "INVENTORY_TABLE": "t-inventory",
     "RESERVATIONS_TABLE": "t-reservations",
     "PAYMENTS_TABLE": "t-payments",

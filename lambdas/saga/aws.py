@@ -24,6 +24,7 @@ from botocore.config import Config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_stepfunctions.client import SFNClient
 
 LEDGER_MAX_ATTEMPTS = 3
 LEDGER_CONNECT_TIMEOUT_SECONDS = 2.0
@@ -117,6 +118,27 @@ def _trimmed_models_loadable() -> bool:
         return False
 
 
+SFN_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
+)
+
+
+def stepfunctions_client() -> SFNClient:
+    """Step Functions for the agent tools: StartExecution is idempotent by name and input, and
+    DescribeExecution a read, so the standard retries are safe."""
+    return _cached_sfn(
+        os.environ.get("AWS_ENDPOINT_URL"),
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+
+
+@lru_cache(maxsize=4)
+def _cached_sfn(endpoint: str | None, region: str | None) -> SFNClient:
+    return boto3.client(
+        "stepfunctions", config=SFN_CONFIG, endpoint_url=endpoint, region_name=region
+    )
+
+
 def downstream_config(timeout_seconds: float) -> Config:
     """Config for a side-effecting downstream call: one attempt, bounded connect/read time."""
     if timeout_seconds <= 0:
@@ -134,4 +156,5 @@ __all__ = [
     "downstream_dynamodb_client",
     "dynamodb_client",
     "kms_client",
+    "stepfunctions_client",
 ]

@@ -38,7 +38,16 @@ if TYPE_CHECKING:
 # Powertools' levels that the stack's `functions.log_level` allows.
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 Tenants = dict[str, frozenset[str]]
-TABLES = ("ledger", "cases", "inventory", "reservations", "payments", "shipments", "sandbox")
+TABLES = (
+    "ledger",
+    "cases",
+    "drafts",
+    "inventory",
+    "reservations",
+    "payments",
+    "shipments",
+    "sandbox",
+)
 _CUSTOM = "configuration"  # the pydantic error type of this module's own checks
 
 
@@ -324,6 +333,38 @@ class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables):
     pass
 
 
+class DraftsVariables(FunctionEnvironment):
+    drafts_table: TableName
+
+
+def parse_agent_targets(raw: str | Mapping[str, Any]) -> dict[str, str]:
+    """AGENT_TARGETS: `{"<gateway target name>": "<tenant>"}`, which tenant a call through each
+    AgentCore Gateway target acts for (docs/design.md §10): trusted configuration, never an
+    argument."""
+    name = variable("agent_targets")
+    value: Any = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"{name} is not valid JSON: {exc.msg}") from None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
+    ):
+        raise ConfigurationError(f'{name} must be a JSON object {{"target name": "tenant"}}')
+    return dict(value)
+
+
+AgentTargetsValue = Annotated[dict[str, str], _checked(parse_agent_targets)]
+
+
+class AgentToolsEnvironment(CasesVariables, DraftsVariables, ApprovalVariables):
+    """The agent tools behind the AgentCore Gateway (saga.handlers.agent_tools)."""
+
+    state_machine_arn: Text
+    agent_targets: AgentTargetsValue
+
+
 class SweepStuckActionsEnvironment(FunctionEnvironment):
     ledger_table: TableName
     escalation_queue_url: Text
@@ -333,6 +374,7 @@ class SweepStuckActionsEnvironment(FunctionEnvironment):
 
 __all__ = [
     "TABLES",
+    "AgentToolsEnvironment",
     "ConfigurationError",
     "CreateShipmentEnvironment",
     "FunctionEnvironment",

@@ -108,6 +108,7 @@ FIRST_CLIENTS: Mapping[str, str] = {
         "from saga.aws import dynamodb_client\ndynamodb_client()\n"
         "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
     ),
+    "agent_tools": _RUNTIME + _APPROVALS + _CASES + "runtime.stepfunctions\n",
 }
 
 BARE_HANDLER = '''"""The baseline: a handler that imports boto3 and makes one DynamoDB client."""
@@ -159,6 +160,7 @@ def function_environments() -> dict[str, Function]:
     stand-in name for each table and the queue)."""
     from saga.settings import TABLES, table_field
     from sagactl.config import cdk_config
+    from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC
     from stacks.constructs.tools import TOOL_SPECS
 
     config = cdk_config()
@@ -180,6 +182,8 @@ def function_environments() -> dict[str, Function]:
         },
         "escalation_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/bench",
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
+        "state_machine_arn": "arn:aws:states:us-east-1:123456789012:stateMachine:bench",
+        "agent_targets": {f"{tenant}-replacements": tenant for tenant in config.tenants},
         **{table_field(t): f"bench-{t}" for t in TABLES},
     }
     return {
@@ -187,7 +191,7 @@ def function_environments() -> dict[str, Function]:
             spec.environment.__name__,
             spec.environment.render({**values, "powertools_service_name": spec.service}),
         )
-        for spec in TOOL_SPECS
+        for spec in (*TOOL_SPECS, AGENT_TOOLS_SPEC)
     }
 
 

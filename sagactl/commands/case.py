@@ -6,12 +6,14 @@ as ValidateCase does, with the same code: the fields, the tenant and its approve
 Who may approve for which tenant is read from cdk.json's `tenants`, the configuration `cdk
 deploy` and `sagactl local up` give ValidateCase (its TENANTS). A stack deployed with another
 `-c tenants=...` has other tenants: --deployed reads the TENANTS of the deployed ValidateCase
-function instead (the stack of --stack, or the local AWS with --local).
+function instead (the stack of --stack, or the local AWS with --local). `approve --case CASE_ID`
+approves a case an agent proposed (`sagactl mcp`) where it is stored, the drafts table.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,9 +38,11 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json
 from sagactl.config import Tenants, configured_tenants
-from sagactl.errors import InvalidCaseFile, UsageError, guarded
+from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError, guarded
+from sagactl.operations.drafts import approve_draft, default_approver, open_draft
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import sign_case, verify_deployed_signature
+from sagactl.views.draft import describe_draft
 
 
 def tenants_for(args: argparse.Namespace) -> Tenants:
@@ -157,6 +161,12 @@ def command_new(args: argparse.Namespace) -> int:
 
 
 def command_approve(args: argparse.Namespace) -> int:
+    if (args.file is None) == (args.case is None):
+        raise UsageError("approve either a case FILE or a proposed draft with --case CASE_ID")
+    if args.case is not None:
+        return command_approve_draft(args)
+    if args.yes:
+        raise UsageError("--yes applies to --case (a file is approved without a question)")
     case = read_case_file(args.file)
     if isinstance(case, dict) and (args.approved_by or args.revision):
         approval = dict(case.get("approval") or {})
@@ -183,6 +193,37 @@ def command_approve(args: argparse.Namespace) -> int:
             f"({written_to})"
         )
     return 0
+
+
+def command_approve_draft(args: argparse.Namespace) -> int:
+    """`case approve --case CASE_ID`: show the draft an agent proposed, confirm, sign, store."""
+    if args.revision or args.output:
+        raise UsageError("--revision and --output apply to files: a draft is approved as proposed")
+    target = resolve_target(args)
+    draft = open_draft(target, args.case)
+    approver = args.approved_by or default_approver(target, str(draft["tenant_id"]))
+    if not args.json:
+        print("\n".join(describe_draft(draft, approver)))
+    if not args.yes and not _confirmed("approve and sign this case?"):
+        print("not approved: nothing signed or stored")
+        return EXIT_REFUSED
+    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
+    approval = approve_draft(target, draft, approver, start_by=start_by)
+    if args.json:
+        emit_json({"case_id": args.case, "approved": True, **approval})
+    else:
+        print(
+            f"approved case {args.case} revision {approval['revision']} as {approver}, signed "
+            f"with {approval['key_id']}: {approval['digest']}; the agent can start it now "
+            "(start_replacement)"
+        )
+    return 0
+
+
+def _confirmed(question: str) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("cannot ask for confirmation without a terminal: pass --yes")
+    return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
 
 
 def _instant(value: str, flag: str) -> str:
@@ -307,9 +348,21 @@ def register(subparsers: Subparsers) -> None:
         "role or principal may sign, and CloudTrail records who did; against the local AWS "
         "(the environment `sagactl local up` prints) anyone may. Writes signed_at, key_id and "
         "signature into the file, or into --output. A case ValidateCase rejected is corrected, "
-        "then approved again with the next --revision: it starts under its own execution name.",
+        "then approved again with the next --revision: it starts under its own execution name. "
+        "--case CASE_ID approves a case an agent proposed (`sagactl mcp`) where it is stored: "
+        "its parameters are shown and confirmed, the approval is signed the same way and stored "
+        "on the draft (once, and only on the draft as shown); the agent then starts it.",
     )
-    approve_parser.add_argument("file", type=Path, help="the case file")
+    approve_parser.add_argument("file", type=Path, nargs="?", help="the case file")
+    approve_parser.add_argument(
+        "--case",
+        metavar="CASE_ID",
+        help="approve the draft an agent proposed (the drafts table): shows its parameters, "
+        "asks for confirmation, signs, stores the approval on the draft",
+    )
+    approve_parser.add_argument(
+        "--yes", action="store_true", help="with --case: do not ask for confirmation"
+    )
     approve_parser.add_argument(
         "--as",
         "--approved-by",

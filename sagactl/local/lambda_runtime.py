@@ -3,7 +3,8 @@
 moto calls `LambdaFunction._invoke_lambda(event)` and expects `(payload, errored, logs)`. An
 errored payload `{"errorType", "errorMessage", "stackTrace"}` becomes the Lambda FunctionError
 whose `errorType` the Step Functions interpreter uses as the error name, exactly as the Python
-Lambda runtime reports a raised exception (class name).
+Lambda runtime reports a raised exception (class name). Invoke's ClientContext reaches the
+handler as `context.client_context` (sagactl.local.client_context), which moto drops.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from sagactl.local.client_context import (
+    CLIENT_CONTEXT_HEADER,
+    LocalClientContext,
+    header_value,
+    parse_client_context,
+)
+
 logger = logging.getLogger(__name__)
 
 FAKE_CREDENTIALS: dict[str, str] = {
@@ -40,6 +48,10 @@ _INVOKE_LOCK = threading.Lock()
 _INSTALL_LOCK = threading.Lock()
 # The function whose handler runs in this thread (a ContextVar: other threads never see it).
 _RUNNING_FUNCTION: ContextVar[str | None] = ContextVar("saga_local_function", default=None)
+# The ClientContext of the Invoke request this thread serves (moto's invoke -> _invoke_lambda).
+_CLIENT_CONTEXT: ContextVar[LocalClientContext | None] = ContextVar(
+    "saga_local_client_context", default=None
+)
 
 
 @dataclass
@@ -55,7 +67,7 @@ class LocalLambdaContext:
     log_group_name: str = ""
     log_stream_name: str = ""
     identity: Any = None
-    client_context: Any = None
+    client_context: LocalClientContext | None = None
     _deadline: float = field(default=0.0, repr=False)
 
     def __post_init__(self) -> None:
@@ -173,6 +185,7 @@ def invoke_in_process(
     memory_mb: int,
     timeout: float,
     variables: Mapping[str, Any],
+    client_context: LocalClientContext | None = None,
 ) -> tuple[str, bool, str]:
     """Run the handler for one invoke; returns moto's `(payload, errored, logs)`."""
     context = LocalLambdaContext(
@@ -181,6 +194,7 @@ def invoke_in_process(
         invoked_function_arn=function_arn,
         memory_limit_in_mb=memory_mb,
         timeout_seconds=timeout,
+        client_context=client_context,
     )
     env = invoke_environment(
         function_name=function_name,
@@ -248,7 +262,27 @@ def _moto_invoke_lambda(self: Any, event: Any = None) -> tuple[str, bool, str]:
         memory_mb=int(self.memory_size),
         timeout=float(self.timeout),
         variables=dict(self.environment_vars or {}),
+        client_context=_CLIENT_CONTEXT.get(),
     )
+
+
+def _with_client_context(invoke: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's `LambdaFunction.invoke(body, request_headers, response_headers)`, with the
+    request's ClientContext for the handler: refused as Lambda refuses it when it is not
+    base64-encoded JSON, and given to synchronous invocations only."""
+
+    @functools.wraps(invoke)
+    def invoke_with_context(self: Any, body: Any, request_headers: Any, response: Any) -> Any:
+        client_context = parse_client_context(header_value(request_headers, CLIENT_CONTEXT_HEADER))
+        kind = header_value(request_headers, "X-Amz-Invocation-Type") or "RequestResponse"
+        token = _CLIENT_CONTEXT.set(client_context if kind == "RequestResponse" else None)
+        try:
+            return invoke(self, body, request_headers, response)
+        finally:
+            _CLIENT_CONTEXT.reset(token)
+
+    invoke_with_context.saga_client_context = True  # type: ignore[attr-defined]
+    return invoke_with_context
 
 
 def install_inprocess_lambda() -> None:
@@ -257,6 +291,10 @@ def install_inprocess_lambda() -> None:
 
     with _INSTALL_LOCK:
         LambdaFunction._invoke_lambda = _moto_invoke_lambda  # type: ignore[method-assign]
+        if not getattr(LambdaFunction.invoke, "saga_client_context", False):
+            LambdaFunction.invoke = _with_client_context(  # type: ignore[method-assign]
+                LambdaFunction.invoke
+            )
 
 
 @dataclass(frozen=True)

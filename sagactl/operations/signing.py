@@ -51,9 +51,14 @@ def _json_output(target: Target, key: str) -> dict[str, Any]:
     return value
 
 
+def stack_approval_keys(target: Target) -> dict[str, Any]:
+    """The stack's ApprovalKeys output: tenant -> approver -> the ARN of the current key."""
+    return _json_output(target, APPROVAL_KEYS_OUTPUT)
+
+
 def approver_key(target: Target, tenant: str, approver: str) -> str:
     """The ARN of `approver`'s current signing key for `tenant`, from the stack's outputs."""
-    keys = _json_output(target, APPROVAL_KEYS_OUTPUT)
+    keys = stack_approval_keys(target)
     approvers = keys.get(tenant)
     if not isinstance(approvers, dict):
         raise NotAnApprover(

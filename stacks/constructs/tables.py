@@ -45,7 +45,7 @@ def saga_table(
 
 
 class SagaTables(Construct):
-    """Ledger (TTL, PITR, sparse open-actions index), cases, inventory, reservations."""
+    """Ledger (TTL, PITR, sparse open-actions index), cases, drafts, inventory, reservations."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: SagaConfig) -> None:
         super().__init__(scope, construct_id)
@@ -69,6 +69,8 @@ class SagaTables(Construct):
             projection_type=dynamodb.ProjectionType.ALL,
         )
         self.cases = saga_table(self, "CasesTable", config=config, partition_key="case_id")
+        # Cases an agent proposed, until they are started (saga.agent.drafts, docs/design.md §10).
+        self.drafts = saga_table(self, "DraftsTable", config=config, partition_key="case_id")
         self.inventory = saga_table(self, "InventoryTable", config=config, partition_key="sku")
         self.reservations = saga_table(
             self, "ReservationsTable", config=config, partition_key="reservation_id"

@@ -272,6 +272,7 @@ class ToolFunctions(Construct):
             cache_root=build_cache,
         )
         code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES)
+        self._layer, self._code, self._escalation_queue = layer, code, escalation_queue
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, str] = {}
         for spec in TOOL_SPECS:
@@ -282,6 +283,29 @@ class ToolFunctions(Construct):
             )
             self.services[spec.construct_id] = spec.service
 
+    def add_function(
+        self,
+        scope: Construct,
+        spec: ToolSpec,
+        tables: Mapping[str, dynamodb.ITable],
+        *,
+        values: Mapping[str, Any],
+    ) -> lambda_.Function:
+        """One more function built like the tools (role, grants, environment from its model,
+        the same code and layer), in `scope`; `values` adds what only it declares."""
+        check_tables_match_grants(spec)
+        access = tuple(a for a in spec.access if a.table in tables)
+        return self._function(
+            spec,
+            access,
+            tables,
+            code=self._code,
+            layer=self._layer,
+            escalation_queue=self._escalation_queue,
+            scope=scope,
+            values=values,
+        )
+
     def _function(
         self,
         spec: ToolSpec,
@@ -291,12 +315,15 @@ class ToolFunctions(Construct):
         code: lambda_.Code,
         layer: lambda_.ILayerVersion,
         escalation_queue: sqs.IQueue,
+        scope: Construct | None = None,
+        values: Mapping[str, Any] | None = None,
     ) -> lambda_.Function:
         config = self._config
         name = spec.construct_id.removesuffix("Function")
-        logs = log_group(self, f"{name}LogGroup", config)
+        scope = scope or self
+        logs = log_group(scope, f"{name}LogGroup", config)
         role = iam.Role(
-            self,
+            scope,
             f"{name}Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"{spec.service}: only the table actions this tool uses",
@@ -315,10 +342,15 @@ class ToolFunctions(Construct):
         if spec.verifies_approvals:
             self._approval_keys.grant_verify(role)
         environment = spec.environment.render(
-            environment_values(config, spec.service, tables, escalation_queue, self._approval_keys)
+            {
+                **environment_values(
+                    config, spec.service, tables, escalation_queue, self._approval_keys
+                ),
+                **(values or {}),
+            }
         )
         function = lambda_.Function(
-            self,
+            scope,
             spec.construct_id,
             description=spec.description,
             runtime=LAMBDA_RUNTIME,

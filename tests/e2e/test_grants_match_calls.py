@@ -1,16 +1,21 @@
 """Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed.
 
 The scenarios below run the saga's paths in the local AWS (the same handlers, the synthesized
-template) while `recording_aws_calls` notes every API call each in-process handler makes. Each
-call becomes what IAM must allow: (function, action, resource), where a TransactWriteItems
-counts as one item action per item on that item's table (that is how IAM authorises it) and a
-Query on an index is granted on the index. The same triples are read from the roles' policy
-statements in the template. The two sets must be equal per function: a grant nobody exercises
-is extra, a call without a grant would be AccessDenied on AWS.
+template with the agent gateway on, so AgentToolsFunction is among the functions; the flag
+changes no other function's grants, checked below) while `recording_aws_calls` notes every API
+call each in-process handler makes. Each call becomes what IAM must allow: (function, action,
+resource), where a TransactWriteItems counts as one item action per item on that item's table
+(that is how IAM authorises it) and a Query on an index is granted on the index. The same
+triples are read from the roles' policy statements in the template. The two sets must be equal
+per function: a grant nobody exercises is extra, a call without a grant would be AccessDenied
+on AWS.
 
-Rare paths are scenarios too: reconciliation of each step (found, absent, undeterminable), the
-release (done, lost answer, refused, blocked, redriven), a cancelled transaction, key conflicts,
-the sweeper (nothing stuck, something stuck), and two DynamoDB answers no sandbox fault gives (a
+The agent tools are called as AgentCore Gateway calls a Lambda target: the arguments as the
+event, the tool in the Invoke's ClientContext (the local runtime hands it to the handler as
+Lambda does), through each tenant's target, and followed while the execution runs. Rare paths
+are scenarios too: reconciliation of each step (found, absent, undeterminable), the release
+(done, lost answer, refused, blocked, redriven), a cancelled transaction, key conflicts, the
+sweeper (nothing stuck, something stuck), and two DynamoDB answers no sandbox fault gives (a
 throttled commit at the payment provider, a reused ClientRequestToken at ReserveStock), injected
 into the local DynamoDB for one transaction. Grants that stay without a recorded call would be
 listed in KEPT_WITHOUT_A_LOCAL_CALL with the code path that needs them; today none does.
@@ -18,7 +23,9 @@ listed in KEPT_WITHOUT_A_LOCAL_CALL with the code path that needs them; today no
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from copy import deepcopy
@@ -27,18 +34,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from moto.awslambda.models import LambdaFunction
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 
 from saga import clock as saga_clock
+from saga.agent.drafts import DraftStore, draft_case
+from saga.agent.gateway import TARGET_DELIMITER
 from saga.approvals import forget_public_keys
 from saga.identity import Operation
 from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
+from sagactl.local.emulator import LocalServer, client_environment
+from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.lambda_runtime import AwsCall, recording_aws_calls
+from sagactl.local.template import load_template
+from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
 from tests.e2e.test_saga_paths import complete_under_another_approval
-from tests.infra.synth import Synthesized
+from tests.infra.synth import Synthesized, synthesize
+from tests.infra.test_agent_gateway import AGENT_GATEWAY
+from tests.unit.test_agent_tools import PROPOSAL
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -79,9 +94,13 @@ class Names:
         functions = {
             synth.logical_id(fn): construct_id for construct_id, fn in stack.tools.functions.items()
         }
+        if stack.agent_gateway is not None:
+            agent_tools = synth.logical_id(stack.agent_gateway.function)
+            functions[agent_tools] = AGENT_TOOLS_SPEC.construct_id
         resources = {
             synth.logical_id(stack.tables.ledger): "table:ledger",
             synth.logical_id(stack.tables.cases): "table:cases",
+            synth.logical_id(stack.tables.drafts): "table:drafts",
             synth.logical_id(stack.tables.inventory): "table:inventory",
             synth.logical_id(stack.tables.reservations): "table:reservations",
             synth.logical_id(stack.escalation.queue): "queue:escalation",
@@ -359,6 +378,78 @@ def next_transaction_fails(
         yield answered
 
 
+@contextmanager
+def validate_case_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """ValidateCase's invokes wait (outside the runtime's invoke lock) until the block ends: an
+    execution started meanwhile stays RUNNING at ValidateCase. Yields the event set once one
+    waits."""
+    waiting, released = threading.Event(), threading.Event()
+    original = LambdaFunction._invoke_lambda
+
+    def held(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+        if "ValidateCase" in function.function_name and not released.is_set():
+            waiting.set()
+            released.wait(timeout=120)
+        return original(function, event)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LambdaFunction, "_invoke_lambda", held)
+        try:
+            yield waiting
+        finally:
+            released.set()
+
+
+def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str, Any]) -> Any:
+    """A tool call as the tenant's AgentCore Gateway target makes it; its structured result."""
+    assert local.provisioned is not None
+    (function,) = [n for n in local.provisioned.functions.values() if "AgentTools" in n]
+    custom = {
+        "bedrockAgentCoreGatewayId": f"gw-{tenant}",
+        "bedrockAgentCoreTargetId": "TGT0000001",
+        "bedrockAgentCoreMessageVersion": "1.0",
+        "bedrockAgentCoreToolName": f"{target_name(tenant)}{TARGET_DELIMITER}{tool}",
+    }
+    response = local.client("lambda").invoke(
+        FunctionName=function,
+        Payload=json.dumps(arguments).encode(),
+        ClientContext=base64.b64encode(json.dumps({"custom": custom}).encode()).decode(),
+    )
+    result = json.loads(response["Payload"].read())
+    assert "FunctionError" not in response and result["isError"] is False, result
+    return result["structuredContent"]
+
+
+def approve_proposed(local: LocalAws, case_id: str, approver: str) -> None:
+    """What `sagactl case approve --case` stores on the draft (signed with the local key)."""
+    drafts = DraftStore(local.client("dynamodb"), local.outputs["DraftsTableName"])
+    draft = drafts.get(case_id)
+    assert draft is not None
+    case = draft_case(draft)
+    case["approval"]["approved_by"] = approver
+    approval = sign_locally(case)["approval"]
+    drafts.approve(case_id, digest=draft["digest"], approval=approval)
+
+
+def agent_replacements(monkeypatch: pytest.MonkeyPatch) -> Callable[[LocalAws], None]:
+    def scenario(local: LocalAws) -> None:
+        for tenant, approver in TENANT_APPROVERS.items():
+            request = {**PROPOSAL, "request_id": f"grants-{tenant}"}
+            case_id = gateway_call(local, tenant, "propose_replacement", request)["case_id"]
+            approve_proposed(local, case_id, approver)
+            with validate_case_held(monkeypatch) as waiting:
+                started = gateway_call(local, tenant, "start_replacement", {"case_id": case_id})
+                assert started["started"] is True, started
+                assert waiting.wait(timeout=60), "the execution never reached ValidateCase"
+                running = gateway_call(local, tenant, "get_replacement", {"case_id": case_id})
+            assert (running["status"], running["current_step"]) == ("RUNNING", "ValidateCase")
+            local.wait_for_execution(running["execution_arn"])
+            done = gateway_call(local, tenant, "get_replacement", {"case_id": case_id})
+            assert done["status"] == "COMPLETED", done
+
+    return scenario
+
+
 Scenario = Callable[[LocalAws], None]
 
 
@@ -429,6 +520,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
     mismatch["refund"]["amount_minor"] += 1  # not what was approved
     return [
         ("happy path", expect(example("happy-path"), "SUCCEEDED", "RecordOutcome")),
+        ("agent tools through each tenant's gateway target", agent_replacements(monkeypatch)),
         (
             "lost refund response",
             expect(example("lost-refund-response"), "SUCCEEDED", "ReconcileStep"),
@@ -577,20 +669,63 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
     ]
 
 
+@pytest.fixture(scope="module")
+def with_gateway(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The app synthesized with the agent gateway on (tests/infra/test_agent_gateway.py)."""
+    return synthesize(tmp_path_factory.mktemp("gateway"), {"agent_gateway": AGENT_GATEWAY})
+
+
+@pytest.fixture
+def gateway_local_aws(
+    local_server: LocalServer, with_gateway: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalAws]:
+    """That template in a fresh local account (as `local_aws` provisions cdk.json's)."""
+    stack_name = with_gateway.saga.stack.stack_name
+    source = StackSource(load_template(with_gateway.template_path), stack_name)
+    local = LocalAws(server=local_server, source=source)
+    local.reprovision()
+    for name, value in client_environment(local.endpoint).items():
+        monkeypatch.setenv(name, value)
+    yield local
+    local.clock.reset()
+
+
 def test_each_function_is_granted_exactly_the_calls_its_code_makes(
-    local_aws: LocalAws, synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch
+    gateway_local_aws: LocalAws, with_gateway: Synthesized, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    names = Names.of(synthesized, local_aws)
+    names = Names.of(with_gateway, gateway_local_aws)
     forget_public_keys()  # every function starts cold: its first verification reads the key
     with recording_aws_calls() as calls:
         for title, scenario in scenarios(monkeypatch):
             try:
-                scenario(local_aws)
+                scenario(gateway_local_aws)
             except AssertionError as exc:
                 raise AssertionError(f"scenario {title!r}: {exc}") from exc
 
     required = required_grants(calls, names)
-    granted = template_grants(synthesized, names)
-    assert {f for f, _, _ in required} == {spec.construct_id for spec in TOOL_SPECS}
+    granted = template_grants(with_gateway, names)
+    functions = {spec.construct_id for spec in (*TOOL_SPECS, AGENT_TOOLS_SPEC)}
+    assert {f for f, _, _ in required} == functions
     differences = grant_differences(granted, required, KEPT_WITHOUT_A_LOCAL_CALL)
     assert not differences, "grants differ from the calls:\n" + "\n".join(differences)
+
+
+def _role_statements(synth: Synthesized, construct_id: str) -> list[Any]:
+    function = synth.saga.stack.tools.functions[construct_id]
+    resources = synth.template_json["Resources"]
+    role = resources[synth.logical_id(function)]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return [
+        statement
+        for policy in synth.resources("AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_the_agent_gateway_changes_no_other_functions_grants(
+    synthesized: Synthesized, with_gateway: Synthesized
+) -> None:
+    for spec in TOOL_SPECS:
+        statements = _role_statements(synthesized, spec.construct_id)
+        assert statements, spec.construct_id
+        assert _role_statements(with_gateway, spec.construct_id) == statements, spec.construct_id

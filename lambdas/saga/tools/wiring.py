@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from saga import clock as saga_clock
 from saga.approvals import ApprovalVerifier, KmsPublicKeys
-from saga.aws import downstream_dynamodb_client, dynamodb_client, kms_client
+from saga.aws import (
+    downstream_dynamodb_client,
+    dynamodb_client,
+    kms_client,
+    stepfunctions_client,
+)
 from saga.identity import Operation, action_request
 from saga.settings import (
     ApprovalVariables,
@@ -47,6 +52,7 @@ from saga.settings import (
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_stepfunctions.client import SFNClient
 
     from saga.cases import CaseRecords
     from saga.ledger import ActionLedger, Reconciliation
@@ -125,6 +131,11 @@ class Runtime:
     @cached_property
     def client(self) -> DynamoDBClient:
         return dynamodb_client()
+
+    @cached_property
+    def stepfunctions(self) -> SFNClient:
+        """Step Functions (the agent tools start and describe executions)."""
+        return stepfunctions_client()
 
     @cached_property
     def downstream_client(self) -> DynamoDBClient:

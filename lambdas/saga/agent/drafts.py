@@ -1,0 +1,142 @@
+"""The drafts table: cases an agent proposed, waiting for a person's signed approval
+(docs/design.md §10).
+
+One item per draft, keyed by its application-assigned case id. A draft is written once
+(`attribute_not_exists(case_id)`, the old item returned on a failed condition, as the ledger
+claims); its approval is written once, conditional on the digest the approver saw. The cases
+table and its outcomes (§8) are not touched: a draft becomes a case only when it is started.
+A write the table did not answer is a TransientError: nothing is decided on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga import clock as saga_clock
+from saga.clock import now_iso
+from saga.dynamodb import from_item, to_item
+from saga.errors import TransientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+# The parts of a case a draft holds besides its identity (the approved parameters, §8).
+PARAMETER_KEYS = ("order", "reserve", "refund", "shipment")
+DRAFT_REVISION = 1  # a draft is approved as the case's first revision
+
+
+class DraftConflict(Exception):
+    """A conditional write found the draft other than expected; `current` is it as it is."""
+
+    def __init__(self, message: str, current: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+def draft_case(draft: Mapping[str, Any]) -> dict[str, Any]:
+    """The case (docs/design.md §8) a draft stands for: its parameters and, once approved, the
+    signed approval; before that, the approval holds only the revision and digest."""
+    approval = dict(draft.get("approval") or {})
+    approval.setdefault("revision", int(draft["revision"]))
+    approval.setdefault("digest", draft["digest"])
+    return {
+        "case_id": draft["case_id"],
+        "tenant_id": draft["tenant_id"],
+        **{key: draft["parameters"][key] for key in PARAMETER_KEYS},
+        "approval": approval,
+    }
+
+
+@dataclass(frozen=True)
+class DraftStore:
+    client: DynamoDBClient
+    table_name: str
+    clock: saga_clock.Clock = saga_clock.now
+
+    def get(self, case_id: str) -> dict[str, Any] | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table_name, Key={"case_id": {"S": case_id}}, ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"draft {case_id}: the drafts table did not answer") from exc
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def create(
+        self,
+        *,
+        case_id: str,
+        tenant_id: str,
+        request_id: str,
+        digest: str,
+        parameters: Mapping[str, Any],
+    ) -> tuple[dict[str, Any], bool]:
+        """Write the draft once: (the draft, True), or (the draft already there, False)."""
+        draft = {
+            "case_id": case_id,
+            "tenant_id": tenant_id,
+            "request_id": request_id,
+            "digest": digest,
+            "revision": DRAFT_REVISION,
+            "parameters": {key: parameters[key] for key in PARAMETER_KEYS},
+            "created_at": now_iso(self.clock),
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item(draft),
+                ConditionExpression="attribute_not_exists(case_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise TransientError(f"draft {case_id}: the drafts table did not answer") from exc
+            old: Any = exc.response.get("Item")
+            # The SDK's own retry of our write whose answer was lost meets our own item.
+            return (from_item(old) if old else draft), False
+        except BotoCoreError as exc:
+            raise TransientError(f"draft {case_id}: the drafts table did not answer") from exc
+        return draft, True
+
+    def approve(self, case_id: str, *, digest: str, approval: Mapping[str, Any]) -> None:
+        """Store the signed approval once, only on the draft the approver saw (same digest).
+        DraftConflict when the draft is gone, changed, or approved already."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"case_id": {"S": case_id}},
+                UpdateExpression="SET approval = :approval, approved_at = :now",
+                ConditionExpression=(
+                    "digest = :digest AND revision = :revision AND attribute_not_exists(approval)"
+                ),
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":approval": dict(approval),
+                        ":now": now_iso(self.clock),
+                        ":digest": digest,
+                        ":revision": int(approval["revision"]),
+                    }
+                ),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise TransientError(f"draft {case_id}: the approval was not stored") from exc
+            found: Any = exc.response.get("Item")
+            current = from_item(found) if found else None
+            if current is None:
+                why = "there is no such draft"
+            elif current.get("approval") == dict(approval):
+                return  # our own write, repeated by the SDK after a lost answer
+            elif current.get("approval"):
+                why = f"it was approved already by {current['approval'].get('approved_by')}"
+            else:
+                why = "it changed since it was read"
+            raise DraftConflict(f"draft {case_id}: approval not stored: {why}", current) from None
+        except BotoCoreError as exc:
+            raise TransientError(f"draft {case_id}: the approval was not stored") from exc

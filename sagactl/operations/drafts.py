@@ -1,0 +1,79 @@
+"""Cases an agent proposed (saga.agent.drafts) on a target: the drafts table, who approves a
+draft, and its approval signed and stored on it (`sagactl case approve --case`,
+docs/design.md §10).
+
+The approval is signed exactly as a case file's (sagactl.operations.signing.sign_case: KMS Sign
+with the approver's key and the caller's credentials), then stored with one conditional write:
+only if the draft still has the digest that was shown and no approval yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saga.agent.drafts import DraftConflict, DraftStore, draft_case
+from saga.models import approval_digest
+from sagactl.errors import DraftApprovalRefused, NotFound, SagactlError, UsageError
+from sagactl.operations.signing import sign_case, stack_approval_keys
+from sagactl.target import Target
+
+DRAFTS_OUTPUT = "DraftsTableName"
+
+
+def drafts_table(target: Target) -> str:
+    """The drafts table's name; SagactlError for a stack that predates the agent tools."""
+    table = target.optional_output(DRAFTS_OUTPUT)
+    if table is None:
+        where = "the local AWS" if target.local else f"stack {target.stack_name}"
+        raise SagactlError(
+            f"{where} has no {DRAFTS_OUTPUT} output: it predates the agent tools; deploy the "
+            "current stack (or restart `sagactl local up`)"
+        )
+    return table
+
+
+def draft_store(target: Target) -> DraftStore:
+    return DraftStore(target.client("dynamodb"), drafts_table(target))
+
+
+def open_draft(target: Target, case_id: str) -> dict[str, Any]:
+    """The proposed case `case_id`, not approved yet; NotFound or DraftApprovalRefused."""
+    draft = draft_store(target).get(case_id)
+    if draft is None:
+        raise NotFound(f"no proposed case {case_id} in the drafts table")
+    if draft.get("approval"):
+        raise DraftApprovalRefused(
+            f"case {case_id} was approved already by {draft['approval'].get('approved_by')} "
+            f"at {draft.get('approved_at')}; nothing changed"
+        )
+    return draft
+
+
+def default_approver(target: Target, tenant: str) -> str:
+    """The tenant's approver when it has exactly one in this stack; else --as is needed."""
+    approvers = sorted((stack_approval_keys(target).get(tenant) or {}).keys())
+    if len(approvers) != 1:
+        raise UsageError(
+            f"tenant {tenant!r} has approvers {', '.join(approvers) or 'none'} in this stack: "
+            "say which one you are with --as APPROVER"
+        )
+    return str(approvers[0])
+
+
+def approve_draft(
+    target: Target, draft: dict[str, Any], approver: str, *, start_by: str | None
+) -> dict[str, Any]:
+    """Sign the draft's case as `approver` and store the approval on the draft, only if it is
+    still the draft that was shown; the approval stored."""
+    case_id = str(draft["case_id"])
+    case = draft_case(draft)
+    case["approval"] = {"revision": case["approval"]["revision"], "approved_by": approver}
+    if approval_digest(case) != draft["digest"]:
+        raise SagactlError(f"case {case_id}: the draft's digest does not match its parameters")
+    signed = sign_case(target, case, now=target.now_utc(), start_by=start_by)
+    approval: dict[str, Any] = signed["approval"]
+    try:
+        draft_store(target).approve(case_id, digest=draft["digest"], approval=approval)
+    except DraftConflict as exc:
+        raise DraftApprovalRefused(f"{exc}; nothing stored") from None
+    return approval

@@ -1,0 +1,298 @@
+"""An agent drives a replacement through `sagactl mcp` with the `mcp` package's own client
+(ClientSession over stdio, and over streamable HTTP against `sagactl mcp --http`; the server is
+a real `sagactl mcp` process) against the local AWS: propose, a person approves (`sagactl case
+approve --case ... --yes`), start, poll until COMPLETED, with exactly one refund and one
+shipment whatever the agent retries."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from sagactl.local.environment import LocalAws
+from tests.cli.sagactl_helpers import Sagactl
+
+PROPOSAL: dict[str, Any] = {
+    "request_id": "ticket-9001:replacement",
+    "order_id": "ord-9001",
+    "customer_id": "cus-7",
+    "sku": "SKU-RED-MUG",
+    "quantity": 1,
+    "payment_reference": "pay-9001",
+    "amount_minor": 2000,
+    "currency": "USD",
+    "address": {
+        "name": "Ada Li",
+        "line1": "1 Main St",
+        "city": "Springfield",
+        "postal_code": "12345",
+        "country": "US",
+    },
+}
+Session = Callable[[ClientSession], Awaitable[Any]]
+
+
+def server(local: LocalAws, outputs: Path, tenant: str = "acme") -> StdioServerParameters:
+    env = {**local.environment, "SAGA_LOCAL_OUTPUTS": str(outputs), "PATH": os.environ["PATH"]}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "sagactl.cli", "mcp", "--tenant", tenant], env=env
+    )
+
+
+def with_session(params: StdioServerParameters, body: Session) -> Any:
+    """One agent invocation: a fresh server process and client session, `body` run in it."""
+
+    async def main() -> Any:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(session)
+
+    return anyio.run(main)
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The tool's structured result, or {"error": {"code", "message"}} for a tool error."""
+    result = await session.call_tool(tool, arguments)
+    structured = result.structured_content
+    assert isinstance(structured, dict), result
+    assert result.is_error == ("error" in structured), result
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "Traceback" not in text
+    return structured
+
+
+def count(local: LocalAws, output_key: str, case_id: str) -> int:
+    items = local.client("dynamodb").scan(
+        TableName=local.outputs[output_key],
+        FilterExpression="case_id = :c",
+        ExpressionAttributeValues={":c": {"S": case_id}},
+        ConsistentRead=True,
+    )["Items"]
+    return len(items)
+
+
+@pytest.fixture
+def outputs(local_aws: LocalAws, tmp_path: Path) -> Path:
+    path = tmp_path / "outputs.json"
+    local_aws.write_outputs(path)
+    return path
+
+
+def test_an_agent_takes_a_replacement_from_proposal_to_completion_once(
+    local_aws: LocalAws, outputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    params = server(local_aws, outputs)
+
+    async def propose_and_lose_the_answer(session: ClientSession) -> dict[str, Any]:
+        listed = await session.list_tools()
+        for tool in listed.tools:
+            Draft202012Validator.check_schema(tool.input_schema)
+            assert tool.input_schema["additionalProperties"] is False
+        assert {tool.name for tool in listed.tools} == {
+            "propose_replacement",
+            "get_replacement",
+            "start_replacement",
+        }
+        return await call(session, "propose_replacement", **PROPOSAL)
+
+    lost = with_session(params, propose_and_lose_the_answer)
+
+    async def retry_then_conflict_then_start_early(session: ClientSession) -> dict[str, Any]:
+        again = await call(session, "propose_replacement", **PROPOSAL)  # a new tool-call id
+        changed = await call(session, "propose_replacement", **{**PROPOSAL, "amount_minor": 2100})
+        early = await call(session, "start_replacement", case_id=again["case_id"])
+        return {"again": again, "changed": changed, "early": early}
+
+    second = with_session(params, retry_then_conflict_then_start_early)
+    case_id = lost["case_id"]
+    assert second["again"]["case_id"] == case_id
+    assert (lost["created"], second["again"]["created"]) == (True, False)
+    assert second["changed"]["error"]["code"] == "CONFLICT"
+    assert second["early"]["error"]["code"] == "NOT_APPROVED"
+    assert f"sagactl case approve --case {case_id}" in second["early"]["error"]["message"]
+
+    approved = Sagactl(capsys)(
+        "case", "approve", "--case", case_id, "--yes", "--outputs", str(outputs)
+    )
+    assert approved.code == 0, approved.err
+    assert "supervisor@acme" in approved.out
+
+    async def start_twice_and_follow(session: ClientSession) -> list[dict[str, Any]]:
+        first = await call(session, "start_replacement", case_id=case_id)
+        repeat = await call(session, "start_replacement", case_id=case_id)
+        seen = [first, repeat]
+        for _ in range(600):
+            status = await call(session, "get_replacement", case_id=case_id)
+            seen.append(status)
+            if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
+                break
+            await anyio.sleep(0.1)
+        return seen
+
+    first, repeat, *polled = with_session(params, start_twice_and_follow)
+    assert (first["started"], repeat["started"]) == (True, False)
+    assert first["execution_arn"] == repeat["execution_arn"]
+    assert polled[-1]["status"] == "COMPLETED", polled[-1]
+    executions = local_aws.client("stepfunctions").list_executions(
+        stateMachineArn=local_aws.state_machine_arn
+    )["executions"]
+    assert [e["name"] for e in executions] == [case_id]
+    assert count(local_aws, "PaymentsTableName", case_id) == 1
+    assert count(local_aws, "ShipmentsTableName", case_id) == 1
+    record = local_aws.client("dynamodb").get_item(
+        TableName=local_aws.outputs["CasesTableName"], Key={"case_id": {"S": case_id}}
+    )["Item"]
+    assert record["tenant_id"]["S"] == "acme"
+
+
+def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs: Path) -> None:
+    params = server(local_aws, outputs)
+
+    async def propose(session: ClientSession) -> dict[str, Any]:
+        return await call(session, "propose_replacement", **PROPOSAL)
+
+    case_id = with_session(params, propose)["case_id"]
+    # A forged approval written straight into the drafts table: right digest, made-up signature.
+    ddb = local_aws.client("dynamodb")
+    draft = ddb.get_item(
+        TableName=local_aws.outputs["DraftsTableName"], Key={"case_id": {"S": case_id}}
+    )["Item"]
+    forged = {
+        "revision": {"N": "1"},
+        "approved_by": {"S": "supervisor@acme"},
+        "digest": draft["digest"],
+        "signed_at": {"S": "2026-11-30T00:00:00Z"},
+        "key_id": {"S": "arn:aws:kms:us-east-1:123456789012:key/made-up"},
+        "signature": {"S": "MEUCIQD" + "A" * 60},
+    }
+    ddb.update_item(
+        TableName=local_aws.outputs["DraftsTableName"],
+        Key={"case_id": {"S": case_id}},
+        UpdateExpression="SET approval = :a",
+        ExpressionAttributeValues={":a": {"M": forged}},
+    )
+
+    async def start(session: ClientSession) -> dict[str, Any]:
+        return await call(session, "start_replacement", case_id=case_id)
+
+    refused = with_session(params, start)
+    assert refused["error"]["code"] == "NOT_APPROVED", refused
+    assert (
+        local_aws.client("stepfunctions").list_executions(
+            stateMachineArn=local_aws.state_machine_arn
+        )["executions"]
+        == []
+    )
+    assert count(local_aws, "PaymentsTableName", case_id) == 0
+    assert json.loads(json.dumps(refused))["error"]["message"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(local_aws: LocalAws, outputs: Path, tmp_path: Path) -> Iterator[str]:
+    """`sagactl mcp --http` on a free loopback port: its MCP endpoint's URL once it listens."""
+    port = free_port()
+    log = tmp_path / "mcp-http.log"
+    env = {**local_aws.environment, "SAGA_LOCAL_OUTPUTS": str(outputs), "PATH": os.environ["PATH"]}
+    command = ["mcp", "--tenant", "acme", "--http", "--port", str(port)]
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sagactl.cli", *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        for _ in range(600):  # bounded: the server imports boto3, mcp and uvicorn first
+            assert process.poll() is None, log.read_text()
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("sagactl mcp --http never listened")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def with_http_session(url: str, body: Session) -> Any:
+    """One agent invocation over streamable HTTP: a new client session, `body` run in it."""
+
+    async def main() -> Any:
+        # trust_env=False: no proxy from the environment between the test and loopback.
+        async with (
+            httpx2.AsyncClient(trust_env=False, timeout=30) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await body(session)
+
+    return anyio.run(main)
+
+
+def test_an_agent_over_streamable_http_proposes_and_follows_a_replacement(
+    local_aws: LocalAws, outputs: Path, http_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def propose_and_get(session: ClientSession) -> list[dict[str, Any]]:
+        listed = await session.list_tools()
+        assert len(listed.tools) == 3
+        proposed = await call(session, "propose_replacement", **PROPOSAL)
+        return [proposed, await call(session, "get_replacement", case_id=proposed["case_id"])]
+
+    proposed, pending = with_http_session(http_server, propose_and_get)
+    case_id = proposed["case_id"]
+    assert (proposed["created"], pending["status"]) == (True, "APPROVAL_PENDING")
+    approved = Sagactl(capsys)(
+        "case", "approve", "--case", case_id, "--yes", "--outputs", str(outputs)
+    )
+    assert approved.code == 0, approved.err
+
+    async def retry_start_and_follow(session: ClientSession) -> list[dict[str, Any]]:
+        again = await call(session, "propose_replacement", **PROPOSAL)  # another session
+        seen = [again, await call(session, "start_replacement", case_id=case_id)]
+        for _ in range(600):
+            status = await call(session, "get_replacement", case_id=case_id)
+            seen.append(status)
+            if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
+                break
+            await anyio.sleep(0.1)
+        return seen
+
+    again, started, *polled = with_http_session(http_server, retry_start_and_follow)
+    assert (again["case_id"], again["created"], started["started"]) == (case_id, False, True)
+    assert polled[-1]["status"] == "COMPLETED", polled[-1]
+    assert count(local_aws, "PaymentsTableName", case_id) == 1
+    assert count(local_aws, "ShipmentsTableName", case_id) == 1
+
+
+def test_the_http_server_refuses_a_request_for_another_host(http_server: str) -> None:
+    # DNS rebinding: a page on another origin that resolves to 127.0.0.1 reaches the port, but
+    # its Host header is not the loopback's.
+    request = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"Host": "attacker.example", "Accept": "application/json, text/event-stream"}
+    with httpx2.Client(trust_env=False, timeout=30) as http:
+        response = http.post(http_server, json=request, headers=headers)
+    assert response.status_code == 421, response.text

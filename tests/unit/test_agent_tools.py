@@ -1,0 +1,246 @@
+"""The agent tools' logic (saga.agent.tools) on moto: identity, conflicts, approval, idempotent
+start, typed errors. moto's Step Functions here records executions without running them, which
+is what these tests count; the end-to-end run is tests/e2e/test_agent_mcp.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from copy import deepcopy
+from typing import Any
+
+import boto3
+import pytest
+from jsonschema import Draft202012Validator
+from moto import mock_aws
+
+from saga.agent.drafts import DraftConflict, DraftStore, draft_case
+from saga.agent.schemas import TOOL_NAMES, input_schema, tool_definitions
+from saga.agent.tools import AgentTools, ErrorCode, ToolError, agent_case_id
+from saga.approvals import ApprovalVerifier, KmsPublicKeys, forget_public_keys, parse_trusted_keys
+from saga.aws import dynamodb_client
+from saga.cases import CaseRecords
+from sagactl.local.approval_keys import sign_locally
+from sagactl.local.tables import StackTables
+from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
+
+ROLE = "arn:aws:iam::123456789012:role/sfn"
+PROPOSAL: dict[str, Any] = {
+    "request_id": "ticket-4711:replacement",
+    "order_id": "ord-4711",
+    "customer_id": "cus-7",
+    "sku": "SKU-RED-MUG",
+    "quantity": 1,
+    "payment_reference": "pay-4711",
+    "amount_minor": 2000,
+    "currency": "USD",
+    "address": {
+        "name": "Ada Li",
+        "line1": "1 Main St",
+        "city": "Springfield",
+        "postal_code": "12345",
+        "country": "US",
+    },
+}
+
+
+@pytest.fixture
+def tools(stack_tables: StackTables) -> Iterator[AgentTools]:
+    forget_public_keys()
+    with mock_aws():
+        client = dynamodb_client()
+        create_tables(stack_tables, client, TABLE_NAMES)
+        create_approval_keys(boto3.client("kms"))
+        sfn = boto3.client("stepfunctions")
+        machine = sfn.create_state_machine(
+            name="saga",
+            definition=json.dumps({"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}}),
+            roleArn=ROLE,
+        )["stateMachineArn"]
+        yield AgentTools(
+            tenant_id="acme",
+            drafts=DraftStore(client, TABLE_NAMES["DRAFTS_TABLE"]),
+            cases=CaseRecords(client, TABLE_NAMES["CASES_TABLE"]),
+            stepfunctions=sfn,
+            state_machine_arn=machine,
+            approvals=ApprovalVerifier(
+                parse_trusted_keys(APPROVAL_KEYS_JSON),
+                KmsPublicKeys(lambda: boto3.client("kms")),
+            ),
+        )
+
+
+def refused(tools: AgentTools, tool: str, arguments: dict[str, Any]) -> ToolError:
+    with pytest.raises(ToolError) as caught:
+        tools.call(tool, arguments)
+    return caught.value
+
+
+def approve(tools: AgentTools, case_id: str, **signing: Any) -> dict[str, Any]:
+    """What `sagactl case approve --case` stores: the approval signed by the local key."""
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    case = draft_case(draft)
+    case["approval"]["approved_by"] = "supervisor@acme"
+    signed = sign_locally(case, **signing)
+    tools.drafts.approve(case_id, digest=draft["digest"], approval=signed["approval"])
+    return dict(signed["approval"])
+
+
+def executions(tools: AgentTools) -> list[dict[str, Any]]:
+    listed = tools.stepfunctions.list_executions(stateMachineArn=tools.state_machine_arn)
+    return list(listed["executions"])
+
+
+def test_every_tool_schema_is_strict_json_schema() -> None:
+    assert set(TOOL_NAMES) == {"propose_replacement", "get_replacement", "start_replacement"}
+    for tool in tool_definitions():
+        Draft202012Validator.check_schema(tool["inputSchema"])
+        assert tool["inputSchema"]["additionalProperties"] is False
+        assert tool["description"]
+    schema = input_schema("propose_replacement")
+    assert "tenant_id" not in schema["properties"] and "tenant" not in schema["properties"]
+    assert schema["properties"]["amount_minor"]["type"] == "integer"
+    validator = Draft202012Validator(schema)
+    assert validator.is_valid(PROPOSAL)
+    assert not validator.is_valid({**PROPOSAL, "tenant_id": "globex"})
+    assert not validator.is_valid({**PROPOSAL, "amount_minor": 20.5})
+    assert not validator.is_valid({**PROPOSAL, "address": {**PROPOSAL["address"], "x": 1}})
+
+
+def test_the_same_request_returns_the_same_draft_and_writes_it_once(tools: AgentTools) -> None:
+    first = tools.call("propose_replacement", PROPOSAL)
+    again = tools.call("propose_replacement", deepcopy(PROPOSAL))
+
+    assert first["case_id"] == again["case_id"] == agent_case_id("acme", PROPOSAL["request_id"])
+    assert (first["created"], again["created"]) == (True, False)
+    assert first["status"] == again["status"] == "APPROVAL_PENDING"
+    scanned = tools.drafts.client.scan(TableName=tools.drafts.table_name)["Items"]
+    assert len(scanned) == 1
+    # The cases table is untouched until a start.
+    assert tools.cases.client.scan(TableName=tools.cases.table_name)["Count"] == 0
+
+
+def test_the_same_request_id_with_other_parameters_is_a_conflict(tools: AgentTools) -> None:
+    tools.call("propose_replacement", PROPOSAL)
+    error = refused(tools, "propose_replacement", {**PROPOSAL, "amount_minor": 2500})
+    assert error.code is ErrorCode.CONFLICT
+    assert "already used" in error.message
+    draft = tools.drafts.get(agent_case_id("acme", PROPOSAL["request_id"]))
+    assert draft is not None and draft["parameters"]["refund"]["amount_minor"] == 2000
+
+
+def test_a_new_request_id_is_a_new_case_even_with_identical_parameters(tools: AgentTools) -> None:
+    first = tools.call("propose_replacement", PROPOSAL)
+    second = tools.call("propose_replacement", {**PROPOSAL, "request_id": "ticket-4711:second"})
+    assert first["case_id"] != second["case_id"]
+
+
+def test_the_tenant_is_the_servers_and_other_tenants_cases_are_not_found(
+    tools: AgentTools,
+) -> None:
+    proposed = tools.call("propose_replacement", PROPOSAL)
+    assert tools.drafts.get(proposed["case_id"])["tenant_id"] == "acme"  # type: ignore[index]
+    globex = AgentTools(**{**tools.__dict__, "tenant_id": "globex"})
+    # The same request id under another tenant is another case, and acme's is invisible.
+    assert globex.call("propose_replacement", PROPOSAL)["case_id"] != proposed["case_id"]
+    error = refused(globex, "get_replacement", {"case_id": proposed["case_id"]})
+    assert error.code is ErrorCode.NOT_FOUND
+    assert refused(tools, "propose_replacement", {**PROPOSAL, "tenant_id": "globex"}).code is (
+        ErrorCode.INVALID_REQUEST
+    )
+
+
+def test_bad_arguments_are_invalid_requests_naming_the_field(tools: AgentTools) -> None:
+    error = refused(tools, "propose_replacement", {**PROPOSAL, "currency": "XTS"})
+    assert error.code is ErrorCode.INVALID_REQUEST
+    assert "refund.currency" in error.message
+    error = refused(tools, "propose_replacement", {**PROPOSAL, "quantity": "1"})
+    assert error.code is ErrorCode.INVALID_REQUEST and "quantity" in error.message
+    assert refused(tools, "get_replacement", {"case_id": "no such/id"}).code is (
+        ErrorCode.INVALID_REQUEST
+    )
+    assert refused(tools, "delete_everything", {}).code is ErrorCode.INVALID_REQUEST
+    assert tools.drafts.client.scan(TableName=tools.drafts.table_name)["Count"] == 0
+
+
+def test_an_unapproved_case_is_not_started(tools: AgentTools) -> None:
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    error = refused(tools, "start_replacement", {"case_id": case_id})
+    assert error.code is ErrorCode.NOT_APPROVED
+    assert f"sagactl case approve --case {case_id}" in error.message
+    assert executions(tools) == []
+    assert refused(tools, "start_replacement", {"case_id": "agt-nope"}).code is (
+        ErrorCode.NOT_FOUND
+    )
+
+
+def test_a_forged_approval_is_not_started(tools: AgentTools) -> None:
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    case = draft_case(draft)
+    case["approval"]["approved_by"] = "supervisor@acme"
+    # Signed by globex's approver, presented as acme's supervisor.
+    forged = sign_locally(case, signer=("globex", "boss@globex"))
+    tools.drafts.approve(case_id, digest=draft["digest"], approval=forged["approval"])
+
+    error = refused(tools, "start_replacement", {"case_id": case_id})
+    assert error.code is ErrorCode.NOT_APPROVED
+    assert "AuthorizationDenied" in error.message
+    assert executions(tools) == []
+
+
+def test_an_approval_can_be_stored_once_and_only_for_the_digest_seen(tools: AgentTools) -> None:
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    case = draft_case(draft)
+    case["approval"]["approved_by"] = "supervisor@acme"
+    signed = sign_locally(case)["approval"]
+    with pytest.raises(DraftConflict, match="changed since it was read"):
+        tools.drafts.approve(case_id, digest="sha256:" + "0" * 64, approval=signed)
+    tools.drafts.approve(case_id, digest=draft["digest"], approval=signed)
+    tools.drafts.approve(case_id, digest=draft["digest"], approval=signed)  # a repeat: no-op
+    other = {**signed, "signed_at": "2026-12-01T00:00:00Z"}
+    with pytest.raises(DraftConflict, match="approved already by supervisor@acme"):
+        tools.drafts.approve(case_id, digest=draft["digest"], approval=other)
+
+
+def test_two_starts_give_one_execution(tools: AgentTools) -> None:
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    assert tools.call("get_replacement", {"case_id": case_id})["status"] == "APPROVAL_PENDING"
+    approve(tools, case_id)
+    assert tools.call("get_replacement", {"case_id": case_id})["status"] == "APPROVED"
+
+    first = tools.call("start_replacement", {"case_id": case_id})
+    second = tools.call("start_replacement", {"case_id": case_id})
+
+    assert (first["started"], second["started"]) == (True, False)
+    (execution,) = executions(tools)
+    assert execution["name"] == case_id
+    assert first["execution_arn"] == second["execution_arn"] == execution["executionArn"]
+    sent = tools.stepfunctions.describe_execution(executionArn=execution["executionArn"])
+    started_case = json.loads(sent["input"])
+    assert started_case["tenant_id"] == "acme"
+    assert started_case["approval"]["approved_by"] == "supervisor@acme"
+    assert started_case["refund"] == {
+        "payment_reference": "pay-4711",
+        "amount_minor": 2000,
+        "currency": "USD",
+    }
+
+
+def test_an_expired_start_deadline_is_not_approved(tools: AgentTools) -> None:
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(tools, case_id, start_by="2020-01-01T00:00:00Z")
+    error = refused(tools, "start_replacement", {"case_id": case_id})
+    assert error.code is ErrorCode.NOT_APPROVED and "has passed" in error.message
+    assert executions(tools) == []
+
+
+def test_a_service_that_does_not_answer_is_unavailable(tools: AgentTools) -> None:
+    broken = AgentTools(**{**tools.__dict__, "drafts": DraftStore(tools.drafts.client, "nope")})
+    error = refused(broken, "propose_replacement", PROPOSAL)
+    assert error.code is ErrorCode.UNAVAILABLE
+    assert "Traceback" not in error.message and "same arguments" in error.message
