@@ -108,7 +108,10 @@ FIRST_CLIENTS: Mapping[str, str] = {
         "from saga.aws import dynamodb_client\ndynamodb_client()\n"
         "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
     ),
-    "agent_tools": _RUNTIME + _APPROVALS + _CASES + "runtime.stepfunctions\n",
+    # A tool call carries arguments, not a case: the verifier's client, the tables, the start.
+    "agent_tools": (
+        _RUNTIME + "runtime.approvals.keys.client_factory()\n" + _CASES + "runtime.stepfunctions\n"
+    ),
 }
 
 BARE_HANDLER = '''"""The baseline: a handler that imports boto3 and makes one DynamoDB client."""

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from saga.approvals import (
-    format_instant,
-    require_signature,
-)
+from saga.approvals import format_instant, parse_instant, require_signature
 from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
 from saga.fault_plan import DOWNSTREAMS
 from saga.models import Case, parse_case, verify_approval, with_approval_digest
@@ -227,16 +223,15 @@ def _confirmed(question: str) -> bool:
 
 
 def _instant(value: str, flag: str) -> str:
-    """An ISO 8601 time with a zone, normalized to UTC (`2026-12-01T18:00:00Z`)."""
+    """An ISO 8601 time with a zone, normalized to UTC (`2026-12-01T18:00:00Z`), read as the
+    tools read the approval's times."""
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return format_instant(parse_instant(value, flag))
+    except ApprovalInvalid:
         raise UsageError(
-            f"{flag} {value!r}: expected an ISO 8601 time, e.g. 2026-12-01T18:00Z"
+            f"{flag} {value!r}: expected an ISO 8601 time with its time zone, e.g. "
+            "2026-12-01T18:00Z"
         ) from None
-    if parsed.tzinfo is None:
-        raise UsageError(f"{flag} {value!r}: name the time zone, e.g. 2026-12-01T18:00Z")
-    return format_instant(parsed)
 
 
 def command_check(args: argparse.Namespace) -> int:
