@@ -154,6 +154,12 @@ class SimulatedCrash(BaseException):
     crash, out of memory) before it answers. A BaseException, so no handler code catches it."""
 
 
+def running_function() -> str | None:
+    """The function whose handler runs in the calling thread (None outside an invoke): a
+    nemesis that acts inside handler code (a crash, a clock jump) tells handler calls apart."""
+    return _RUNNING_FUNCTION.get()
+
+
 def error_payload(exc: BaseException) -> dict[str, Any]:
     """The Python Lambda runtime's error shape: the class name is the error type."""
     return {
