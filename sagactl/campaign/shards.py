@@ -77,6 +77,7 @@ def case_result(run: CaseRun, budget: int) -> dict[str, Any]:
         "executions": {e["name"]: classify(e) for e in final.executions.values()},
         "fired": run.fired,
         "checks": checks.run,
+        "checks_by": dict(checks.by_invariant),
         "violations": checks.violations,
         "retries": sum(e["retries"] for e in final.executions.values()),
         "reconciliations": sum(e["reconciliations"] for e in final.executions.values()),
@@ -302,6 +303,7 @@ def run_shard(
                     "ended": time.time(),
                     "cases": results,
                     "account_checks": account.run,
+                    "account_checks_by": dict(account.by_invariant),
                     "violations": account.violations,
                 },
             )

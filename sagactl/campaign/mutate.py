@@ -1,0 +1,166 @@
+"""`make mutate`: each curated mutant in a scratch copy of the tree, never in the working tree.
+
+The copy holds the repository's files (tracked and untracked, not ignored) with `.build` and
+`node_modules` linked; `PYTHONPATH` puts the copy first, and the run checks that the copy's
+modules are the ones imported. Per mutant: the file is restored, the mutant applied (refused
+unless its old text occurs exactly once), then the fast suite (`pytest -x` over the unit,
+integration and end-to-end tests) and a fixed-seed campaign slice (`--fail-fast`) run against
+it. A mutant is killed when either fails; the table says which did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sagactl.campaign.mutants import Mutant, MutantDoesNotApply, apply, by_name
+from sagactl.campaign.orchestrate import shard_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "tests/unit", "tests/integration", "tests/e2e"]  # noqa: E501
+SUITE_TIMEOUT_SECONDS = 1200
+CAMPAIGN_TIMEOUT_SECONDS = 1200
+
+
+def scratch_copy(root: Path = ROOT) -> Path:
+    """A copy of the repository's files in a new temporary directory."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    tree = Path(tempfile.mkdtemp(prefix="saga-mutate-")) / "tree"
+    for name in filter(None, listed.split("\0")):
+        source = root / name
+        if source.is_file():
+            target = tree / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    for linked in (".build", "node_modules"):
+        if (root / linked).exists():
+            (tree / linked).symlink_to((root / linked).resolve())
+    return tree
+
+
+def _environment(tree: Path) -> dict[str, str]:
+    env = shard_environment(0.02)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "lambdas")])
+    env["SAGA_LOCAL_TIME_SCALE"] = "0.05"
+    return env
+
+
+def check_imports(tree: Path) -> None:
+    """The copy's modules, not the working tree's, are the ones the runs import."""
+    code = "import saga.ledger, sagactl.campaign; print(saga.ledger.__file__); print(sagactl.campaign.__file__)"  # noqa: E501
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, env=_environment(tree), capture_output=True, text=True, check=True
+    ).stdout.split()
+    if not all(Path(path).resolve().is_relative_to(tree.resolve()) for path in out):
+        raise SystemExit(f"mutate: the scratch copy is not what is imported: {out}")
+
+
+def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[bool, float]:
+    """(failed, seconds)."""
+    started = time.monotonic()
+    with log.open("w", encoding="utf-8") as sink:
+        try:
+            completed = subprocess.run(
+                command, cwd=tree, env=_environment(tree), stdout=sink, stderr=subprocess.STDOUT, timeout=timeout
+            )
+            failed = completed.returncode != 0
+        except subprocess.TimeoutExpired:
+            failed = True
+            sink.write(f"\nmutate: timed out after {timeout}s\n")
+    return failed, time.monotonic() - started
+
+
+def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+    original = (ROOT / mutant.file).read_text(encoding="utf-8")
+    (tree / mutant.file).write_text(original, encoding="utf-8")
+    apply(mutant, tree)
+    logs = tree.parent / "logs"
+    logs.mkdir(exist_ok=True)
+    result: dict[str, Any] = {"name": mutant.name, "rule": mutant.rule, "file": mutant.file}
+    try:
+        if not args.skip_suite:
+            failed, seconds = _run([sys.executable, *SUITE], tree, SUITE_TIMEOUT_SECONDS, logs / f"{mutant.name}.suite.log")
+            result["suite"] = {"killed": failed, "seconds": round(seconds)}
+        if not args.skip_campaign:
+            directory = tree.parent / f"campaign-{mutant.name}"
+            shutil.rmtree(directory, ignore_errors=True)
+            command = [
+                sys.executable, "-m", "sagactl.campaign", "run", "--seed", str(args.seed),
+                "--cases", str(args.cases), "--shards", "2", "--block-size", "25",
+                "--dir", str(directory), "--fail-fast",
+            ]  # fmt: skip
+            failed, seconds = _run(command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log")
+            result["campaign"] = {"killed": failed, "seconds": round(seconds)}
+    finally:
+        (tree / mutant.file).write_text(original, encoding="utf-8")
+    result["killed"] = any(result.get(k, {}).get("killed") for k in ("suite", "campaign"))
+    return result
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    def cell(result: dict[str, Any], key: str) -> str:
+        part = result.get(key)
+        if part is None:
+            return "not run"
+        return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s)"
+
+    lines = ["| mutant | rule | fast suite | campaign slice |", "|---|---|---|---|"]
+    for result in results:
+        lines.append(
+            f"| {result['name']} | {result['rule']} | {cell(result, 'suite')} | "
+            f"{cell(result, 'campaign')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    mutants = by_name(args.only)
+    refused = []
+    for mutant in mutants:
+        text = (ROOT / mutant.file).read_text(encoding="utf-8") if (ROOT / mutant.file).is_file() else ""
+        if text.count(mutant.old) != 1:
+            refused.append(f"{mutant.name}: old text found {text.count(mutant.old)} times in {mutant.file}")
+    if refused:
+        print("mutate: these mutants no longer apply (refresh sagactl/campaign/mutants.py):", file=sys.stderr)
+        for line in refused:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"mutate: all {len(mutants)} mutants apply exactly once")
+        return 0
+    tree = scratch_copy()
+    check_imports(tree)
+    print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
+    results = []
+    for mutant in mutants:
+        try:
+            result = run_mutant(mutant, tree, args)
+        except MutantDoesNotApply as exc:
+            print(f"mutate: {exc}", file=sys.stderr)
+            return 2
+        results.append(result)
+        status = "KILLED" if result["killed"] else "SURVIVED"
+        print(f"  {status:8} {mutant.name}: suite {result.get('suite')}, campaign {result.get('campaign')}", flush=True)
+    print(_table(results))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    survivors = [r["name"] for r in results if not r["killed"]]
+    if survivors:
+        print(f"mutate: {len(survivors)} mutant(s) survived: {survivors}", file=sys.stderr)
+        return 1
+    print(f"mutate: all {len(results)} mutants killed")
+    return 0
