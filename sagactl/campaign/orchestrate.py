@@ -89,6 +89,10 @@ def _progress(directory: Path, config: CampaignConfig, started: float, base: int
 
 def run(directory: Path, config: CampaignConfig, *, fail_fast: bool = False) -> int:
     prepare(directory, config)
+    commit = directory / "commit"
+    if not commit.exists():
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+        commit.write_text(head.stdout.strip() or "unknown", encoding="utf-8")
     template = template_of(directory)
     base = sum(len(b["cases"]) for b in load_results(directory))
     started = time.monotonic()
