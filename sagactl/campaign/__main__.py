@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--time-scale", type=float, default=0.02)
     run.add_argument("--dir", type=Path, default=None)
     run.add_argument("--fail-fast", action="store_true")
-    run.add_argument("--report", default=None, help="write the report there (e.g. docs/campaign.md)")
+    run.add_argument(
+        "--report", default=None, help="write the report there (e.g. docs/campaign.md)"
+    )
     run.add_argument("--command", default=None, help="the command the report quotes")
     run.set_defaults(handler=_run)
 

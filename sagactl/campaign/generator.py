@@ -70,7 +70,9 @@ def _reference(rng: random.Random) -> str:
 def _postal_code(rng: random.Random) -> str:
     for _ in range(100):
         length = rng.randint(1, formats.POSTAL_CODE_MAX)
-        code = "".join(rng.choice(_POSTAL + (" -" if 0 < i < length - 1 else "")) for i in range(length))
+        code = "".join(
+            rng.choice(_POSTAL + (" -" if 0 < i < length - 1 else "")) for i in range(length)
+        )
         if formats.postal_code_problem(code) is None:
             return code
     return "12345"

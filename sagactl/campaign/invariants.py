@@ -34,7 +34,9 @@ from typing import Any
 from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.runner import REJECTIONS, CaseRun
 
-FORWARD_STATES = frozenset({"ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", "RecordOutcome"})
+FORWARD_STATES = frozenset(
+    {"ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", "RecordOutcome"}
+)
 RETRIED_OUT_ERRORS = frozenset(
     {
         "TransientError",
@@ -98,8 +100,8 @@ def classify(execution: Mapping[str, Any]) -> str:
     return f"{status}@{execution.get('last_state')}"
 
 
-def _approved(run: CaseRun, owner_input: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return owner_input or run.plan.case
+def _fields(record: Mapping[str, Any] | None, *names: str) -> Any:
+    return None if record is None else tuple(record.get(name) for name in names)
 
 
 class CaseChecker:
@@ -126,7 +128,9 @@ class CaseChecker:
             return
         status = record.get("status")
         nothing_happened = (
-            status == "IN_PROGRESS" and not record.get("owner") and "first_dispatch_at" not in record
+            status == "IN_PROGRESS"
+            and not record.get("owner")
+            and "first_dispatch_at" not in record
         )
         self.checks.check(
             "effect_recorded",
@@ -153,7 +157,11 @@ class CaseChecker:
         if reservation is not None:
             record = snap.ledger.get("reserve")
             seen = self.last_seen.get("reserve")
-            expired = record is None and seen is not None and float(seen.get("expires_at", 0)) <= snap.clock
+            expired = (
+                record is None
+                and seen is not None
+                and float(seen.get("expires_at", 0)) <= snap.clock
+            )
             check(
                 "reservation_iff_reserved",
                 expired or (record is not None and record.get("status") == "COMPLETED"),
@@ -164,7 +172,9 @@ class CaseChecker:
                 self._record_for_effect(snap, "release", "released reservation")
                 check(
                     "released_by_own_release",
-                    str(reservation.get("released_by", "")).endswith(f"#release#{self.case_id}.reserve"),
+                    str(reservation.get("released_by", "")).endswith(
+                        f"#release#{self.case_id}.reserve"
+                    ),
                     f"{label}: released by {reservation.get('released_by')}",
                 )
         check(
@@ -195,13 +205,15 @@ class CaseChecker:
                 check(
                     "completed_has_effect",
                     [r.get("refund_id") for r in snap.refunds] == [ref],
-                    f"{label}: refund COMPLETED ref {ref}, refunds {[r.get('refund_id') for r in snap.refunds]}",
+                    f"{label}: refund COMPLETED ref {ref}, refunds "
+                    f"{[r.get('refund_id') for r in snap.refunds]}",
                 )
             elif operation == "ship":
                 check(
                     "completed_has_effect",
                     [s.get("shipment_id") for s in snap.shipments] == [ref],
-                    f"{label}: ship COMPLETED ref {ref}, shipments {[s.get('shipment_id') for s in snap.shipments]}",
+                    f"{label}: ship COMPLETED ref {ref}, shipments "
+                    f"{[s.get('shipment_id') for s in snap.shipments]}",
                 )
             elif operation == "reserve":
                 check(
@@ -225,7 +237,11 @@ class CaseChecker:
             expected = case["refund"]
             self.checks.check(
                 "effect_parameters",
-                (refund.get("amount_minor"), refund.get("currency"), refund.get("payment_reference"))
+                (
+                    refund.get("amount_minor"),
+                    refund.get("currency"),
+                    refund.get("payment_reference"),
+                )
                 == (expected["amount_minor"], expected["currency"], expected["payment_reference"]),
                 f"{snap.label}: refund {refund} for {expected}",
             )
@@ -287,7 +303,7 @@ class CaseChecker:
                     and record.get("outcome") == kind
                     and record.get("execution_arn") == arn,
                     f"{snap.label}: {name} {kind}, case record "
-                    f"{None if record is None else (record.get('outcome'), record.get('execution_arn'))}",
+                    f"{_fields(record, 'outcome', 'execution_arn')}",
                 )
                 self._steps_agree(snap, execution)
                 if kind == "COMPLETED":
@@ -310,7 +326,7 @@ class CaseChecker:
                 and record.get("action_key") == result.get("action_key")
                 and record.get("downstream_ref") == result.get("downstream_ref"),
                 f"{snap.label}: output step {step} {result.get('downstream_ref')} vs ledger "
-                f"{None if record is None else (record.get('status'), record.get('downstream_ref'))}",
+                f"{_fields(record, 'status', 'downstream_ref')}",
             )
 
     def _completed(self, snap: Snapshot, execution: Mapping[str, Any]) -> None:
@@ -357,7 +373,8 @@ class CaseChecker:
             released = reservation is not None and reservation.get("status") == "RELEASED"
             check(
                 "compensated_or_said_so",
-                not snap.shipments and (released or (blocked and reservation is None) or bool(blocked)),
+                not snap.shipments
+                and (released or (blocked and reservation is None) or bool(blocked)),
                 f"{snap.label}: {reason} at {step}: shipments {len(snap.shipments)}, reservation "
                 f"{None if reservation is None else reservation.get('status')}, blocked {blocked}",
             )
@@ -368,15 +385,21 @@ class CaseChecker:
                     f"{snap.label}: released but no compensation in the output",
                 )
         if reason == "REFUND_REJECTED":
-            check("escalation_honest", not snap.refunds, f"{snap.label}: REFUND_REJECTED with a refund")
+            check(
+                "escalation_honest",
+                not snap.refunds,
+                f"{snap.label}: REFUND_REJECTED with a refund",
+            )
         # Every confirmed effect in the output exists.
-        for step_name in ((execution.get("output") or {}).get("steps") or {}):
+        for step_name in (execution.get("output") or {}).get("steps") or {}:
             present = {
                 "reserve": reservation is not None,
                 "refund": bool(snap.refunds),
                 "ship": bool(snap.shipments),
             }.get(step_name, True)
-            check("escalation_honest", present, f"{snap.label}: confirmed {step_name} has no effect")
+            check(
+                "escalation_honest", present, f"{snap.label}: confirmed {step_name} has no effect"
+            )
 
     def _rejected(self, snap: Snapshot, arn: str, execution: Mapping[str, Any]) -> None:
         check = self.checks.check
@@ -415,10 +438,20 @@ class CaseChecker:
         state = execution.get("last_state")
         check(
             "failed_after_transient_retries",
-            error in RETRIED_OUT_ERRORS or (kind == "COMPENSATION_PENDING" and error in ("OutcomeUnknown", "BudgetExhausted", "States.Timeout", "Lambda.Unknown")),
-            f"{snap.label}: {execution['name']} FAILED at {state} with {error}",
+            error in RETRIED_OUT_ERRORS
+            or (
+                kind == "COMPENSATION_PENDING"
+                and error
+                in ("OutcomeUnknown", "BudgetExhausted", "States.Timeout", "Lambda.Unknown")
+            ),
+            f"{snap.label}: {execution['name']} FAILED at {state} with {error}: "
+            f"{str(execution.get('cause'))[:400]}",
         )
-        outcomes = ("COMPENSATION_PENDING", "IN_PROGRESS") if kind == "COMPENSATION_PENDING" else ("IN_PROGRESS",)
+        outcomes = (
+            ("COMPENSATION_PENDING", "IN_PROGRESS")
+            if kind == "COMPENSATION_PENDING"
+            else ("IN_PROGRESS",)
+        )
         if state != "ValidateCase" or record is not None:
             check(
                 "case_record_agrees",
@@ -447,9 +480,7 @@ class CaseChecker:
             )
 
     def _messages(self, arn: str, kind: str) -> list[dict[str, Any]]:
-        return [
-            m for m in self.run.messages if m.get("kind") == kind and m.get("execution") == arn
-        ]
+        return [m for m in self.run.messages if m.get("kind") == kind and m.get("execution") == arn]
 
     # -- the oracle ------------------------------------------------------------------------
     def oracle(self) -> None:
@@ -482,13 +513,18 @@ class CaseChecker:
     def all(self) -> None:
         for index, snap in enumerate(self.run.snapshots):
             self.snapshot(snap)
-            self.executions(snap, final=index == len(self.run.snapshots) - 1 and self.run.redrives > len(self.run.plan.redrives))
+            self.executions(
+                snap,
+                final=index == len(self.run.snapshots) - 1
+                and self.run.redrives > len(self.run.plan.redrives),
+            )
         if self.run.same_name is not None:
             arn = self.run.owner_arn
             seen = self.run.same_name
             self.checks.check(
                 "same_name_is_same_execution",
-                seen.get("while_open") in (None, arn) or seen.get("while_open") in self.run.final.executions,
+                seen.get("while_open") in (None, arn)
+                or seen.get("while_open") in self.run.final.executions,
                 f"StartExecution with the same name and input while open gave {seen}",
             )
             if "after_close" in seen or "after_close_error" in seen:
@@ -506,7 +542,7 @@ def check_case(run: CaseRun, budget: int) -> Checks:
     return checks
 
 
-def check_account(
+def check_account(  # noqa: PLR0917 (what one account holds, read once)
     runs: Iterable[CaseRun],
     initial_stock: Mapping[str, int],
     available: Mapping[str, int | None],
@@ -528,7 +564,11 @@ def check_account(
             now is not None and now >= 0 and initial - held[sku] == now,
             f"{sku}: initial {initial} - held {held[sku]} != available {now}",
         )
-    for name, items in (("reservations", reservations), ("refunds", refunds), ("shipments", shipments)):
+    for name, items in (
+        ("reservations", reservations),
+        ("refunds", refunds),
+        ("shipments", shipments),
+    ):
         per_case = Counter(str(item.get("case_id")) for item in items)
         for case_id, count in per_case.items():
             checks.check(

@@ -26,7 +26,7 @@ class MutantDoesNotApply(ValueError):
 
 
 def apply(mutant: Mutant, root: Path) -> None:
-    """Replace the old text with the new in `root`'s copy of the file; refuse unless exactly once."""
+    """Replace the old text with the new in `root`'s copy; refuse unless it occurs exactly once."""
     path = root / mutant.file
     if not path.is_file():
         raise MutantDoesNotApply(f"{mutant.name}: {mutant.file} does not exist")

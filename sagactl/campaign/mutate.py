@@ -25,7 +25,17 @@ from sagactl.campaign.mutants import Mutant, MutantDoesNotApply, apply, by_name
 from sagactl.campaign.orchestrate import shard_environment
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "tests/unit", "tests/integration", "tests/e2e"]  # noqa: E501
+SUITE = [
+    "-m",
+    "pytest",
+    "-x",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "tests/unit",
+    "tests/integration",
+    "tests/e2e",
+]
 SUITE_TIMEOUT_SECONDS = 1200
 CAMPAIGN_TIMEOUT_SECONDS = 1200
 
@@ -62,7 +72,12 @@ def check_imports(tree: Path) -> None:
     """The copy's modules, not the working tree's, are the ones the runs import."""
     code = "import saga.ledger, sagactl.campaign; print(saga.ledger.__file__); print(sagactl.campaign.__file__)"  # noqa: E501
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tree, env=_environment(tree), capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        cwd=tree,
+        env=_environment(tree),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     if not all(Path(path).resolve().is_relative_to(tree.resolve()) for path in out):
         raise SystemExit(f"mutate: the scratch copy is not what is imported: {out}")
@@ -73,8 +88,13 @@ def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[boo
     started = time.monotonic()
     with log.open("w", encoding="utf-8") as sink:
         try:
-            completed = subprocess.run(
-                command, cwd=tree, env=_environment(tree), stdout=sink, stderr=subprocess.STDOUT, timeout=timeout
+            completed = subprocess.run(  # noqa: PLW1510 (the exit status is read below)
+                command,
+                cwd=tree,
+                env=_environment(tree),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
             )
             failed = completed.returncode != 0
         except subprocess.TimeoutExpired:
@@ -92,17 +112,36 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
     result: dict[str, Any] = {"name": mutant.name, "rule": mutant.rule, "file": mutant.file}
     try:
         if not args.skip_suite:
-            failed, seconds = _run([sys.executable, *SUITE], tree, SUITE_TIMEOUT_SECONDS, logs / f"{mutant.name}.suite.log")
+            failed, seconds = _run(
+                [sys.executable, *SUITE],
+                tree,
+                SUITE_TIMEOUT_SECONDS,
+                logs / f"{mutant.name}.suite.log",
+            )
             result["suite"] = {"killed": failed, "seconds": round(seconds)}
         if not args.skip_campaign:
             directory = tree.parent / f"campaign-{mutant.name}"
             shutil.rmtree(directory, ignore_errors=True)
             command = [
-                sys.executable, "-m", "sagactl.campaign", "run", "--seed", str(args.seed),
-                "--cases", str(args.cases), "--shards", "2", "--block-size", "25",
-                "--dir", str(directory), "--fail-fast",
-            ]  # fmt: skip
-            failed, seconds = _run(command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log")
+                sys.executable,
+                "-m",
+                "sagactl.campaign",
+                "run",
+                "--seed",
+                str(args.seed),
+                "--cases",
+                str(args.cases),
+                "--shards",
+                "2",
+                "--block-size",
+                "25",
+                "--dir",
+                str(directory),
+                "--fail-fast",
+            ]
+            failed, seconds = _run(
+                command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log"
+            )
             result["campaign"] = {"killed": failed, "seconds": round(seconds)}
     finally:
         (tree / mutant.file).write_text(original, encoding="utf-8")
@@ -130,11 +169,20 @@ def main(args: argparse.Namespace) -> int:
     mutants = by_name(args.only)
     refused = []
     for mutant in mutants:
-        text = (ROOT / mutant.file).read_text(encoding="utf-8") if (ROOT / mutant.file).is_file() else ""
+        text = (
+            (ROOT / mutant.file).read_text(encoding="utf-8")
+            if (ROOT / mutant.file).is_file()
+            else ""
+        )
         if text.count(mutant.old) != 1:
-            refused.append(f"{mutant.name}: old text found {text.count(mutant.old)} times in {mutant.file}")
+            refused.append(
+                f"{mutant.name}: old text found {text.count(mutant.old)} times in {mutant.file}"
+            )
     if refused:
-        print("mutate: these mutants no longer apply (refresh sagactl/campaign/mutants.py):", file=sys.stderr)
+        print(
+            "mutate: these mutants no longer apply (refresh sagactl/campaign/mutants.py):",
+            file=sys.stderr,
+        )
         for line in refused:
             print(f"  {line}", file=sys.stderr)
         return 2
@@ -153,7 +201,11 @@ def main(args: argparse.Namespace) -> int:
             return 2
         results.append(result)
         status = "KILLED" if result["killed"] else "SURVIVED"
-        print(f"  {status:8} {mutant.name}: suite {result.get('suite')}, campaign {result.get('campaign')}", flush=True)
+        print(
+            f"  {status:8} {mutant.name}: suite {result.get('suite')}, "
+            f"campaign {result.get('campaign')}",
+            flush=True,
+        )
     print(_table(results))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

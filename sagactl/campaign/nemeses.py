@@ -50,7 +50,11 @@ TABLE_OUTPUTS: Mapping[str, str] = {
     "sandbox": "SandboxTableName",
 }
 _DYNAMODB_ERRORS = {
-    "throttle": (400, "ProvisionedThroughputExceededException", "The level of configured provisioned throughput for the table was exceeded."),  # noqa: E501
+    "throttle": (
+        400,
+        "ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput for the table was exceeded.",
+    ),
     "internal_after": (500, "InternalServerError", "Internal server error"),
 }
 # Which crash is armed in this invoke's thread: the invoke wrapper reads it back.
@@ -83,9 +87,11 @@ _ACTIVE: Armed | None = None
 
 
 @contextmanager
-def armed(nemeses: list[dict[str, Any]], outputs: Mapping[str, str], case_id: str) -> Iterator[Armed]:
+def armed(
+    nemeses: list[dict[str, Any]], outputs: Mapping[str, str], case_id: str
+) -> Iterator[Armed]:
     """Arm the nemeses of one case while the block runs (hooks are installed on first use)."""
-    global _ACTIVE
+    global _ACTIVE  # noqa: PLW0603 (one case is armed at a time in this process)
     install()
     tables = {name: outputs[key] for name, key in TABLE_OUTPUTS.items() if key in outputs}
     state = Armed([dict(n) for n in nemeses], tables, case_id)
@@ -103,7 +109,9 @@ def _active() -> Armed | None:
 
 
 # --- inside handler code: crashes and clock jumps -------------------------------------------------
-def _committed_effect(operation: str, params: Mapping[str, Any], tables: Mapping[str, str]) -> str | None:
+def _committed_effect(
+    operation: str, params: Mapping[str, Any], tables: Mapping[str, str]
+) -> str | None:
     """Which effect a successful request committed, if it is one the crash nemesis knows."""
     if operation != "TransactWriteItems":
         return None
@@ -190,9 +198,9 @@ def _install_invoke_hook() -> None:
         name = str(self.function_name)
         failing: dict[str, Any] | None = None
         for position, nemesis in enumerate(state.nemeses):
-            if nemesis["kind"] == "invoke_error" and nemesis["tool"] in name:
-                if state.due(position, nemesis):
-                    failing = nemesis
+            is_due = nemesis["kind"] == "invoke_error" and nemesis["tool"] in name
+            if is_due and state.due(position, nemesis):
+                failing = nemesis
         if failing is not None and failing["error"] != "Lambda.ServiceException":
             state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
             return _invoke_error_payload(failing["error"], name), True, ""
@@ -239,13 +247,16 @@ def _error_response(status: int, code: str, message: str, **extra: Any) -> Any:
 def _conflict(operation: str, request: Mapping[str, Any]) -> Any:
     if operation == "TransactWriteItems":
         items = request.get("TransactItems", [])
-        reasons = [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}]
+        reasons = [
+            {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+        ]
         reasons += [{"Code": "None"} for _ in items[1:]]
         codes = ", ".join(reason["Code"] for reason in reasons)
         return _error_response(
             400,
             "TransactionCanceledException",
-            f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+            "Transaction cancelled, please refer cancellation reasons for specific reasons "
+            f"[{codes}]",
             CancellationReasons=reasons,
         )
     return _error_response(

@@ -65,13 +65,15 @@ def prepare(directory: Path, config: CampaignConfig) -> None:
 
 def load_results(directory: Path) -> list[dict[str, Any]]:
     """Every block line of every shard, in block order."""
-    blocks = []
+    blocks: list[dict[str, Any]] = []
     for path in sorted(directory.glob("shard-*.jsonl")):
         blocks.extend(line for line in read_lines(path) if line.get("type") == "block")
     return sorted(blocks, key=lambda line: line["block"])
 
 
-def _progress(directory: Path, config: CampaignConfig, started: float, base: int) -> tuple[int, int]:
+def _progress(
+    directory: Path, config: CampaignConfig, started: float, base: int
+) -> tuple[int, int]:
     blocks = load_results(directory)
     cases = sum(len(b["cases"]) for b in blocks)
     violations = sum(len(c["violations"]) for b in blocks for c in b["cases"]) + sum(
@@ -91,7 +93,9 @@ def run(directory: Path, config: CampaignConfig, *, fail_fast: bool = False) -> 
     prepare(directory, config)
     commit = directory / "commit"
     if not commit.exists():
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+        )
         commit.write_text(head.stdout.strip() or "unknown", encoding="utf-8")
     template = template_of(directory)
     base = sum(len(b["cases"]) for b in load_results(directory))

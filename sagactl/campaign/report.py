@@ -48,7 +48,9 @@ def summarize(directory: Path) -> dict[str, Any]:
             by_class[label][case["outcome"]] += 1
             by_class[label]["cases"] += 1
             by_class[label]["violations"] += len(case["violations"])
-    fired: Counter[str] = Counter(":".join(f.split(":")[:2]) for c in cases for f in c.get("fired", []))
+    fired: Counter[str] = Counter(
+        ":".join(f.split(":")[:2]) for c in cases for f in c.get("fired", [])
+    )
     checks_by: Counter[str] = Counter()
     for case in cases:
         checks_by.update(case.get("checks_by", {}))
@@ -56,7 +58,11 @@ def summarize(directory: Path) -> dict[str, Any]:
         checks_by.update(block.get("account_checks_by", {}))
     violations = [
         {**v, "index": c["index"], "case_id": c["case_id"]} for c in cases for v in c["violations"]
-    ] + [{**v, "index": None, "case_id": f"account {b['block']}"} for b in blocks for v in b["violations"]]
+    ] + [
+        {**v, "index": None, "case_id": f"account {b['block']}"}
+        for b in blocks
+        for v in b["violations"]
+    ]
     known: Counter[str] = Counter()
     unexplained = []
     for violation in violations:
@@ -67,7 +73,11 @@ def summarize(directory: Path) -> dict[str, Any]:
             unexplained.append(violation)
     seconds = _active_seconds(blocks)
     failures = []
-    for path in sorted((directory / "failures").glob("case-*.json")) if (directory / "failures").exists() else []:
+    for path in (
+        sorted((directory / "failures").glob("case-*.json"))
+        if (directory / "failures").exists()
+        else []
+    ):
         failures.append(json.loads(path.read_text(encoding="utf-8")))
     commit = directory / "commit"
     return {
@@ -80,7 +90,8 @@ def summarize(directory: Path) -> dict[str, Any]:
         "reasons": reasons,
         "by_class": by_class,
         "fired": fired,
-        "checks": sum(c.get("checks", 0) for c in cases) + sum(b.get("account_checks", 0) for b in blocks),
+        "checks": sum(c.get("checks", 0) for c in cases)
+        + sum(b.get("account_checks", 0) for b in blocks),
         "checks_by": checks_by,
         "violations": violations,
         "known": known,
@@ -101,7 +112,9 @@ def chart(summary: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(14, 7), gridspec_kw={"width_ratios": [1, 3]})
+    figure, (left, right) = plt.subplots(
+        1, 2, figsize=(14, 7), gridspec_kw={"width_ratios": [1, 3]}
+    )
     names = [name for name in OUTCOME_CLASSES if summary["outcomes"].get(name)]
     names += [n for n in summary["outcomes"] if n not in names]
     left.bar(names, [summary["outcomes"][n] for n in names], color="#4c72b0")
@@ -109,11 +122,18 @@ def chart(summary: dict[str, Any], path: Path) -> None:
     left.tick_params(axis="x", rotation=45)
     classes = sorted(summary["by_class"], key=lambda c: -summary["by_class"][c]["cases"])[:28]
     bottom = [0] * len(classes)
-    colors = {"COMPLETED": "#55a868", "ESCALATED": "#dd8452", "REJECTED": "#8172b3",
-              "FAILED_RESUMABLE": "#c44e52", "COMPENSATION_PENDING": "#937860"}  # fmt: skip
+    colors = {
+        "COMPLETED": "#55a868",
+        "ESCALATED": "#dd8452",
+        "REJECTED": "#8172b3",
+        "FAILED_RESUMABLE": "#c44e52",
+        "COMPENSATION_PENDING": "#937860",
+    }
     for outcome in names:
         values = [summary["by_class"][c].get(outcome, 0) for c in classes]
-        right.barh(classes, values, left=bottom, label=outcome, color=colors.get(outcome, "#999999"))
+        right.barh(
+            classes, values, left=bottom, label=outcome, color=colors.get(outcome, "#999999")
+        )
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     right.invert_yaxis()
     right.set_title("cases by fault class (a case counts in each class it met), by outcome")
@@ -149,10 +169,10 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
             else ""
         )
         + ")",
-        f"- rate: **{summary['rate']:.2f} cases/s** ({summary['seconds'] / 60:.1f} min while shards "
-        f"ran, {summary['invocations']:,} Lambda invocations)",
-        f"- retries {summary['retries']:,}, reconciliations {summary['reconciliations']:,}, redrives "
-        f"{summary['redrives']:,}",
+        f"- rate: **{summary['rate']:.2f} cases/s** ({summary['seconds'] / 60:.1f} min while "
+        f"shards ran, {summary['invocations']:,} Lambda invocations)",
+        f"- retries {summary['retries']:,}, reconciliations {summary['reconciliations']:,}, "
+        f"redrives {summary['redrives']:,}",
         "",
         f"![cases by outcome and by fault class]({image})",
         "",
@@ -165,22 +185,41 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
     lines += _table(
         ["outcome", "cases", "share", "executions"],
         [
-            [name, summary["outcomes"].get(name, 0), f"{100 * summary['outcomes'].get(name, 0) / cases:.1f}%",
-             summary["executions"].get(name, 0)]
-            for name in [*OUTCOME_CLASSES, *[n for n in summary["outcomes"] if n not in OUTCOME_CLASSES]]
+            [
+                name,
+                summary["outcomes"].get(name, 0),
+                f"{100 * summary['outcomes'].get(name, 0) / cases:.1f}%",
+                summary["executions"].get(name, 0),
+            ]
+            for name in [
+                *OUTCOME_CLASSES,
+                *[n for n in summary["outcomes"] if n not in OUTCOME_CLASSES],
+            ]
         ],
-    )  # fmt: skip
+    )
     lines += ["", "Escalation reasons:", ""]
     lines += _table(["reason", "cases"], [[r, n] for r, n in summary["reasons"].most_common()])
-    lines += ["", "## Cases by fault class", "",
-              "A case counts in every class it met: `downstream:fault` from its sandbox fault plan, "
-              "the nemeses planned for it (`crash:*`, `invoke:*`, `dynamodb:*`, `jump:*`), "
-              "`duplicate:*`, `redrive`, `twin` (equal parameters to the case before it), "
-              "`rejection:*` (generated invalid), `clean` (nothing).", ""]  # fmt: skip
+    lines += [
+        "",
+        "## Cases by fault class",
+        "",
+        "A case counts in every class it met: `downstream:fault` from its sandbox fault plan, "
+        "the nemeses planned for it (`crash:*`, `invoke:*`, `dynamodb:*`, `jump:*`), "
+        "`duplicate:*`, `redrive`, `twin` (equal parameters to the case before it), "
+        "`rejection:*` (generated invalid), `clean` (nothing).",
+        "",
+    ]
     rows = []
     for label in sorted(summary["by_class"]):
         counts = summary["by_class"][label]
-        rows.append([label, counts["cases"], *(counts.get(o, 0) for o in OUTCOME_CLASSES), counts["violations"]])
+        rows.append(
+            [
+                label,
+                counts["cases"],
+                *(counts.get(o, 0) for o in OUTCOME_CLASSES),
+                counts["violations"],
+            ]
+        )
     lines += _table(["class", "cases", *OUTCOME_CLASSES, "violations"], rows)
     lines += ["", "Nemeses that fired (a planned nemesis fires only if its moment comes):", ""]
     lines += _table(["nemesis", "times"], [[k, n] for k, n in sorted(summary["fired"].items())])
@@ -188,7 +227,10 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
     per_invariant = Counter(v["invariant"] for v in summary["violations"])
     lines += _table(
         ["invariant", "checks", "violations"],
-        [[name, f"{n:,}", per_invariant.get(name, 0)] for name, n in sorted(summary["checks_by"].items())],
+        [
+            [name, f"{n:,}", per_invariant.get(name, 0)]
+            for name, n in sorted(summary["checks_by"].items())
+        ],
     )
     lines += ["", "## Violations", ""]
     if not summary["violations"]:
@@ -197,24 +239,34 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
         if summary["known"].get(bug.key):
             lines += [f"- known bug `{bug.key}` ({summary['known'][bug.key]}): {bug.summary}"]
     for violation in summary["unexplained"][:30]:
-        lines.append(f"- case {violation['index']} ({violation['case_id']}): `{violation['invariant']}`: {violation['detail']}")
+        lines.append(
+            f"- case {violation['index']} ({violation['case_id']}): "
+            f"`{violation['invariant']}`: {violation['detail']}"
+        )
     if summary["failures"]:
         lines += ["", "Failing cases, shrunk (each replays alone):", ""]
         for failure in summary["failures"]:
             minimal = failure["minimal_plan"]
+            faults = json.dumps(minimal["case"].get("sandbox", {}).get("faults", {}))
             lines += [
-                f"- case {failure['index']} (seed {failure['seed']}), {', '.join(failure['invariants'])}; "
+                f"- case {failure['index']} (seed {failure['seed']}), "
+                f"{', '.join(failure['invariants'])}; "
                 f"reproduced alone: {failure['reproduced_alone']}; minimal plan after "
-                f"{failure['shrink_runs']} runs: faults `{json.dumps(minimal['case'].get('sandbox', {}).get('faults', {}))}`, "
+                f"{failure['shrink_runs']} runs: faults `{faults}`, "
                 f"nemeses `{json.dumps(minimal['nemeses'])}`, duplicate `{minimal['duplicate']}`, "
                 f"redrives `{minimal['redrives']}`",
                 f"  - `{failure['replay']}`",
             ]
-    lines += ["", "## How to read it", "",
-              "Each case is generated from (seed, index) alone: `python -m sagactl.campaign replay "
-              "--seed S --case I` runs it again, alone, in a fresh local account (the twin before it "
-              "first); `--plan-json` runs a shrunk plan. Timing (retry jitter, thread "
-              "interleavings of a concurrent duplicate) is not part of the seed.", ""]  # fmt: skip
+    lines += [
+        "",
+        "## How to read it",
+        "",
+        "Each case is generated from (seed, index) alone: `python -m sagactl.campaign replay "
+        "--seed S --case I` runs it again, alone, in a fresh local account (the twin before it "
+        "first); `--plan-json` runs a shrunk plan. Timing (retry jitter, thread "
+        "interleavings of a concurrent duplicate) is not part of the seed.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -225,7 +277,8 @@ def write(directory: Path, out: Path, *, command: str | None) -> Path:
     config = summary["config"]
     command = command or (
         f"python -m sagactl.campaign run --seed {config['seed']} --cases {config['cases']} "
-        f"--shards {config['shards']} --block-size {config['block_size']} --time-scale {config['time_scale']}"
+        f"--shards {config['shards']} --block-size {config['block_size']} "
+        f"--time-scale {config['time_scale']}"
     )
     out.write_text(render(summary, command=command, image=image.name), encoding="utf-8")
     return out

@@ -85,57 +85,68 @@ class CaseRunner:
     def run(self, plan: CasePlan) -> CaseRun:
         started = time.perf_counter()
         case = plan.case
-        case_id = plan.case_id
         sku = str((case.get("reserve") or {}).get("sku", ""))
         run = CaseRun(plan=plan, stock_before=self.observer.stock(sku), stock_after=None)
         arns: list[str] = []
-        with armed(plan.nemeses, self.observer.outputs, case_id) as state:
-            first = self.observer.start(case, case_id)["executionArn"]
+        duplicate = plan.duplicate or {}
+        with armed(plan.nemeses, self.observer.outputs, plan.case_id) as state:
+            first = self.observer.start(case, plan.case_id)["executionArn"]
             arns.append(first)
-            duplicate = plan.duplicate or {}
             if duplicate.get("when") == "concurrent":
-                arns.append(self.observer.start(case, f"{case_id}-dup")["executionArn"])
+                arns.append(self.observer.start(case, f"{plan.case_id}-dup")["executionArn"])
             if duplicate.get("when") == "same_name":
-                again = self.observer.start(case, case_id)["executionArn"]
+                again = self.observer.start(case, plan.case_id)["executionArn"]
                 run.same_name = {"while_open": again}
             self._wait_all(arns)
             self._close(run, "closed", arns)
-            owner = self._owner(run, first)
-            run.owner_arn = owner
-            rounds = [*plan.redrives, {"jump": 0, "heal": True, "final": True}]
-            for number, redrive in enumerate(rounds, start=1):
-                execution = self.observer.execution(owner)
-                if execution["status"] != "FAILED" or _is_rejection(execution):
-                    break
-                jump = min(float(redrive.get("jump", 0)), MAX_REDRIVE_JUMP_SECONDS)
-                if jump:
-                    self.local.clock.advance(jump)
-                    run.labels.add("jump:before-redrive")
-                if redrive.get("heal"):
-                    self.observer.heal(case_id, plan.faults)
-                if redrive.get("final"):
-                    state.nemeses.clear()  # the cause removed: DynamoDB and Lambda behave
-                    run.notes.append("final heal and redrive")
-                self.observer.redrive(owner)
-                run.redrives = number
-                run.labels.add("redrive" if number == 1 else "redrive:several")
-                self._wait_all([owner])
-                self._close(run, f"redrive {number}", arns)
+            run.owner_arn = self._owner(run, first)
+            self._redrives(run, arns, state.nemeses)
             if duplicate.get("when") in ("later", "changed"):
-                if duplicate.get("jump"):
-                    self.local.clock.advance(float(duplicate["jump"]))
-                resubmitted = case if duplicate["when"] == "later" else changed_case(case)
-                arns.append(self.observer.start(resubmitted, f"{case_id}-again")["executionArn"])
-                self._wait_all(arns[-1:])
-                self._close(run, f"resubmitted {duplicate['when']}", arns)
+                self._resubmit(run, arns, duplicate)
             if duplicate.get("when") == "same_name":
-                try:
-                    again = self.observer.start(case, case_id)["executionArn"]
-                    run.same_name = {**(run.same_name or {}), "after_close": again}
-                except ClientError as exc:
-                    code = exc.response.get("Error", {}).get("Code")
-                    run.same_name = {**(run.same_name or {}), "after_close_error": code}
+                self._same_name_after_close(run)
             run.fired = list(state.fired)
         run.stock_after = self.observer.stock(sku)
         run.seconds = time.perf_counter() - started
         return run
+
+    def _redrives(self, run: CaseRun, arns: list[str], nemeses: list[dict[str, Any]]) -> None:
+        """While the owner is FAILED (not rejected): the planned rounds, then a final one."""
+        owner = run.owner_arn or arns[0]
+        rounds = [*run.plan.redrives, {"jump": 0, "heal": True, "final": True}]
+        for number, redrive in enumerate(rounds, start=1):
+            execution = self.observer.execution(owner)
+            if execution["status"] != "FAILED" or _is_rejection(execution):
+                return
+            jump = min(float(redrive.get("jump", 0)), MAX_REDRIVE_JUMP_SECONDS)
+            if jump:
+                self.local.clock.advance(jump)
+                run.labels.add("jump:before-redrive")
+            if redrive.get("heal"):
+                self.observer.heal(run.plan.case_id, run.plan.faults)
+            if redrive.get("final"):
+                nemeses.clear()  # the cause removed: DynamoDB and Lambda behave again
+                run.notes.append("final heal and redrive")
+            self.observer.redrive(owner)
+            run.redrives = number
+            run.labels.add("redrive" if number == 1 else "redrive:several")
+            self._wait_all([owner])
+            self._close(run, f"redrive {number}", arns)
+
+    def _resubmit(self, run: CaseRun, arns: list[str], duplicate: dict[str, Any]) -> None:
+        """The same case later (after a jump), or the same case id with other parameters."""
+        if duplicate.get("jump"):
+            self.local.clock.advance(float(duplicate["jump"]))
+        case = run.plan.case
+        resubmitted = case if duplicate["when"] == "later" else changed_case(case)
+        arns.append(self.observer.start(resubmitted, f"{run.plan.case_id}-again")["executionArn"])
+        self._wait_all(arns[-1:])
+        self._close(run, f"resubmitted {duplicate['when']}", arns)
+
+    def _same_name_after_close(self, run: CaseRun) -> None:
+        try:
+            again = self.observer.start(run.plan.case, run.plan.case_id)["executionArn"]
+            run.same_name = {**(run.same_name or {}), "after_close": again}
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            run.same_name = {**(run.same_name or {}), "after_close_error": code}

@@ -115,8 +115,8 @@ def append_line(path: Path, document: dict[str, Any]) -> None:
 @contextmanager
 def local_aws(template: Path, time_scale: float) -> Iterator[Any]:
     """A local AWS of this process (its own port and clock), handler output dropped."""
-    from sagactl.local.environment import LocalAws, StackSource
     from sagactl.local.emulator import LocalServer
+    from sagactl.local.environment import LocalAws, StackSource
     from sagactl.local.lambda_runtime import quiet_handlers
 
     with quiet_handlers(None):
@@ -156,7 +156,7 @@ def retry_waits_pass_on_the_clock() -> None:
 
     current = retrier_decl.time  # type: ignore[attr-defined]
     if not isinstance(current, _WaitsPassOnTheClock):
-        retrier_decl.time = _WaitsPassOnTheClock(current)  # type: ignore[attr-defined]
+        retrier_decl.time = _WaitsPassOnTheClock(current)  # type: ignore[attr-defined,assignment]
 
 
 def fresh_account(local: Any, stock: dict[str, int]) -> Observer:
@@ -167,7 +167,9 @@ def fresh_account(local: Any, stock: dict[str, int]) -> Observer:
     return Observer(local)
 
 
-def run_alone(local: Any, plan: CasePlan, *, block_size: int, budget: int | None = None) -> dict[str, Any]:
+def run_alone(
+    local: Any, plan: CasePlan, *, block_size: int, budget: int | None = None
+) -> dict[str, Any]:
     """A case alone in a fresh account (its twin first), as `replay` and the shrinker run it."""
     stock = plan.stock or block_stock(plan.seed, plan.index // block_size)
     observer = fresh_account(local, stock)
@@ -180,7 +182,9 @@ def run_alone(local: Any, plan: CasePlan, *, block_size: int, budget: int | None
     return case_result(runner.run(plan), budget)
 
 
-def _shrink_failure(local: Any, result: dict[str, Any], config: CampaignConfig, directory: Path) -> None:
+def _shrink_failure(
+    local: Any, result: dict[str, Any], config: CampaignConfig, directory: Path
+) -> None:
     plan = CasePlan.from_json(result["plan"])
     sku = plan.case["reserve"]["sku"]
     stock = dict(block_stock(plan.seed, plan.index // config.block_size))
@@ -192,7 +196,7 @@ def _shrink_failure(local: Any, result: dict[str, Any], config: CampaignConfig, 
     def fails(candidate: CasePlan) -> bool:
         try:
             again = run_alone(local, candidate, block_size=config.block_size)
-        except Exception:  # noqa: BLE001 (a candidate that breaks the runner is not smaller)
+        except Exception:
             return False
         return bool(names & {v["invariant"] for v in again["violations"]})
 
@@ -255,7 +259,7 @@ def run_shard(
                 plan = generate(config.seed, index, block_size=config.block_size)
                 try:
                     run = runner.run(plan)
-                except Exception as exc:  # noqa: BLE001 (recorded as a violation, the block goes on)
+                except Exception as exc:
                     results.append(
                         {
                             "index": index,
@@ -308,7 +312,12 @@ def run_shard(
                 },
             )
             for result in results:
-                if result["violations"] and "plan" in result and shrinks < MAX_SHRINKS_PER_SHARD and not fail_fast:
+                if (
+                    result["violations"]
+                    and "plan" in result
+                    and shrinks < MAX_SHRINKS_PER_SHARD
+                    and not fail_fast
+                ):
                     shrinks += 1
                     _shrink_failure(local, result, config, directory)
     return 3 if failed else 0

@@ -41,7 +41,7 @@ def install_module_list_cache() -> None:
         return modules
 
     setattr(cached, _MARK, True)
-    backends.list_of_moto_modules = cached  # type: ignore[assignment]
+    backends.list_of_moto_modules = cached
 
 
 def parsed_program(definition: str) -> Any:

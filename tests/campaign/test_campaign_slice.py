@@ -18,12 +18,25 @@ SLICE_CASES = 300
 def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None:
     directory = tmp_path / "campaign"
     report = tmp_path / "campaign.md"
-    completed = subprocess.run(
+    completed = subprocess.run(  # noqa: PLW1510 (asserted below, after the results)
         [
-            sys.executable, "-m", "sagactl.campaign", "run", "--seed", str(SLICE_SEED),
-            "--cases", str(SLICE_CASES), "--shards", "2", "--block-size", "25",
-            "--dir", str(directory), "--report", str(report),
-        ],  # fmt: skip
+            sys.executable,
+            "-m",
+            "sagactl.campaign",
+            "run",
+            "--seed",
+            str(SLICE_SEED),
+            "--cases",
+            str(SLICE_CASES),
+            "--shards",
+            "2",
+            "--block-size",
+            "25",
+            "--dir",
+            str(directory),
+            "--report",
+            str(report),
+        ],
         cwd=ROOT,
         env=shard_environment(0.02),
         capture_output=True,

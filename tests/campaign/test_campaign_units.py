@@ -105,7 +105,13 @@ def test_two_refunds_and_an_unrecorded_effect_are_violations() -> None:
     run.snapshots = [
         _snapshot(
             refunds=[_refund("re_1", case), _refund("re_2", case)],
-            ledger={"refund": {"action_key": "acme#refund#c1.refund", "status": "IN_PROGRESS", "attempts": 1}},
+            ledger={
+                "refund": {
+                    "action_key": "acme#refund#c1.refund",
+                    "status": "IN_PROGRESS",
+                    "attempts": 1,
+                }
+            },
             executions={OWNER: _completed_execution()},
         )
     ]
@@ -122,12 +128,42 @@ def test_a_consistent_completed_case_passes_every_check() -> None:
     run.snapshots = [
         _snapshot(
             refunds=[_refund("re_1", case)],
-            shipments=[{"shipment_id": "shp_1", "case_id": "c1", "address": address, "sku": "CMP-A", "quantity": 1}],
-            reservations=[{"reservation_id": "k", "case_id": "c1", "sku": "CMP-A", "quantity": 1, "status": "HELD"}],
+            shipments=[
+                {
+                    "shipment_id": "shp_1",
+                    "case_id": "c1",
+                    "address": address,
+                    "sku": "CMP-A",
+                    "quantity": 1,
+                }
+            ],
+            reservations=[
+                {
+                    "reservation_id": "k",
+                    "case_id": "c1",
+                    "sku": "CMP-A",
+                    "quantity": 1,
+                    "status": "HELD",
+                }
+            ],
             ledger={
-                "reserve": {"action_key": "acme#reserve#c1.reserve", "status": "COMPLETED", "attempts": 1},
-                "refund": {"action_key": "acme#refund#c1.refund", "status": "COMPLETED", "attempts": 1, "downstream_ref": "re_1"},
-                "ship": {"action_key": "acme#ship#c1.ship", "status": "COMPLETED", "attempts": 9, "downstream_ref": "shp_1"},
+                "reserve": {
+                    "action_key": "acme#reserve#c1.reserve",
+                    "status": "COMPLETED",
+                    "attempts": 1,
+                },
+                "refund": {
+                    "action_key": "acme#refund#c1.refund",
+                    "status": "COMPLETED",
+                    "attempts": 1,
+                    "downstream_ref": "re_1",
+                },
+                "ship": {
+                    "action_key": "acme#ship#c1.ship",
+                    "status": "COMPLETED",
+                    "attempts": 9,
+                    "downstream_ref": "shp_1",
+                },
             },
             executions={OWNER: _completed_execution()},
         )
@@ -150,8 +186,19 @@ def test_the_shrinker_keeps_only_what_makes_the_case_fail() -> None:
     plan = CasePlan(
         seed=1,
         index=7,
-        case={"case_id": "c7", "sandbox": {"faults": {"refund": ["timeout", "lose_response", "reject"], "shipment": ["timeout"]}}},
-        nemeses=[{"kind": "jump", "at_request": 3, "seconds": 45}, {"kind": "crash", "effect": "refund"}],
+        case={
+            "case_id": "c7",
+            "sandbox": {
+                "faults": {
+                    "refund": ["timeout", "lose_response", "reject"],
+                    "shipment": ["timeout"],
+                }
+            },
+        },
+        nemeses=[
+            {"kind": "jump", "at_request": 3, "seconds": 45},
+            {"kind": "crash", "effect": "refund"},
+        ],
         duplicate={"when": "concurrent"},
         redrives=[{"jump": 60, "heal": True}],
     )
