@@ -1,14 +1,12 @@
 """Bugs the fault campaign found, each as its minimal reproduction through the real state machine.
 
-A bug in lambdas/saga is not fixed by the campaign's branch: its test is marked xfail(strict), so
-it fails loudly once the fix lands (remove the mark and the entry in sagactl/campaign/known.py).
+Each test failed before its fix. A bug found but not yet fixed would be listed in
+sagactl/campaign/known.py with its test marked xfail(strict); none is today.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from sagactl.campaign.approval import approve
 from sagactl.campaign.observe import Observer
@@ -28,11 +26,6 @@ def _case(case_id: str, faults: dict[str, list[str]]) -> dict[str, Any]:
     return case
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug reserve-sandbox-control-untyped (sagactl/campaign/known.py): ReserveStock "
-    "lets a DynamoDB error of the sandbox's fault cursor escape untyped",
-)
 def test_a_conflict_on_the_sandbox_fault_cursor_is_retried_like_any_transient_error(
     local_aws: LocalAws,
 ) -> None:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.adapters.errors import DownstreamError, DownstreamNotDispatched
 from saga.errors import OutcomeUnknown, SagaError, TransientError
@@ -55,6 +56,18 @@ class NoFaults:
 
     def next(self) -> str | None:
         return None
+
+
+def next_fault(faults: FaultSource, *, action: str) -> str | None:
+    """This call's sandbox fault, drawn before anything is written. The cursor is a DynamoDB
+    item: a throttled or conflicting read of it is a TransientError (nothing was sent, the step
+    is retried), as the sandbox providers treat it (saga.sandbox._common.draw_fault)."""
+    try:
+        return faults.next()
+    except (BotoCoreError, ClientError) as exc:
+        raise TransientError(
+            f"{action}: sandbox control unavailable, nothing written ({exc})"
+        ) from exc
 
 
 # --- identity -----------------------------------------------------------------------------------

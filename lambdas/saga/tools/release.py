@@ -32,7 +32,7 @@ from saga.ledger import (
 )
 from saga.models import Case, StepResult, approval_digest
 from saga.sandbox.faults import FAIL_BEFORE_COMMIT, LOSE_RESPONSE, REJECT, TIMEOUT, UNAVAILABLE
-from saga.tools.common import FaultSource, action_request, now_iso, step_result
+from saga.tools.common import FaultSource, action_request, next_fault, now_iso, step_result
 from saga.tools.reserve import RESERVATION_HELD, RESERVATION_RELEASED, InventoryTables
 
 # A forward ship action in one of these states may have consumed the reserved stock.
@@ -88,7 +88,7 @@ def _release(
     tables: InventoryTables,
     faults: FaultSource,
 ) -> EffectResult:
-    fault = faults.next()
+    fault = next_fault(faults, action=f"release for {case.case_id}")
     if fault == FAIL_BEFORE_COMMIT:
         raise TransientError(f"release for {case.case_id}: inventory refused the write ({fault})")
     # No answer may hide a release that happened: the next delivery reconciles first.

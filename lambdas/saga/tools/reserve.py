@@ -27,7 +27,14 @@ from saga.ledger import (
 )
 from saga.models import Case, StepResult
 from saga.sandbox.faults import FAIL_BEFORE_COMMIT, LOSE_RESPONSE, REJECT, TIMEOUT, UNAVAILABLE
-from saga.tools.common import Clock, FaultSource, action_request, now_iso, step_result
+from saga.tools.common import (
+    Clock,
+    FaultSource,
+    action_request,
+    next_fault,
+    now_iso,
+    step_result,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -80,7 +87,7 @@ def reserve_stock(
     sku, quantity = case.reserve.sku, case.reserve.quantity
     reservation_id = request.key
 
-    fault = faults.next()
+    fault = next_fault(faults, action=f"reserve {sku}")
     if fault == FAIL_BEFORE_COMMIT:
         raise TransientError(f"reserve {sku}: inventory write failed before commit (sandbox)")
     if fault in (TIMEOUT, UNAVAILABLE):
