@@ -75,7 +75,8 @@ campaign-replay: venv
 # Each plausible bug of sagactl/campaign/mutants.py in a scratch copy: which the fast suite and
 # the campaign slice kill (all must be killed). MUTANTS="budget stock-condition" runs some.
 mutate: venv
-	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out .campaign/mutate.json
+	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out .campaign/mutate.json \
+		--table docs/mutants.md
 
 clean:
 	rm -rf cdk.out .local .build .mypy_cache .ruff_cache .pytest_cache .campaign

@@ -123,12 +123,11 @@ def main(argv: list[str] | None = None) -> int:
 
     mut = commands.add_parser("mutate", help="apply each curated mutant to a scratch copy")
     mut.add_argument("--only", action="append", default=[], help="mutant names (default: all)")
-    mut.add_argument("--cases", type=int, default=200, help="campaign slice per mutant")
-    mut.add_argument("--seed", type=int, default=7)
     mut.add_argument("--skip-suite", action="store_true")
     mut.add_argument("--skip-campaign", action="store_true")
     mut.add_argument("--check", action="store_true", help="only check each mutant applies once")
-    mut.add_argument("--out", default=None, help="write the results as JSON there")
+    mut.add_argument("--out", default=None, help="the results as JSON (a rerun resumes them)")
+    mut.add_argument("--table", default=None, help="the table as Markdown (docs/mutants.md)")
     mut.set_defaults(handler=_mutate)
 
     args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ it. A mutant is killed when either fails; the table says which did.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sagactl.campaign.mutants import Mutant, MutantDoesNotApply, apply, by_name
-from sagactl.campaign.orchestrate import shard_environment
+from sagactl.campaign.orchestrate import shard_environment, slice_command
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = [
@@ -59,6 +60,31 @@ def scratch_copy(root: Path = ROOT) -> Path:
         if (root / linked).exists():
             (tree / linked).symlink_to((root / linked).resolve())
     return tree
+
+
+def tree_digest(tree: Path) -> str:
+    """What the results were measured against: every file of the copy (links excepted)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
+        if any(part in (".build", "node_modules", "__pycache__") for part in path.parts):
+            continue
+        digest.update(str(path.relative_to(tree)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _earlier(out: str | None, digest: str) -> dict[str, dict[str, Any]]:
+    """Results of an earlier run over the same tree: a stopped `make mutate` resumes."""
+    if not out or not Path(out).is_file():
+        return {}
+    earlier = json.loads(Path(out).read_text(encoding="utf-8"))
+    return {r["name"]: r for r in earlier if r.get("tree") == digest}
+
+
+def _save(out: str | None, results: list[dict[str, Any]]) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
 
 def _environment(tree: Path) -> dict[str, str]:
@@ -122,23 +148,7 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
         if not args.skip_campaign:
             directory = tree.parent / f"campaign-{mutant.name}"
             shutil.rmtree(directory, ignore_errors=True)
-            command = [
-                sys.executable,
-                "-m",
-                "sagactl.campaign",
-                "run",
-                "--seed",
-                str(args.seed),
-                "--cases",
-                str(args.cases),
-                "--shards",
-                "2",
-                "--block-size",
-                "25",
-                "--dir",
-                str(directory),
-                "--fail-fast",
-            ]
+            command = [sys.executable, *slice_command(directory, fail_fast=True)]
             failed, seconds = _run(
                 command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log"
             )
@@ -147,6 +157,10 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
         (tree / mutant.file).write_text(original, encoding="utf-8")
     result["killed"] = any(result.get(k, {}).get("killed") for k in ("suite", "campaign"))
     return result
+
+
+def _names(results: list[dict[str, Any]]) -> set[str]:
+    return {r["name"] for r in results}
 
 
 def _table(results: list[dict[str, Any]]) -> str:
@@ -191,25 +205,38 @@ def main(args: argparse.Namespace) -> int:
         return 0
     tree = scratch_copy()
     check_imports(tree)
+    digest = tree_digest(tree)
+    earlier = _earlier(args.out, digest)
     print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
     results = []
     for mutant in mutants:
-        try:
-            result = run_mutant(mutant, tree, args)
-        except MutantDoesNotApply as exc:
-            print(f"mutate: {exc}", file=sys.stderr)
-            return 2
+        if mutant.name in earlier:
+            result = earlier[mutant.name]
+        else:
+            try:
+                result = {**run_mutant(mutant, tree, args), "tree": digest}
+            except MutantDoesNotApply as exc:
+                print(f"mutate: {exc}", file=sys.stderr)
+                return 2
         results.append(result)
+        _save(args.out, [*results, *(r for n, r in earlier.items() if n not in _names(results))])
         status = "KILLED" if result["killed"] else "SURVIVED"
         print(
             f"  {status:8} {mutant.name}: suite {result.get('suite')}, "
             f"campaign {result.get('campaign')}",
             flush=True,
         )
-    print(_table(results))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    table = _table(results)
+    print(table)
+    if args.table:
+        Path(args.table).write_text(
+            "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
+            "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
+            "applied alone to a scratch copy; the fast suite is `pytest -x` over tests/unit, "
+            "tests/integration and tests/e2e, the campaign slice is the fixed-seed slice "
+            "`make test` runs (stopped at the first violation).\n\n" + table + "\n",
+            encoding="utf-8",
+        )
     survivors = [r["name"] for r in results if not r["killed"]]
     if survivors:
         print(f"mutate: {len(survivors)} mutant(s) survived: {survivors}", file=sys.stderr)

@@ -30,6 +30,34 @@ FAKE_ENVIRONMENT = {
 _REAL_AWS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN")
 
 
+# The fixed-seed slice `make test` runs (tests/campaign/test_campaign_slice.py) and `make mutate`
+# runs against each mutant: the same cases, so "killed by the campaign slice" means that slice.
+SLICE_SEED = 20261
+SLICE_CASES = 300
+SLICE_SHARDS = 2
+SLICE_BLOCK_SIZE = 25
+
+
+def slice_command(directory: Path, *, fail_fast: bool = False) -> list[str]:
+    """The command line of the campaign slice, its results in `directory`."""
+    command = [
+        "-m",
+        "sagactl.campaign",
+        "run",
+        "--seed",
+        str(SLICE_SEED),
+        "--cases",
+        str(SLICE_CASES),
+        "--shards",
+        str(SLICE_SHARDS),
+        "--block-size",
+        str(SLICE_BLOCK_SIZE),
+        "--dir",
+        str(directory),
+    ]
+    return [*command, "--fail-fast"] if fail_fast else command
+
+
 def shard_environment(time_scale: float) -> dict[str, str]:
     """Fake credentials and no way to a real account, for the shard processes."""
     env = {k: v for k, v in os.environ.items() if k not in _REAL_AWS}

@@ -8,35 +8,22 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sagactl.campaign.orchestrate import load_results, shard_environment
+from sagactl.campaign.orchestrate import (
+    SLICE_CASES,
+    SLICE_SEED,
+    load_results,
+    shard_environment,
+    slice_command,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-SLICE_SEED = 20261
-SLICE_CASES = 300
 
 
 def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None:
     directory = tmp_path / "campaign"
     report = tmp_path / "campaign.md"
     completed = subprocess.run(  # noqa: PLW1510 (asserted below, after the results)
-        [
-            sys.executable,
-            "-m",
-            "sagactl.campaign",
-            "run",
-            "--seed",
-            str(SLICE_SEED),
-            "--cases",
-            str(SLICE_CASES),
-            "--shards",
-            "2",
-            "--block-size",
-            "25",
-            "--dir",
-            str(directory),
-            "--report",
-            str(report),
-        ],
+        [sys.executable, *slice_command(directory), "--report", str(report)],
         cwd=ROOT,
         env=shard_environment(0.02),
         capture_output=True,
