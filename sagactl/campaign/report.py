@@ -161,6 +161,14 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
         f"- seed {config['seed']}, {summary['cases']} of {config['cases']} cases, blocks of "
         f"{config['block_size']} (one fresh local account each), {config['shards']} shards, "
         f"retry sleeps scaled by {config['time_scale']} (the local clock moves by what they skip)",
+        *(
+            [
+                f"- **incomplete: {config['cases'] - summary['cases']:,} cases not run yet**; the "
+                "same command resumes the run where it stopped (finished blocks are kept)"
+            ]
+            if summary["cases"] < config["cases"]
+            else []
+        ),
         f"- **invariant checks: {summary['checks']:,}; violations: {len(summary['violations'])}**"
         f" ({len(summary['unexplained'])} unexplained"
         + (

@@ -231,3 +231,31 @@ def test_a_mutant_whose_text_moved_is_refused(tmp_path: Path) -> None:
         apply(Mutant("gone", "rule", "f.py", "y = 1", "y = 2"), tmp_path)
     apply(Mutant("once", "rule", "f.py", "x = 1\nx = 1", "x = 3"), tmp_path)
     assert (tmp_path / "f.py").read_text(encoding="utf-8") == "x = 3\n"
+
+
+def test_a_stopped_mutate_run_resumes_only_results_of_the_same_tree(tmp_path: Path) -> None:
+    from sagactl.campaign import mutate
+
+    tree = tmp_path / "tree"
+    (tree / "lambdas").mkdir(parents=True)
+    (tree / "lambdas" / "a.py").write_text("x = 1\n", encoding="utf-8")
+    before = mutate.tree_digest(tree)
+    out = tmp_path / "mutate.json"
+    mutate._save(str(out), [{"name": "budget", "killed": True, "tree": before}])
+    assert set(mutate._earlier(str(out), before)) == {"budget"}
+
+    (tree / "lambdas" / "a.py").write_text("x = 2\n", encoding="utf-8")
+    assert mutate.tree_digest(tree) != before
+    assert mutate._earlier(str(out), mutate.tree_digest(tree)) == {}
+
+
+def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sagactl.campaign import __main__ as cli
+    from sagactl.campaign import mutants
+
+    moved = Mutant("moved", "rule", "lambdas/saga/ledger.py", "no such text anywhere", "x")
+    monkeypatch.setattr(mutants, "MUTANTS", (*mutants.MUTANTS, moved))
+    assert cli.main(["mutate", "--check"]) == 2
+    assert "moved: old text found 0 times in lambdas/saga/ledger.py" in capsys.readouterr().err
