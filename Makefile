@@ -73,9 +73,10 @@ campaign-replay: venv
 	$(BIN)/python -m sagactl.campaign replay --seed $(SEED) --case $(CASE)
 
 # Each plausible bug of sagactl/campaign/mutants.py in a scratch copy: which the fast suite and
-# the campaign slice kill (all must be killed). MUTANTS="budget stock-condition" runs some.
+# the campaign slice kill (all must be killed). The slice runs where the suite let a mutant live;
+# BOTH=1 runs it for every mutant. MUTANTS="budget stock-condition" runs some.
 mutate: venv
-	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out .campaign/mutate.json \
+	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m))$(if $(BOTH), --both) --out .campaign/mutate.json \
 		--table docs/mutants.md
 
 clean:

@@ -5,7 +5,9 @@ The copy holds the repository's files (tracked and untracked, not ignored) with 
 modules are the ones imported. Per mutant: the file is restored, the mutant applied (refused
 unless its old text occurs exactly once), then the fast suite (`pytest -x` over the unit,
 integration and end-to-end tests) and a fixed-seed campaign slice (`--fail-fast`) run against
-it. A mutant is killed when either fails; the table says which did.
+it: the slice only where the suite let the mutant live, unless `--both` (which runs both for
+every mutant, to see everything each one kills). A mutant is killed when either fails; the table
+says which did.
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
                 logs / f"{mutant.name}.suite.log",
             )
             result["suite"] = {"killed": failed, "seconds": round(seconds)}
-        if not args.skip_campaign:
+        suite_killed = result.get("suite", {}).get("killed", False)
+        if not args.skip_campaign and (args.both or not suite_killed):
             directory = tree.parent / f"campaign-{mutant.name}"
             shutil.rmtree(directory, ignore_errors=True)
             command = [sys.executable, *slice_command(directory, fail_fast=True)]
@@ -167,7 +170,7 @@ def _table(results: list[dict[str, Any]]) -> str:
     def cell(result: dict[str, Any], key: str) -> str:
         part = result.get(key)
         if part is None:
-            return "not run"
+            return "not run (killed already)" if result["killed"] else "not run"
         return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s)"
 
     lines = ["| mutant | rule | fast suite | campaign slice |", "|---|---|---|---|"]
