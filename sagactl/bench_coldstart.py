@@ -61,16 +61,20 @@ _CARRIER = (
     "from saga.tools.wiring import sandbox_carrier\n"
     "sandbox_carrier(runtime.env, runtime.downstream_client, case_id='bench')\n"
 )
+# The approval check: the verifier and its KMS client (the GetPublicKey itself is a request).
+_APPROVALS = "runtime.approvals.keys.client_factory()\n"
 _RECONCILERS = "import saga.tools.refund, saga.tools.reserve, saga.tools.ship\n"
 _END_OF_FIRST_INVOCATION = "from saga.coldstart import resume_collection\nresume_collection()\n"
 FIRST_CLIENTS: Mapping[str, str] = {
-    "validate_case": _RUNTIME + "runtime.tenants\n" + _CASES,
-    "reserve_stock": _RUNTIME + _LEDGER + _INVENTORY,
-    "issue_refund": _RUNTIME + _LEDGER + _PAYMENTS,
-    "create_shipment": _RUNTIME + _LEDGER + _CARRIER,
-    "release_reservation": _RUNTIME + _LEDGER + _INVENTORY + _CASES,
-    "reconcile_action": _RUNTIME + _LEDGER + _RECONCILERS + _INVENTORY + _PAYMENTS + _CARRIER,
-    "record_outcome": _RUNTIME + _CASES,
+    "validate_case": _RUNTIME + "runtime.tenants\n" + _APPROVALS + _CASES,
+    "reserve_stock": _RUNTIME + _APPROVALS + _LEDGER + _INVENTORY,
+    "issue_refund": _RUNTIME + _APPROVALS + _LEDGER + _PAYMENTS,
+    "create_shipment": _RUNTIME + _APPROVALS + _LEDGER + _CARRIER,
+    "release_reservation": _RUNTIME + _APPROVALS + _LEDGER + _INVENTORY + _CASES,
+    "reconcile_action": (
+        _RUNTIME + _APPROVALS + _CASES + _LEDGER + _RECONCILERS + _INVENTORY + _PAYMENTS + _CARRIER
+    ),
+    "record_outcome": _RUNTIME + _APPROVALS + _CASES,
     "sweep_stuck_actions": (
         "from saga.aws import dynamodb_client\ndynamodb_client()\n"
         "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
@@ -138,6 +142,13 @@ def function_environments() -> dict[str, Function]:
         "payment_key_retention_seconds": config.payment_key_retention_hours * 3600,
         "downstream_timeout_seconds": config.downstream_timeout_seconds,
         "tenants": config.tenants,
+        "approval_keys": {
+            tenant: {
+                approver: {"current": f"arn:aws:kms:us-east-1:123456789012:key/bench-{approver}"}
+                for approver in approvers
+            }
+            for tenant, approvers in config.tenants.items()
+        },
         "escalation_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/bench",
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         **{table_field(t): f"bench-{t}" for t in TABLES},

@@ -155,6 +155,12 @@ def summarize_result(payload: Any) -> str:
     if "outcome" in payload:
         return f"case outcome {payload['outcome']}"
     if "actions" in payload:
+        approval = (payload.get("case") or {}).get("approval") or {}
+        if approval.get("approved_by") and approval.get("signed_at"):
+            return (
+                f"case valid, approved by {approval['approved_by']} "
+                f"(signed {approval['signed_at']})"
+            )
         return "case valid and approved"
     if "MessageId" in payload:
         return f"escalation message sent ({payload['MessageId']})"

@@ -165,6 +165,54 @@ class LedgerConfig(ContextSection):
         return self.retention_days * 86_400
 
 
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$")
+
+
+def _kms_key_arn(value: Any) -> str:
+    if not isinstance(value, str) or not _KMS_KEY_ARN.match(value):
+        raise invalid(
+            f"must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), got {value!r}"
+        )
+    return value
+
+
+def _principal_arn(value: Any) -> str:
+    if not isinstance(value, str) or not _PRINCIPAL_ARN.match(value):
+        raise invalid(f"must be an IAM role or user ARN, got {value!r}")
+    return value
+
+
+KmsKeyArn = Annotated[str, BeforeValidator(_kms_key_arn)]
+
+
+class ApproverKeyConfig(ContextSection):
+    """How one approver of one tenant signs (`approval_keys."<tenant>/<approver>"`). Every
+    approver has its own asymmetric key: the stack creates it (and an approver role that may
+    sign with it) unless `key_arn` names one you bring; `principal` names who may sign with a
+    created key instead of the approver role; `retired_key_arns` are rotated-out keys whose
+    signatures still verify for cases already under way (never for a new case)."""
+
+    principal: Annotated[str, BeforeValidator(_principal_arn)] | None = None
+    key_arn: KmsKeyArn | None = None
+    retired_key_arns: tuple[KmsKeyArn, ...] = ()
+    # Rotating a created key: raise the generation. The stack then creates a new key for the
+    # approver and keeps the earlier generations as retired keys (nobody may sign with them;
+    # they still verify approvals of cases under way).
+    key_generation: Annotated[int, positive_int(100)] = 1
+    # The created approver role may be assumed only with MFA: approving is a person's act.
+    role_requires_mfa: Annotated[bool, BeforeValidator(boolean)] = True
+
+    @model_validator(mode="after")
+    def _one_way_to_sign(self) -> ApproverKeyConfig:
+        if self.key_arn is not None and (self.principal is not None or self.key_generation > 1):
+            raise refused(
+                "context 'approval_keys': with 'key_arn' (a key you bring) neither 'principal' "
+                "nor 'key_generation' applies: who may sign is that key's own policy"
+            )
+        return self
+
+
 class FunctionsConfig(ContextSection):
     timeout_seconds: Annotated[int, positive_int(900)]
     memory_mb: Annotated[int, positive_int(10_240)]
@@ -200,6 +248,8 @@ class SagaConfig(ContextSection):
     sandbox: Annotated[bool, BeforeValidator(boolean)] = True
     retain_data_stages: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ("prod",)
     tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenants)]
+    # Optional: per approver, a key of your own, who signs, retired keys (see ApproverKeyConfig).
+    approval_keys: Annotated[dict[str, ApproverKeyConfig], BeforeValidator(from_json)] = {}
     ledger: LedgerConfig
     payment_key_retention_hours: Count
     downstream_timeout_seconds: Count
@@ -280,6 +330,7 @@ class SagaConfig(ContextSection):
                 )
         self._check_budget_outlasts_one_run()
         self._check_retention_outlasts_redrives()
+        self._check_approval_keys_name_approvers()
         self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():
             if class_name not in self.retry:
@@ -288,6 +339,19 @@ class SagaConfig(ContextSection):
                     f"{class_name!r}; known: {sorted(self.retry)}"
                 )
         return self
+
+    def _check_approval_keys_name_approvers(self) -> None:
+        approvers = {f"{t}/{a}" for t, names in self.tenants.items() for a in names}
+        for key in self.approval_keys:
+            if key not in approvers:
+                raise refused(
+                    f"context 'approval_keys.{key}' names no approver of 'tenants' (keys are "
+                    f"'<tenant>/<approver>', one of {sorted(approvers)})"
+                )
+
+    def approver_keys(self, tenant: str, approver: str) -> ApproverKeyConfig:
+        """How `approver` signs for `tenant` (the defaults: a key and a role the stack makes)."""
+        return self.approval_keys.get(f"{tenant}/{approver}", ApproverKeyConfig())
 
     def _check_budget_outlasts_one_run(self) -> None:
         """A task whose retries run out ends the execution FAILED so a redrive can rerun it; if

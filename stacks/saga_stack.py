@@ -15,6 +15,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from stacks.config import SagaConfig
+from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.escalation import Escalation
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.sandbox import SandboxDownstreams
@@ -56,12 +57,14 @@ class SagaStack(Stack):
                 "sandbox": self.sandbox.control,
             }
         self.escalation = Escalation(self, "Escalation")
+        self.approval_keys = ApprovalKeys(self, "Approvals", config=config)
         self.tools = ToolFunctions(
             self,
             "Tools",
             config=config,
             tables=table_map,
             escalation_queue=self.escalation.queue,
+            approval_keys=self.approval_keys,
             build_cache=build_cache,
         )
         saga_functions = {fid: fn for fid, fn in self.tools.functions.items() if fid != SWEEPER_ID}
@@ -105,3 +108,4 @@ class SagaStack(Stack):
             }
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
+        self.approval_keys.add_outputs(self)

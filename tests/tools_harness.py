@@ -8,19 +8,22 @@ item's `available`. "Exactly once" in a tools test means exactly one such item.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 from moto import mock_aws
 
 from saga.adapters.carrier import SandboxCarrier
 from saga.adapters.payments import SandboxPaymentProvider
-from saga.aws import dynamodb_client
+from saga.approvals import ApprovalVerifier, KmsPublicKeys, parse_trusted_keys
+from saga.aws import dynamodb_client, kms_client
 from saga.cases import CaseRecords
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
-from saga.models import Case, StepResult, parse_case, with_approval_digest
+from saga.models import Case, StepResult, parse_case
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
 from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
@@ -28,6 +31,7 @@ from saga.sandbox.schema import SandboxTables, create_sandbox_tables
 from saga.tools.common import FaultSource, NoFaults
 from saga.tools.reserve import InventoryTables, reserve_stock
 from sagactl.bench_ledger import create_ledger_table
+from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from tests.integration.ledger_harness import FakeClock
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
@@ -41,8 +45,17 @@ TABLE_NAMES = {
     "SANDBOX_TABLE": "t-sandbox",
 }
 STOCK = DEFAULT_STOCK
-TENANTS_JSON = '{"acme": ["supervisor@acme"], "globex": ["boss@globex"]}'
+TENANTS = {"acme": ["supervisor@acme"], "globex": ["boss@globex"]}
+TENANTS_JSON = json.dumps(TENANTS)
+# Each approver's local key (sagactl.local.approval_keys), as the stack's APPROVAL_KEYS names it.
+APPROVAL_KEYS_JSON = json.dumps(
+    {
+        tenant: {approver: {"current": local_key_arn(tenant, approver)} for approver in approvers}
+        for tenant, approvers in TENANTS.items()
+    }
+)
 
+SIGNED_AT = "2026-11-30T00:00:00Z"
 BASE_CASE: dict[str, Any] = {
     "case_id": "case-0001",
     "tenant_id": "acme",
@@ -65,13 +78,14 @@ BASE_CASE: dict[str, Any] = {
 def raw_case(
     case_id: str = "case-0001", *, faults: dict[str, list[str]] | None = None, **overrides: Any
 ) -> dict[str, Any]:
-    """An approved raw case; `overrides` replace top-level sections before approval."""
+    """An approved raw case, signed by its approver's local key; `overrides` replace top-level
+    sections before approval."""
     data = copy.deepcopy(BASE_CASE)
     data["case_id"] = case_id
     data.update(copy.deepcopy(overrides))
     if faults is not None:
         data["sandbox"] = {"faults": faults}
-    return with_approval_digest(data)
+    return sign_locally(data, signed_at=SIGNED_AT)
 
 
 def make_case(
@@ -130,6 +144,13 @@ class ToolsEnv:
             self.names["INVENTORY_TABLE"],
             self.names["RESERVATIONS_TABLE"],
             clock=self.clock,
+        )
+
+    @property
+    def approvals(self) -> ApprovalVerifier:
+        """The verifier the tools get, with APPROVAL_KEYS_JSON's keys (in moto's KMS)."""
+        return ApprovalVerifier(
+            parse_trusted_keys(APPROVAL_KEYS_JSON), KmsPublicKeys(kms_client), function="tests"
         )
 
     @property
@@ -216,6 +237,7 @@ class ToolsEnv:
         return {
             **self.names,
             "TENANTS": TENANTS_JSON,
+            "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
             "ATTEMPT_BUDGET": str(self.policy.attempt_budget),
             "RETENTION_SECONDS": str(self.policy.retention_seconds),
             "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),
@@ -246,14 +268,23 @@ def create_tables(client: Any, names: dict[str, str]) -> None:
     seed_inventory(client, names["INVENTORY_TABLE"], STOCK)
 
 
+def create_approval_keys(kms: Any) -> None:
+    """Every approver's local key in moto's KMS (what APPROVAL_KEYS_JSON names)."""
+    for tenant, approvers in TENANTS.items():
+        for approver in approvers:
+            create_local_key(kms, tenant=tenant, approver=approver)
+
+
 @contextmanager
 def tools_env(
     *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
 ) -> Iterator[ToolsEnv]:
-    """moto DynamoDB with every table created and the inventory seeded."""
+    """moto DynamoDB with every table created and the inventory seeded, and moto KMS with the
+    approvers' keys."""
     with mock_aws():
         client = dynamodb_client()
         create_tables(client, TABLE_NAMES)
+        create_approval_keys(boto3.client("kms"))
         yield ToolsEnv(
             client=client,
             clock=FakeClock(),

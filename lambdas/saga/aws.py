@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -65,6 +66,57 @@ def _cached_client(
     return boto3.client("dynamodb", config=config, endpoint_url=endpoint, region_name=region)
 
 
+KMS_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3},  # GetPublicKey reads: safe to repeat
+    connect_timeout=2.0,
+    read_timeout=5.0,
+)
+
+
+# KMS's model reduced to GetPublicKey, as the service `saga-kms` (sagactl/trim_models.py): a
+# client of botocore's full KMS model costs about 35 ms of CPU at a cold start, this one 5 ms.
+TRIMMED_MODELS = Path(__file__).resolve().parent / "botocore_models"
+KMS_SERVICE = "saga-kms"
+
+
+def kms_client() -> Any:
+    """A KMS client for GetPublicKey (saga.approvals), made when first needed."""
+    return _cached_kms(
+        os.environ.get("AWS_ENDPOINT_URL"),
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+
+
+@lru_cache(maxsize=4)
+def _cached_kms(endpoint: str | None, region: str | None) -> Any:
+    service = KMS_SERVICE if _trimmed_models_loadable() else "kms"
+    return boto3.client(
+        service,  # type: ignore[call-overload]  # the trimmed model is not in the stubs
+        config=KMS_CONFIG,
+        endpoint_url=endpoint,
+        region_name=region,
+    )
+
+
+def _trimmed_models_loadable() -> bool:
+    """Add the trimmed models to the default session's search path (only `saga-kms` lives
+    there: every other service still loads botocore's own model). The loader caches the list
+    of services it found when the first client was made; the new one is added to that list
+    rather than listing every service directory again (about 15 ms). Should a botocore release
+    change these internals, the full `kms` model is used: slower, never wrong
+    (tests/unit/test_aws_clients.py fails then)."""
+    try:
+        loader = boto3._get_default_session()._session.get_component("data_loader")
+        if str(TRIMMED_MODELS) not in loader.search_paths:
+            loader.search_paths.append(str(TRIMMED_MODELS))
+            for key, listed in loader._cache.items():
+                if key[0] == "list_available_services" and KMS_SERVICE not in listed:
+                    listed.append(KMS_SERVICE)
+        return KMS_SERVICE in loader.list_available_services("service-2")
+    except (AttributeError, TypeError, KeyError, IndexError):
+        return False
+
+
 def downstream_config(timeout_seconds: float) -> Config:
     """Config for a side-effecting downstream call: one attempt, bounded connect/read time."""
     if timeout_seconds <= 0:
@@ -81,4 +133,5 @@ __all__ = [
     "downstream_config",
     "downstream_dynamodb_client",
     "dynamodb_client",
+    "kms_client",
 ]

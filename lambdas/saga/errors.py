@@ -74,6 +74,12 @@ class ApprovalMismatch(SagaError):
     """The approval digest does not match the parameters that are about to be executed."""
 
 
+class ApprovalInvalid(SagaError):
+    """The approval is not signed by the named approver's trusted key over exactly this case
+    (unsigned, malformed, expired for starting, or the signature does not verify): nothing is
+    done; the message says how to approve the case (`sagactl case approve FILE`)."""
+
+
 # --- permanent business failures: recorded, then compensation / outcome ----------------------
 class BusinessRejection(SagaError):
     """A downstream said no, for good. Recorded in the ledger and replayed as the same error."""

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from saga.adapters import formats
+from saga.approvals import SignedApproval
 from saga.errors import ApprovalMismatch, InvalidRequest
 from saga.identity import sha256_hex
 from saga.sandbox.faults import validate_fault_plan
@@ -104,10 +105,22 @@ class Shipment(StrictModel):
     address: Address
 
 
+ApprovalText = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
 class Approval(StrictModel):
+    """Who approved which revision, and (saga.approvals) the signature that proves it. The
+    signature fields are optional here so that an unsigned case is refused as ApprovalInvalid,
+    with what to do, rather than as a malformed request."""
+
     revision: Annotated[int, Field(ge=1)]
     approved_by: Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
     digest: Digest
+    signed_at: ApprovalText | None = None
+    key_id: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
+    signature: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    # Optional deadline for starting the case, checked at ValidateCase only.
+    start_by: ApprovalText | None = None
 
 
 class Sandbox(StrictModel):
@@ -141,9 +154,27 @@ class Case(StrictModel):
     approval: Approval
     sandbox: Sandbox = Field(default_factory=Sandbox)
 
+    def signed_approval(self) -> SignedApproval:
+        """What the approval's signature covers and carries (saga.approvals)."""
+        approval = self.approval
+        return SignedApproval(
+            case_id=self.case_id,
+            tenant_id=self.tenant_id,
+            digest=approval.digest,
+            revision=approval.revision,
+            approved_by=approval.approved_by,
+            signed_at=approval.signed_at,
+            key_id=approval.key_id,
+            signature=approval.signature,
+            start_by=approval.start_by,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        """The normalized case as the state machine carries it."""
-        return self.model_dump(mode="json")
+        """The normalized case as the state machine carries it (an approval's absent optional
+        fields stay absent)."""
+        case = self.model_dump(mode="json")
+        case["approval"] = self.approval.model_dump(mode="json", exclude_none=True)
+        return case
 
 
 class ApprovedParameters(StrictModel):

@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from saga.approvals import ApproverKeys, parse_trusted_keys
 from saga.ledger import LedgerPolicy
 
 # Powertools' levels that the stack's `functions.log_level` allows.
@@ -83,6 +84,20 @@ def tenants_variable(tenants: Mapping[str, Iterable[str]]) -> str:
     )
 
 
+def parse_approval_keys(raw: str | Mapping[str, Any]) -> dict[str, dict[str, ApproverKeys]]:
+    """APPROVAL_KEYS: `{"tenant": {"approver": {"current": ARN, "retired": [ARN]}}}`, the keys
+    whose signatures the tools trust (saga.approvals)."""
+    try:
+        return parse_trusted_keys(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(
+            f"{variable('approval_keys')} is not valid JSON: {exc.msg}"
+        ) from None
+    except ValueError as exc:
+        separator = "" if str(exc).startswith("[") else " "
+        raise ConfigurationError(f"{variable('approval_keys')}{separator}{exc}") from None
+
+
 def _checked(parse: Callable[[Any], Any]) -> BeforeValidator:
     """A field validator from a parser that raises ConfigurationError with its own message."""
 
@@ -101,6 +116,7 @@ PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 TenantsValue = Annotated[Tenants, _checked(parse_tenants)]
+ApprovalKeysValue = Annotated[dict[str, dict[str, ApproverKeys]], _checked(parse_approval_keys)]
 
 
 class FunctionEnvironment(BaseModel):
@@ -171,8 +187,19 @@ def _as_variable(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, Mapping):
-        return tenants_variable(value)
+        return json.dumps(_plain(value), sort_keys=True)
     return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: approvers (frozensets) as sorted lists, approval keys as their mapping."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, ApproverKeys):
+        return {"current": value.current, "retired": list(value.retired)}
+    return value
 
 
 def describe(exc: ValidationError) -> str:
@@ -247,36 +274,47 @@ class TenantsVariables(FunctionEnvironment):
     tenants: TenantsValue
 
 
+class ApprovalVariables(FunctionEnvironment):
+    approval_keys: ApprovalKeysValue
+
+
 # --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
-class ValidateCaseEnvironment(CasesVariables, TenantsVariables):
+class ValidateCaseEnvironment(CasesVariables, TenantsVariables, ApprovalVariables):
     pass
 
 
-class ReserveStockEnvironment(LedgerVariables, InventoryVariables, SandboxVariables):
+class ReserveStockEnvironment(
+    LedgerVariables, InventoryVariables, SandboxVariables, ApprovalVariables
+):
     pass
 
 
-class IssueRefundEnvironment(LedgerVariables, PaymentsVariables):
+class IssueRefundEnvironment(LedgerVariables, PaymentsVariables, ApprovalVariables):
     pass
 
 
-class CreateShipmentEnvironment(LedgerVariables, CarrierVariables):
+class CreateShipmentEnvironment(LedgerVariables, CarrierVariables, ApprovalVariables):
     pass
 
 
 class ReleaseReservationEnvironment(
-    LedgerVariables, InventoryVariables, CasesVariables, SandboxVariables
+    LedgerVariables, InventoryVariables, CasesVariables, SandboxVariables, ApprovalVariables
 ):
     pass
 
 
 class ReconcileActionEnvironment(
-    LedgerVariables, InventoryVariables, PaymentsVariables, CarrierVariables
+    LedgerVariables,
+    InventoryVariables,
+    PaymentsVariables,
+    CarrierVariables,
+    CasesVariables,
+    ApprovalVariables,
 ):
     pass
 
 
-class RecordOutcomeEnvironment(CasesVariables):
+class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables):
     pass
 
 

@@ -14,13 +14,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from saga.errors import ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.approvals import (
+    ApprovalVerifier,
+    KmsPublicKeys,
+    format_instant,
+    require_signature,
+)
+from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
 from saga.models import Case, parse_case, verify_approval, with_approval_digest
 from saga.sandbox.faults import DOWNSTREAMS
-from saga.settings import ConfigurationError, parse_tenants
+from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
 from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
@@ -33,7 +40,8 @@ from sagactl.commands.common import (
 )
 from sagactl.errors import InvalidCaseFile, SagactlError, UsageError, guarded
 from sagactl.render import emit_json
-from sagactl.target import add_target_arguments, resolve_target
+from sagactl.signing import sign_case
+from sagactl.target import Target, add_target_arguments, resolve_target
 
 # The Handler of ValidateCaseFunction (stacks/constructs/tools.py TOOL_SPECS).
 VALIDATE_CASE_HANDLER = "saga.handlers.validate_case.handler"
@@ -51,16 +59,33 @@ def configured_tenants(args: argparse.Namespace) -> Tenants:
     if not args.deployed:
         tenants = cdk_config().tenants
         return Tenants({t: frozenset(a) for t, a in tenants.items()}, "cdk.json")
-    target = resolve_target(args)
-    function = stack_function(
-        target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
-    )
-    name = str(function["FunctionName"])
-    variables = (function.get("Environment") or {}).get("Variables") or {}
+    name, variables = _validate_case_environment(resolve_target(args))
     try:
         return Tenants(parse_tenants(str(variables.get("TENANTS") or "")), f"TENANTS of {name}")
     except ConfigurationError as exc:
         raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
+
+
+def _validate_case_environment(target: Target) -> tuple[str, dict[str, str]]:
+    function = stack_function(
+        target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
+    )
+    variables = (function.get("Environment") or {}).get("Variables") or {}
+    return str(function["FunctionName"]), dict(variables)
+
+
+def verify_signature(case: Case, args: argparse.Namespace) -> str:
+    """ValidateCase's signature check (saga.approvals) with the deployed keys: a sentence on
+    success; ApprovalInvalid or AuthorizationDenied as ValidateCase would raise them."""
+    target = resolve_target(args)
+    name, variables = _validate_case_environment(target)
+    try:
+        trusted = parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
+    except ConfigurationError as exc:
+        raise SagactlError(f"cannot read the approval keys of {name}: {exc}") from None
+    verifier = ApprovalVerifier(trusted, KmsPublicKeys(lambda: target.client("kms")))
+    key = verifier.verify(case.signed_approval(), accept_retired=False, now=_now(target))
+    return f"signed with {key}, trusted by {name}"
 
 
 def check_authorized(case: Case, tenants: Tenants, *, source: str) -> None:
@@ -109,17 +134,21 @@ def case_from_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def approve(case: Any, tenants: Tenants, *, source: str) -> dict[str, Any]:
-    """The case with its approval digest filled in; InvalidCaseFile names the bad field, or the
-    tenant or approver ValidateCase would refuse."""
+def with_digest(case: Any, *, source: str) -> dict[str, Any]:
+    """The case with its approval digest filled in; InvalidCaseFile names the bad field."""
     if not isinstance(case, dict):
         raise InvalidCaseFile(f"{source}: expected a JSON object, got {type(case).__name__}")
     try:
-        approved = with_approval_digest(case)
-        parsed = parse_case(approved)
+        return with_approval_digest(case)
     except InvalidRequest as exc:
         raise InvalidCaseFile(f"{source}: {exc}") from None
-    check_authorized(parsed, tenants, source=source)
+
+
+def approve(case: Any, tenants: Tenants, *, source: str) -> dict[str, Any]:
+    """The case with its approval digest filled in; InvalidCaseFile names the bad field, or the
+    tenant or approver ValidateCase would refuse."""
+    approved = with_digest(case, source=source)
+    check_authorized(parse_case(approved), tenants, source=source)
     return approved
 
 
@@ -136,14 +165,19 @@ def _write(case: dict[str, Any], output: str, *, force: bool) -> str:
 
 def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
     approval = case["approval"]
-    return {
+    summary = {
         "file": written_to,
         "case_id": case["case_id"],
         "tenant_id": case["tenant_id"],
         "revision": approval["revision"],
         "approved_by": approval["approved_by"],
         "digest": approval["digest"],
+        "signed": bool(approval.get("signature")),
     }
+    for name in ("signed_at", "key_id", "start_by"):
+        if approval.get(name):
+            summary[name] = approval[name]
+    return summary
 
 
 def command_new(args: argparse.Namespace) -> int:
@@ -155,7 +189,10 @@ def command_new(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(summary)
     else:
-        print(f"wrote case {case['case_id']} to {written_to} (approved: {summary['digest']})")
+        print(
+            f"wrote case {case['case_id']} to {written_to} (digest {summary['digest']}); "
+            f"an approver signs it with: sagactl case approve {written_to}"
+        )
     return 0
 
 
@@ -168,7 +205,10 @@ def command_approve(args: argparse.Namespace) -> int:
         if args.revision:
             approval["revision"] = args.revision
         case = {**case, "approval": approval}
-    approved = approve(case, configured_tenants(args), source=str(args.file))
+    prepared = with_digest(case, source=str(args.file))
+    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
+    target = resolve_target(args)
+    approved = sign_case(target, prepared, now=_now(target), start_by=start_by)
     output = args.output or str(args.file)
     written_to = _write(approved, output, force=True)
     summary = _approval_summary(approved, written_to)
@@ -178,21 +218,46 @@ def command_approve(args: argparse.Namespace) -> int:
         emit_json(summary)
     else:
         print(
-            f"approved case {approved['case_id']} revision {summary['revision']} by "
-            f"{summary['approved_by']}: {summary['digest']} ({written_to})"
+            f"approved case {approved['case_id']} revision {summary['revision']} as "
+            f"{summary['approved_by']}, signed with {summary['key_id']}: {summary['digest']} "
+            f"({written_to})"
         )
     return 0
+
+
+def _now(target: Target) -> datetime:
+    """Now as the target sees it: the local AWS's clock can be moved (`sagactl local advance`)."""
+    return datetime.fromtimestamp(target.now(), UTC)
+
+
+def _instant(value: str, flag: str) -> str:
+    """An ISO 8601 time with a zone, normalized to UTC (`2026-12-01T18:00:00Z`)."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{flag} {value!r}: expected an ISO 8601 time, e.g. 2026-12-01T18:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        raise UsageError(f"{flag} {value!r}: name the time zone, e.g. 2026-12-01T18:00Z")
+    return format_instant(parsed)
 
 
 def command_check(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
     tenants = configured_tenants(args)
-    # In ValidateCase's order: the fields, who approved, then the digest.
+    # In ValidateCase's order: the fields, who approved, the digest, then the signature.
     try:
         case = parse_case(raw)
         check_authorized(case, tenants, source=str(args.file))
         verify_approval(case)
-    except (InvalidRequest, ApprovalMismatch) as exc:
+        require_signature(case)
+        signature = (
+            verify_signature(case, args)
+            if args.deployed
+            else "signed (the signature is verified with the deployed keys: --deployed)"
+        )
+    except (InvalidRequest, ApprovalMismatch, ApprovalInvalid, AuthorizationDenied) as exc:
         raise InvalidCaseFile(f"{args.file}: {exc}") from None
     if args.json:
         emit_json(
@@ -201,12 +266,14 @@ def command_check(args: argparse.Namespace) -> int:
                 "case_id": case.case_id,
                 "valid": True,
                 "tenants_from": tenants.source,
+                "signature_verified": bool(args.deployed),
             }
         )
     else:
         print(
             f"{args.file}: case {case.case_id} is valid, {case.approval.approved_by} may approve "
-            f"for tenant {case.tenant_id} ({tenants.source}) and the approval digest matches"
+            f"for tenant {case.tenant_id} ({tenants.source}), the approval digest matches and "
+            f"it is {signature}"
         )
     return 0
 
@@ -280,18 +347,33 @@ def register(subparsers: Subparsers) -> None:
 
     approve_parser = commands.add_parser(
         "approve",
-        help="fill in approval.digest of a case file",
-        description="Validate the case (fields, tenant and approver, as ValidateCase does) and "
-        "write approval.digest (sha256 of the approved parameters and revision) into the file, "
-        "or into --output. A case ValidateCase rejected is corrected, then approved again with "
-        "the next --revision: it starts under its own execution name.",
+        help="approve a case file: fill in its digest and sign it with the approver's key",
+        description="Validate the case's fields, fill in approval.digest (sha256 of the "
+        "approved parameters and revision) and sign the approval with the approver's KMS key "
+        "(the stack's ApprovalKeys output), with your credentials: on AWS only the approver's "
+        "role or principal may sign, and CloudTrail records who did; against the local AWS "
+        "(the environment `sagactl local up` prints) anyone may. Writes signed_at, key_id and "
+        "signature into the file, or into --output. A case ValidateCase rejected is corrected, "
+        "then approved again with the next --revision: it starts under its own execution name.",
     )
     approve_parser.add_argument("file", type=Path, help="the case file")
-    approve_parser.add_argument("--approved-by", help="set approval.approved_by")
+    approve_parser.add_argument(
+        "--as",
+        "--approved-by",
+        dest="approved_by",
+        metavar="APPROVER",
+        help="approve as this approver (default: the file's approval.approved_by)",
+    )
     approve_parser.add_argument("--revision", type=positive_int, help="set approval.revision")
+    approve_parser.add_argument(
+        "--start-by",
+        metavar="TIME",
+        help="the case must start before this ISO 8601 time (checked when it starts only; "
+        "compensations and redrives later are never refused for it)",
+    )
     approve_parser.add_argument("-o", "--output", help="write here instead (- for stdout)")
     add_json_argument(approve_parser)
-    _add_tenant_source(approve_parser)
+    add_target_arguments(approve_parser)
     approve_parser.set_defaults(handler=guarded(command_approve))
 
     check = commands.add_parser(

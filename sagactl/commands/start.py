@@ -25,7 +25,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from saga.errors import ApprovalMismatch, InvalidRequest
+from saga.approvals import require_signature
+from saga.errors import ApprovalInvalid, ApprovalMismatch, InvalidRequest
 from saga.identity import execution_name
 from saga.models import parse_case, verify_approval
 from sagactl.commands.common import (
@@ -64,7 +65,8 @@ def check_case(raw: Any, source: str) -> str:
     try:
         case = parse_case(raw)
         verify_approval(case)
-    except (InvalidRequest, ApprovalMismatch) as exc:
+        require_signature(case)
+    except (InvalidRequest, ApprovalMismatch, ApprovalInvalid) as exc:
         raise InvalidCaseFile(f"{source}: {exc}") from None
     return case.case_id
 

@@ -4,8 +4,9 @@
 are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (their code runs
 in-process, moto only holds a dummy zip), Step Functions state machines and EventBridge rules
 with their targets (moto stores them; sagactl.local.event_rules and sagactl.local.schedules make
-them fire). Every other resource type is skipped (logged at debug level); references to it
-resolve to placeholder ARNs.
+them fire), and KMS keys (an approver's signing key gets its local, deterministic identity:
+sagactl.local.approval_keys). Every other resource type is skipped (logged at debug level);
+references to it resolve to placeholder ARNs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 import boto3
 
+from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
+from sagactl.local.approval_keys import create_local_key
 from sagactl.local.template import (
     PhysicalResource,
     ResolutionContext,
@@ -35,7 +38,15 @@ QUEUE_TYPE = "AWS::SQS::Queue"
 FUNCTION_TYPE = "AWS::Lambda::Function"
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
 RULE_TYPE = "AWS::Events::Rule"
-EMULATED_TYPES = (*TABLE_TYPES, QUEUE_TYPE, FUNCTION_TYPE, STATE_MACHINE_TYPE, RULE_TYPE)
+KMS_KEY_TYPE = "AWS::KMS::Key"
+EMULATED_TYPES = (
+    *TABLE_TYPES,
+    QUEUE_TYPE,
+    FUNCTION_TYPE,
+    STATE_MACHINE_TYPE,
+    RULE_TYPE,
+    KMS_KEY_TYPE,
+)
 # The parts of a rule target that EventBridge's PutTargets takes as they are.
 _TARGET_KEYS = (
     "Id",
@@ -75,6 +86,7 @@ class ProvisionResult:
     functions: dict[str, str] = field(default_factory=dict)
     state_machines: dict[str, str] = field(default_factory=dict)
     rules: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -115,6 +127,7 @@ class _Provisioner:
         self.sfn = session.client("stepfunctions", endpoint_url=endpoint)
         self.events = session.client("events", endpoint_url=endpoint)
         self.iam = session.client("iam", endpoint_url=endpoint)
+        self.kms = session.client("kms", endpoint_url=endpoint)
         self.result = ProvisionResult(stack_name=stack_name, outputs={})
 
     # -- naming ---------------------------------------------------------------------------
@@ -223,6 +236,35 @@ class _Provisioner:
                     PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
                 )
             self.result.tables[logical_id] = name
+
+    def create_keys(self) -> None:
+        """KMS keys, before anything that names them (a function's APPROVAL_KEYS)."""
+        for logical_id, raw_props in self._of_type(KMS_KEY_TYPE):
+            props = self.ctx.resolve(raw_props)
+            tags = {str(tag["Key"]): str(tag["Value"]) for tag in props.get("Tags", [])}
+            if TENANT_TAG in tags and APPROVER_TAG in tags:
+                arn = create_local_key(
+                    self.kms,
+                    tenant=tags[TENANT_TAG],
+                    approver=tags[APPROVER_TAG],
+                    generation=int(tags.get(GENERATION_TAG, "1")),
+                    account_id=self.ctx.account_id,
+                    region=self.region,
+                    description=str(props.get("Description", "")),
+                )
+            else:
+                arn = str(
+                    self.kms.create_key(
+                        KeySpec=props.get("KeySpec", "SYMMETRIC_DEFAULT"),
+                        KeyUsage=props.get("KeyUsage", "ENCRYPT_DECRYPT"),
+                        Description=str(props.get("Description", "")),
+                    )["KeyMetadata"]["Arn"]
+                )
+            key_id = arn.rsplit("/", 1)[-1]
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=key_id, attributes={"Arn": arn, "KeyId": key_id}
+            )
+            self.result.keys[logical_id] = arn
 
     def create_queues(self) -> None:
         queues = self._of_type(QUEUE_TYPE)
@@ -354,6 +396,7 @@ class _Provisioner:
 
     def run(self) -> ProvisionResult:
         self.plan()
+        self.create_keys()
         self.create_tables()
         self.create_queues()
         role_arn = self._execution_role()

@@ -39,6 +39,7 @@ from saga.settings import (
     variable,
 )
 from stacks.config import SagaConfig
+from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.common import acknowledge, grant_table_actions, log_group
 from stacks.constructs.tables import OPEN_ACTIONS_INDEX
 from stacks.layer_bundling import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, dependencies_layer
@@ -77,6 +78,11 @@ class ToolSpec:
         return "tenants" in self.environment.model_fields
 
     @property
+    def verifies_approvals(self) -> bool:
+        """Reads the approval keys: gets GetPublicKey on each (docs/design.md §9)."""
+        return "approval_keys" in self.environment.model_fields
+
+    @property
     def escalation_queue(self) -> bool:
         return "escalation_queue_url" in self.environment.model_fields
 
@@ -93,7 +99,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "ValidateCaseFunction",
         "saga.handlers.validate_case.handler",
         "validate-case",
-        "Validate, authorize and verify the approval; write the case record",
+        "Validate, authorize and verify the signed approval; write the case record",
         (TableAccess("cases", (PUT,)),),
         ValidateCaseEnvironment,
     ),
@@ -144,7 +150,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("ledger", (GET, PUT, UPDATE)),
             TableAccess("inventory", (UPDATE,)),
             TableAccess("reservations", (GET, UPDATE)),
-            TableAccess("cases", (UPDATE,)),
+            # GetItem: an approval that no longer verifies (signed before signing or with a
+            # key since removed) is accepted when the case record holds its digest.
+            TableAccess("cases", (GET, UPDATE)),
             TableAccess("sandbox", (UPDATE,)),
         ),
         ReleaseReservationEnvironment,
@@ -157,6 +165,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         (
             TableAccess("ledger", (GET, PUT, UPDATE)),
             TableAccess("reservations", (GET,)),
+            TableAccess("cases", (GET,)),  # the recorded digest, as for a release
             # Names only: the adapters are built with them; every lookup reads the reservation
             # or the sandbox's reference index (a consistent read), never these tables.
             TableAccess("inventory", ()),
@@ -171,7 +180,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "saga.handlers.record_outcome.handler",
         "record-outcome",
         "Write the terminal case record and build the execution output",
-        (TableAccess("cases", (UPDATE,)),),
+        (TableAccess("cases", (GET, UPDATE)),),  # GetItem: as for a release
         RecordOutcomeEnvironment,
     ),
     ToolSpec(
@@ -209,6 +218,7 @@ def environment_values(
     service: str,
     tables: Mapping[str, dynamodb.ITable],
     escalation_queue: sqs.IQueue,
+    approval_keys: ApprovalKeys,
 ) -> dict[str, Any]:
     """Every value a function's environment may declare, by field name (saga.settings); each
     model takes the ones it declares. A table that is not deployed (the sandbox's) is absent."""
@@ -222,6 +232,7 @@ def environment_values(
         "payment_key_retention_seconds": config.payment_key_retention_hours * 3600,
         "downstream_timeout_seconds": config.downstream_timeout_seconds,
         "tenants": config.tenants,
+        "approval_keys": approval_keys.trusted_keys(),
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         **{table_field(key): table.table_name for key, table in tables.items()},
@@ -244,10 +255,12 @@ class ToolFunctions(Construct):
         config: SagaConfig,
         tables: Mapping[str, dynamodb.ITable],
         escalation_queue: sqs.IQueue,
+        approval_keys: ApprovalKeys,
         build_cache: Path,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._approval_keys = approval_keys
         layer = dependencies_layer(
             self,
             "DependenciesLayer",
@@ -295,8 +308,10 @@ class ToolFunctions(Construct):
                     actions=["sqs:SendMessage"], resources=[escalation_queue.queue_arn]
                 )
             )
+        if spec.verifies_approvals:
+            self._approval_keys.grant_verify(role)
         environment = spec.environment.render(
-            environment_values(config, spec.service, tables, escalation_queue)
+            environment_values(config, spec.service, tables, escalation_queue, self._approval_keys)
         )
         function = lambda_.Function(
             self,

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from saga.models import approval_digest, parse_case
-from tests.cli.sagactl_helpers import Sagactl, example, sagactl
+from sagactl.local.environment import LocalAws
+from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
 
-__all__ = ["sagactl"]
+__all__ = ["saga", "sagactl"]
 
 NEW_CASE = [
     "case", "new",
@@ -43,8 +44,14 @@ def test_new_writes_an_approved_case_with_faults_in_order(sagactl: Sagactl, tmp_
         "revision": 1,
         "approved_by": "supervisor@acme",
         "digest": written["approval"]["digest"],
+        "signed": False,
     }
-    assert sagactl("case", "check", str(target)).code == 0
+    # A draft: its digest is right, and only an approver's signature lets it run.
+    unsigned = sagactl("case", "check", str(target))
+    assert unsigned.code == 2
+    assert "the approval is not signed (no signed_at, key_id, signature); sign it with " in (
+        unsigned.err
+    )
 
 
 def test_new_refuses_an_invalid_case_naming_the_field_and_writes_nothing(
@@ -81,7 +88,9 @@ def test_new_json_error_shape(sagactl: Sagactl, tmp_path: Path) -> None:
     assert "refund.amount_minor" in error["message"]
 
 
-def test_approve_refreshes_the_digest_after_an_edit(sagactl: Sagactl, tmp_path: Path) -> None:
+def test_approve_refreshes_the_digest_after_an_edit(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
     case_file = tmp_path / "case.json"
     case = json.loads(example("happy-path").read_text())
     case["refund"]["amount_minor"] = 2500
@@ -98,6 +107,9 @@ def test_approve_refreshes_the_digest_after_an_edit(sagactl: Sagactl, tmp_path: 
     assert written["approval"]["digest"] == approval_digest(parse_case(written))
     assert approved.json()["digest"] == written["approval"]["digest"]
     assert sagactl("case", "check", str(case_file)).code == 0
+    verified = sagactl("case", "check", str(case_file), "--deployed", "--json")
+    assert verified.code == 0, verified.err
+    assert verified.json()["signature_verified"] is True
 
 
 def test_approve_refuses_unreadable_files(sagactl: Sagactl, tmp_path: Path) -> None:

@@ -5,10 +5,11 @@ the same configuration (cdk.json's `tenants`, or with --deployed the deployed fu
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from saga.models import with_approval_digest
 from sagactl.commands.case import VALIDATE_CASE_HANDLER
+from sagactl.local.approval_keys import create_local_key, sign_locally
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl
 from tests.cli.test_sagactl_case import NEW_CASE
@@ -35,7 +36,7 @@ def test_new_refuses_an_unknown_tenant_and_writes_nothing(sagactl: Sagactl, tmp_
 
 
 def test_new_and_approve_refuse_an_approver_not_allowed_for_the_tenant(
-    sagactl: Sagactl, tmp_path: Path
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
 ) -> None:
     target = tmp_path / "case.json"
     refused = sagactl(*_with(NEW_CASE, "--approved-by", "ops@globex"), "-o", str(target))
@@ -45,8 +46,12 @@ def test_new_and_approve_refuse_an_approver_not_allowed_for_the_tenant(
     case_file = tmp_path / "happy.json"
     original = example("happy-path").read_text(encoding="utf-8")
     case_file.write_text(original, encoding="utf-8")
-    approve = sagactl("case", "approve", str(case_file), "--approved-by", "ops@globex")
-    assert approve.code == 2 and "may not approve cases for tenant 'acme'" in approve.err
+    approve = sagactl("case", "approve", str(case_file), "--as", "ops@globex")
+    assert approve.code == 2
+    assert approve.err.splitlines() == [
+        "sagactl: 'ops@globex' is not an approver of tenant 'acme' in this stack (its "
+        "approvers: supervisor@acme): pass --as APPROVER"
+    ]
     assert case_file.read_text(encoding="utf-8") == original
 
 
@@ -56,7 +61,7 @@ def test_check_refuses_what_validate_case_refuses(
     case = json.loads(example("happy-path").read_text(encoding="utf-8"))
     case["approval"]["approved_by"] = "ops@globex"  # a real approver, of another tenant
     case_file = tmp_path / "case.json"
-    case_file.write_text(json.dumps(with_approval_digest(case)), encoding="utf-8")
+    case_file.write_text(json.dumps(sign_locally(case)), encoding="utf-8")
 
     checked = sagactl("case", "check", str(case_file), "--json")
     started = sagactl("start", str(case_file), "--skip-checks", "--watch", "--timeout", "60")
@@ -78,25 +83,42 @@ def test_deployed_checks_against_the_deployed_functions_tenants(
 ) -> None:
     """A stack deployed with other tenants: --deployed asks its ValidateCase function, and a
     case it accepts runs through ValidateCase."""
+    key = create_local_key(saga.client("kms"), tenant="initech", approver="ops@initech")
     lambdas = saga.client("lambda")
     function = next(
         f for f in lambdas.list_functions()["Functions"] if f["Handler"] == VALIDATE_CASE_HANDLER
     )
-    variables = function["Environment"]["Variables"]
-    tenants = {**json.loads(variables["TENANTS"]), "initech": ["ops@initech"]}
-    lambdas.update_function_configuration(
-        FunctionName=function["FunctionName"],
-        Environment={"Variables": {**variables, "TENANTS": json.dumps(tenants)}},
+    for deployed_function in lambdas.list_functions()["Functions"]:
+        variables = deployed_function["Environment"]["Variables"]
+        if "APPROVAL_KEYS" not in variables:
+            continue
+        keys = {
+            **json.loads(variables["APPROVAL_KEYS"]),
+            "initech": {"ops@initech": {"current": key}},
+        }
+        variables = {**variables, "APPROVAL_KEYS": json.dumps(keys)}
+        if "TENANTS" in variables:
+            tenants = {**json.loads(variables["TENANTS"]), "initech": ["ops@initech"]}
+            variables["TENANTS"] = json.dumps(tenants)
+        lambdas.update_function_configuration(
+            FunctionName=deployed_function["FunctionName"], Environment={"Variables": variables}
+        )
+    outputs = {**saga.outputs}
+    outputs["ApprovalKeys"] = json.dumps(
+        {**json.loads(outputs["ApprovalKeys"]), "initech": {"ops@initech": key}}
     )
+    Path(os.environ["SAGA_LOCAL_OUTPUTS"]).write_text(json.dumps(outputs), encoding="utf-8")
     case_file = tmp_path / "initech.json"
     args = _with(_with(NEW_CASE, "--tenant", "initech"), "--approved-by", "ops@initech")
 
     written = sagactl(*args, "-o", str(case_file), "--deployed", "--local")
+    approved = sagactl("case", "approve", str(case_file))
     from_cdk_json = sagactl("case", "check", str(case_file))
     deployed = sagactl("case", "check", str(case_file), "--deployed", "--json")
     started = sagactl("start", str(case_file), "--watch", "--timeout", "60")
 
     assert written.code == 0, written.err
+    assert approved.code == 0, approved.err
     assert from_cdk_json.code == 2 and "tenant 'initech' is not configured" in from_cdk_json.err
     assert deployed.code == 0, deployed.err
     assert deployed.json()["tenants_from"] == f"TENANTS of {function['FunctionName']}"

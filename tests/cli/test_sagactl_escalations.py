@@ -19,9 +19,9 @@ import pytest
 
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
-from saga.models import with_approval_digest
 from saga.tools.common import to_item
 from sagactl.escalations import AlreadyResolved, open_escalations, resolve
+from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from sagactl.target import local_target_from_outputs
 from tests.cli.sagactl_helpers import Sagactl, example, run_example, saga, sagactl, scan
@@ -462,7 +462,7 @@ def test_a_revision_run_under_its_own_execution_name_is_worked_the_same_way(
     case = json.loads(example("compensation-stuck").read_text(encoding="utf-8"))
     case["approval"]["revision"] = 2
     path = tmp_path / "revision-2.json"
-    path.write_text(json.dumps(with_approval_digest(case)), encoding="utf-8")
+    path.write_text(json.dumps(sign_locally(case)), encoding="utf-8")
     started = sagactl("start", str(path), "--json")
     assert started.code == 0, started.err
     arn = started.json()["execution_arn"]

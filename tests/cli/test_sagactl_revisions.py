@@ -136,6 +136,7 @@ def test_the_longest_case_id_runs_as_a_revision(
     args = [*NEW_CASE, "--revision", "2", "-o", str(case_file)]
     args[args.index("case-cli-1")] = LONGEST_CASE_ID
     assert sagactl(*args).code == 0
+    assert sagactl("case", "approve", str(case_file)).code == 0
 
     started = sagactl("start", str(case_file), "--watch", "--timeout", "60", "--json")
 

@@ -22,7 +22,7 @@ import pytest
 import saga.handlers.issue_refund as issue_refund_module
 import saga.handlers.reserve_stock as reserve_module
 from saga.identity import Operation
-from saga.models import with_approval_digest
+from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from tests.e2e.test_no_second_effect import variant
 from tests.e2e.test_saga_paths import Saga
@@ -113,7 +113,7 @@ def test_a_reservation_whose_record_expired_under_chained_redrives_is_not_report
     monkeypatch.setattr(reserve_module, "handler", reserve_handler)
     case = variant("happy-path", "case-r1b")
     case["reserve"]["sku"] = "SKU-BLUE-MUG"
-    case = with_approval_digest(case)
+    case = sign_locally(case)
     saga = Saga(local_aws, case)
     assert saga.status == "FAILED", saga.path
     assert saga.available("SKU-BLUE-MUG") == 4  # reserved one of five

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from saga.models import with_approval_digest
 from sagactl.escalations import open_escalations, resolve
+from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from sagactl.target import local_target_from_outputs
 from tests.e2e.test_local_redrive import redrive
@@ -29,7 +29,7 @@ def _case() -> dict[str, Any]:
     case = load_example("happy-path")
     case["case_id"] = CASE_ID
     case["sandbox"]["faults"]["refund"] = ["fail_before_commit"] * DELIVERIES
-    return with_approval_digest(case)
+    return sign_locally(case)
 
 
 def _ledger(local: LocalAws, key: str) -> dict[str, Any]:

@@ -31,8 +31,9 @@ from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 
 from saga import clock as saga_clock
+from saga.approvals import forget_public_keys
 from saga.identity import Operation
-from saga.models import with_approval_digest
+from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from sagactl.local.lambda_runtime import AwsCall, recording_aws_calls
 from stacks.constructs.tools import TOOL_SPECS
@@ -42,6 +43,7 @@ from tests.infra.synth import Synthesized
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
+TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
 Grant = tuple[str, str, str]  # (function construct id, IAM action, resource)
 
 # IAM actions used by the Lambda service and the tracing library for the function, never by
@@ -91,9 +93,13 @@ class Names:
                 synth.logical_id(stack.sandbox.shipments): "table:shipments",
                 synth.logical_id(stack.sandbox.control): "table:sandbox",
             }
+        resources |= {
+            synth.logical_id(key): f"key:{name}"
+            for name, key in stack.approval_keys.created.items()
+        }
         provisioned = local.provisioned
         assert provisioned is not None
-        physical = {**provisioned.tables, **provisioned.queues}
+        physical = {**provisioned.tables, **provisioned.queues, **provisioned.keys}
         return cls(
             function_of_name={name: functions[lid] for lid, name in provisioned.functions.items()},
             function_of_logical_id=functions,
@@ -137,6 +143,8 @@ def _authorised_as(call: AwsCall, names: Names) -> list[tuple[str, str]]:
         return [(f"dynamodb:{call.operation}", resource)]
     if call.service == "sqs":
         return [(f"sqs:{call.operation}", names.resource_of_name[params["QueueUrl"]])]
+    if call.service == "kms":
+        return [(f"kms:{call.operation}", names.resource_of_name[params["KeyId"]])]
     # Any other service is compared by action only (its resources are not mapped here).
     return [(f"{call.service}:{call.operation}", "*")]
 
@@ -170,7 +178,7 @@ def template_grants(synth: Synthesized, names: Names) -> set[Grant]:
             for action in _as_list(statement["Action"]):
                 if action.startswith(RUNTIME_ACTION_PREFIXES):
                     continue
-                if not action.startswith(("dynamodb:", "sqs:")):
+                if not action.startswith(("dynamodb:", "sqs:", "kms:")):
                     grants.add((function, action, "*"))
                     continue
                 grants.update(
@@ -235,15 +243,21 @@ def test_grant_differences_name_each_function_action_and_resource() -> None:
 
 
 # --- the scenarios -----------------------------------------------------------------------------
-def example(name: str, case_id: str | None = None, **faults: list[str]) -> dict[str, Any]:
-    """An example case, under another case id and with other sandbox faults, re-approved."""
+def example(
+    name: str, case_id: str | None = None, *, tenant: str | None = None, **faults: list[str]
+) -> dict[str, Any]:
+    """An example case, under another case id (and tenant, approved by that tenant's approver)
+    and with other sandbox faults, re-approved."""
     case: dict[str, Any] = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
     case = deepcopy(case)
     if case_id is not None:
         case["case_id"] = case_id
+    if tenant is not None:
+        case["tenant_id"] = tenant
+        case["approval"]["approved_by"] = TENANT_APPROVERS[tenant]
     if faults:
         case["sandbox"]["faults"] = {**case["sandbox"]["faults"], **faults}
-    return with_approval_digest(case)
+    return sign_locally(case)
 
 
 def run(local: LocalAws, case: Mapping[str, Any], *, name: str | None = None) -> dict[str, Any]:
@@ -277,6 +291,28 @@ def redrive_release(local: LocalAws, case_id: str) -> None:
             return
         errors.append(body["errorType"])
     raise AssertionError(f"the redriven release never finished: {errors}")
+
+
+def redeliver_unsigned(local: LocalAws, case_id: str, task: str) -> None:
+    """Deliver a task's last input again with the approval as it was before signing (no
+    signed_at, key_id, signature): a case under way when signatures were introduced. The tool
+    accepts it on the case record (the digest ValidateCase accepted) and replays."""
+    execution_arn = local.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{case_id}"
+    scheduled = [
+        e["taskScheduledEventDetails"]
+        for e in local.history(execution_arn)
+        if e["type"] == "TaskScheduled" and task in e["taskScheduledEventDetails"]["parameters"]
+    ]
+    parameters = json.loads(scheduled[-1]["parameters"])
+    payload = deepcopy(parameters["Payload"])
+    for name in ("signed_at", "key_id", "signature"):
+        payload["case"]["approval"].pop(name)
+    payload["attempt"] = {**payload["attempt"], "redrive": 1}
+    response = local.client("lambda").invoke(
+        FunctionName=parameters["FunctionName"], Payload=json.dumps(payload).encode()
+    )
+    body = json.loads(response["Payload"].read())
+    assert not response.get("FunctionError"), (task, body)
 
 
 def invoke_sweeper(local: LocalAws, *, hours_later: float) -> dict[str, Any]:
@@ -353,7 +389,15 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
         run(local, case, name="g-duplicate-again")
         changed = deepcopy(case)
         changed["refund"]["amount_minor"] += 1
-        run(local, with_approval_digest(changed), name="g-duplicate-changed")
+        run(local, sign_locally(changed), name="g-duplicate-changed")
+
+    def under_way_before_signing(local: LocalAws) -> None:
+        expect(example("refund-rejected", "g-legacy-release"), "SUCCEEDED", "RecordOutcome")(local)
+        redeliver_unsigned(local, "g-legacy-release", "ReleaseReservation")
+        redeliver_unsigned(local, "g-legacy-release", "RecordOutcome")
+        case = example("lost-refund-response", "g-legacy-reconcile")
+        expect(case, "SUCCEEDED", "ReconcileStep")(local)
+        redeliver_unsigned(local, "g-legacy-reconcile", "ReconcileAction")
 
     def sweeps(local: LocalAws) -> None:
         invoke_sweeper(local, hours_later=0)
@@ -501,6 +545,23 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
             ),
         ),
         ("sweeps", sweeps),
+        ("finishing a case under way before signing", under_way_before_signing),
+        (
+            "another tenant's approver: a lost refund answer",
+            expect(
+                example("lost-refund-response", "g-globex-lost", tenant="globex"),
+                "SUCCEEDED",
+                "ReconcileStep",
+            ),
+        ),
+        (
+            "another tenant's approver: a refund rejected",
+            expect(
+                example("refund-rejected", "g-globex-rejected", tenant="globex"),
+                "SUCCEEDED",
+                "ReleaseReservation",
+            ),
+        ),
     ]
 
 
@@ -508,6 +569,7 @@ def test_each_function_is_granted_exactly_the_calls_its_code_makes(
     local_aws: LocalAws, synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = Names.of(synthesized, local_aws)
+    forget_public_keys()  # every function starts cold: its first verification reads the key
     with recording_aws_calls() as calls:
         for title, scenario in scenarios(monkeypatch):
             try:

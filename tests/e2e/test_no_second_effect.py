@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from saga.identity import Operation
-from saga.models import with_approval_digest
 from saga.sandbox.inventory import DEFAULT_STOCK
 from saga.sandbox.payments import SandboxPaymentsService
+from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.lambda_runtime import SimulatedCrash
 from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
@@ -26,7 +26,7 @@ def variant(name: str, case_id: str, **faults: list[str]) -> dict[str, Any]:
     case["case_id"] = case_id
     if faults:
         case["sandbox"] = {"faults": faults}
-    return with_approval_digest(case)
+    return sign_locally(case)
 
 
 def test_a_new_execution_of_a_completed_case_is_a_duplicate_with_no_effect(

@@ -31,6 +31,7 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-L1",  # runtime pinned to the layer's cp312 ABI
     "AwsSolutions-DDB3",  # sandbox tables without PITR
     "AwsSolutions-SQS3",  # the dead-letter queue itself
+    "AwsSolutions-KMS5",  # asymmetric approval keys cannot rotate automatically
     "CloudFormation-Validate::E1029",  # ${...} resolved by DefinitionSubstitutions
 }
 

@@ -428,9 +428,21 @@ def test_each_function_gets_exactly_the_environment_its_model_declares(
         variables = props["Environment"]["Variables"]
         declared = set(spec.environment.variables())
         assert set(variables) == (declared if sandbox else declared - sandbox_only), spec
-        resolved = {k: v if isinstance(v, str) else f"resolved-{k}" for k, v in variables.items()}
+        resolved = {k: _variable_resolved(k, v) for k, v in variables.items()}
         env = spec.environment.from_env(resolved)
         assert env.powertools_service_name == spec.service
+
+
+def _variable_resolved(name: str, value: Any) -> str:
+    """A variable as CloudFormation resolves it: a string, or a reference (a stand-in value),
+    or a join of strings and references (APPROVAL_KEYS: JSON around key ARNs)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        stand_in = "arn:aws:kms:us-east-1:123456789012:key/resolved"
+        return str(separator).join(p if isinstance(p, str) else stand_in for p in parts)
+    return f"resolved-{name}"
 
 
 def test_functions_are_arm64_traced_json_logged_with_explicit_log_groups(

@@ -12,6 +12,7 @@ from saga.adapters.payments import RefundRequest
 from saga.sandbox.schema import SandboxTables
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider
+from tests.tools_harness import APPROVAL_KEYS_JSON
 
 TABLES = SandboxTables(
     payments="env-payments", shipments="env-shipments", sandbox="env-sandbox", inventory="env-inv"
@@ -39,6 +40,7 @@ def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "SHIPMENTS_TABLE": TABLES.shipments,
         "SANDBOX_TABLE": TABLES.sandbox,
         "DOWNSTREAM_TIMEOUT_SECONDS": "3",
+        "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
     }.items():
         monkeypatch.setenv(name, value)
 

@@ -29,7 +29,9 @@ OWNER = OwningExecution(EXECUTION, "2026-11-30T10:00:00.000Z")
 def validate(
     env: ToolsEnv, case: dict[str, Any], execution: OwningExecution = OWNER
 ) -> ValidateResult:
-    return validate_case(case, tenants=TENANTS, cases=env.cases, execution=execution)
+    return validate_case(
+        case, tenants=TENANTS, cases=env.cases, execution=execution, approvals=env.approvals
+    )
 
 
 @pytest.fixture

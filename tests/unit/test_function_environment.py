@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from saga.approvals import ApproverKeys
 from saga.ledger import LedgerPolicy
 from saga.models import parse_case
 from saga.settings import (
@@ -17,7 +18,7 @@ from saga.settings import (
     parse_tenants,
 )
 from saga.tools.wiring import Runtime
-from tests.tools_harness import raw_case
+from tests.tools_harness import APPROVAL_KEYS_JSON, raw_case
 
 POWERTOOLS = {
     "POWERTOOLS_SERVICE_NAME": "reserve-stock",
@@ -30,7 +31,14 @@ LEDGER = {
     "RETENTION_SECONDS": "2592000",
     "LEASE_MARGIN_SECONDS": "10",
 }
-RESERVE = {**POWERTOOLS, **LEDGER, "INVENTORY_TABLE": "inv", "RESERVATIONS_TABLE": "res"}
+APPROVALS = {"APPROVAL_KEYS": APPROVAL_KEYS_JSON}
+RESERVE = {
+    **POWERTOOLS,
+    **LEDGER,
+    **APPROVALS,
+    "INVENTORY_TABLE": "inv",
+    "RESERVATIONS_TABLE": "res",
+}
 
 
 def test_a_function_environment_is_validated_and_names_each_missing_variable() -> None:
@@ -40,10 +48,12 @@ def test_a_function_environment_is_validated_and_names_each_missing_variable() -
     with pytest.raises(ConfigurationError, match="CASES_TABLE is required"):
         ReleaseReservationEnvironment.from_env(RESERVE)
     with pytest.raises(ConfigurationError, match="TENANTS is required"):
-        ValidateCaseEnvironment.from_env({**POWERTOOLS, "CASES_TABLE": "cases"})
+        ValidateCaseEnvironment.from_env({**POWERTOOLS, **APPROVALS, "CASES_TABLE": "cases"})
+    with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is required"):
+        ReserveStockEnvironment.from_env({k: v for k, v in RESERVE.items() if k not in APPROVALS})
     with pytest.raises(ConfigurationError, match="ATTEMPT_BUDGET must be an integer"):
         ReserveStockEnvironment.from_env({**RESERVE, "ATTEMPT_BUDGET": "many"})
-    refund = {**POWERTOOLS, **LEDGER, "PAYMENT_KEY_RETENTION_SECONDS": "86400"}
+    refund = {**POWERTOOLS, **LEDGER, **APPROVALS, "PAYMENT_KEY_RETENTION_SECONDS": "86400"}
     with pytest.raises(ConfigurationError, match="DOWNSTREAM_TIMEOUT_SECONDS must be positive"):
         IssueRefundEnvironment.from_env({**refund, "DOWNSTREAM_TIMEOUT_SECONDS": "0"})
 
@@ -86,6 +96,7 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "ledger_table": "not-declared-by-validate",
         "attempt_budget": 8,
         "tenants": {"acme": ("b@acme", "a@acme")},
+        "approval_keys": {"acme": {"a@acme": {"current": "arn:k1", "retired": ["arn:k0"]}}},
     }
     assert ValidateCaseEnvironment.render(values) == {
         "POWERTOOLS_SERVICE_NAME": "validate-case",
@@ -94,11 +105,11 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "PYDANTIC_DISABLE_PLUGINS": "__all__",
         "CASES_TABLE": "cases",
         "TENANTS": '{"acme": ["a@acme", "b@acme"]}',
+        "APPROVAL_KEYS": '{"acme": {"a@acme": {"current": "arn:k1", "retired": ["arn:k0"]}}}',
     }
-    rendered = ValidateCaseEnvironment.render(values)
-    assert ValidateCaseEnvironment.from_env(rendered).tenants == {
-        "acme": frozenset({"a@acme", "b@acme"})
-    }
+    rendered = ValidateCaseEnvironment.from_env(ValidateCaseEnvironment.render(values))
+    assert rendered.tenants == {"acme": frozenset({"a@acme", "b@acme"})}
+    assert rendered.approval_keys["acme"]["a@acme"] == ApproverKeys("arn:k1", ("arn:k0",))
     with pytest.raises(ConfigurationError, match=r"ValidateCaseEnvironment: .*CASES_TABLE"):
         ValidateCaseEnvironment.render({**values, "cases_table": None})
 
@@ -113,6 +124,7 @@ def test_an_undeployed_sandbox_table_is_named_when_a_use_needs_it() -> None:
         {
             **POWERTOOLS,
             **LEDGER,
+            **APPROVALS,
             "PAYMENT_KEY_RETENTION_SECONDS": "60",
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
             "SANDBOX_TABLE": "sb",
@@ -139,3 +151,14 @@ def test_tenants_configuration_is_parsed_and_checked() -> None:
         parse_tenants("{")
     with pytest.raises(ConfigurationError, match=r"TENANTS\['acme'\] must be a list"):
         parse_tenants('{"acme": "a@acme"}')
+
+
+def test_approval_keys_configuration_is_parsed_and_checked() -> None:
+    with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is not valid JSON"):
+        ReserveStockEnvironment.from_env({**RESERVE, "APPROVAL_KEYS": "{"})
+    with pytest.raises(
+        ConfigurationError, match=r"APPROVAL_KEYS\['acme'\]\['a@acme'\].current must be a key ARN"
+    ):
+        ReserveStockEnvironment.from_env({**RESERVE, "APPROVAL_KEYS": '{"acme": {"a@acme": {}}}'})
+    with pytest.raises(ConfigurationError, match="APPROVAL_KEYS must be a JSON object"):
+        ReserveStockEnvironment.from_env({**RESERVE, "APPROVAL_KEYS": "[]"})

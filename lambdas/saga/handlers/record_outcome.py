@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.approvals import accept_finishing
 from saga.coldstart import resumed_collection
 from saga.models import OutcomePayload, parse_model, verify_approval
 from saga.observability import logger, metrics
@@ -22,11 +23,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(OutcomePayload, event, what="RecordOutcome payload")
     verify_approval(payload.case)
     logger.append_keys(case_id=payload.case.case_id, outcome=payload.outcome)
-    result = record_outcome(
-        payload,
-        cases=Runtime.from_env(RecordOutcomeEnvironment).cases(),
-        execution_arn=payload.attempt.execution,
-    )
+    runtime = Runtime.from_env(RecordOutcomeEnvironment)
+    cases = runtime.cases()
+    accept_finishing(runtime.approvals, payload.case.signed_approval(), cases)
+    result = record_outcome(payload, cases=cases, execution_arn=payload.attempt.execution)
     # CasesCompleted / CasesEscalated: the saga's business outcome, one per terminal case.
     metrics.add_metric(name=f"Cases{payload.outcome.title()}", unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")

@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga.approvals import accept_finishing
 from saga.coldstart import resumed_collection
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
@@ -23,6 +24,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(ReleaseReservationEnvironment)
+    accept_finishing(runtime.approvals, case.signed_approval(), runtime.cases())
     result = release_reservation(
         case,
         attempt_of(payload.attempt, context),

@@ -27,6 +27,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         tenants=runtime.tenants,
         cases=runtime.cases(),
         execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
+        approvals=runtime.approvals,
     )
     # A duplicate is not a failure (nobody is paged): it is counted on its own.
     metric = "CasesDuplicate" if result.duplicate else "CasesAccepted"

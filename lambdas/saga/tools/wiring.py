@@ -23,12 +23,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from saga import clock as saga_clock
-from saga.aws import downstream_dynamodb_client, dynamodb_client
+from saga.approvals import ApprovalVerifier, KmsPublicKeys
+from saga.aws import downstream_dynamodb_client, dynamodb_client, kms_client
 from saga.identity import Operation
 from saga.ledger import ActionLedger, Attempt, Reconciliation
 from saga.models import AttemptInfo, Case, Step
 from saga.sandbox.faults import FaultInjector
 from saga.settings import (
+    ApprovalVariables,
     CarrierVariables,
     CasesVariables,
     ConfigurationError,
@@ -141,6 +143,16 @@ class Runtime:
     def downstream_client(self) -> DynamoDBClient:
         timeout = self.variables(DownstreamVariables).downstream_timeout_seconds
         return downstream_dynamodb_client(timeout)
+
+    @cached_property
+    def approvals(self) -> ApprovalVerifier:
+        """Verifies approvals with APPROVAL_KEYS; each public key is fetched once per container
+        (keyed by this function's service name: the local AWS runs all functions in one
+        process) and only when an approval is first verified."""
+        env = self.variables(ApprovalVariables)
+        return ApprovalVerifier(
+            env.approval_keys, KmsPublicKeys(kms_client), function=env.powertools_service_name
+        )
 
     @property
     def tenants(self) -> Tenants:

@@ -1,0 +1,389 @@
+"""Signed approvals: who approved a case, over exactly which parameters (docs/design.md §9).
+
+An approval is signed by the approver's own asymmetric KMS key (ECC_NIST_P256, ECDSA_SHA_256).
+The signed message is the canonical JSON of `{case_id, tenant_id, digest, revision, approved_by,
+signed_at}` (plus `start_by` when the approval has a deadline), so a signature cannot be moved
+to another case, tenant, revision, approver or parameter set: the digest covers the parameters.
+
+Which key may sign for whom is trusted configuration (the stack's APPROVAL_KEYS variable), never
+the case: `approval.key_id` only says which of the approver's configured keys signed, and a key
+id that is not one of them is refused before anything is verified. Verification is local: the
+public key is fetched from KMS once per container and key (GetPublicKey) and kept for the life
+of the process, so a warm invocation makes no KMS request.
+
+- ValidateCase accepts only the approver's current key and checks the start deadline.
+- Every forward tool verifies again (current or retired keys): a direct invoke of a tool with a
+  forged case is refused before the ledger is touched.
+- A compensation, reconciliation or the outcome record may also proceed on the case record:
+  ValidateCase accepted exactly this digest for this tenant (cases already under way when
+  signing was introduced or a key was retired; docs/design.md §9 "Upgrading").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from saga import signatures
+from saga.errors import ApprovalInvalid, AuthorizationDenied, TransientError
+
+APPROVE_HINT = "sign it with `sagactl case approve FILE`"
+SIGNING_ALGORITHM = "ECDSA_SHA_256"
+KEY_SPEC = "ECC_NIST_P256"
+# The tags on an approver's key: whose it is (the local AWS gives it its identity from them).
+TENANT_TAG = "saga:tenant"
+APPROVER_TAG = "saga:approver"
+GENERATION_TAG = "saga:key-generation"
+# The approval fields the signature covers, besides the case's own identity.
+SIGNED_FIELDS = ("case_id", "tenant_id", "digest", "revision", "approved_by", "signed_at")
+
+
+class ApprovalKeyUnavailable(RuntimeError):
+    """A configured approval key cannot be used (missing, disabled, not an ECC_NIST_P256
+    signing key, or this function may not read it): a deployment fault, not a business outcome,
+    so deliberately not a SagaError: the execution fails and can be redriven after the fix."""
+
+
+# --- the message ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SignedApproval:
+    """What an approval says, as the tools receive it (the case's identity and its approval)."""
+
+    case_id: str
+    tenant_id: str
+    digest: str
+    revision: int
+    approved_by: str
+    signed_at: str | None
+    key_id: str | None
+    signature: str | None
+    start_by: str | None = None
+
+    def message(self) -> bytes:
+        """The bytes the approver signs."""
+        return signed_message(
+            case_id=self.case_id,
+            tenant_id=self.tenant_id,
+            digest=self.digest,
+            revision=self.revision,
+            approved_by=self.approved_by,
+            signed_at=self.signed_at or "",
+            start_by=self.start_by,
+        )
+
+
+def signed_message(
+    *,
+    case_id: str,
+    tenant_id: str,
+    digest: str,
+    revision: int,
+    approved_by: str,
+    signed_at: str,
+    start_by: str | None = None,
+) -> bytes:
+    """Canonical JSON (sorted keys, no whitespace, UTF-8) of the signed fields."""
+    fields: dict[str, Any] = {
+        "case_id": case_id,
+        "tenant_id": tenant_id,
+        "digest": digest,
+        "revision": revision,
+        "approved_by": approved_by,
+        "signed_at": signed_at,
+    }
+    if start_by is not None:
+        fields["start_by"] = start_by
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def parse_instant(value: str, what: str) -> datetime:
+    """An ISO 8601 instant with a time zone (`2026-11-30T16:00:00Z`)."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApprovalInvalid(
+            f"approval.{what} must be an ISO 8601 time with a zone, got {value!r}"
+        ) from None
+    if parsed.tzinfo is None:
+        raise ApprovalInvalid(f"approval.{what} must name its time zone (…Z), got {value!r}")
+    return parsed.astimezone(UTC)
+
+
+def format_instant(moment: datetime) -> str:
+    """How an approval writes a time: ISO 8601, UTC, whole seconds (`2026-11-30T16:00:00Z`)."""
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# --- trusted configuration -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ApproverKeys:
+    """One approver's keys: the one that signs new approvals and the retired ones."""
+
+    current: str
+    retired: tuple[str, ...] = ()
+
+
+TrustedKeys = Mapping[str, Mapping[str, ApproverKeys]]  # tenant -> approver -> keys
+
+
+def key_uuid(key: str) -> str:
+    """The key id part of a key ARN (or the id itself): what identifies a key across the ARN's
+    spelling (an approval names its key by ARN or by id)."""
+    return key.rsplit("/", 1)[-1] if key.startswith("arn:") else key
+
+
+def parse_trusted_keys(raw: str | Mapping[str, Any]) -> dict[str, dict[str, ApproverKeys]]:
+    """APPROVAL_KEYS: `{"tenant": {"approver": {"current": ARN, "retired": [ARN, ...]}}}`.
+    Raises ValueError naming what is wrong."""
+    value: Any = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, Mapping):
+        raise ValueError('must be a JSON object {"tenant": {"approver": {"current": ARN}}}')
+    trusted: dict[str, dict[str, ApproverKeys]] = {}
+    for tenant, approvers in value.items():
+        if not isinstance(approvers, Mapping):
+            raise ValueError(f"[{tenant!r}] must map approvers to their keys")
+        trusted[tenant] = {}
+        for approver, keys in approvers.items():
+            current = keys.get("current") if isinstance(keys, Mapping) else None
+            retired = keys.get("retired", []) if isinstance(keys, Mapping) else None
+            if not isinstance(current, str) or not current:
+                raise ValueError(f"[{tenant!r}][{approver!r}].current must be a key ARN")
+            if not isinstance(retired, list) or not all(isinstance(k, str) for k in retired):
+                raise ValueError(f"[{tenant!r}][{approver!r}].retired must be a list of key ARNs")
+            trusted[tenant][approver] = ApproverKeys(current, tuple(retired))
+    return trusted
+
+
+def trusted_keys_variable(trusted: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """The APPROVAL_KEYS value (what the stack sets), in a stable order."""
+    return json.dumps(trusted, sort_keys=True, separators=(",", ":"))
+
+
+# --- public keys ---------------------------------------------------------------------------
+class PublicKeySource(Protocol):
+    def public_key(self, key_arn: str) -> bytes:
+        """The DER SubjectPublicKeyInfo of an ECC_NIST_P256 signing key."""
+        ...
+
+
+_KMS_TRANSIENT = {"ThrottlingException", "KMSInternalException", "DependencyTimeoutException"}
+
+
+@dataclass
+class KmsPublicKeys:
+    """GetPublicKey through a KMS client made on first use (a container that never verifies
+    never pays for the client), checking the key is what an approval key must be."""
+
+    client_factory: Callable[[], Any]
+    _client: Any = field(default=None, init=False, repr=False)
+
+    def public_key(self, key_arn: str) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if self._client is None:
+            self._client = self.client_factory()
+        try:
+            response = self._client.get_public_key(KeyId=key_arn)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in _KMS_TRANSIENT:
+                raise TransientError(
+                    f"KMS did not answer GetPublicKey for {key_arn}: {code}"
+                ) from exc
+            raise ApprovalKeyUnavailable(
+                f"approval key {key_arn} cannot be read ({code}): check the stack's approval "
+                "keys and this function's kms:GetPublicKey permission"
+            ) from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"KMS did not answer GetPublicKey for {key_arn}: {exc}") from exc
+        # KMS answers both names; moto only the older CustomerMasterKeySpec.
+        spec = response.get("KeySpec") or response.get("CustomerMasterKeySpec")
+        if spec != KEY_SPEC or response.get("KeyUsage") != "SIGN_VERIFY":
+            raise ApprovalKeyUnavailable(
+                f"approval key {key_arn} is {spec}/{response.get('KeyUsage')}, not an "
+                f"{KEY_SPEC} SIGN_VERIFY key"
+            )
+        return bytes(response["PublicKey"])
+
+
+# Public keys by (function, key ARN), for the life of the process: a Lambda container is one
+# function, so this is one GetPublicKey per container and key. The function is part of the
+# key because the local AWS runs every function in one process and must count the same way.
+_POINTS: dict[tuple[str, str], signatures.Point] = {}
+
+
+def forget_public_keys() -> None:
+    """Empty the cache (what a new container starts with)."""
+    _POINTS.clear()
+
+
+# --- verification --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ApprovalVerifier:
+    trusted: TrustedKeys
+    keys: PublicKeySource
+    function: str = ""
+
+    def verify(
+        self, approval: SignedApproval, *, accept_retired: bool, now: datetime | None = None
+    ) -> str:
+        """The ARN of the trusted key whose signature `approval` carries, or a typed refusal:
+        AuthorizationDenied when the approver or the key is not this tenant's approver's,
+        ApprovalInvalid when the approval is unsigned, malformed, expired (with `now`, the
+        start deadline is checked) or its signature does not verify over this case."""
+        approvers = self.trusted.get(approval.tenant_id)
+        if approvers is None or approval.approved_by not in approvers:
+            raise AuthorizationDenied(
+                f"{approval.approved_by!r} may not approve cases for tenant {approval.tenant_id!r}"
+            )
+        where = f"case {approval.case_id}"
+        require_signature(approval)
+        assert approval.signed_at and approval.key_id and approval.signature
+        parse_instant(approval.signed_at, "signed_at")
+        if now is not None and approval.start_by is not None:
+            deadline = parse_instant(approval.start_by, "start_by")
+            if now.astimezone(UTC) > deadline:
+                raise ApprovalInvalid(
+                    f"{where}: the approval allowed starting until {approval.start_by}; "
+                    f"it has passed: re-approve the case ({APPROVE_HINT})"
+                )
+        key_arn = self._trusted_key(approval, approvers[approval.approved_by], accept_retired)
+        signature = _decode_signature(approval.signature, where)
+        if signatures.verify(self._point(key_arn), approval.message(), signature):
+            return key_arn
+        other = self._signer_among_others(approval, signature, key_arn)
+        if other is not None:
+            raise AuthorizationDenied(
+                f"{where}: signed by {other[1]!r} of tenant {other[0]!r}, presented as "
+                f"{approval.approved_by!r}"
+            )
+        raise ApprovalInvalid(
+            f"{where}: the signature of {approval.approved_by!r} does not verify over this "
+            f"case (the case or its approval changed after signing); {APPROVE_HINT}"
+        )
+
+    def _trusted_key(
+        self, approval: SignedApproval, keys: ApproverKeys, accept_retired: bool
+    ) -> str:
+        named = key_uuid(approval.key_id or "")
+        if key_uuid(keys.current) == named:
+            return keys.current
+        for retired in keys.retired:
+            if key_uuid(retired) == named:
+                if accept_retired:
+                    return retired
+                raise ApprovalInvalid(
+                    f"case {approval.case_id}: signed with {approval.approved_by!r}'s retired "
+                    f"key {retired}; a new case needs the current key: {APPROVE_HINT}"
+                )
+        owner = self._owner_of(named)
+        whose = f"a key of {owner[1]!r} of tenant {owner[0]!r}" if owner else "not a trusted key"
+        raise AuthorizationDenied(
+            f"case {approval.case_id}: key {approval.key_id} is {whose}, not a key of "
+            f"{approval.approved_by!r} for tenant {approval.tenant_id!r}"
+        )
+
+    def _owner_of(self, named: str) -> tuple[str, str] | None:
+        for tenant, approvers in self.trusted.items():
+            for approver, keys in approvers.items():
+                if named in {key_uuid(k) for k in (keys.current, *keys.retired)}:
+                    return tenant, approver
+        return None
+
+    def _signer_among_others(
+        self, approval: SignedApproval, signature: bytes, tried: str
+    ) -> tuple[str, str] | None:
+        """Whose configured key (other than the one tried) made this signature, if any: only
+        on the refusal path, to say "signed by another approver" rather than "invalid"."""
+        message = approval.message()
+        for tenant, approvers in self.trusted.items():
+            for approver, keys in approvers.items():
+                for key in (keys.current, *keys.retired):
+                    if key == tried:
+                        continue
+                    try:
+                        point = self._point(key)
+                    except (ApprovalKeyUnavailable, TransientError):
+                        continue  # cannot say who signed; the refusal stands either way
+                    if signatures.verify(point, message, signature):
+                        return tenant, approver
+        return None
+
+    def _point(self, key_arn: str) -> signatures.Point:
+        cached = _POINTS.get((self.function, key_arn))
+        if cached is None:
+            try:
+                cached = signatures.load_public_key(self.keys.public_key(key_arn))
+            except signatures.InvalidPublicKey as exc:
+                raise ApprovalKeyUnavailable(f"approval key {key_arn}: {exc}") from None
+            _POINTS[(self.function, key_arn)] = cached
+        return cached
+
+
+# --- what each tool accepts (docs/design.md §9) ----------------------------------------------
+class CaseRecordReader(Protocol):
+    def get(self, case_id: str) -> Mapping[str, Any] | None: ...
+
+
+RECORDED = "case-record"  # accepted on the case record, not on a signature
+
+
+def accept_new_case(
+    verifier: ApprovalVerifier, approval: SignedApproval, *, started: datetime
+) -> str:
+    """ValidateCase: the approver's current key only, and the start deadline against the
+    execution's start time (a retry or a redrive of the same execution keeps it, so neither is
+    refused because the approval aged meanwhile)."""
+    return verifier.verify(approval, accept_retired=False, now=started)
+
+
+def accept_forward(verifier: ApprovalVerifier, approval: SignedApproval) -> str:
+    """ReserveStock, IssueRefund, CreateShipment: current or retired keys; no deadline."""
+    return verifier.verify(approval, accept_retired=True)
+
+
+def accept_finishing(
+    verifier: ApprovalVerifier, approval: SignedApproval, records: CaseRecordReader
+) -> str:
+    """ReleaseReservation, ReconcileAction, RecordOutcome: what a forward tool accepts, or else
+    a case record showing that ValidateCase accepted exactly this digest for this tenant (cases
+    under way when signing was introduced, or whose key was since removed): a case already
+    under way must still be able to finish. Returns the key's ARN or RECORDED."""
+    try:
+        return verifier.verify(approval, accept_retired=True)
+    except (ApprovalInvalid, AuthorizationDenied, ApprovalKeyUnavailable) as refusal:
+        record = records.get(approval.case_id)
+        if (
+            record is not None
+            and record.get("digest") == approval.digest
+            and record.get("tenant_id") == approval.tenant_id
+        ):
+            return RECORDED
+        raise refusal
+
+
+def require_signature(approval: SignedApproval | Any) -> None:
+    """ApprovalInvalid unless the approval carries a signature, its key and its time (given a
+    SignedApproval, or a case that has one)."""
+    if hasattr(approval, "signed_approval"):
+        approval = approval.signed_approval()
+    missing = [name for name in ("signed_at", "key_id", "signature") if not getattr(approval, name)]
+    if missing:
+        raise ApprovalInvalid(
+            f"case {approval.case_id}: the approval is not signed (no {', '.join(missing)}); "
+            f"{APPROVE_HINT}"
+        )
+
+
+def _decode_signature(value: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ApprovalInvalid(
+            f"{where}: approval.signature is not base64; {APPROVE_HINT}"
+        ) from None

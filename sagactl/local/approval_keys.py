@@ -1,0 +1,205 @@
+"""The local AWS's approval keys: deterministic, public, and for the local AWS only.
+
+On AWS every approver's key is created by KMS and its private half never leaves it. Locally the
+keys are created in moto's KMS from the synthesized template like every other resource, and
+then given a known origin: the key id and the private scalar of "approver A of tenant T,
+generation G" are derived from a public seed (this file). That is what lets `examples/` ship
+signed cases that verify in any fresh local AWS, and tests sign cases without a KMS round trip.
+Anybody can compute these private keys: a signature made with one proves nothing anywhere but
+in the local AWS, whose keys these are; the stack on AWS never trusts them (its keys are KMS's).
+
+`sagactl case approve FILE` signs through KMS Sign in both places; locally moto signs with the
+derived key, so its signatures and `sign_locally`'s verify alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from saga.approvals import (
+    APPROVER_TAG,
+    GENERATION_TAG,
+    KEY_SPEC,
+    SIGNING_ALGORITHM,
+    TENANT_TAG,
+    format_instant,
+    signed_message,
+)
+
+logger = logging.getLogger(__name__)
+
+LOCAL_KEY_SEED = "replacement-order-saga/local-approval-key/v1"
+_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://replacement-order-saga.invalid/local-keys")
+_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551  # P-256's n
+
+
+def _seed(tenant: str, approver: str, generation: int) -> str:
+    return f"{LOCAL_KEY_SEED}/{tenant}/{approver}/{generation}"
+
+
+def local_key_id(tenant: str, approver: str, generation: int = 1) -> str:
+    """The KMS key id the local AWS gives this approver's key."""
+    return str(uuid.uuid5(_NAMESPACE, _seed(tenant, approver, generation)))
+
+
+def local_key_arn(
+    tenant: str,
+    approver: str,
+    generation: int = 1,
+    *,
+    region: str = "us-east-1",
+    account_id: str = "123456789012",
+) -> str:
+    return f"arn:aws:kms:{region}:{account_id}:key/{local_key_id(tenant, approver, generation)}"
+
+
+def local_private_scalar(tenant: str, approver: str, generation: int = 1) -> int:
+    digest = hashlib.sha256(_seed(tenant, approver, generation).encode("utf-8")).digest()
+    return int.from_bytes(digest, "big") % (_ORDER - 1) + 1
+
+
+def local_private_key(tenant: str, approver: str, generation: int = 1) -> Any:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.derive_private_key(local_private_scalar(tenant, approver, generation), ec.SECP256R1())
+
+
+def local_public_key_der(tenant: str, approver: str, generation: int = 1) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    der: bytes = (
+        local_private_key(tenant, approver, generation)
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return der
+
+
+def sign_locally(
+    case: Mapping[str, Any],
+    *,
+    approved_by: str | None = None,
+    signed_at: str | None = None,
+    start_by: str | None = None,
+    generation: int = 1,
+    signer: tuple[str, str] | None = None,
+    region: str = "us-east-1",
+) -> dict[str, Any]:
+    """A copy of `case` with its digest and a signature by the local key of its approver (or of
+    `approved_by`), as `sagactl case approve` makes it against the local AWS. `signer` (tenant,
+    approver) signs with someone else's key instead (for tests of refusals)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from saga.models import approval_digest
+
+    approval = dict(case.get("approval") or {})
+    if approved_by is not None:
+        approval["approved_by"] = approved_by
+    approval["digest"] = approval_digest({**case, "approval": approval})
+    approval["signed_at"] = signed_at or format_instant(datetime.now(UTC))
+    if start_by is not None:
+        approval["start_by"] = start_by
+    else:
+        approval.pop("start_by", None)
+    approver = str(approval["approved_by"])
+    signer_tenant, signer_approver = signer or (str(case["tenant_id"]), approver)
+    message = signed_message(
+        case_id=str(case["case_id"]),
+        tenant_id=str(case["tenant_id"]),
+        digest=approval["digest"],
+        revision=int(approval["revision"]),
+        approved_by=approver,
+        signed_at=approval["signed_at"],
+        start_by=approval.get("start_by"),
+    )
+    private = local_private_key(signer_tenant, signer_approver, generation)
+    signature = private.sign(message, ec.ECDSA(hashes.SHA256()))
+    approval["key_id"] = local_key_arn(signer_tenant, signer_approver, generation, region=region)
+    approval["signature"] = base64.b64encode(signature).decode("ascii")
+    return {**case, "approval": approval}
+
+
+# --- provisioning ------------------------------------------------------------------------------
+def create_local_key(
+    kms: Any,
+    *,
+    tenant: str,
+    approver: str,
+    generation: int = 1,
+    account_id: str = "123456789012",
+    region: str = "us-east-1",
+    description: str = "",
+) -> str:
+    """Create an approver's key in this process's moto KMS with its local identity and tags;
+    returns its ARN (the local AWS's provisioning, and tests that use moto directly)."""
+    created = kms.create_key(
+        KeySpec=KEY_SPEC,
+        KeyUsage="SIGN_VERIFY",
+        Description=description or f"Approval signing key of {approver} for tenant {tenant}",
+    )["KeyMetadata"]["KeyId"]
+    key_id = pin_local_key(
+        str(created),
+        tenant=tenant,
+        approver=approver,
+        generation=generation,
+        account_id=account_id,
+        region=region,
+    )
+    tags = {TENANT_TAG: tenant, APPROVER_TAG: approver, GENERATION_TAG: str(generation)}
+    kms.tag_resource(
+        KeyId=key_id, Tags=[{"TagKey": key, "TagValue": value} for key, value in tags.items()]
+    )
+    return f"arn:aws:kms:{region}:{account_id}:key/{key_id}"
+
+
+def pin_local_key(
+    created_key_id: str,
+    *,
+    tenant: str,
+    approver: str,
+    generation: int,
+    account_id: str,
+    region: str,
+) -> str:
+    """Give a key just created in this process's moto KMS its local identity and private key;
+    returns its key id. A moto server in another process cannot be reached: its key keeps the
+    random identity moto gave it (signing still works; `examples/` then do not verify)."""
+    from moto.kms.models import kms_backends
+
+    backend = kms_backends[account_id][region]
+    key = backend.keys.get(created_key_id)
+    if key is None:
+        logger.warning(
+            "approval key %s is not in this process's KMS: it keeps a random identity",
+            created_key_id,
+        )
+        return created_key_id
+    pinned = local_key_id(tenant, approver, generation)
+    del backend.keys[created_key_id]
+    key.id = pinned
+    key.arn = f"arn:aws:kms:{region}:{account_id}:key/{pinned}"
+    # moto keeps the cryptography key on its ECDSA wrapper; the base type does not declare it.
+    private = local_private_key(tenant, approver, generation)
+    key.private_key.private_key = private  # type: ignore[attr-defined]
+    backend.keys[pinned] = key
+    return pinned
+
+
+__all__ = [
+    "LOCAL_KEY_SEED",
+    "SIGNING_ALGORITHM",
+    "create_local_key",
+    "local_key_arn",
+    "local_key_id",
+    "local_private_key",
+    "local_public_key_der",
+    "pin_local_key",
+    "sign_locally",
+]

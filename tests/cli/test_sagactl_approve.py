@@ -1,0 +1,134 @@
+"""`sagactl case approve FILE`: the digest and a KMS signature by the approver's key, made with
+the caller's credentials; against the local AWS with nothing but the environment set."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from saga.approvals import ApprovalVerifier, KmsPublicKeys, accept_new_case, parse_trusted_keys
+from saga.models import parse_case
+from sagactl.errors import EXIT_USAGE
+from sagactl.local.environment import LocalAws
+from sagactl.signing import SigningRefused, sign_case
+from sagactl.target import Target
+from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
+
+__all__ = ["saga", "sagactl"]
+
+
+def unsigned_copy(tmp_path: Path, name: str = "happy-path", **changes: Any) -> Path:
+    case = json.loads(example(name).read_text(encoding="utf-8"))
+    for field in ("signed_at", "key_id", "signature"):
+        case["approval"].pop(field)
+    case.update(changes)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(case), encoding="utf-8")
+    return path
+
+
+def test_approve_signs_with_the_approvers_key_and_the_case_then_runs(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    case_file = unsigned_copy(tmp_path, case_id="case-approved-here")
+
+    approved = sagactl("case", "approve", str(case_file), "--json")
+
+    assert approved.code == 0, approved.err
+    written = json.loads(case_file.read_text(encoding="utf-8"))
+    approval = written["approval"]
+    key = json.loads(saga.outputs["ApprovalKeys"])["acme"]["supervisor@acme"]
+    assert approval["key_id"] == key
+    # signed_at is the local AWS's clock, to the second.
+    signed_at = datetime.fromisoformat(approval["signed_at"].replace("Z", "+00:00"))
+    assert abs(signed_at.timestamp() - saga.clock.now()) < 5
+    assert approved.json() == {
+        "file": str(case_file),
+        "case_id": "case-approved-here",
+        "tenant_id": "acme",
+        "revision": 1,
+        "approved_by": "supervisor@acme",
+        "digest": approval["digest"],
+        "signed": True,
+        "signed_at": approval["signed_at"],
+        "key_id": key,
+    }
+    # What ValidateCase will do with it, with the deployed keys (KMS GetPublicKey).
+    trusted = parse_trusted_keys(json.dumps({"acme": {"supervisor@acme": {"current": key}}}))
+    verifier = ApprovalVerifier(trusted, KmsPublicKeys(lambda: saga.client("kms")), "cli-test")
+    accept_new_case(verifier, parse_case(written).signed_approval(), started=datetime.now(UTC))
+
+    started = sagactl("start", str(case_file), "--watch", "--timeout", "60")
+    assert started.code == 0, started.out + started.err
+    assert "outcome: COMPLETED" in started.out
+
+
+def test_a_start_deadline_is_signed_and_a_malformed_one_refused(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    case_file = unsigned_copy(tmp_path)
+    original = case_file.read_text(encoding="utf-8")
+
+    for bad, reason in (("tomorrow", "expected an ISO 8601 time"), ("2026-12-01T18:00", "zone")):
+        refused = sagactl("case", "approve", str(case_file), "--start-by", bad)
+        assert refused.code == EXIT_USAGE and reason in refused.err
+        assert case_file.read_text(encoding="utf-8") == original
+
+    approved = sagactl("case", "approve", str(case_file), "--start-by", "2999-12-01T19:00+01:00")
+    assert approved.code == 0, approved.err
+    approval = json.loads(case_file.read_text(encoding="utf-8"))["approval"]
+    assert approval["start_by"] == "2999-12-01T18:00:00Z"
+    assert sagactl("case", "check", str(case_file), "--deployed").code == 0
+
+
+def test_a_tampered_signed_file_fails_the_deployed_check(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    case = json.loads(example("happy-path").read_text(encoding="utf-8"))
+    case["approval"]["signed_at"] = "2026-11-30T00:00:01Z"  # the signature no longer covers it
+    case_file = tmp_path / "tampered.json"
+    case_file.write_text(json.dumps(case), encoding="utf-8")
+
+    offline = sagactl("case", "check", str(case_file))
+    deployed = sagactl("case", "check", str(case_file), "--deployed")
+
+    assert offline.code == 0  # signed; only the deployed keys can tell
+    assert deployed.code == EXIT_USAGE
+    assert "the signature of 'supervisor@acme' does not verify over this case" in deployed.err
+
+
+class RefusingKms:
+    def sign(self, **_: Any) -> dict[str, Any]:
+        raise ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}, "Sign"
+        )
+
+
+def test_signing_with_credentials_that_are_not_the_approvers_says_which_role_to_assume() -> None:
+    role = "arn:aws:iam::123456789012:role/ReplacementOrderSaga-dev-ApproverRole"
+    key = "arn:aws:kms:us-east-1:123456789012:key/k"
+    target = Target(
+        session=None,  # type: ignore[arg-type]
+        outputs={
+            "ApprovalKeys": json.dumps({"acme": {"supervisor@acme": key}}),
+            "ApproverRoles": json.dumps({"acme": {"supervisor@acme": role}}),
+        },
+        local=False,
+        stack_name="ReplacementOrderSaga-dev",
+    )
+    target._clients["kms"] = RefusingKms()
+    case = json.loads(example("happy-path").read_text(encoding="utf-8"))
+
+    with pytest.raises(SigningRefused) as refused:
+        sign_case(target, case, now=datetime(2026, 11, 30, tzinfo=UTC))
+
+    assert str(refused.value) == (
+        "KMS refused to sign as supervisor@acme for tenant acme with these credentials: assume "
+        f"the approver role {role} (for example a profile with role_arn and mfa_serial) and run "
+        "this again"
+    )

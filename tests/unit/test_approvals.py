@@ -1,0 +1,261 @@
+"""saga.approvals: which signatures the tools accept, which they refuse and with what error.
+
+Signatures are made here with the local keys (sagactl.local.approval_keys, what moto's KMS signs
+with in the local AWS); public keys come from an in-memory source that counts its reads."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from saga.approvals import (
+    RECORDED,
+    ApprovalVerifier,
+    ApproverKeys,
+    SignedApproval,
+    accept_finishing,
+    accept_forward,
+    accept_new_case,
+    forget_public_keys,
+    signed_message,
+)
+from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.models import parse_case
+from sagactl.local.approval_keys import local_key_arn, local_public_key_der, sign_locally
+from tests.tools_harness import BASE_CASE
+
+SUPERVISOR, MANAGER, OPS = "supervisor@acme", "manager@acme", "ops@globex"
+TRUSTED = {
+    "acme": {
+        SUPERVISOR: ApproverKeys(
+            local_key_arn("acme", SUPERVISOR, 2), (local_key_arn("acme", SUPERVISOR, 1),)
+        ),
+        MANAGER: ApproverKeys(local_key_arn("acme", MANAGER)),
+    },
+    "globex": {OPS: ApproverKeys(local_key_arn("globex", OPS))},
+}
+# Which local key each ARN above is: (tenant, approver, generation).
+KEYS = {
+    local_key_arn("acme", SUPERVISOR, 2): ("acme", SUPERVISOR, 2),
+    local_key_arn("acme", SUPERVISOR, 1): ("acme", SUPERVISOR, 1),
+    local_key_arn("acme", MANAGER): ("acme", MANAGER, 1),
+    local_key_arn("globex", OPS): ("globex", OPS, 1),
+}
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+class CountingKeys:
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def public_key(self, key_arn: str) -> bytes:
+        self.reads.append(key_arn)
+        return local_public_key_der(*KEYS[key_arn])
+
+
+@pytest.fixture(autouse=True)
+def cold_container() -> Iterator[None]:
+    forget_public_keys()
+    yield
+    forget_public_keys()
+
+
+def verifier(keys: CountingKeys | None = None, function: str = "validate") -> ApprovalVerifier:
+    return ApprovalVerifier(TRUSTED, keys or CountingKeys(), function=function)
+
+
+def signed(
+    *, approver: str = SUPERVISOR, generation: int = 2, tenant: str = "acme", **kwargs: Any
+) -> dict[str, Any]:
+    case = {**BASE_CASE, "tenant_id": tenant}
+    case["approval"] = {**case["approval"], "approved_by": approver}
+    return sign_locally(case, generation=generation, signed_at="2026-11-30T10:00:00Z", **kwargs)
+
+
+def approval_of(case: Mapping[str, Any]) -> SignedApproval:
+    return parse_case(dict(case)).signed_approval()
+
+
+def test_the_signed_message_is_the_canonical_json_of_the_signed_fields() -> None:
+    message = signed_message(
+        case_id="c-1",
+        tenant_id="acme",
+        digest="sha256:ab",
+        revision=2,
+        approved_by="supervisor@acme",
+        signed_at="2026-11-30T10:00:00Z",
+    )
+    assert message == (
+        b'{"approved_by":"supervisor@acme","case_id":"c-1","digest":"sha256:ab","revision":2,'
+        b'"signed_at":"2026-11-30T10:00:00Z","tenant_id":"acme"}'
+    )
+    with_deadline = signed_message(
+        case_id="c-1",
+        tenant_id="acme",
+        digest="sha256:ab",
+        revision=2,
+        approved_by="supervisor@acme",
+        signed_at="2026-11-30T10:00:00Z",
+        start_by="2026-12-01T00:00:00Z",
+    )
+    assert b'"signed_at":"2026-11-30T10:00:00Z","start_by":"2026-12-01T00:00:00Z"' in with_deadline
+
+
+def test_a_valid_signature_is_accepted_and_names_the_key() -> None:
+    approval = approval_of(signed())
+    assert accept_new_case(verifier(), approval, started=NOW) == local_key_arn(
+        "acme", SUPERVISOR, 2
+    )
+    assert accept_forward(verifier(), approval) == local_key_arn("acme", SUPERVISOR, 2)
+
+
+@pytest.mark.parametrize(
+    "missing", [("signature",), ("key_id",), ("signed_at",), ("signature", "key_id", "signed_at")]
+)
+def test_an_unsigned_approval_is_invalid_and_says_how_to_approve(missing: tuple[str, ...]) -> None:
+    case = signed()
+    for name in missing:
+        del case["approval"][name]
+    with pytest.raises(ApprovalInvalid) as refused:
+        accept_forward(verifier(), approval_of(case))
+    named = [name for name in ("signed_at", "key_id", "signature") if name in missing]
+    assert refused.value.message == (
+        f"case case-0001: the approval is not signed (no {', '.join(named)}); sign it with "
+        "`sagactl case approve FILE`"
+    )
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "bm90IGEgc2lnbmF0dXJl",  # base64 of "not a signature"
+        base64.b64encode(b"\x30\x06\x02\x01\x01\x02\x01\x01").decode(),  # r = s = 1
+        "!!!not base64!!!",
+    ],
+)
+def test_a_made_up_signature_is_invalid(signature: str) -> None:
+    case = signed()
+    case["approval"]["signature"] = signature
+    with pytest.raises(ApprovalInvalid, match="sagactl case approve FILE"):
+        accept_new_case(verifier(), approval_of(case), started=NOW)
+
+
+@pytest.mark.parametrize(
+    "move",
+    [
+        pytest.param(lambda a: dataclasses.replace(a, case_id="case-0002"), id="another case"),
+        pytest.param(lambda a: dataclasses.replace(a, revision=2), id="another revision"),
+        pytest.param(
+            lambda a: dataclasses.replace(a, digest="sha256:" + "0" * 64), id="other parameters"
+        ),
+        pytest.param(
+            lambda a: dataclasses.replace(a, signed_at="2026-11-30T10:00:01Z"), id="another time"
+        ),
+    ],
+)
+def test_a_valid_signature_moved_elsewhere_does_not_verify(move: Any) -> None:
+    approval = move(approval_of(signed()))
+    with pytest.raises(ApprovalInvalid, match="does not verify over this case"):
+        accept_forward(verifier(), approval)
+
+
+def test_a_signature_moved_to_another_tenant_is_denied() -> None:
+    moved = dataclasses.replace(approval_of(signed()), tenant_id="globex")
+    with pytest.raises(AuthorizationDenied, match="'supervisor@acme' may not approve cases for"):
+        accept_forward(verifier(), moved)
+
+
+def test_one_approvers_signature_presented_as_anothers_is_denied() -> None:
+    """The manager signs an approval that names the supervisor, with the manager's own key."""
+    by_manager = approval_of(signed(approver=SUPERVISOR, signer=("acme", MANAGER), generation=1))
+    # With the manager's key id: the key is not the supervisor's.
+    with pytest.raises(AuthorizationDenied) as by_key:
+        accept_forward(verifier(), by_manager)
+    assert "is a key of 'manager@acme' of tenant 'acme', not a key of 'supervisor@acme'" in (
+        by_key.value.message
+    )
+    # With the supervisor's key id: the signature is the manager's.
+    presented = dataclasses.replace(by_manager, key_id=local_key_arn("acme", SUPERVISOR, 2))
+    with pytest.raises(AuthorizationDenied, match="signed by 'manager@acme' of tenant 'acme'"):
+        accept_forward(verifier(), presented)
+
+
+def test_a_signer_of_another_tenant_is_denied() -> None:
+    by_globex = approval_of(signed(signer=("globex", OPS), generation=1))
+    with pytest.raises(AuthorizationDenied, match="of tenant 'globex', not a key of"):
+        accept_new_case(verifier(), by_globex, started=NOW)
+    other_approver = approval_of(signed(approver=OPS, tenant="globex", generation=1))
+    with pytest.raises(AuthorizationDenied, match="'ops@globex' may not approve cases for"):
+        accept_forward(verifier(), dataclasses.replace(other_approver, tenant_id="acme"))
+
+
+def test_a_key_nobody_configured_is_denied_whatever_its_signature() -> None:
+    case = signed()
+    case["approval"]["key_id"] = "arn:aws:kms:us-east-1:999999999999:key/forged"
+    with pytest.raises(AuthorizationDenied, match="is not a trusted key"):
+        accept_forward(verifier(), approval_of(case))
+
+
+def test_a_retired_key_verifies_cases_under_way_but_approves_no_new_case() -> None:
+    old = approval_of(signed(generation=1))
+    assert accept_forward(verifier(), old) == local_key_arn("acme", SUPERVISOR, 1)
+    with pytest.raises(ApprovalInvalid, match="signed with 'supervisor@acme''s retired key"):
+        accept_new_case(verifier(), old, started=NOW)
+
+
+def test_the_start_deadline_is_checked_when_the_case_starts_only() -> None:
+    approval = approval_of(signed(start_by="2026-11-30T11:00:00Z"))
+    assert accept_new_case(verifier(), approval, started=datetime(2026, 11, 30, 10, 59, tzinfo=UTC))
+    with pytest.raises(ApprovalInvalid, match="allowed starting until 2026-11-30T11:00:00Z"):
+        accept_new_case(verifier(), approval, started=NOW)
+    # Days later, a forward step or a compensation of a case that started in time.
+    assert accept_forward(verifier(), approval)
+    # Extending the deadline by hand breaks the signature.
+    extended = dataclasses.replace(approval, start_by="2027-01-01T00:00:00Z")
+    with pytest.raises(ApprovalInvalid, match="does not verify"):
+        accept_new_case(verifier(), extended, started=NOW)
+
+
+def test_each_public_key_is_read_once_per_function_and_never_when_warm() -> None:
+    keys = CountingKeys()
+    validate, refund = verifier(keys, "validate-case"), verifier(keys, "issue-refund")
+    for _ in range(3):
+        accept_new_case(validate, approval_of(signed()), started=NOW)
+        accept_forward(refund, approval_of(signed()))
+    assert keys.reads == [local_key_arn("acme", SUPERVISOR, 2)] * 2
+    accept_forward(refund, approval_of(signed(approver=MANAGER, generation=1)))
+    assert keys.reads[2:] == [local_key_arn("acme", MANAGER)]
+
+
+class Records:
+    def __init__(self, record: dict[str, Any] | None) -> None:
+        self.record = record
+        self.reads = 0
+
+    def get(self, case_id: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.record
+
+
+def test_finishing_tools_accept_a_case_record_of_exactly_this_digest() -> None:
+    case = signed()
+    unsigned = dataclasses.replace(approval_of(case), signature=None, key_id=None, signed_at=None)
+    recorded = Records({"case_id": "case-0001", "tenant_id": "acme", "digest": unsigned.digest})
+    assert accept_finishing(verifier(), unsigned, recorded) == RECORDED
+    # A signed approval never needs the record.
+    signed_records = Records(None)
+    assert accept_finishing(verifier(), approval_of(case), signed_records) != RECORDED
+    assert signed_records.reads == 0
+    # Another digest, another tenant, or no record: the refusal stands.
+    for record in (
+        {"case_id": "case-0001", "tenant_id": "acme", "digest": "sha256:" + "1" * 64},
+        {"case_id": "case-0001", "tenant_id": "globex", "digest": unsigned.digest},
+        None,
+    ):
+        with pytest.raises(ApprovalInvalid, match="not signed"):
+            accept_finishing(verifier(), unsigned, Records(record))
