@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from saga.adapters import formats
-from sagactl.campaign.approval import approve, unapproved
+from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
@@ -263,7 +263,9 @@ def _redrives(rng: random.Random) -> list[dict[str, Any]]:
 
 # --- invalid cases -------------------------------------------------------------------------------
 def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    kind = rng.choice(("digest", "approver", "tenant", "field", "field"))
+    kind = rng.choice(
+        ("digest", "approver", "tenant", "unsigned", "forged", "impostor", "expired", "field")
+    )
     if kind == "digest":  # parameters changed after the approval
         case = approve(raw)
         case["refund"] = {**case["refund"], "amount_minor": case["refund"]["amount_minor"] % 99 + 1}
@@ -276,6 +278,20 @@ def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], s
     if kind == "tenant":
         raw["tenant_id"] = "initech"
         return approve(raw), "AuthorizationDenied"
+    if kind == "unsigned":  # a digest but no signature: never started unsigned
+        case = approve(raw)
+        for name in ("signature", "key_id"):
+            case["approval"].pop(name)
+        return case, "ApprovalInvalid"
+    if kind == "forged":  # the signed fields changed after signing (a later revision claimed)
+        case = approve(raw)
+        case["approval"]["signed_at"] = SIGNED_AT.replace("2026", "2027")
+        return case, "ApprovalInvalid"
+    if kind == "impostor":  # signed by the other tenant's approver, presented as this one's
+        other = next(t for t in TENANTS if t != raw["tenant_id"])
+        return approve(raw, signer=(other, TENANTS[other])), "AuthorizationDenied"
+    if kind == "expired":  # the approval's start deadline has passed
+        return approve(raw, start_by=PASSED_DEADLINE), "ApprovalInvalid"
     address = raw["shipment"]["address"]
     field, value = rng.choice(
         (

@@ -167,6 +167,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "    pass  # the approval is not verified here\n",
     ),
     Mutant(
+        "per-tool-signature",
+        "each forward tool verifies the approval's signature again (§9)",
+        "lambdas/saga/handlers/issue_refund.py",
+        "    accept_forward(runtime.approvals, case.signed_approval())\n",
+        "    pass  # the signature is not verified here\n",
+    ),
+    Mutant(
+        "validate-signature",
+        "a case starts only with a signature by its approver's current key (§9)",
+        "lambdas/saga/tools/validate.py",
+        "    accept_new_case(approvals, case.signed_approval(), started=_started(execution))\n",
+        "    pass  # the signature is not verified at the start\n",
+    ),
+    Mutant(
         "stock-condition",
         "a reservation needs available >= quantity (§3.9)",
         "lambdas/saga/tools/reserve.py",

@@ -26,7 +26,9 @@ from sagactl.campaign.nemeses import armed
 from sagactl.campaign.observe import Observer, Snapshot
 from sagactl.campaign.plan import MAX_REDRIVE_JUMP_SECONDS, CasePlan
 
-REJECTIONS = frozenset({"InvalidRequest", "AuthorizationDenied", "ApprovalMismatch", "KeyConflict"})
+REJECTIONS = frozenset(
+    {"InvalidRequest", "AuthorizationDenied", "ApprovalMismatch", "ApprovalInvalid", "KeyConflict"}
+)
 
 
 @dataclass
@@ -52,7 +54,6 @@ class CaseRun:
 def changed_case(case: dict[str, Any]) -> dict[str, Any]:
     """The same case id, approved again with other parameters (a different request)."""
     raw = {k: copy.deepcopy(v) for k, v in case.items() if k not in ("sandbox",)}
-    raw["approval"] = {k: v for k, v in raw["approval"].items() if k != "digest"}
     raw["refund"]["amount_minor"] = raw["refund"]["amount_minor"] % 100_000_000 + 1
     return approve(raw)
 
