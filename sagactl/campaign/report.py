@@ -18,6 +18,10 @@ from sagactl.campaign.known import KNOWN_BUGS, known_bug
 from sagactl.campaign.orchestrate import load_results
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def _active_seconds(blocks: list[dict[str, Any]]) -> float:
     """The union of the blocks' intervals: time during which some shard was running."""
     intervals = sorted((b["started"], b["ended"]) for b in blocks)
@@ -93,6 +97,8 @@ def summarize(directory: Path) -> dict[str, Any]:
         "checks": sum(c.get("checks", 0) for c in cases)
         + sum(b.get("account_checks", 0) for b in blocks),
         "checks_by": checks_by,
+        "load": _mean([b["load"] for b in blocks if "load" in b]),
+        "cpus": next((b["cpus"] for b in blocks if "cpus" in b), None),
         "violations": violations,
         "known": known,
         "unexplained": unexplained,
@@ -179,6 +185,15 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
         + ")",
         f"- rate: **{summary['rate']:.2f} cases/s** ({summary['seconds'] / 60:.1f} min while "
         f"shards ran, {summary['invocations']:,} Lambda invocations)",
+        *(
+            [
+                f"- machine: {summary['cpus']} CPUs, 1-minute load average {summary['load']:.1f} "
+                "on average as blocks ended (other jobs shared the machine when it exceeds the "
+                "shards)"
+            ]
+            if summary.get("load") is not None
+            else []
+        ),
         f"- retries {summary['retries']:,}, reconciliations {summary['reconciliations']:,}, "
         f"redrives {summary['redrives']:,}",
         "",

@@ -305,6 +305,9 @@ def run_shard(
                     "shard": shard,
                     "started": started,
                     "ended": time.time(),
+                    # What else ran: the rate means little without it on a shared machine.
+                    "load": os.getloadavg()[0],
+                    "cpus": os.cpu_count(),
                     "cases": results,
                     "account_checks": account.run,
                     "account_checks_by": dict(account.by_invariant),
