@@ -12,8 +12,9 @@ public key is fetched from KMS once per container and key (GetPublicKey) and kep
 of the process, so a warm invocation makes no KMS request.
 
 - ValidateCase accepts only the approver's current key and checks the start deadline.
-- Every forward tool verifies again (current or retired keys): a direct invoke of a tool with a
-  forged case is refused before the ledger is touched.
+- Every forward tool verifies again (current or retired keys) and needs the case record of this
+  case still IN_PROGRESS: a direct invoke of a tool with a forged case, or with a genuine one
+  the saga did not accept or has finished, is refused before the ledger is touched.
 - A compensation, reconciliation or the outcome record may also proceed on the case record:
   ValidateCase accepted exactly this digest for this tenant (cases already under way when
   signing was introduced or a key was retired; docs/design.md §9 "Upgrading").
@@ -342,9 +343,29 @@ def accept_new_case(
     return verifier.verify(approval, accept_retired=False, now=started)
 
 
-def accept_forward(verifier: ApprovalVerifier, approval: SignedApproval) -> str:
-    """ReserveStock, IssueRefund, CreateShipment: current or retired keys; no deadline."""
-    return verifier.verify(approval, accept_retired=True)
+def accept_forward(
+    verifier: ApprovalVerifier, approval: SignedApproval, records: CaseRecordReader
+) -> str:
+    """ReserveStock, IssueRefund, CreateShipment: current or retired keys; no deadline; and a
+    case record of exactly this case still under way. A signature is public and outlives the
+    case: without the record, a direct invoke could carry out an approval ValidateCase never
+    accepted (its start deadline passed) or replay a finished case once its ledger records
+    expired (a second refund)."""
+    key_arn = verifier.verify(approval, accept_retired=True)
+    from saga.cases import CaseOutcome  # saga.cases imports this module
+
+    record = records.get(approval.case_id)
+    if not (
+        _records_this_case(record, approval)
+        and record is not None
+        and record.get("outcome") == CaseOutcome.IN_PROGRESS.value
+    ):
+        state = "no case record" if record is None else f"case record {record.get('outcome')}"
+        raise AuthorizationDenied(
+            f"case {approval.case_id}: not a case under way ({state}): a forward step runs "
+            "only in the execution ValidateCase accepted it for, until the case ends"
+        )
+    return key_arn
 
 
 def accept_finishing(
@@ -357,14 +378,18 @@ def accept_finishing(
     try:
         return verifier.verify(approval, accept_retired=True)
     except (ApprovalInvalid, AuthorizationDenied, ApprovalKeyUnavailable) as refusal:
-        record = records.get(approval.case_id)
-        if (
-            record is not None
-            and record.get("digest") == approval.digest
-            and record.get("tenant_id") == approval.tenant_id
-        ):
+        if _records_this_case(records.get(approval.case_id), approval):
             return RECORDED
         raise refusal
+
+
+def _records_this_case(record: Mapping[str, Any] | None, approval: SignedApproval) -> bool:
+    """The case record shows that ValidateCase accepted exactly this digest for this tenant."""
+    return (
+        record is not None
+        and record.get("digest") == approval.digest
+        and record.get("tenant_id") == approval.tenant_id
+    )
 
 
 def require_signature(approval: SignedApproval | Any) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
-from saga.errors import KeyConflict, TransientError
+from saga.errors import KeyConflict, ReservationNotHeld, TransientError
 from saga.ledger import TransactWriteItem, client_request_token
 from saga.models import Case
 from saga.tools.common import from_item, now_iso, to_item
@@ -151,7 +151,14 @@ class CaseRecords:
         if old is not None:
             self._check_same_case(case, digest, old)
             self._check_owner(case, execution_arn, old)
-            # Terminal already (a late duplicate delivery of this execution): nothing to mark.
+            if old.get("outcome") == CaseOutcome.COMPLETED.value:
+                # A completed case shipped what it reserved and never compensates; its ship
+                # record, which would stop the release, may have expired since.
+                raise ReservationNotHeld(
+                    f"release for {case.case_id}: the case is COMPLETED (its reserved stock "
+                    "shipped): nothing to release"
+                )
+            # Escalated already (a late duplicate delivery of this execution): nothing to mark.
 
     def record_outcome(
         self,

@@ -284,16 +284,18 @@ class ValidateCaseEnvironment(CasesVariables, TenantsVariables, ApprovalVariable
 
 
 class ReserveStockEnvironment(
-    LedgerVariables, InventoryVariables, SandboxVariables, ApprovalVariables
+    LedgerVariables, InventoryVariables, SandboxVariables, CasesVariables, ApprovalVariables
 ):
     pass
 
 
-class IssueRefundEnvironment(LedgerVariables, PaymentsVariables, ApprovalVariables):
+class IssueRefundEnvironment(LedgerVariables, PaymentsVariables, CasesVariables, ApprovalVariables):
     pass
 
 
-class CreateShipmentEnvironment(LedgerVariables, CarrierVariables, ApprovalVariables):
+class CreateShipmentEnvironment(
+    LedgerVariables, CarrierVariables, CasesVariables, ApprovalVariables
+):
     pass
 
 

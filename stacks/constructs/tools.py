@@ -113,6 +113,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("ledger", (PUT, GET)),
             TableAccess("inventory", (UPDATE,)),
             TableAccess("reservations", (PUT,)),
+            # GetItem: only a case under way (its record IN_PROGRESS) moves forward.
+            TableAccess("cases", (GET,)),
             TableAccess("sandbox", (UPDATE,)),
         ),
         ReserveStockEnvironment,
@@ -125,6 +127,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         (
             TableAccess("ledger", (PUT, UPDATE)),
             TableAccess("payments", (PUT,)),
+            TableAccess("cases", (GET,)),  # as for a reservation
             TableAccess("sandbox", (GET, PUT, UPDATE, DELETE)),
         ),
         IssueRefundEnvironment,
@@ -137,6 +140,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         (
             TableAccess("ledger", (PUT, UPDATE)),
             TableAccess("shipments", (PUT,)),
+            TableAccess("cases", (GET,)),  # as for a reservation
             TableAccess("sandbox", (GET, UPDATE)),
         ),
         CreateShipmentEnvironment,

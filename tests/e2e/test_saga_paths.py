@@ -192,9 +192,11 @@ def test_happy_path_runs_five_states_with_one_effect_each(
     assert saga.status == "SUCCEEDED"
     assert saga.path == HAPPY_PATH  # 6 states entered: 7 billed transitions with the start
     assert len(saga.events("TaskScheduled")) == 5  # one Lambda invocation per state
-    # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 2
-    # (validate, outcome); sandbox downstreams 3 (payment key claim + refund, shipment).
-    assert sum(requests.values()) == 10, requests
+    # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 5
+    # (validate, outcome, and one read per forward step: only a case under way moves forward);
+    # sandbox downstreams 3 (payment key claim + refund, shipment).
+    assert sum(requests.values()) == 13, requests
+    assert requests["GetItem"] == 3
     assert requests["TransactWriteItems"] == 3
     assert saga.output["outcome"] == "COMPLETED"
     assert saga.output["escalation"] is None

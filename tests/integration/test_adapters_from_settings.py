@@ -32,6 +32,7 @@ def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "POWERTOOLS_METRICS_NAMESPACE": "SagaTest",
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "LEDGER_TABLE": "env-ledger",
+        "CASES_TABLE": "env-cases",
         "ATTEMPT_BUDGET": "8",
         "RETENTION_SECONDS": "2592000",
         "LEASE_MARGIN_SECONDS": "10",

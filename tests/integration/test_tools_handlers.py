@@ -53,6 +53,14 @@ def attempt(state: str, retry: int = 0) -> dict[str, Any]:
     }
 
 
+def validated(case: dict[str, Any]) -> dict[str, Any]:
+    """The case as ValidateCase accepts and records it (forward steps need its record)."""
+    result = validate_case.handler(
+        {"case": case, "attempt": attempt("ValidateCase")}, FakeContext()
+    )
+    return dict(result["case"])
+
+
 def test_the_happy_path_through_every_handler(env: ToolsEnv) -> None:
     validated = validate_case.handler(
         {"case": raw_case(), "attempt": attempt("ValidateCase")}, FakeContext()
@@ -109,7 +117,7 @@ def test_invalid_payloads_are_invalid_requests_naming_the_field(env: ToolsEnv) -
 
 
 def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsEnv) -> None:
-    lost = raw_case("case-lost", faults={"refund": ["lose_response"]})
+    lost = validated(raw_case("case-lost", faults={"refund": ["lose_response"]}))
     with pytest.raises(OutcomeUnknown):
         issue_refund.handler({"case": lost, "attempt": attempt("IssueRefund")}, FakeContext())
     answer = reconcile_action.handler(
@@ -118,7 +126,7 @@ def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsE
     assert answer["decision"] == "RESUME" and answer["result"]["reconciled"] is True
     assert env.refunds("case-lost") == 1
 
-    rejected = raw_case("case-rej", faults={"refund": ["reject"]})
+    rejected = validated(raw_case("case-rej", faults={"refund": ["reject"]}))
     reserve_stock.handler({"case": rejected, "attempt": attempt("ReserveStock")}, FakeContext())
     with pytest.raises(RefundRejected):
         issue_refund.handler({"case": rejected, "attempt": attempt("IssueRefund")}, FakeContext())

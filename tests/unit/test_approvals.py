@@ -58,6 +58,16 @@ class CountingKeys:
         return local_public_key_der(*KEYS[key_arn])
 
 
+class Records:
+    def __init__(self, record: dict[str, Any] | None) -> None:
+        self.record = record
+        self.reads = 0
+
+    def get(self, case_id: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.record
+
+
 @pytest.fixture(autouse=True)
 def cold_container() -> Iterator[None]:
     forget_public_keys()
@@ -75,6 +85,20 @@ def signed(
     case = {**BASE_CASE, "tenant_id": tenant}
     case["approval"] = {**case["approval"], "approved_by": approver}
     return sign_locally(case, generation=generation, signed_at="2026-11-30T10:00:00Z", **kwargs)
+
+
+def forward(verifier: ApprovalVerifier, approval: SignedApproval) -> str:
+    """accept_forward for a case whose record says it is under way (its signature is the test)."""
+    return accept_forward(verifier, approval, Records(under_way(approval)))
+
+
+def under_way(approval: SignedApproval) -> dict[str, Any]:
+    return {
+        "case_id": approval.case_id,
+        "tenant_id": approval.tenant_id,
+        "digest": approval.digest,
+        "outcome": "IN_PROGRESS",
+    }
 
 
 def approval_of(case: Mapping[str, Any]) -> SignedApproval:
@@ -111,7 +135,7 @@ def test_a_valid_signature_is_accepted_and_names_the_key() -> None:
     assert accept_new_case(verifier(), approval, started=NOW) == local_key_arn(
         "acme", SUPERVISOR, 2
     )
-    assert accept_forward(verifier(), approval) == local_key_arn("acme", SUPERVISOR, 2)
+    assert forward(verifier(), approval) == local_key_arn("acme", SUPERVISOR, 2)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +146,7 @@ def test_an_unsigned_approval_is_invalid_and_says_how_to_approve(missing: tuple[
     for name in missing:
         del case["approval"][name]
     with pytest.raises(ApprovalInvalid) as refused:
-        accept_forward(verifier(), approval_of(case))
+        forward(verifier(), approval_of(case))
     named = [name for name in ("signed_at", "key_id", "signature") if name in missing]
     assert refused.value.message == (
         f"case case-0001: the approval is not signed (no {', '.join(named)}); sign it with "
@@ -161,13 +185,13 @@ def test_a_made_up_signature_is_invalid(signature: str) -> None:
 def test_a_valid_signature_moved_elsewhere_does_not_verify(move: Any) -> None:
     approval = move(approval_of(signed()))
     with pytest.raises(ApprovalInvalid, match="does not verify over this case"):
-        accept_forward(verifier(), approval)
+        forward(verifier(), approval)
 
 
 def test_a_signature_moved_to_another_tenant_is_denied() -> None:
     moved = dataclasses.replace(approval_of(signed()), tenant_id="globex")
     with pytest.raises(AuthorizationDenied, match="'supervisor@acme' may not approve cases for"):
-        accept_forward(verifier(), moved)
+        forward(verifier(), moved)
 
 
 def test_one_approvers_signature_presented_as_anothers_is_denied() -> None:
@@ -175,14 +199,14 @@ def test_one_approvers_signature_presented_as_anothers_is_denied() -> None:
     by_manager = approval_of(signed(approver=SUPERVISOR, signer=("acme", MANAGER), generation=1))
     # With the manager's key id: the key is not the supervisor's.
     with pytest.raises(AuthorizationDenied) as by_key:
-        accept_forward(verifier(), by_manager)
+        forward(verifier(), by_manager)
     assert "is a key of 'manager@acme' of tenant 'acme', not a key of 'supervisor@acme'" in (
         by_key.value.message
     )
     # With the supervisor's key id: the signature is the manager's.
     presented = dataclasses.replace(by_manager, key_id=local_key_arn("acme", SUPERVISOR, 2))
     with pytest.raises(AuthorizationDenied, match="signed by 'manager@acme' of tenant 'acme'"):
-        accept_forward(verifier(), presented)
+        forward(verifier(), presented)
 
 
 def test_a_signer_of_another_tenant_is_denied() -> None:
@@ -191,19 +215,19 @@ def test_a_signer_of_another_tenant_is_denied() -> None:
         accept_new_case(verifier(), by_globex, started=NOW)
     other_approver = approval_of(signed(approver=OPS, tenant="globex", generation=1))
     with pytest.raises(AuthorizationDenied, match="'ops@globex' may not approve cases for"):
-        accept_forward(verifier(), dataclasses.replace(other_approver, tenant_id="acme"))
+        forward(verifier(), dataclasses.replace(other_approver, tenant_id="acme"))
 
 
 def test_a_key_nobody_configured_is_denied_whatever_its_signature() -> None:
     case = signed()
     case["approval"]["key_id"] = "arn:aws:kms:us-east-1:999999999999:key/forged"
     with pytest.raises(AuthorizationDenied, match="is not a trusted key"):
-        accept_forward(verifier(), approval_of(case))
+        forward(verifier(), approval_of(case))
 
 
 def test_a_retired_key_verifies_cases_under_way_but_approves_no_new_case() -> None:
     old = approval_of(signed(generation=1))
-    assert accept_forward(verifier(), old) == local_key_arn("acme", SUPERVISOR, 1)
+    assert forward(verifier(), old) == local_key_arn("acme", SUPERVISOR, 1)
     with pytest.raises(ApprovalInvalid, match="signed with 'supervisor@acme''s retired key"):
         accept_new_case(verifier(), old, started=NOW)
 
@@ -214,7 +238,7 @@ def test_the_start_deadline_is_checked_when_the_case_starts_only() -> None:
     with pytest.raises(ApprovalInvalid, match="allowed starting until 2026-11-30T11:00:00Z"):
         accept_new_case(verifier(), approval, started=NOW)
     # Days later, a forward step or a compensation of a case that started in time.
-    assert accept_forward(verifier(), approval)
+    assert forward(verifier(), approval)
     # Extending the deadline by hand breaks the signature.
     extended = dataclasses.replace(approval, start_by="2027-01-01T00:00:00Z")
     with pytest.raises(ApprovalInvalid, match="does not verify"):
@@ -226,20 +250,10 @@ def test_each_public_key_is_read_once_per_function_and_never_when_warm() -> None
     validate, refund = verifier(keys, "validate-case"), verifier(keys, "issue-refund")
     for _ in range(3):
         accept_new_case(validate, approval_of(signed()), started=NOW)
-        accept_forward(refund, approval_of(signed()))
+        forward(refund, approval_of(signed()))
     assert keys.reads == [local_key_arn("acme", SUPERVISOR, 2)] * 2
-    accept_forward(refund, approval_of(signed(approver=MANAGER, generation=1)))
+    forward(refund, approval_of(signed(approver=MANAGER, generation=1)))
     assert keys.reads[2:] == [local_key_arn("acme", MANAGER)]
-
-
-class Records:
-    def __init__(self, record: dict[str, Any] | None) -> None:
-        self.record = record
-        self.reads = 0
-
-    def get(self, case_id: str) -> dict[str, Any] | None:
-        self.reads += 1
-        return self.record
 
 
 def test_finishing_tools_accept_a_case_record_of_exactly_this_digest() -> None:
@@ -259,3 +273,26 @@ def test_finishing_tools_accept_a_case_record_of_exactly_this_digest() -> None:
     ):
         with pytest.raises(ApprovalInvalid, match="not signed"):
             accept_finishing(verifier(), unsigned, Records(record))
+
+
+def test_forward_tools_need_the_case_record_of_this_case_under_way() -> None:
+    """A genuine signature is not enough: the case must be one ValidateCase accepted and that
+    has not ended (a direct invoke of a finished or never started case changes nothing)."""
+    approval = approval_of(signed())
+    assert forward(verifier(), approval) == local_key_arn("acme", SUPERVISOR, 2)
+    for record, state in (
+        (None, "no case record"),
+        ({**under_way(approval), "outcome": "COMPLETED"}, "case record COMPLETED"),
+        ({**under_way(approval), "outcome": "ESCALATED"}, "case record ESCALATED"),
+        ({**under_way(approval), "outcome": "COMPENSATION_PENDING"}, "COMPENSATION_PENDING"),
+        ({**under_way(approval), "digest": "sha256:" + "1" * 64}, "IN_PROGRESS"),
+        ({**under_way(approval), "tenant_id": "globex"}, "IN_PROGRESS"),
+    ):
+        with pytest.raises(AuthorizationDenied, match=f"not a case under way \\(.*{state}"):
+            accept_forward(verifier(), approval, Records(record))
+    # A forged approval is refused on its signature, before the record is read.
+    forged = dataclasses.replace(approval, signature=None)
+    records = Records(under_way(approval))
+    with pytest.raises(ApprovalInvalid, match="not signed"):
+        accept_forward(verifier(), forged, records)
+    assert records.reads == 0

@@ -38,6 +38,7 @@ RESERVE = {
     **APPROVALS,
     "INVENTORY_TABLE": "inv",
     "RESERVATIONS_TABLE": "res",
+    "CASES_TABLE": "cases",
 }
 
 
@@ -46,14 +47,23 @@ def test_a_function_environment_is_validated_and_names_each_missing_variable() -
     assert settings.ledger_table == "ledger"
     assert settings.ledger_policy().attempt_budget == 7
     with pytest.raises(ConfigurationError, match="CASES_TABLE is required"):
-        ReleaseReservationEnvironment.from_env(RESERVE)
+        ReleaseReservationEnvironment.from_env({**RESERVE, "CASES_TABLE": ""})
+    # A forward step reads the case record: only a case under way moves forward.
+    with pytest.raises(ConfigurationError, match="CASES_TABLE is required"):
+        ReserveStockEnvironment.from_env({**RESERVE, "CASES_TABLE": ""})
     with pytest.raises(ConfigurationError, match="TENANTS is required"):
         ValidateCaseEnvironment.from_env({**POWERTOOLS, **APPROVALS, "CASES_TABLE": "cases"})
     with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is required"):
         ReserveStockEnvironment.from_env({k: v for k, v in RESERVE.items() if k not in APPROVALS})
     with pytest.raises(ConfigurationError, match="ATTEMPT_BUDGET must be an integer"):
         ReserveStockEnvironment.from_env({**RESERVE, "ATTEMPT_BUDGET": "many"})
-    refund = {**POWERTOOLS, **LEDGER, **APPROVALS, "PAYMENT_KEY_RETENTION_SECONDS": "86400"}
+    refund = {
+        **POWERTOOLS,
+        **LEDGER,
+        **APPROVALS,
+        "CASES_TABLE": "cases",
+        "PAYMENT_KEY_RETENTION_SECONDS": "86400",
+    }
     with pytest.raises(ConfigurationError, match="DOWNSTREAM_TIMEOUT_SECONDS must be positive"):
         IssueRefundEnvironment.from_env({**refund, "DOWNSTREAM_TIMEOUT_SECONDS": "0"})
 
@@ -125,6 +135,7 @@ def test_an_undeployed_sandbox_table_is_named_when_a_use_needs_it() -> None:
             **POWERTOOLS,
             **LEDGER,
             **APPROVALS,
+            "CASES_TABLE": "cases",
             "PAYMENT_KEY_RETENTION_SECONDS": "60",
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
             "SANDBOX_TABLE": "sb",
@@ -136,8 +147,8 @@ def test_an_undeployed_sandbox_table_is_named_when_a_use_needs_it() -> None:
 
 def test_a_collaborator_the_model_does_not_declare_is_a_named_wiring_mistake() -> None:
     runtime = Runtime(ReserveStockEnvironment.from_env(RESERVE))
-    with pytest.raises(ConfigurationError, match="ReserveStockEnvironment declares no Cases"):
-        runtime.cases()
+    with pytest.raises(ConfigurationError, match="ReserveStockEnvironment declares no Tenants"):
+        assert runtime.tenants is None  # raises before
     assert runtime.ledger().policy == LedgerPolicy(
         attempt_budget=7, retention_seconds=2592000, lease_margin_seconds=10
     )

@@ -24,7 +24,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(ReserveStockEnvironment)
-    accept_forward(runtime.approvals, case.signed_approval())
+    accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())
     result = reserve_stock(
         case,
         attempt_of(payload.attempt, context),
