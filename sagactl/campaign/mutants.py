@@ -170,7 +170,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "per-tool-signature",
         "each forward tool verifies the approval's signature again (§9)",
         "lambdas/saga/handlers/issue_refund.py",
-        "    accept_forward(runtime.approvals, case.signed_approval())\n",
+        "    accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())\n",
         "    pass  # the signature is not verified here\n",
     ),
     Mutant(

@@ -2,12 +2,13 @@
 
 The copy holds the repository's files (tracked and untracked, not ignored) with `.build` and
 `node_modules` linked; `PYTHONPATH` puts the copy first, and the run checks that the copy's
-modules are the ones imported. Per mutant: the file is restored, the mutant applied (refused
-unless its old text occurs exactly once), then the fast suite (`pytest -x` over the unit,
-integration and end-to-end tests) and a fixed-seed campaign slice (`--fail-fast`) run against
-it: the slice only where the suite let the mutant live, unless `--both` (which runs both for
-every mutant, to see everything each one kills). A mutant is killed when either fails; the table
-says which did.
+modules are the ones imported. First the suite must pass on the copy as it is (else every
+mutant would look killed). Per mutant: the file is restored, the mutant applied (refused unless
+its old text occurs exactly once), then the fast suite (`pytest -x` over the unit, integration
+and end-to-end tests) and the fixed-seed campaign slice of `make test` (`--fail-fast`) run
+against it: the slice only where the suite let the mutant live, unless `--both` (which runs both
+for every mutant, to see everything each one kills). A mutant is killed when either fails; the
+table says which did.
 """
 
 from __future__ import annotations
@@ -87,6 +88,23 @@ def _save(out: str | None, results: list[dict[str, Any]]) -> None:
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+def _baseline_passes(tree: Path, digest: str, out: str | None) -> bool:
+    """The suite passes on the copy without any mutant: else every mutant would look killed."""
+    marker = Path(f"{out}.baseline") if out else None
+    if marker is not None and marker.is_file() and marker.read_text(encoding="utf-8") == digest:
+        return True
+    log = tree.parent / "baseline.suite.log"
+    failed, seconds = _run([sys.executable, *SUITE], tree, SUITE_TIMEOUT_SECONDS, log)
+    if failed:
+        print(f"mutate: the suite fails without any mutant (see {log})", file=sys.stderr)
+        return False
+    print(f"mutate: the suite passes without a mutant ({round(seconds)} s)", flush=True)
+    if marker is not None:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(digest, encoding="utf-8")
+    return True
 
 
 def _environment(tree: Path) -> dict[str, str]:
@@ -210,6 +228,8 @@ def main(args: argparse.Namespace) -> int:
     check_imports(tree)
     digest = tree_digest(tree)
     earlier = _earlier(args.out, digest)
+    if not args.skip_suite and not _baseline_passes(tree, digest, args.out):
+        return 2
     print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
     results = []
     for mutant in mutants:
