@@ -160,7 +160,7 @@ def measure_paths() -> list[tuple[str, Counter[str]]]:
             lambda: ledger.execute(first, Attempt("a2", 10), effect=effect, reconcile=Absent),
         )
         held = request("case-bench.held")
-        ledger._claim(held, Attempt("crashed", 10))
+        ledger.store.claim(held, Attempt("crashed", 10))
         run(
             "live lease of another attempt (pending)",
             lambda: ledger.execute(held, Attempt("b1", 10), effect=effect, reconcile=Absent),

@@ -38,7 +38,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.cases import CaseOutcome, CaseRecords, ResolveConflict
+from saga.dynamodb import from_item
 from saga.errors import ActionPending, TransientError
+from saga.identity import case_action_keys
 from saga.ledger import OPEN_STATUSES, ActionLedger, LedgerPolicy, LedgerRecord, Resolution
 from saga.models import CASE_ID_PATTERN, TENANT_ID_PATTERN
 from sagactl.errors import EXIT_REFUSED, NotFound, RedriveRefused, SagactlError, UsageError
@@ -47,7 +49,6 @@ from sagactl.target import Target
 from sagactl.timeline import (
     ActionView,
     FailedStep,
-    case_action_keys,
     case_actions,
     describe_execution_arn,
     error_message,
@@ -55,7 +56,6 @@ from sagactl.timeline import (
     execution_history,
     execution_summary,
     find_failed_step,
-    from_item,
     read_case_record,
 )
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from saga.identity import case_action_keys
 from sagactl.errors import RedriveRefused
 from sagactl.target import Target
 from sagactl.timeline import (
     FailedStep,
-    case_action_keys,
     execution_history,
     find_case_execution,
     find_failed_step,

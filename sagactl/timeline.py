@@ -15,16 +15,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from saga.identity import (
-    Operation,
-    action_id_for,
-    action_key,
-    compensation_action_id,
-    execution_name,
-)
+from saga.dynamodb import from_item
+from saga.identity import case_action_keys, execution_name
 from saga.ledger import ActionLedger, LedgerPolicy, LedgerRecord
 from sagactl.errors import NotFound
 from sagactl.target import PROJECT_ROOT, Target
@@ -47,7 +41,6 @@ _SKIPPED_EVENTS = frozenset(
 _TASK_FAILURES = frozenset(
     {"TaskFailed", "TaskTimedOut", "TaskStartFailed", "TaskSubmitFailed", "LambdaFunctionFailed"}
 )
-_DESERIALIZER = TypeDeserializer()
 _MAX_TEXT = 300
 
 
@@ -63,10 +56,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple | set):
         return [plain(v) for v in value]
     return value
-
-
-def from_item(item: dict[str, Any]) -> dict[str, Any]:
-    return {name: plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
 
 
 def error_message(cause: str | None) -> str | None:
@@ -108,17 +97,6 @@ def resolve_budget(target: Target, override: int | None = None) -> int:
     if declared and declared.isdigit():
         return int(declared)
     return default_attempt_budget()
-
-
-def case_action_keys(tenant_id: str, case_id: str) -> dict[str, str]:
-    """The ledger keys of a case's actions (saga.identity): derivable, never stored elsewhere."""
-    keys = {
-        operation.value: action_key(tenant_id, operation, action_id_for(case_id, operation))
-        for operation in (Operation.RESERVE, Operation.REFUND, Operation.SHIP)
-    }
-    reserve_id = action_id_for(case_id, Operation.RESERVE)
-    keys["release"] = action_key(tenant_id, Operation.RELEASE, compensation_action_id(reserve_id))
-    return keys
 
 
 # --- the execution history as timeline entries ----------------------------------------------------

@@ -17,19 +17,19 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from saga.adapters.carrier import SandboxCarrier
-from saga.adapters.payments import SandboxPaymentProvider
 from saga.approvals import ApprovalVerifier, KmsPublicKeys, parse_trusted_keys
 from saga.aws import dynamodb_client, kms_client
 from saga.cases import CaseRecords
+from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
 from saga.models import Case, StepResult, parse_case
-from saga.sandbox.faults import FaultInjector
+from saga.sandbox.carrier import SandboxCarrier
+from saga.sandbox.faults import FaultInjector, FaultSource, NoFaults
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
 from saga.sandbox.schema import SandboxTables, create_sandbox_tables
-from saga.tools.common import FaultSource, NoFaults
-from saga.tools.reserve import InventoryTables, reserve_stock
+from saga.tools.reserve import reserve_stock
 from sagactl.bench_ledger import create_ledger_table
 from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from tests.integration.ledger_harness import FakeClock
@@ -198,8 +198,7 @@ class ToolsEnv:
             attempt or Delivery("ReserveStock", case.case_id).next(),
             execution_arn="arn:e",
             ledger=self.ledger,
-            tables=self.inventory,
-            faults=NoFaults(),
+            inventory=self.inventory,
         )
 
     # --- where effects land ---------------------------------------------------------------------

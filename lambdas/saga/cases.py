@@ -25,10 +25,19 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
+from saga.clock import now_iso
+from saga.dynamodb import (
+    CONDITION_FAILED,
+    TRANSACTION_CANCELLED,
+    TransactWriteItem,
+    cancellation_reasons,
+    client_request_token,
+    error_code,
+    from_item,
+    to_item,
+)
 from saga.errors import KeyConflict, ReservationNotHeld, TransientError
-from saga.ledger import TransactWriteItem, client_request_token
 from saga.models import Case
-from saga.tools.common import from_item, now_iso, to_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -88,6 +97,15 @@ class CaseRecords:
             raise TransientError(f"case {case_id}: the cases table did not answer ({exc})") from exc
         item = response.get("Item")
         return from_item(item) if item else None
+
+    def accepted(self, case: Case, digest: str) -> bool:
+        """ValidateCase accepted exactly these parameters for this tenant before."""
+        record = self.get(case.case_id)
+        return (
+            record is not None
+            and record.get("tenant_id") == case.tenant_id
+            and record.get("digest") == digest
+        )
 
     def create(self, case: Case, digest: str, execution: OwningExecution) -> OwningExecution | None:
         """Write the IN_PROGRESS record bound to `execution`, once; returns the owner on record.
@@ -151,14 +169,14 @@ class CaseRecords:
         if old is not None:
             self._check_same_case(case, digest, old)
             self._check_owner(case, execution_arn, old)
-            if old.get("outcome") == CaseOutcome.COMPLETED.value:
-                # A completed case shipped what it reserved and never compensates; its ship
-                # record, which would stop the release, may have expired since.
+            if old.get("outcome") in (CaseOutcome.COMPLETED.value, CaseOutcome.ESCALATED.value):
+                # A closed case compensated already or kept its stock on purpose (shipped, or
+                # left to a person); the ledger record that would stop a second release may
+                # have expired since, so a late or replayed delivery stops here.
                 raise ReservationNotHeld(
-                    f"release for {case.case_id}: the case is COMPLETED (its reserved stock "
-                    "shipped): nothing to release"
+                    f"release for {case.case_id}: the case is {old.get('outcome')}: its "
+                    "reservation is settled, nothing to release"
                 )
-            # Escalated already (a late duplicate delivery of this execution): nothing to mark.
 
     def record_outcome(
         self,
@@ -235,11 +253,11 @@ class CaseRecords:
                 TransactItems=items, ClientRequestToken=client_request_token(items)
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            if error_code(exc) != TRANSACTION_CANCELLED:
                 raise TransientError(
                     f"case {case_id}: the resolution was not written ({exc})"
                 ) from exc
-            reasons = cast("list[dict[str, Any]]", exc.response.get("CancellationReasons", []))
+            reasons = cancellation_reasons(exc)
             codes = [str(reason.get("Code")) for reason in reasons]
             first = reasons[0] if reasons else {}
             current = (
@@ -283,7 +301,7 @@ class CaseRecords:
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if error_code(exc) == CONDITION_FAILED:
                 return from_item(exc.response.get("Item", {}))  # type: ignore[arg-type]
             raise _unanswered(case, exc) from exc
         except BotoCoreError as exc:

@@ -26,3 +26,12 @@ def use(source: Clock) -> Clock:
     global _source
     previous, _source = _source, source
     return previous
+
+
+def iso(epoch: float) -> str:
+    """An epoch time as ISO 8601 UTC to the second (`2023-11-14T22:13:20Z`)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def now_iso(clock: Clock = now) -> str:
+    return iso(clock())

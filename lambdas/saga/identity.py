@@ -1,17 +1,26 @@
-"""Action identity (design.md §2): action ids, action keys and request digests.
+"""Action identity (design.md §2): action ids, action keys, request digests, execution names.
 
 An action id comes from the case's own identity (`<case_id>.<operation>`), never from a model's
 tool-call id, a Lambda request id, an attempt, a timestamp or a hash of the arguments: two
 separately approved 20 USD refunds on two cases are two actions. A compensation's action id is
-the id of the action it compensates, under its own operation, so its key is tied to it.
+the id of the action it compensates, under its own operation, so its key is tied to it. The
+request digest covers the step's consequential parameters plus the approved revision, so the
+same key with other parameters is a KeyConflict in the ledger.
+
+Everything here is derived from the case; nothing is stored elsewhere (the CLI derives the same
+keys from a case id and its tenant).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from saga.models import Case
 
 
 class Operation(StrEnum):
@@ -66,6 +75,93 @@ def sha256_hex(value: Any) -> str:
 def request_digest(parameters: dict[str, Any], revision: int) -> str:
     """SHA-256 of the consequential parameters plus the approved revision."""
     return "sha256:" + sha256_hex({"parameters": parameters, "revision": revision})
+
+
+# --- the actions of a case -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ActionRequest:
+    """One action as the ledger records it: its identity, its request digest, its traces."""
+
+    tenant_id: str
+    operation: str  # Operation value
+    action_id: str
+    digest: str  # request_digest(...)
+    case_id: str
+    execution_arn: str | None = None
+    compensates: str | None = None  # action key of the compensated action
+    business_ref: str | None = None  # defaults to action_id
+
+    @property
+    def key(self) -> str:
+        return action_key(self.tenant_id, self.operation, self.action_id)
+
+    @property
+    def reference(self) -> str:
+        """What the downstream knows the action by (lookups after an uncertain delivery)."""
+        return self.business_ref or self.action_id
+
+
+def case_action_ids(case_id: str) -> dict[Operation, str]:
+    """Every action id of a case; the release's is the reserve action's (it compensates it)."""
+    ids = {
+        op: action_id_for(case_id, op)
+        for op in (Operation.RESERVE, Operation.REFUND, Operation.SHIP)
+    }
+    ids[Operation.RELEASE] = compensation_action_id(ids[Operation.RESERVE])
+    return ids
+
+
+def case_action_keys(tenant_id: str, case_id: str) -> dict[str, str]:
+    """`{operation: action key}` of a case's actions."""
+    return {
+        operation.value: action_key(tenant_id, operation, action_id)
+        for operation, action_id in case_action_ids(case_id).items()
+    }
+
+
+def reservation_id(case: Case) -> str:
+    """The reserve action's key, which is also the reservation item's id."""
+    return case_action_keys(case.tenant_id, case.case_id)[Operation.RESERVE.value]
+
+
+def step_parameters(case: Case, operation: Operation) -> dict[str, Any]:
+    """The consequential parameters of one action: what the digest and the approval cover."""
+    if operation is Operation.RESERVE:
+        return {"sku": case.reserve.sku, "quantity": case.reserve.quantity}
+    if operation is Operation.REFUND:
+        return {
+            "order_id": case.order.order_id,
+            "payment_reference": case.refund.payment_reference,
+            "amount_minor": case.refund.amount_minor,
+            "currency": case.refund.currency,
+        }
+    if operation is Operation.SHIP:
+        return {
+            "order_id": case.order.order_id,
+            "address": case.shipment.address.model_dump(mode="json"),
+            "sku": case.reserve.sku,
+            "quantity": case.reserve.quantity,
+        }
+    return {
+        "reservation_id": reservation_id(case),
+        "sku": case.reserve.sku,
+        "quantity": case.reserve.quantity,
+    }
+
+
+def action_request(
+    case: Case, operation: Operation, *, execution_arn: str | None = None
+) -> ActionRequest:
+    """The ledger request of one action of the case."""
+    return ActionRequest(
+        tenant_id=case.tenant_id,
+        operation=operation.value,
+        action_id=case_action_ids(case.case_id)[operation],
+        digest=request_digest(step_parameters(case, operation), case.approval.revision),
+        case_id=case.case_id,
+        execution_arn=execution_arn,
+        compensates=reservation_id(case) if operation is Operation.RELEASE else None,
+    )
 
 
 def _reject_floats(value: Any) -> None:

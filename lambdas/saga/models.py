@@ -12,7 +12,7 @@ digested.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -24,11 +24,14 @@ from pydantic import (
     field_validator,
 )
 
-from saga.adapters import formats
+from saga import formats
 from saga.approvals import SignedApproval
 from saga.errors import ApprovalMismatch, InvalidRequest
+from saga.fault_plan import validate_fault_plan
 from saga.identity import sha256_hex
-from saga.sandbox.faults import validate_fault_plan
+
+if TYPE_CHECKING:
+    from saga.ledger import ActionOutcome
 
 # A Step Functions execution name is 1-80 characters without whitespace, brackets, wildcards or
 # most punctuation. The case id is the execution name (design.md §2), and it is also a component
@@ -42,6 +45,9 @@ EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+$"
 
 MAX_QUANTITY = 1_000
 MAX_AMOUNT_MINOR = 100_000_000
+# Revisions travel through JSONata, whose numbers are doubles: above 2**53 one would round
+# and the approval digest would stop matching the signed one.
+MAX_REVISION = 2**53 - 1
 MAX_FAULTS_PER_DOWNSTREAM = 50
 
 CaseId = Annotated[str, StringConstraints(pattern=CASE_ID_PATTERN)]
@@ -69,9 +75,14 @@ def _accepted(
 
 
 class StrictModel(BaseModel):
-    """Base of every model: strict types, unknown fields refused, immutable."""
+    """Base of every model: strict types, unknown fields refused, immutable.
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    Built on first use (`defer_build`): a handler validates its own payload and builds its own
+    result, and never pays for the models of the other handlers (nor for the case's parts on
+    their own: a payload's validator holds them). `make bench` measures that first use.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 # --- the case (design.md §8) --------------------------------------------------------------------
@@ -92,7 +103,7 @@ class Refund(StrictModel):
 
 
 class Address(StrictModel):
-    """What every carrier accepts (saga.adapters.formats): checked here, never rewritten."""
+    """What every carrier accepts (saga.formats): checked here, never rewritten."""
 
     name: Annotated[str, AfterValidator(_accepted(formats.text_problem, "name"))]
     line1: Annotated[str, AfterValidator(_accepted(formats.text_problem, "line1"))]
@@ -113,7 +124,7 @@ class Approval(StrictModel):
     signature fields are optional here so that an unsigned case is refused as ApprovalInvalid,
     with what to do, rather than as a malformed request."""
 
-    revision: Annotated[int, Field(ge=1)]
+    revision: Annotated[int, Field(ge=1, le=MAX_REVISION)]
     approved_by: Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
     digest: Digest
     signed_at: ApprovalText | None = None
@@ -131,7 +142,7 @@ class Sandbox(StrictModel):
     @field_validator("faults")
     @classmethod
     def _known_downstreams_and_faults(cls, faults: dict[str, list[str]]) -> dict[str, list[str]]:
-        # The sandbox owns the vocabulary; its message names the bad entry.
+        # The case contract's vocabulary (saga.fault_plan); its message names the bad entry.
         validate_fault_plan(faults)
         for downstream, names in faults.items():
             if len(names) > MAX_FAULTS_PER_DOWNSTREAM:
@@ -186,7 +197,7 @@ class ApprovedParameters(StrictModel):
     reserve: Reserve
     refund: Refund
     shipment: Shipment
-    revision: Annotated[int, Field(ge=1)]
+    revision: Annotated[int, Field(ge=1, le=MAX_REVISION)]
 
 
 def approval_digest(case: Case | Mapping[str, Any]) -> str:
@@ -310,6 +321,18 @@ class StepResult(StrictModel):
     replayed: bool
     reconciled: bool
     attempts: int
+
+    @classmethod
+    def of(cls, outcome: ActionOutcome) -> StepResult:
+        return cls(
+            action_key=outcome.action_key,
+            status="COMPLETED",
+            downstream_ref=outcome.downstream_ref,
+            result=outcome.result,
+            replayed=outcome.replayed,
+            reconciled=outcome.reconciled,
+            attempts=outcome.attempts,
+        )
 
 
 class ReconcileResult(StrictModel):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -31,7 +31,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from saga.approvals import ApproverKeys, parse_trusted_keys
-from saga.ledger import LedgerPolicy
+
+if TYPE_CHECKING:
+    from saga.ledger import LedgerPolicy
 
 # Powertools' levels that the stack's `functions.log_level` allows.
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -236,6 +238,8 @@ class LedgerVariables(FunctionEnvironment):
     lease_margin_seconds: NonNegativeInt
 
     def ledger_policy(self) -> LedgerPolicy:
+        from saga.ledger import LedgerPolicy  # a function without a ledger never imports it
+
         return LedgerPolicy(
             attempt_budget=self.attempt_budget,
             retention_seconds=self.retention_seconds,

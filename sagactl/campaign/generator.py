@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from saga.adapters import formats
+from saga import formats
 from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
 

@@ -25,8 +25,8 @@ from saga.approvals import (
     require_signature,
 )
 from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.fault_plan import DOWNSTREAMS
 from saga.models import Case, parse_case, verify_approval, with_approval_digest
-from saga.sandbox.faults import DOWNSTREAMS
 from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
 from saga.tools.validate import authorize
 from sagactl.commands.common import (

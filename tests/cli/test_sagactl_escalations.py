@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from saga.dynamodb import to_item
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
-from saga.tools.common import to_item
 from sagactl.escalations import AlreadyResolved, open_escalations, resolve
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws

@@ -6,9 +6,7 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.carrier import ShipmentRequest
-from saga.adapters.errors import DownstreamTimeout
-from saga.adapters.payments import RefundRequest
+from saga.ports import DownstreamTimeout, RefundRequest, ShipmentRequest
 from saga.sandbox.schema import SandboxTables
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider

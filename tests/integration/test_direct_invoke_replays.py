@@ -7,11 +7,14 @@ and a finished case could be replayed once its ledger records have expired (a se
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from saga.errors import AuthorizationDenied, ReservationNotHeld
+from saga import clock
+from saga.approvals import format_instant
+from saga.errors import ApprovalInvalid, AuthorizationDenied, ReservationNotHeld
 from saga.handlers import (
     create_shipment,
     issue_refund,
@@ -42,7 +45,11 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[ToolsEnv]:
         yield tools
 
 
-def run_saga(case: dict[str, Any]) -> dict[str, Any]:
+EXECUTION = attempt("ValidateCase")["execution"]
+OTHER_EXECUTION = "arn:aws:states:us-east-1:1:execution:sm:other"
+
+
+def run_saga(case: dict[str, Any], outcome: str = "COMPLETED") -> dict[str, Any]:
     """ValidateCase, the forward steps and RecordOutcome, as the state machine calls them."""
     validated: dict[str, Any] = validate_case.handler(
         {"case": case, "attempt": attempt("ValidateCase")}, FakeContext()
@@ -54,7 +61,7 @@ def run_saga(case: dict[str, Any]) -> dict[str, Any]:
     record_outcome.handler(
         {
             "case": validated,
-            "outcome": "COMPLETED",
+            "outcome": outcome,
             "steps": steps,
             "compensations": [],
             "escalation": None,
@@ -130,3 +137,83 @@ def test_a_completed_case_is_never_released_after_its_ledger_expired(
     assert env.items("LEDGER_TABLE") == []
     record = env.case_record("case-shipped")
     assert record is not None and record["outcome"] == "COMPLETED"
+
+
+def _iso(seconds: float) -> str:
+    return format_instant(datetime.fromtimestamp(seconds, UTC))
+
+
+def _signed_with_deadline(case_id: str) -> dict[str, Any]:
+    """Signed now, to be started within the hour."""
+    now = clock.now()
+    return sign_locally(
+        {**BASE_CASE, "case_id": case_id}, signed_at=_iso(now), start_by=_iso(now + 3600)
+    )
+
+
+def _validate(case: dict[str, Any], execution: str, started: str | None) -> dict[str, Any]:
+    at = {**attempt("ValidateCase"), "execution": execution}
+    if started is not None:
+        at["started"] = started
+    result: dict[str, Any] = validate_case.handler({"case": case, "attempt": at}, FakeContext())
+    return result
+
+
+def test_a_late_start_cannot_claim_an_earlier_start_time(
+    env: ToolsEnv,
+    local_clock: Callable[[float], None],  # noqa: F811
+) -> None:
+    """The start time in ValidateCase's input is whatever the caller wrote: the deadline is read
+    on the saga's own clock, so a direct invoke after the deadline is refused."""
+    late = _signed_with_deadline("case-late")
+    local_clock(2 * 86400)
+    with pytest.raises(ApprovalInvalid, match="has passed"):
+        _validate(late, EXECUTION, started=_iso(clock.now() - 2 * 86400 + 60))
+
+    assert env.items("CASES_TABLE") == []
+
+
+def test_an_accepted_case_validated_again_after_its_deadline_goes_on(
+    env: ToolsEnv,
+    local_clock: Callable[[float], None],  # noqa: F811
+) -> None:
+    """A redrive of the owning execution days later still passes ValidateCase, and another
+    execution of the same case is a DUPLICATE (design §8), not a refusal."""
+    case = _signed_with_deadline("case-ontime")
+    local_clock(0)
+    first = _validate(case, EXECUTION, started=None)
+    assert not first.get("duplicate")
+
+    local_clock(3 * 86400)
+    again = _validate(case, EXECUTION, started=None)
+    assert not again.get("duplicate")
+    duplicate = _validate(case, OTHER_EXECUTION, started=None)
+    assert duplicate["duplicate"] is True
+    assert duplicate["original_execution_arn"] == EXECUTION
+
+    record = env.case_record("case-ontime")
+    assert record is not None
+    assert (record["outcome"], record["execution_arn"]) == ("IN_PROGRESS", EXECUTION)
+
+
+def test_an_escalated_case_is_never_released_after_its_ledger_expired(
+    env: ToolsEnv,
+    local_clock: Callable[[float], None],  # noqa: F811
+) -> None:
+    """An escalation may keep the reserved stock on purpose (the shipment's fate is for a person
+    to find out): a replayed release must not hand it back once the ledger has forgotten."""
+    case = run_saga(raw_case("case-kept"), outcome="ESCALATED")
+    stock = env.available("SKU-RED-MUG")
+    local_clock(40 * 86400)
+    for item in env.items("LEDGER_TABLE"):
+        env.client.delete_item(
+            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
+        )
+
+    with pytest.raises(ReservationNotHeld, match="ESCALATED"):
+        release_reservation.handler(
+            {"case": case, "attempt": attempt("ReleaseReservation")}, FakeContext()
+        )
+
+    assert env.available("SKU-RED-MUG") == stock
+    assert [r["status"]["S"] for r in env.reservations("case-kept")] == ["HELD"]

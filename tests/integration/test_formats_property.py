@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from saga.adapters.errors import DownstreamRejected
-from saga.adapters.formats import COUNTRY_CODES, CURRENCY_CODES
 from saga.errors import InvalidRequest
+from saga.formats import COUNTRY_CODES, CURRENCY_CODES
 from saga.models import Case, parse_case, with_approval_digest
+from saga.ports import DownstreamRejected
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payments import SandboxPaymentsService

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from saga.errors import BudgetExhausted, OutcomeUnknown
+from saga.identity import Operation
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
+from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
@@ -116,9 +118,10 @@ def release(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-unt
         attempt,
         execution_arn="arn:e",
         ledger=env.ledger,
-        tables=env.inventory,
+        inventory=SandboxInventory.for_case(
+            env.inventory, env.faults(case, "release"), case, Operation.RELEASE
+        ),
         cases=env.cases,
-        faults=env.faults(case, "release"),
     )
 
 

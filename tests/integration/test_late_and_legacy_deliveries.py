@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from saga.adapters.errors import DownstreamConflict
-from saga.adapters.payments import RefundRequest
 from saga.cases import OwningExecution
 from saga.errors import OutcomeUnknown
-from saga.identity import Operation
+from saga.identity import Operation, action_request
 from saga.models import approval_digest
-from saga.tools.common import action_request
+from saga.ports import DownstreamConflict, RefundRequest
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from tests.tools_harness import EXECUTION, Delivery, make_case, tools_env

@@ -340,7 +340,7 @@ def test_a_takeover_race_has_one_winner(
     assert stale is not None
 
     deliver(ledger, downstream, "winner")  # takes over, reconciles Absent, dispatches
-    taken, current = ledger._take_over(refund_request(), attempt("loser"), stale)
+    taken, current = ledger.store.take_over(refund_request(), attempt("loser"), stale)
 
     assert taken is None
     assert current is not None and current.owner == "winner"

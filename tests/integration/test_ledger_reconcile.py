@@ -91,7 +91,7 @@ def test_undeterminable_records_unknown_and_escalates(
 def test_live_lease_of_another_attempt_is_pending(
     ledger: ActionLedger, downstream: CountingDownstream
 ) -> None:
-    ledger._claim(REQUEST, Attempt("a1", 30))
+    ledger.store.claim(REQUEST, Attempt("a1", 30))
     with pytest.raises(ActionPending):
         ledger.reconcile(REQUEST, Attempt("r1", 30), reconcile=downstream.lookup(REF))
     assert downstream.lookups == 0

@@ -253,7 +253,7 @@ def test_one_delivery_never_sends_one_token_with_two_bodies(
 def test_native_open_record_of_another_attempt_is_pending(ledger: ActionLedger, stock: Any) -> None:
     """A native action whose key is held IN_PROGRESS (not written by this path) is not run."""
     request = reserve_request()
-    ledger._claim(request, Attempt("external", 30))
+    ledger.store.claim(request, Attempt("external", 30))
     with pytest.raises(ActionPending):
         reserve(ledger, request, "a2", 1)
     assert stock() == 3

@@ -21,6 +21,7 @@ from saga.ledger import (
     Attempt,
     Decision,
     EffectResult,
+    LedgerEvent,
     LedgerPolicy,
     LedgerStatus,
     decide,
@@ -160,7 +161,7 @@ def test_an_abandoned_lease_counts_as_a_possible_dispatch(
 ) -> None:
     """A worker that dies after sending leaves only its lease: once the provider's key window
     since that claim has passed, "not found" cannot allow a re-attempt."""
-    held, existing = ledger._claim(REQUEST, attempt("crashed"))
+    held, existing = ledger.store.claim(REQUEST, attempt("crashed"))
     assert existing is None
     claimed_at = held.claimed_at
     clock.advance(KEY_RETENTION + 60)
@@ -317,7 +318,7 @@ def test_a_stale_owner_cannot_write_over_the_live_new_owner(
         None,
     )
     assert untouched.item == held.item
-    assert Decision.LEASE_LOST.value in observer.decisions
+    assert LedgerEvent.LEASE_LOST.value in observer.decisions
 
     new_owner_may_finish.set()
     new_thread.join(10)

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from saga.errors import OutcomeUnknown, OutOfStock
+from saga.identity import Operation
 from saga.ledger import LedgerStatus
 from saga.models import Case, ReconcileResult
-from saga.tools.common import NoFaults
+from saga.sandbox.faults import NoFaults
+from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.reserve import reconcile_reserve, reserve_stock
@@ -45,8 +47,12 @@ def drive_reserve_loop(
                 deliveries.next(),
                 execution_arn="arn:e",
                 ledger=env.ledger,
-                tables=env.inventory,
-                faults=reserve_faults(),  # type: ignore[arg-type]
+                inventory=SandboxInventory.for_case(
+                    env.inventory,
+                    reserve_faults(),  # type: ignore[arg-type]
+                    case,
+                    Operation.RESERVE,
+                ),
             )
         except OutcomeUnknown:
             pass
@@ -59,7 +65,7 @@ def drive_reserve_loop(
             reconciles.next(),
             execution_arn="arn:e",
             ledger=env.ledger,
-            reconcile=lambda: reconcile_reserve(case, tables=env.inventory, faults=NoFaults()),
+            reconcile=lambda: reconcile_reserve(case, inventory=env.inventory),
         )
         decisions.append(answer.decision)
         if answer.decision != "RETRY":
@@ -105,8 +111,9 @@ def test_out_of_stock_on_the_re_attempt_is_recorded_not_left_uncertain(env: Tool
             Delivery("ReserveStock", case.case_id).next(),
             execution_arn="arn:e",
             ledger=env.ledger,
-            tables=env.inventory,
-            faults=ListFaults("timeout"),
+            inventory=SandboxInventory.for_case(
+                env.inventory, ListFaults("timeout"), case, Operation.RESERVE
+            ),
         )
     answer = reconcile_action(
         case,
@@ -114,7 +121,7 @@ def test_out_of_stock_on_the_re_attempt_is_recorded_not_left_uncertain(env: Tool
         Delivery("ReconcileStep", case.case_id).next(),
         execution_arn="arn:e",
         ledger=env.ledger,
-        reconcile=lambda: reconcile_reserve(case, tables=env.inventory, faults=NoFaults()),
+        reconcile=lambda: reconcile_reserve(case, inventory=env.inventory),
     )
     assert answer.decision == "RETRY"
     with pytest.raises(OutOfStock, match="SKU-EMPTY"):
@@ -123,8 +130,7 @@ def test_out_of_stock_on_the_re_attempt_is_recorded_not_left_uncertain(env: Tool
             Delivery("ReserveStock", case.case_id, count=10).next(),
             execution_arn="arn:e",
             ledger=env.ledger,
-            tables=env.inventory,
-            faults=NoFaults(),
+            inventory=env.inventory,
         )
     record = env.record("acme#reserve#case-0001.reserve")
     assert record is not None and record.status is LedgerStatus.FAILED

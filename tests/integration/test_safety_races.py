@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.payments import RefundReceipt, SandboxPaymentProvider
 from saga.errors import OutcomeUnknown
-from saga.identity import Operation
+from saga.identity import Operation, action_request
+from saga.inventory import InventoryTables
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
-from saga.sandbox import _dynamo
-from saga.tools.common import NoFaults, action_request
+from saga.ports import RefundReceipt, Reservation
+from saga.sandbox.calls import read_references
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
-from saga.tools.reserve import InventoryTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 QUANTITY = 4
@@ -38,9 +38,8 @@ def release(env: ToolsEnv, case: Case, attempt: Attempt, tables: InventoryTables
         attempt,
         execution_arn="arn:e",
         ledger=env.ledger,
-        tables=tables,
+        inventory=tables,
         cases=env.cases,
-        faults=NoFaults(),
     )
 
 
@@ -58,8 +57,8 @@ def test_two_racing_releases_restore_the_stock_once(env: ToolsEnv) -> None:
     class StallingTables(InventoryTables):
         """A's view of the inventory: it stalls right after reading the reservation."""
 
-        def get_reservation(self, reservation_id: str) -> dict[str, Any] | None:
-            found = super().get_reservation(reservation_id)
+        def find_reservation(self, reservation_id: str) -> Reservation | None:
+            found = super().find_reservation(reservation_id)
             if not a_has_read.is_set():
                 a_has_read.set()
                 a_may_write.wait(10)
@@ -106,7 +105,7 @@ class LaggingLookup:
         return self._provider.refund(request, idempotency_key=idempotency_key)
 
     def find_refunds(self, business_ref: str) -> list[RefundReceipt]:
-        found = _dynamo.read_references(
+        found = read_references(
             self._env.client, self._env.names["SANDBOX_TABLE"], "refunds", business_ref
         )
         return [

@@ -6,13 +6,15 @@ from typing import Any
 
 import pytest
 
-from saga.adapters.carrier import SandboxCarrier, ShipmentReceipt, ShipmentRequest
-from saga.adapters.errors import (
+from saga.ports import (
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    ShipmentReceipt,
+    ShipmentRequest,
 )
+from saga.sandbox.carrier import SandboxCarrier
 from saga.sandbox.schema import SandboxTables
 
 TABLES = SandboxTables()

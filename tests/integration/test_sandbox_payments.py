@@ -8,16 +8,18 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from saga.adapters.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
+    RefundReceipt,
+    RefundRequest,
 )
-from saga.adapters.payments import RefundReceipt, RefundRequest, SandboxPaymentProvider
 from saga.sandbox.faults import FaultInjector
+from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.sandbox.payments import (
     IN_FLIGHT_LOCK_SECONDS,
     PAYMENT_KEY_RETENTION_SECONDS,

@@ -8,9 +8,11 @@ import pytest
 
 from saga.cases import OwningExecution
 from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
+from saga.identity import Operation
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.models import AttemptInfo, Case, OutcomePayload
-from saga.tools.common import NoFaults
+from saga.sandbox.faults import NoFaults
+from saga.sandbox.inventory import SandboxInventory
 from saga.tools.outcome import record_outcome
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
@@ -36,9 +38,13 @@ def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[n
         Delivery("ReleaseReservation", case.case_id).next(),
         execution_arn="arn:e",
         ledger=env.ledger,
-        tables=env.inventory,
+        inventory=SandboxInventory.for_case(
+            env.inventory,
+            faults if faults is not None else NoFaults(),  # type: ignore[arg-type]
+            case,
+            Operation.RELEASE,
+        ),
         cases=env.cases,
-        faults=faults if faults is not None else NoFaults(),  # type: ignore[arg-type]
     )
 
 
@@ -95,11 +101,16 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
 
     case = make_case()
     env.reserve(case)
-    assert isinstance(reconcile_release(case, tables=env.inventory, faults=NoFaults()), Absent)
+    assert isinstance(reconcile_release(case, inventory=env.inventory), Absent)
     release(env, case)
-    found = reconcile_release(case, tables=env.inventory, faults=NoFaults())
+    found = reconcile_release(case, inventory=env.inventory)
     assert isinstance(found, Found) and found.result["status"] == "RELEASED"
-    failed = reconcile_release(case, tables=env.inventory, faults=ListFaults("timeout"))
+    failed = reconcile_release(
+        case,
+        inventory=SandboxInventory.for_case(
+            env.inventory, ListFaults("timeout"), case, Operation.RELEASE
+        ),
+    )
     assert isinstance(failed, Undeterminable)
 
 
@@ -121,7 +132,7 @@ def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
         env,
         case,
         "reserve",
-        lambda: reconcile_reserve(case, tables=env.inventory, faults=NoFaults()),
+        lambda: reconcile_reserve(case, inventory=env.inventory),
     )
     assert (nothing.decision, nothing.attempts, nothing.budget) == ("RETRY", 0, 5)
     env.reserve(case)

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from saga.errors import KeyConflict, OutcomeUnknown, OutOfStock, TransientError
+from saga.identity import Operation
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.models import Case
-from saga.tools.common import NoFaults
+from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reserve import reconcile_reserve, reserve_stock
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
@@ -28,8 +29,12 @@ def reserve(env: ToolsEnv, case: Case, delivery: Delivery, faults: object = None
         delivery.next(),
         execution_arn="arn:exec",
         ledger=env.ledger,
-        tables=env.inventory,
-        faults=faults if faults is not None else env.faults(case, "reserve"),  # type: ignore[arg-type]
+        inventory=SandboxInventory.for_case(
+            env.inventory,
+            faults if faults is not None else env.faults(case, "reserve"),  # type: ignore[arg-type]
+            case,
+            Operation.RESERVE,
+        ),
     )
 
 
@@ -83,7 +88,7 @@ def test_fail_before_commit_and_timeout_write_nothing(env: ToolsEnv) -> None:
     assert env.available("SKU-RED-MUG") == 100
     assert env.record(KEY) is None
     # the reconcile lookup proves nothing happened; the next delivery reserves once
-    assert isinstance(reconcile_reserve(case, tables=env.inventory, faults=NoFaults()), Absent)
+    assert isinstance(reconcile_reserve(case, inventory=env.inventory), Absent)
     assert reserve(env, case, delivery).attempts == 1
     assert env.available("SKU-RED-MUG") == 99
 
@@ -94,7 +99,7 @@ def test_lose_response_commits_then_reconcile_finds_it(env: ToolsEnv) -> None:
     with pytest.raises(OutcomeUnknown, match="lost"):
         reserve(env, case, delivery)
     assert env.available("SKU-RED-MUG") == 99
-    found = reconcile_reserve(case, tables=env.inventory, faults=NoFaults())
+    found = reconcile_reserve(case, inventory=env.inventory)
     assert isinstance(found, Found) and found.downstream_ref == KEY
     assert reserve(env, case, delivery).replayed
     assert env.available("SKU-RED-MUG") == 99
@@ -124,6 +129,11 @@ def test_unavailable_stays_unavailable_and_lookup_cannot_tell(env: ToolsEnv) -> 
     for _ in range(2):
         with pytest.raises(OutcomeUnknown, match="unavailable"):
             reserve(env, case, delivery)
-    answer = reconcile_reserve(case, tables=env.inventory, faults=env.faults(case, "reserve"))
+    answer = reconcile_reserve(
+        case,
+        inventory=SandboxInventory.for_case(
+            env.inventory, env.faults(case, "reserve"), case, Operation.RESERVE
+        ),
+    )
     assert isinstance(answer, Undeterminable)
     assert env.available("SKU-RED-MUG") == 100

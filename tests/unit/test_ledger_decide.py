@@ -10,6 +10,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from saga.dynamodb import client_request_token
+from saga.dynamodb import number as _n
+from saga.dynamodb import plain as _from_dynamo
+from saga.dynamodb import to_attr as _to_dynamo
 from saga.errors import ActionPending, OutOfStock, SagaError, TransientError
 from saga.ledger import (
     Absent,
@@ -21,10 +25,6 @@ from saga.ledger import (
     LedgerRecord,
     LedgerStatus,
     PowertoolsObserver,
-    _from_dynamo,
-    _n,
-    _to_dynamo,
-    client_request_token,
     decide,
 )
 

@@ -10,15 +10,16 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from saga.adapters.errors import (
+from saga.ports import (
     DownstreamConflict,
     DownstreamKeyMismatch,
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
+    RefundReceipt,
 )
-from saga.adapters.payments import RefundReceipt, _receipt_or_raise
-from saga.sandbox._dynamo import classify_failure
+from saga.sandbox.calls import classify_failure
+from saga.sandbox.payment_provider import _receipt_or_raise
 from saga.sandbox.payments import ProviderResponse
 
 

@@ -6,13 +6,8 @@ from typing import Any
 
 import pytest
 
-from saga.sandbox.faults import (
-    DOWNSTREAMS,
-    FAULT_NAMES,
-    FaultInjector,
-    validate_fault_plan,
-    validate_faults,
-)
+from saga.fault_plan import DOWNSTREAMS, FAULT_NAMES, validate_fault_plan, validate_faults
+from saga.sandbox.faults import FaultInjector
 
 
 class CounterClient:

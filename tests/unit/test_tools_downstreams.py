@@ -8,17 +8,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from saga.adapters.carrier import ShipmentReceipt, ShipmentRequest
-from saga.adapters.errors import (
-    DownstreamConflict,
-    DownstreamError,
-    DownstreamKeyMismatch,
-    DownstreamNotDispatched,
-    DownstreamRejected,
-    DownstreamTimeout,
-    DownstreamUnavailable,
-)
-from saga.adapters.payments import RefundReceipt, RefundRequest
 from saga.errors import (
     OutcomeUnknown,
     RefundRejected,
@@ -27,6 +16,19 @@ from saga.errors import (
     TransientError,
 )
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
+from saga.ports import (
+    DownstreamConflict,
+    DownstreamError,
+    DownstreamKeyMismatch,
+    DownstreamNotDispatched,
+    DownstreamRejected,
+    DownstreamTimeout,
+    DownstreamUnavailable,
+    RefundReceipt,
+    RefundRequest,
+    ShipmentReceipt,
+    ShipmentRequest,
+)
 from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.ship import create_shipment, reconcile_shipment
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env

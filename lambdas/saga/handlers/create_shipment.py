@@ -1,4 +1,4 @@
-"""CreateShipmentFunction: the shipment through the Carrier adapter (no idempotency)."""
+"""CreateShipmentFunction: the shipment through the Carrier port (no idempotency)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_forward
 from saga.coldstart import resumed_collection
+from saga.ledger import Attempt
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import CreateShipmentEnvironment
 from saga.tools.ship import create_shipment
-from saga.tools.wiring import Runtime, attempt_of
+from saga.tools.wiring import Runtime
 
 
 @resumed_collection
@@ -27,7 +28,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())
     result = create_shipment(
         case,
-        attempt_of(payload.attempt, context),
+        Attempt.of_delivery(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
         carrier=runtime.carrier(case),

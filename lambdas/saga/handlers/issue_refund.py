@@ -1,4 +1,4 @@
-"""IssueRefundFunction: the refund through the PaymentProvider adapter."""
+"""IssueRefundFunction: the refund through the PaymentProvider port."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_forward
 from saga.coldstart import resumed_collection
+from saga.ledger import Attempt
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import IssueRefundEnvironment
 from saga.tools.refund import issue_refund
-from saga.tools.wiring import Runtime, attempt_of
+from saga.tools.wiring import Runtime
 
 
 @resumed_collection
@@ -27,7 +28,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())
     result = issue_refund(
         case,
-        attempt_of(payload.attempt, context),
+        Attempt.of_delivery(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
         provider=runtime.payment_provider(case),

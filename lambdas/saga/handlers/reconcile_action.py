@@ -8,11 +8,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_finishing
 from saga.coldstart import resumed_collection
+from saga.ledger import Attempt
 from saga.models import ReconcilePayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import ReconcileActionEnvironment
 from saga.tools.reconcile import reconcile_action
-from saga.tools.wiring import Runtime, attempt_of
+from saga.tools.wiring import Runtime
 
 
 @resumed_collection
@@ -29,7 +30,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     result = reconcile_action(
         case,
         payload.step,
-        attempt_of(payload.attempt, context),
+        Attempt.of_delivery(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
         reconcile=lookup.find,

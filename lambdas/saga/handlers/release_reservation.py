@@ -8,11 +8,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_finishing
 from saga.coldstart import resumed_collection
+from saga.identity import Operation
+from saga.ledger import Attempt
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import ReleaseReservationEnvironment
 from saga.tools.release import release_reservation
-from saga.tools.wiring import Runtime, attempt_of
+from saga.tools.wiring import Runtime
 
 
 @resumed_collection
@@ -27,11 +29,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     accept_finishing(runtime.approvals, case.signed_approval(), runtime.cases())
     result = release_reservation(
         case,
-        attempt_of(payload.attempt, context),
+        Attempt.of_delivery(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
-        tables=runtime.inventory(),
+        inventory=runtime.inventory(case, Operation.RELEASE),
         cases=runtime.cases(),
-        faults=runtime.faults(case, "release"),
     )
     return result.model_dump(mode="json")

@@ -8,11 +8,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_forward
 from saga.coldstart import resumed_collection
+from saga.identity import Operation
+from saga.ledger import Attempt
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import ReserveStockEnvironment
 from saga.tools.reserve import reserve_stock
-from saga.tools.wiring import Runtime, attempt_of
+from saga.tools.wiring import Runtime
 
 
 @resumed_collection
@@ -27,10 +29,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())
     result = reserve_stock(
         case,
-        attempt_of(payload.attempt, context),
+        Attempt.of_delivery(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
-        tables=runtime.inventory(),
-        faults=runtime.faults(case, "reserve"),
+        inventory=runtime.inventory(case, Operation.RESERVE),
     )
     return result.model_dump(mode="json")

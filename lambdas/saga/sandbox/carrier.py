@@ -2,28 +2,39 @@
 
 Every create call makes a new shipment item in SHIPMENTS_TABLE, even with a reference that
 already has one: exactly the kind of downstream for which the caller must look the reference up
-before re-sending anything after an uncertain outcome (design.md §1).
+before re-sending anything after an uncertain outcome (design.md §1). `SandboxCarrierService`
+is the carrier's server side; `SandboxCarrier` is the `Carrier` port over it, with the faults
+of one case.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
-from saga.adapters import formats
-from saga.adapters.errors import DownstreamRejected
-from saga.sandbox import _dynamo
-from saga.sandbox._common import draw_fault, find_by_reference, lost_response
-from saga.sandbox.faults import LOSE_RESPONSE, REJECT, Clock, FaultInjector
+from saga import formats
+from saga.clock import Clock
+from saga.dynamodb import to_item
+from saga.fault_plan import LOSE_RESPONSE, REJECT
+from saga.ports import DownstreamRejected, ShipmentReceipt, ShipmentRequest
+from saga.sandbox.calls import (
+    append_reference_update,
+    classify_failure,
+    draw_fault,
+    find_by_reference,
+    lost_response,
+)
+from saga.sandbox.faults import FaultInjector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+DOWNSTREAM: Final = "shipment"  # the fault list it draws from, and the label on its errors
 REFERENCE_KIND: Final = "shipments"
 ADDRESS_FIELDS: Final = ("name", "line1", "city", "postal_code", "country")
 
@@ -84,19 +95,17 @@ class SandboxCarrierService:
                     {
                         "Put": {
                             "TableName": self.shipments_table,
-                            "Item": _dynamo.to_item(shipment),
+                            "Item": to_item(shipment),
                             "ConditionExpression": "attribute_not_exists(shipment_id)",
                         }
                     },
-                    _dynamo.append_reference_update(
+                    append_reference_update(
                         self.sandbox_table, REFERENCE_KIND, business_ref, receipt
                     ),
                 ]
             )
         except (BotoCoreError, ClientError) as exc:
-            raise _dynamo.classify_failure(
-                exc, downstream=faults.downstream, action=action
-            ) from exc
+            raise classify_failure(exc, downstream=faults.downstream, action=action) from exc
         if fault == LOSE_RESPONSE:
             raise lost_response(faults, action=action)
         return receipt
@@ -129,3 +138,56 @@ def _invalid_shipment(
     for name, problem in formats.address_problems(address).items():
         return f"invalid shipment: address.{name} {problem}"
     return None
+
+
+class SandboxCarrier:
+    """The Carrier port over the sandbox carrier, with the faults of one case."""
+
+    def __init__(self, service: SandboxCarrierService, faults: FaultInjector) -> None:
+        if faults.downstream != DOWNSTREAM:
+            raise ValueError(f"the carrier draws from the {DOWNSTREAM!r} fault list")
+        self._service = service
+        self._faults = faults
+
+    @classmethod
+    def create(
+        cls,
+        client: DynamoDBClient,
+        *,
+        shipments_table: str,
+        sandbox_table: str,
+        case_id: str,
+        faults: Sequence[str] = (),
+        clock: Clock = saga_clock.now,
+    ) -> SandboxCarrier:
+        """Explicit construction (tests, tools that already hold a client)."""
+        service = SandboxCarrierService(
+            client, shipments_table=shipments_table, sandbox_table=sandbox_table, clock=clock
+        )
+        injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
+        return cls(service, injector)
+
+    def create_shipment(self, request: ShipmentRequest) -> ShipmentReceipt:
+        created = self._service.create_shipment(
+            case_id=request.case_id,
+            business_ref=request.business_ref,
+            address=request.address,
+            sku=request.sku,
+            quantity=request.quantity,
+            faults=self._faults,
+        )
+        return _receipt(created)
+
+    def find_shipments(self, business_ref: str) -> list[ShipmentReceipt]:
+        return [
+            _receipt(found)
+            for found in self._service.find_shipments(business_ref, faults=self._faults)
+        ]
+
+
+def _receipt(shipment: Mapping[str, Any]) -> ShipmentReceipt:
+    return ShipmentReceipt(
+        shipment_id=str(shipment["shipment_id"]),
+        business_ref=str(shipment["business_ref"]),
+        status=str(shipment["status"]),
+    )

@@ -1,74 +1,39 @@
-"""Switchable faults of the sandbox downstreams (design.md §8, `sandbox.faults`).
+"""The fault cursor of the sandbox downstreams: which fault of a case's plan this call draws.
 
-A case names, per downstream, a list of faults. Each call to that downstream (creates and lookups
-alike) consumes one entry, in order; after the list runs out calls behave normally. The position
-is an atomic counter in the sandbox control table, so concurrent Lambdas, retries and redrives of
-one case all draw from the same sequence.
+A case names, per downstream, a list of faults (saga.fault_plan). Each call to that downstream
+(creates and lookups alike) consumes one entry, in order; after the list runs out calls behave
+normally. The position is an atomic counter in the sandbox control table, so concurrent Lambdas,
+retries and redrives of one case all draw from the same sequence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, Protocol
 
 from saga import clock as saga_clock
+from saga.clock import Clock
+from saga.fault_plan import UNAVAILABLE, validate_faults
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-FAIL_BEFORE_COMMIT: Final = "fail_before_commit"
-LOSE_RESPONSE: Final = "lose_response"
-REJECT: Final = "reject"
-TIMEOUT: Final = "timeout"
-UNAVAILABLE: Final = "unavailable"
-IN_FLIGHT: Final = "in_flight"  # the payment provider only (design.md §8)
-
-FAULT_NAMES: Final[tuple[str, ...]] = (
-    FAIL_BEFORE_COMMIT,
-    LOSE_RESPONSE,
-    REJECT,
-    TIMEOUT,
-    UNAVAILABLE,
-    IN_FLIGHT,
-)
-DOWNSTREAMS: Final[tuple[str, ...]] = ("reserve", "refund", "shipment", "release")
-# Faults only some downstreams can act out.
-_ONLY_FOR: Final[dict[str, str]] = {IN_FLIGHT: "refund"}
 
 # Cursor items only matter while a case runs (redrives included); the table's TTL cleans them
 # up afterwards.
 CURSOR_RETENTION_SECONDS: Final = 30 * 86400
 
-Clock = Callable[[], float]
+
+class FaultSource(Protocol):
+    """The next fault of one downstream for one case (None: this call behaves normally)."""
+
+    def next(self) -> str | None: ...
 
 
-def validate_faults(downstream: str, faults: Sequence[str]) -> tuple[str, ...]:
-    """Check one downstream's fault list; raises ValueError naming the bad entry."""
-    if downstream not in DOWNSTREAMS:
-        raise ValueError(
-            f"sandbox.faults: unknown downstream {downstream!r} (expected one of "
-            f"{', '.join(DOWNSTREAMS)})"
-        )
-    if isinstance(faults, str) or not isinstance(faults, Sequence):
-        raise ValueError(f"sandbox.faults.{downstream} must be a list of fault names")
-    for index, fault in enumerate(faults):
-        if fault not in FAULT_NAMES:
-            raise ValueError(
-                f"sandbox.faults.{downstream}[{index}]: unknown fault {fault!r} (expected one of "
-                f"{', '.join(FAULT_NAMES)})"
-            )
-        only = _ONLY_FOR.get(fault)
-        if only is not None and downstream != only:
-            raise ValueError(
-                f"sandbox.faults.{downstream}[{index}]: {fault!r} is a fault of the {only!r} "
-                "downstream only"
-            )
-    return tuple(faults)
+class NoFaults:
+    """A downstream without injected faults (a case without `sandbox`, or nothing left)."""
 
-
-def validate_fault_plan(plan: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
-    """Check a whole `sandbox.faults` mapping; raises ValueError naming the bad field."""
-    return {downstream: validate_faults(downstream, faults) for downstream, faults in plan.items()}
+    def next(self) -> str | None:
+        return None
 
 
 def cursor_key(case_id: str, downstream: str) -> str:

@@ -19,7 +19,7 @@ always within the key retention of the first call (a call after that finds it co
 is the interleaving in which a blind repeat after the key retention would refund twice.
 
 Responses are HTTP-like (`ProviderResponse`); faults that leave the caller without a response
-are raised as `saga.adapters.errors` exceptions, as a real HTTP client would see them.
+are raised as port errors (`saga.ports`), as a real HTTP client would see them.
 """
 
 from __future__ import annotations
@@ -33,13 +33,19 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
-from saga.adapters import formats
-from saga.adapters.errors import DownstreamConflict, DownstreamNotDispatched, DownstreamTimeout
+from saga import fault_plan, formats
+from saga.clock import Clock
+from saga.dynamodb import cancellation_codes, error_code, from_item, to_attr, to_item
 from saga.identity import sha256_hex
-from saga.sandbox import _dynamo
-from saga.sandbox import faults as fault_names
-from saga.sandbox._common import draw_fault, find_by_reference, lost_response
-from saga.sandbox.faults import LOSE_RESPONSE, REJECT, Clock, FaultInjector
+from saga.ports import DownstreamConflict, DownstreamNotDispatched, DownstreamTimeout
+from saga.sandbox.calls import (
+    append_reference_update,
+    classify_failure,
+    draw_fault,
+    find_by_reference,
+    lost_response,
+)
+from saga.sandbox.faults import FaultInjector
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -130,7 +136,7 @@ class SandboxPaymentsService:
             return ProviderResponse(400, _error_body("invalid_request_error", "invalid", invalid))
 
         self._commit_in_flight(business_ref, faults, only_if_overdue=True)
-        if fault == fault_names.IN_FLIGHT:
+        if fault == fault_plan.IN_FLIGHT:
             self._accept_in_flight(idempotency_key, params, action)
             raise DownstreamTimeout(
                 f"{action}: no response from the provider (sandbox fault: in_flight); the "
@@ -140,7 +146,7 @@ class SandboxPaymentsService:
         response = self._handle(idempotency_key, params, fault=fault, action=action)
         if response.status == 409:
             self._commit_in_flight(business_ref, faults)  # answered "in progress": it commits
-        if fault == LOSE_RESPONSE:
+        if fault == fault_plan.LOSE_RESPONSE:
             # Whatever happened (a refund, a replay) has happened; only the answer is lost.
             raise lost_response(faults, action=action)
         return response
@@ -179,7 +185,7 @@ class SandboxPaymentsService:
             return  # the key is known already: this call only loses its answer
         self.client.put_item(
             TableName=self.sandbox_table,
-            Item=_dynamo.to_item(
+            Item=to_item(
                 {
                     "pk": in_flight_item_key(params["business_ref"]),
                     "kind": "payment_in_flight",
@@ -200,7 +206,7 @@ class SandboxPaymentsService:
     ) -> None:
         """Commit the request in flight for this reference, if any (only an overdue one: one
         that must have committed by now, always within the key retention of its call)."""
-        if fault_names.IN_FLIGHT not in faults.faults:
+        if fault_plan.IN_FLIGHT not in faults.faults:
             return  # no request of this case can be in flight: no lookup on the happy path
         response = self.client.get_item(
             TableName=self.sandbox_table,
@@ -209,7 +215,7 @@ class SandboxPaymentsService:
         )
         if "Item" not in response:
             return
-        pending = _dynamo.from_item(response["Item"])
+        pending = from_item(response["Item"])
         now = int(self.clock())
         if only_if_overdue and now < int(pending["commit_by"]):
             return
@@ -218,7 +224,7 @@ class SandboxPaymentsService:
             Key={"pk": {"S": idempotency_item_key(pending["idempotency_key"])}},
             ConsistentRead=True,
         ).get("Item")
-        key_record = _dynamo.from_item(key) if key is not None else {}
+        key_record = from_item(key) if key is not None else {}
         # The key may be gone (its retention passed while nobody asked): the refund commits all
         # the same, it was accepted inside the retention; only the stored answer is lost.
         holds_key = key_record.get("owner") == pending["owner"] and (
@@ -258,7 +264,7 @@ class SandboxPaymentsService:
         )
         if existing is not None:
             return self._answer_for_existing(existing, digest)
-        if fault == REJECT:
+        if fault == fault_plan.REJECT:
             return self._store_rejection(idempotency_key, owner, action)
         return self._commit_refund(idempotency_key, params, owner, now, action)
 
@@ -290,7 +296,7 @@ class SandboxPaymentsService:
         try:
             self.client.put_item(
                 TableName=self.sandbox_table,
-                Item=_dynamo.to_item(item),
+                Item=to_item(item),
                 # New key, a key past its retention (TTL deletion lags, so check it here), or a
                 # request that died in flight with the same parameters (nothing was committed).
                 ConditionExpression=(
@@ -309,7 +315,7 @@ class SandboxPaymentsService:
             if _condition_failed(exc):
                 old: Any = exc.response.get("Item")
                 if old:
-                    return _dynamo.from_item(old)
+                    return from_item(old)
             # Claiming writes no refund: whatever the claim did, no money moved.
             raise DownstreamNotDispatched(
                 f"{action}: idempotency key not claimed ({exc})", downstream=DOWNSTREAM
@@ -360,7 +366,7 @@ class SandboxPaymentsService:
                 ":in_flight": {"S": IN_FLIGHT},
                 ":owner": {"S": owner},
                 ":status": {"N": str(response.status)},
-                ":body": _dynamo.to_attr(response.body),
+                ":body": to_attr(response.body),
             },
         }
 
@@ -376,7 +382,7 @@ class SandboxPaymentsService:
         except (BotoCoreError, ClientError) as exc:
             if _condition_failed(exc):
                 raise _lost_key(action) from exc
-            raise _dynamo.classify_failure(exc, downstream=DOWNSTREAM, action=action) from exc
+            raise classify_failure(exc, downstream=DOWNSTREAM, action=action) from exc
         return response
 
     def _commit_refund(  # noqa: PLR0917 (the request's parts, in the order it carries them)
@@ -430,12 +436,12 @@ class SandboxPaymentsService:
                     {
                         "Put": {
                             "TableName": self.payments_table,
-                            "Item": _dynamo.to_item(refund),
+                            "Item": to_item(refund),
                             "ConditionExpression": "attribute_not_exists(refund_id)",
                         }
                     },
                     *key_update,
-                    _dynamo.append_reference_update(
+                    append_reference_update(
                         self.sandbox_table, REFERENCE_KIND, params["business_ref"], receipt
                     ),
                     *(also or []),
@@ -444,10 +450,10 @@ class SandboxPaymentsService:
         except (BotoCoreError, ClientError) as exc:
             # Item 1 of the transaction is the key update: its condition failing means our lock
             # was taken over.
-            codes = _dynamo.cancellation_codes(exc) if isinstance(exc, ClientError) else []
+            codes = cancellation_codes(exc) if isinstance(exc, ClientError) else []
             if store_on_key and len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
                 raise _lost_key(action) from exc
-            failure = _dynamo.classify_failure(exc, downstream=DOWNSTREAM, action=action)
+            failure = classify_failure(exc, downstream=DOWNSTREAM, action=action)
             if isinstance(failure, DownstreamNotDispatched):
                 self._release_key(idempotency_key, owner)
             raise failure from exc
@@ -476,10 +482,7 @@ def _lost_key(action: str) -> DownstreamConflict:
 
 
 def _condition_failed(exc: Exception) -> TypeGuard[ClientError]:
-    return (
-        isinstance(exc, ClientError)
-        and _dynamo.error_code(exc) == "ConditionalCheckFailedException"
-    )
+    return isinstance(exc, ClientError) and error_code(exc) == "ConditionalCheckFailedException"
 
 
 def _invalid_parameter(params: dict[str, Any]) -> str | None:

@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from saga.identity import Operation
-from saga.ledger import ActionLedger, Attempt, Reconciliation
-from saga.models import Case, ReconcileResult, Step
-from saga.tools.common import action_request, step_result
+from saga.identity import Operation, action_request
+from saga.ledger import ActionLedger, Attempt, ReconcileAnswer, Reconciliation
+from saga.models import Case, ReconcileResult, Step, StepResult
 
-Decision = Literal["RESUME", "RETRY", "ESCALATE"]
-_DECISIONS: tuple[Decision, ...] = ("RESUME", "RETRY", "ESCALATE")
+# The ledger's answer as the state machine's Choice state spells it.
+_ASL_DECISION: dict[ReconcileAnswer, Literal["RESUME", "RETRY", "ESCALATE"]] = {
+    ReconcileAnswer.RESUME: "RESUME",
+    ReconcileAnswer.RETRY: "RETRY",
+    ReconcileAnswer.ESCALATE: "ESCALATE",
+}
 
 
 def reconcile_action(
@@ -36,19 +39,11 @@ def reconcile_action(
     answer = ledger.reconcile(
         request, attempt, reconcile=reconcile, reattempt_window_seconds=reattempt_window_seconds
     )
-    decision = _as_decision(answer.decision)
     return ReconcileResult(
         step=step,
-        decision=decision,
+        decision=_ASL_DECISION[answer.decision],
         reason=answer.reason,
-        result=step_result(answer.outcome) if answer.outcome is not None else None,
+        result=StepResult.of(answer.outcome) if answer.outcome is not None else None,
         attempts=answer.attempts,
         budget=answer.budget,
     )
-
-
-def _as_decision(value: str) -> Decision:
-    for decision in _DECISIONS:
-        if value == decision:
-            return decision
-    raise ValueError(f"the ledger returned an unknown reconcile decision {value!r}")

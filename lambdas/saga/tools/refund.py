@@ -1,4 +1,4 @@
-"""IssueRefund: a refund through the PaymentProvider, guarded by the ledger.
+"""IssueRefund: a refund through the PaymentProvider port, guarded by the ledger.
 
 The action key goes to the provider as its idempotency key, so a repeat inside the provider's
 key retention is one refund. After any uncertain delivery the ledger looks the refund up by
@@ -8,22 +8,18 @@ only while the provider still deduplicates the key, since a request in flight ma
 
 from __future__ import annotations
 
-from saga.adapters.errors import (
+from saga.errors import OutcomeUnknown, RefundRejected, SagaError
+from saga.identity import ActionRequest, Operation, action_request
+from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
+from saga.models import Case, StepResult
+from saga.ports import (
     DownstreamError,
     DownstreamKeyMismatch,
     DownstreamRejected,
+    PaymentProvider,
+    RefundRequest,
 )
-from saga.adapters.payments import PaymentProvider, RefundRequest
-from saga.errors import OutcomeUnknown, RefundRejected, SagaError
-from saga.identity import Operation
-from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Reconciliation
-from saga.models import Case, StepResult
-from saga.tools.common import (
-    action_request,
-    reconcile_by_reference,
-    step_result,
-    unanswered_call_error,
-)
+from saga.tools.downstream import reconcile_by_reference, unanswered_call_error
 
 
 def issue_refund(
@@ -42,7 +38,7 @@ def issue_refund(
         reconcile=lambda: reconcile_refund(request.reference, provider),
         reattempt_window_seconds=provider.idempotency_window_seconds,
     )
-    return step_result(outcome)
+    return StepResult.of(outcome)
 
 
 def reconcile_refund(business_ref: str, provider: PaymentProvider) -> Reconciliation:

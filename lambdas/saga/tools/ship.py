@@ -8,18 +8,12 @@ sent again, and a carrier that cannot answer leaves the outcome UNKNOWN for reco
 
 from __future__ import annotations
 
-from saga.adapters.carrier import Carrier, ShipmentRequest
-from saga.adapters.errors import DownstreamError, DownstreamRejected
 from saga.errors import SagaError, ShipmentRejected
-from saga.identity import Operation
-from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Reconciliation
+from saga.identity import ActionRequest, Operation, action_request
+from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.tools.common import (
-    action_request,
-    reconcile_by_reference,
-    step_result,
-    unanswered_call_error,
-)
+from saga.ports import Carrier, DownstreamError, DownstreamRejected, ShipmentRequest
+from saga.tools.downstream import reconcile_by_reference, unanswered_call_error
 
 
 def create_shipment(
@@ -37,7 +31,7 @@ def create_shipment(
         effect=lambda: _ship(case, request, carrier),
         reconcile=lambda: reconcile_shipment(request.reference, carrier),
     )
-    return step_result(outcome)
+    return StepResult.of(outcome)
 
 
 def reconcile_shipment(business_ref: str, carrier: Carrier) -> Reconciliation:

@@ -18,12 +18,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
 from saga import clock as saga_clock
+from saga.dynamodb import from_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -34,8 +32,6 @@ OPEN_STATUSES = ("IN_PROGRESS", "UNKNOWN")
 # cdk.json's `monitoring.stuck_grace_seconds` (pinned equal by tests/infra/test_config.py).
 DEFAULT_GRACE_SECONDS = 300
 ESCALATION_KIND = "STUCK_ACTION"
-
-_DESERIALIZER = TypeDeserializer()
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ class StuckAction:
 
     @classmethod
     def from_item(cls, item: dict[str, Any], now: float) -> StuckAction:
-        values = {name: _plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
+        values = from_item(item)
         lease = float(values.get("lease_expires_at", 0))
         return cls(
             action_key=str(values["action_key"]),
@@ -166,12 +162,6 @@ class StuckActionSweeper:
             if not last:
                 return
             request["ExclusiveStartKey"] = last
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
 
 
 def _optional(value: Any) -> str | None:

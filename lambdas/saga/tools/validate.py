@@ -12,11 +12,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga import clock as saga_clock
-from saga.approvals import ApprovalVerifier, accept_new_case, parse_instant
+from saga.approvals import ApprovalVerifier, accept_new_case
 from saga.cases import CaseRecords, OwningExecution
-from saga.errors import AuthorizationDenied
-from saga.models import Case, ValidateResult, approval_digest, parse_case, verify_approval
-from saga.tools.common import case_actions
+from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.identity import Operation, action_request
+from saga.models import (
+    ActionRef,
+    Case,
+    CaseActions,
+    ValidateResult,
+    approval_digest,
+    parse_case,
+    verify_approval,
+)
 
 
 def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
@@ -42,8 +50,17 @@ def validate_case(
     case = parse_case(raw_case)
     authorize(case, tenants)
     verify_approval(case)
-    accept_new_case(approvals, case.signed_approval(), started=_started(execution))
-    owner = cases.create(case, approval_digest(case), execution)
+    digest = approval_digest(case)
+    try:
+        # The deadline is read on the saga's clock, not against the start time in the input:
+        # a direct invoke could claim any start time.
+        accept_new_case(approvals, case.signed_approval(), started=_now())
+    except (ApprovalInvalid, AuthorizationDenied):
+        # Accepted before, with exactly these parameters: a redrive of this execution after the
+        # deadline or a key rotation goes on; a new execution is a DUPLICATE, as §8 answers.
+        if not cases.accepted(case, digest):
+            raise
+    owner = cases.create(case, digest, execution)
     if owner == execution:
         return ValidateResult(case=case.to_json(), actions=case_actions(case))
     return ValidateResult(
@@ -54,9 +71,20 @@ def validate_case(
     )
 
 
-def _started(execution: OwningExecution) -> datetime:
-    """When the execution started (its start time survives retries and redrives); now when
-    the state machine did not say."""
-    if execution.started_at:
-        return parse_instant(execution.started_at, "the execution's start time")
+def case_actions(case: Case) -> CaseActions:
+    """The ids and keys of the case's actions, as the state machine carries them."""
+    refs = {
+        operation: ActionRef(action_id=request.action_id, action_key=request.key)
+        for operation in Operation
+        for request in (action_request(case, operation),)
+    }
+    return CaseActions(
+        reserve=refs[Operation.RESERVE],
+        refund=refs[Operation.REFUND],
+        ship=refs[Operation.SHIP],
+        release=refs[Operation.RELEASE],
+    )
+
+
+def _now() -> datetime:
     return datetime.fromtimestamp(saga_clock.now(), UTC)

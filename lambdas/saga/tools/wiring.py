@@ -1,11 +1,14 @@
-"""Builds the tools' collaborators from the function's environment: ledger, tables, adapters.
+"""Builds the tools' collaborators from the function's environment: ledger, tables, ports.
 
 The handlers stay thin (parse, wire, call) and the tools stay free of environment lookups, so
 tests hand the tools fakes or moto-backed objects directly. Each handler names its function's
 environment model (saga.settings); `Runtime.from_env` validates it before anything else, and
 asking the Runtime for a collaborator the model does not declare is a ConfigurationError.
 A collaborator's module is imported where it is built, so a handler's cold start imports only
-the downstreams it uses (about 13 ms of a reserve handler's, `make bench`).
+what it uses (`make bench`).
+
+Every port comes with the case's sandbox faults for its downstream when the case names any
+(saga.sandbox), and as it is otherwise: the tools never see a fault.
 
 Retry layers (design.md §4): the ledger and the same-account inventory writes use
 `saga.aws.dynamodb_client()` (botocore standard mode, a few attempts: every write is
@@ -20,15 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from saga import clock as saga_clock
 from saga.approvals import ApprovalVerifier, KmsPublicKeys
 from saga.aws import downstream_dynamodb_client, dynamodb_client, kms_client
-from saga.identity import Operation
-from saga.ledger import ActionLedger, Attempt, Reconciliation
-from saga.models import AttemptInfo, Case, Step
-from saga.sandbox.faults import FaultInjector
+from saga.identity import Operation, action_request
 from saga.settings import (
     ApprovalVariables,
     CarrierVariables,
@@ -44,30 +44,17 @@ from saga.settings import (
     TenantsVariables,
     variable,
 )
-from saga.tools.common import FaultSource, NoFaults, action_request, make_attempt
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-    from saga.adapters.carrier import Carrier, SandboxCarrier
-    from saga.adapters.payments import PaymentProvider, SandboxPaymentProvider
     from saga.cases import CaseRecords
-    from saga.tools.reserve import InventoryTables
-
-
-class LambdaContextLike(Protocol):
-    """The parts of the Lambda context object a tool needs."""
-
-    @property
-    def aws_request_id(self) -> str: ...
-
-    def get_remaining_time_in_millis(self) -> int: ...
-
-
-def attempt_of(info: AttemptInfo, context: LambdaContextLike) -> Attempt:
-    """This delivery: the lease owner id and the remaining time that sizes its lease."""
-    return make_attempt(info, context.aws_request_id, context.get_remaining_time_in_millis())
-
+    from saga.ledger import ActionLedger, Reconciliation
+    from saga.models import Case, Step
+    from saga.ports import Carrier, Inventory, PaymentProvider
+    from saga.sandbox.carrier import SandboxCarrier
+    from saga.sandbox.faults import FaultSource
+    from saga.sandbox.payment_provider import SandboxPaymentProvider
 
 VariablesT = TypeVar("VariablesT", bound=FunctionEnvironment)
 
@@ -82,7 +69,7 @@ def sandbox_payment_provider(
 ) -> SandboxPaymentProvider:
     """The sandbox provider from PAYMENTS_TABLE, SANDBOX_TABLE, PAYMENT_KEY_RETENTION_SECONDS;
     `client` is the downstream client (no retries, DOWNSTREAM_TIMEOUT_SECONDS timeouts)."""
-    from saga.adapters.payments import SandboxPaymentProvider
+    from saga.sandbox.payment_provider import SandboxPaymentProvider
 
     return SandboxPaymentProvider.create(
         client,
@@ -104,7 +91,7 @@ def sandbox_carrier(
     clock: Callable[[], float] = saga_clock.now,
 ) -> SandboxCarrier:
     """The sandbox carrier from SHIPMENTS_TABLE and SANDBOX_TABLE (`client` as above)."""
-    from saga.adapters.carrier import SandboxCarrier
+    from saga.sandbox.carrier import SandboxCarrier
 
     return SandboxCarrier.create(
         client,
@@ -159,6 +146,8 @@ class Runtime:
         return self.variables(TenantsVariables).tenants
 
     def ledger(self) -> ActionLedger:
+        from saga.ledger import ActionLedger
+
         env = self.variables(LedgerVariables)
         return ActionLedger(env.ledger_table, self.client, env.ledger_policy())
 
@@ -167,14 +156,23 @@ class Runtime:
 
         return CaseRecords(self.client, self.variables(CasesVariables).cases_table)
 
-    def inventory(self) -> InventoryTables:
-        from saga.tools.reserve import InventoryTables
+    def inventory(self, case: Case, operation: Operation) -> Inventory:
+        """The inventory as `operation` (reserve or release) of the case reaches it."""
+        from saga.inventory import InventoryTables
 
         env = self.variables(InventoryVariables)
-        return InventoryTables(self.client, env.inventory_table, env.reservations_table)
+        tables = InventoryTables(self.client, env.inventory_table, env.reservations_table)
+        if not case.sandbox.faults_for(operation.value):
+            return tables
+        from saga.sandbox.inventory import SandboxInventory
+
+        faults = self.faults(case, operation.value)
+        return SandboxInventory.for_case(tables, faults, case, operation)
 
     def faults(self, case: Case, downstream: str) -> FaultSource:
         """The case's sandbox faults for one downstream; no faults costs no request."""
+        from saga.sandbox.faults import FaultInjector, NoFaults
+
         faults = case.sandbox.faults_for(downstream)
         if not faults:
             return NoFaults()
@@ -197,7 +195,7 @@ class Runtime:
         )
 
     def carrier(self, case: Case) -> Carrier:
-        from saga.adapters.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
+        from saga.sandbox.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
 
         return sandbox_carrier(
             self.variables(CarrierVariables),
@@ -208,21 +206,25 @@ class Runtime:
 
     def reconciler(self, case: Case, step: Step) -> StepLookup:
         """The lookup by business reference for one forward step, and how long its downstream
-        deduplicates a repeat (None: the lookup sees every request, so "not found" is proof)."""
-        from saga.tools.refund import reconcile_refund
-        from saga.tools.reserve import reconcile_reserve
-        from saga.tools.ship import reconcile_shipment
-
+        deduplicates a repeat (None: the lookup sees every request, so "not found" is proof).
+        Only the step's own tool and downstream are imported: a container reconciles one step
+        per invocation, and the others' modules would be cold-start time for nothing."""
         if step == "reserve":
-            inventory, faults = self.inventory(), self.faults(case, "reserve")
-            return StepLookup(lambda: reconcile_reserve(case, tables=inventory, faults=faults))
+            from saga.tools.reserve import reconcile_reserve
+
+            inventory = self.inventory(case, Operation.RESERVE)
+            return StepLookup(lambda: reconcile_reserve(case, inventory=inventory))
         reference = action_request(case, Operation(step)).reference
         if step == "refund":
+            from saga.tools.refund import reconcile_refund
+
             provider = self.payment_provider(case)
             return StepLookup(
                 lambda: reconcile_refund(reference, provider),
                 reattempt_window_seconds=provider.idempotency_window_seconds,
             )
+        from saga.tools.ship import reconcile_shipment
+
         carrier = self.carrier(case)
         return StepLookup(lambda: reconcile_shipment(reference, carrier))
 

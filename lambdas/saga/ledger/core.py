@@ -1,0 +1,112 @@
+"""What every delivery does, whichever operation runs it: decide from a record (observed), answer
+the decisions that need no write, record its outcome, give its lease back, ask a downstream.
+
+The ledger's operations (external.py, transaction.py, reconcile.py) share one `LedgerCore`:
+the table's conditional writes (store.py), the policy, the clock and the observer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from saga.errors import ActionPending, OutcomeUnknown
+from saga.identity import ActionRequest
+from saga.ledger.decisions import Decision, answer, decide, reattempt_refusal
+from saga.ledger.observer import LedgerEvent, LedgerObserver
+from saga.ledger.records import (
+    ActionOutcome,
+    Attempt,
+    LedgerPolicy,
+    LedgerRecord,
+    LedgerStatus,
+    Reconciliation,
+    Undeterminable,
+)
+from saga.ledger.store import LeaseLost, LedgerStore
+
+MAX_DECISION_ROUNDS = 4  # a contended takeover re-decides from the winner's record
+
+
+class LedgerCore:
+    def __init__(
+        self,
+        store: LedgerStore,
+        policy: LedgerPolicy,
+        clock: Callable[[], float],
+        observer: LedgerObserver,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.clock = clock
+        self.observer = observer
+
+    def observe(
+        self, name: Decision | LedgerEvent, request: ActionRequest, record: LedgerRecord | None
+    ) -> None:
+        self.observer.on_decision(name.value, request, record)
+
+    def decide(self, request: ActionRequest, attempt: Attempt, record: LedgerRecord) -> Decision:
+        """The row of the decision table for `record` (observed)."""
+        decision = decide(
+            record,
+            digest=request.digest,
+            attempt_id=attempt.attempt_id,
+            now=self.clock(),
+            budget=self.policy.attempt_budget,
+        )
+        self.observe(decision, request, record)
+        return decision
+
+    def answer(
+        self, decision: Decision, request: ActionRequest, record: LedgerRecord
+    ) -> ActionOutcome:
+        """A decision that needs no write: the replayed outcome, or its error raised."""
+        return answer(decision, request, record, budget=self.policy.attempt_budget)
+
+    def reattempt_refused(
+        self, since: float | None, window_seconds: float | None, attempt: Attempt
+    ) -> str | None:
+        """Why "not found" does not allow this delivery a re-attempt (decisions.py), or None."""
+        return reattempt_refusal(
+            since,
+            window_seconds,
+            now=self.clock(),
+            lease_seconds=self.policy.lease_seconds(attempt.remaining_seconds),
+        )
+
+    def finish(
+        self, request: ActionRequest, attempt: Attempt, status: LedgerStatus, **outcome: Any
+    ) -> LedgerRecord:
+        """Record this delivery's outcome (store.finish); a lost lease is OutcomeUnknown."""
+        try:
+            written = self.store.finish(request, attempt, status, **outcome)
+        except LeaseLost as lost:
+            self.observe(LedgerEvent.LEASE_LOST, request, lost.current)
+            raise OutcomeUnknown(str(lost)) from lost
+        self.observe(LedgerEvent(status.value.lower()), request, written)
+        return written
+
+    def release(self, request: ActionRequest, attempt: Attempt) -> None:
+        """Give the lease back: this delivery sent nothing (store.release)."""
+        self.observe(self.store.release(request, attempt), request, None)
+
+
+class Operations:
+    """A family of the ledger's operations (external.py, transaction.py, reconcile.py) over the
+    core they share."""
+
+    def __init__(self, core: LedgerCore) -> None:
+        self.core = core
+
+
+def ask(reconcile: Callable[[], Reconciliation]) -> Reconciliation:
+    """A reconciliation that itself fails has not determined anything."""
+    try:
+        return reconcile()
+    except Exception as exc:
+        return Undeterminable(f"reconciliation failed: {type(exc).__name__}: {exc}")
+
+
+def contended(key: str) -> ActionPending:
+    return ActionPending(f"action {key} is contended; try again later")

@@ -1,0 +1,414 @@
+"""The ledger table's conditional writes (design.md §3.2, §3.3, §3.7, §3.10). Nothing is decided
+here: every write holds only while the record is as its caller saw it, and says what it found.
+
+- the claim: one `PutItem` on `attribute_not_exists(action_key)`, ALL_OLD on failure (the
+  old record is the whole answer, no second read);
+- a whole record over the one seen (a takeover inside a transaction, a recorded failure);
+- a takeover, an outcome (`finish`), a given-back lease (`release`): conditional updates on
+  the owner, the lease, the status and the attempt count;
+- reconciliation's writes on the record as seen: found or unknown (`settle_seen`), a counted
+  RETRY, an escalation mark; a person's settlement.
+
+Every write renews `expires_at` (§3.7). Failures that left the record untouched are
+TransientError (safe to repeat); an outcome that could not be recorded is OutcomeUnknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga.dynamodb import (
+    TransactWriteItem,
+    client_request_token,
+    condition_failed_item,
+    is_condition_failure,
+    number,
+    to_attr,
+)
+from saga.errors import OutcomeUnknown, TransientError
+from saga.identity import ActionRequest
+from saga.ledger.decisions import earlier_record_may_have_expired
+from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
+from saga.ledger.observer import LedgerEvent
+from saga.ledger.records import Attempt, Found, LedgerPolicy, LedgerRecord, LedgerStatus
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+_OWNED = "#owner = :me AND #status = :in_progress"
+
+
+class LeaseLost(Exception):
+    """An outcome write found the record no longer held by this delivery: it wrote nothing.
+    `current` is the record as it is now (None: gone)."""
+
+    def __init__(self, message: str, current: LedgerRecord | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class LedgerStore:
+    """The conditional reads and writes of one ledger table."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient,
+        policy: LedgerPolicy,
+        clock: Callable[[], float],
+    ) -> None:
+        self.table_name = table_name
+        self.client = client
+        self.policy = policy
+        self.clock = clock
+
+    # --- reads -----------------------------------------------------------------------------------
+    def get(self, action_key: str) -> LedgerRecord | None:
+        """Consistent read of one record."""
+        try:
+            response = self.client.get_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": action_key}},
+                ConsistentRead=True,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"ledger read of {action_key} failed: {exc}") from exc
+        item = response.get("Item")
+        return LedgerRecord.from_item(item) if item else None
+
+    # --- whole records -------------------------------------------------------------------------
+    def claim(
+        self, request: ActionRequest, attempt: Attempt
+    ) -> tuple[LedgerRecord, LedgerRecord | None]:
+        """The claim PutItem: (the record written, None) when claimed; else (the record this
+        claim would have written, the record already there). A ledger that cannot be reached
+        (after botocore's retries) raises TransientError: nothing was dispatched."""
+        now = self.clock()
+        item = record_item(
+            request,
+            attempt,
+            now,
+            expires_at=self.policy.expires_at(now),
+            status=LedgerStatus.IN_PROGRESS,
+            attempts=1,
+            lease_expires_at=now + self.policy.lease_seconds(attempt.remaining_seconds),
+            first_dispatch_at=earlier_record_may_have_expired(
+                attempt.execution_started_at,
+                now=now,
+                retention_seconds=self.policy.retention_seconds,
+            ),
+        )
+        return LedgerRecord.from_item(item), self.put_new(item)
+
+    def put_new(
+        self, item: dict[str, Any], *, over: LedgerRecord | None = None
+    ) -> LedgerRecord | None:
+        """Put `item` if no record exists (or, with `over`, only while the record is exactly as
+        `over` saw it). None = written; otherwise the record that was there."""
+        key = item["action_key"]["S"]
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=item,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **put_condition(over),
+            )
+        except ClientError as exc:
+            old = condition_failed_item(exc)
+            if old is None:
+                # Every new record is written before anything is dispatched: safe to repeat.
+                raise TransientError(f"ledger write for {key} failed: {exc}") from exc
+            return LedgerRecord.from_item(old)
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger write for {key} failed: {exc}") from exc
+        return None
+
+    def transact(self, transact_items: list[TransactWriteItem]) -> None:
+        """One TransactWriteItems whose token is a digest of its body (design.md §3.9).
+        Raises what DynamoDB answered: the caller decides from the cancellation reasons."""
+        self.client.transact_write_items(
+            TransactItems=transact_items,
+            ClientRequestToken=client_request_token(transact_items),
+        )
+
+    # --- a delivery's updates ------------------------------------------------------------------
+    def take_over(
+        self, request: ActionRequest, attempt: Attempt, old: LedgerRecord
+    ) -> tuple[LedgerRecord | None, LedgerRecord | None]:
+        """Conditional takeover: (new record, None) if won, else (None, the current record)."""
+        now = self.clock()
+        values: dict[str, Any] = {
+            ":me": {"S": attempt.attempt_id},
+            ":lease": number(now + self.policy.lease_seconds(attempt.remaining_seconds)),
+            ":one": {"N": "1"},
+            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+            ":now": number(now),
+            ":expires": self._expires(now),
+            ":old_status": {"S": old.status.value},
+        }
+        sets = (
+            "SET #owner = :me, lease_expires_at = :lease, attempts = attempts + :one, "
+            "#status = :in_progress, open_status = :in_progress, updated_at = :now, "
+            "claimed_at = :now, expires_at = :expires"
+        )
+        # The owner before us may have reached the downstream: remember it for good.
+        sets += remember_dispatch(old, now, values)
+        condition = "#status = :old_status" + same_as_seen(old, values)
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=sets,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                # Nothing was taken over; the delivery is safe to repeat.
+                raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
+            current = _record_or_none(condition_failed_item(exc))
+            if (
+                current is not None
+                and current.owner == attempt.attempt_id
+                and current.status is LedgerStatus.IN_PROGRESS
+                and current.attempts == old.attempts + 1
+            ):
+                # Our own takeover, retried by the SDK after a lost response. It must still
+                # reconcile first: seen as a plain own claim it would dispatch blind.
+                return current, None
+            return None, current
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
+        return LedgerRecord.from_item(response["Attributes"]), None
+
+    def finish(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        status: LedgerStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        downstream_ref: str | None = None,
+        error: dict[str, str] | None = None,
+        dispatched_at: float | None = None,
+    ) -> LedgerRecord:
+        """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record.
+
+        `dispatched_at`: this delivery (claimed then) may have reached the downstream. Raises
+        LeaseLost when another delivery owns the record, OutcomeUnknown when the write failed
+        otherwise (the record stays open; a later delivery takes it over and reconciles).
+        """
+        now = self.clock()
+        values: dict[str, Any] = {
+            ":me": {"S": attempt.attempt_id},
+            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+            ":status": {"S": status.value},
+            ":now": number(now),
+            ":expires": self._expires(now),
+        }
+        sets = ["#status = :status", "updated_at = :now", "expires_at = :expires"]
+        if dispatched_at is not None:
+            values[":dispatched"] = number(dispatched_at)
+            sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
+        removes: list[str] = []
+        if status is LedgerStatus.COMPLETED:
+            values[":result"] = to_attr(result or {})
+            sets.append("#result = :result")
+            removes += ["open_status", "#error"]
+            if downstream_ref is not None:
+                values[":ref"] = {"S": downstream_ref}
+                sets.append("downstream_ref = :ref")
+        elif status is LedgerStatus.FAILED:
+            values[":error"] = to_attr(error or {})
+            sets.append("#error = :error")
+            removes.append("open_status")
+        else:  # UNKNOWN stays open for the sweeper (GSI sorted by when it became unknown)
+            values[":error"] = to_attr(error or {})
+            sets += ["#error = :error", "open_status = :status", "lease_expires_at = :now"]
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=expression,
+                ConditionExpression=_OWNED,
+                ExpressionAttributeNames=names(expression, _OWNED),
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise _unrecorded(request, status, exc) from exc
+            current = _record_or_none(condition_failed_item(exc))
+            if current and current.owner == attempt.attempt_id and current.status is status:
+                return current  # our own write, retried by the SDK after a lost response
+            raise LeaseLost(
+                f"lease lost on {request.key}: now "
+                f"{current.status.value if current else 'gone'}, owner "
+                f"{current.owner if current else None}; the {status.value} outcome of attempt "
+                f"{attempt.attempt_id} was not recorded and is left to reconciliation",
+                current,
+            ) from exc
+        except BotoCoreError as exc:
+            raise _unrecorded(request, status, exc) from exc
+        return LedgerRecord.from_item(response["Attributes"])
+
+    def release(self, request: ActionRequest, attempt: Attempt) -> LedgerEvent:
+        """Give the lease up after a TransientError: this delivery sent nothing.
+
+        The record stays IN_PROGRESS (its `attempts` is the budget) with no owner and an expired
+        lease. The next delivery takes it over; it skips the lookup only if no earlier delivery
+        may have reached the downstream (no `first_dispatch_at`). A release that fails changes
+        nothing the caller reports: the lease simply runs out.
+        """
+        now = self.clock()
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": request.key}},
+                UpdateExpression=(
+                    "SET lease_expires_at = :now, updated_at = :now, expires_at = :expires "
+                    "REMOVE #owner"
+                ),
+                ConditionExpression=_OWNED,
+                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
+                ExpressionAttributeValues={
+                    ":me": {"S": attempt.attempt_id},
+                    ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+                    ":now": number(now),
+                    ":expires": self._expires(now),
+                },
+            )
+        except ClientError as exc:
+            return (
+                LedgerEvent.LEASE_LOST if is_condition_failure(exc) else LedgerEvent.RELEASE_FAILED
+            )
+        except BotoCoreError:
+            return LedgerEvent.RELEASE_FAILED
+        return LedgerEvent.RELEASED
+
+    # --- reconciliation's writes, on the record as seen ----------------------------------------
+    def settle_seen(
+        self,
+        request: ActionRequest,
+        seen: LedgerRecord,
+        *,
+        found: Found | None = None,
+        unknown_reason: str | None = None,
+    ) -> LedgerRecord | None:
+        """COMPLETED with what was found, or UNKNOWN and escalated; None if the record changed."""
+        now = self.clock()
+        values = self._seen_values(seen, now)
+        condition = "#status = :seen_status" + same_as_seen(seen, values)
+        if found is not None:
+            values[":completed"] = {"S": LedgerStatus.COMPLETED.value}
+            values[":result"] = to_attr(found.result)
+            expression = (
+                "SET #status = :completed, #result = :result, updated_at = :now, "
+                "expires_at = :expires"
+            )
+            if found.downstream_ref is not None:
+                values[":ref"] = {"S": found.downstream_ref}
+                expression += ", downstream_ref = :ref"
+            expression += " REMOVE open_status, #error"
+        else:
+            error = OutcomeUnknown(unknown_reason or "undeterminable").to_record()
+            values[":unknown"] = {"S": LedgerStatus.UNKNOWN.value}
+            values[":error"] = to_attr(error)
+            # Only reconciliation writes UNKNOWN here, when it escalates: from now on a person
+            # decides, and no late delivery may act on the record.
+            expression = (
+                "SET #status = :unknown, open_status = :unknown, #error = :error, "
+                "lease_expires_at = :now, updated_at = :now, expires_at = :expires, "
+                "escalated_at = :now"
+            ) + remember_dispatch(seen, now, values)
+        return self._update_if(request.key, expression, condition, values)
+
+    def count_retry(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
+        """Count one RETRY answer on the record, only if it is still as seen (else None)."""
+        now = self.clock()
+        values = self._seen_values(seen, now)
+        values |= {":zero": {"N": "0"}, ":one": {"N": "1"}}
+        condition = "#status = :seen_status" + same_as_seen(seen, values)
+        expression = (
+            "SET reconcile_rounds = if_not_exists(reconcile_rounds, :zero) + :one, "
+            "updated_at = :now, expires_at = :expires"
+        ) + remember_dispatch(seen, now, values)
+        return self._update_if(request.key, expression, condition, values)
+
+    def mark_escalated(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
+        """Escalate with the record as it is (only if it is still as seen): no late delivery
+        may act on it any more. None when the record changed."""
+        now = self.clock()
+        values = self._seen_values(seen, now)
+        condition = "#status = :seen_status" + same_as_seen(seen, values)
+        expression = "SET escalated_at = :now, updated_at = :now, expires_at = :expires"
+        return self._update_if(request.key, expression, condition, values)
+
+    # --- a person's settlement -----------------------------------------------------------------
+    def apply(self, action_key: str, update: TransactWriteItem) -> LedgerRecord | None:
+        """Apply one `Update` item (of `action_key`) alone: the record afterwards, or None when
+        its condition failed (the record changed since it was read)."""
+        try:
+            response = self.client.update_item(**update["Update"], ReturnValues="ALL_NEW")
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return None
+            raise TransientError(f"ledger write for {action_key} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger write for {action_key} failed: {exc}") from exc
+        return LedgerRecord.from_item(response["Attributes"])
+
+    # --- internals -----------------------------------------------------------------------------
+    def _update_if(
+        self, key: str, expression: str, condition: str, values: dict[str, Any]
+    ) -> LedgerRecord | None:
+        """One conditional UpdateItem: the new record, or None when the condition failed."""
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key={"action_key": {"S": key}},
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names(expression, condition),
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return None
+            # Reconciliation writes are conditional on the record as seen: safe to repeat.
+            raise TransientError(f"ledger write for {key} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger write for {key} failed: {exc}") from exc
+        return LedgerRecord.from_item(response["Attributes"])
+
+    def _seen_values(self, seen: LedgerRecord, now: float) -> dict[str, Any]:
+        return {
+            ":seen_status": {"S": seen.status.value},
+            ":now": number(now),
+            ":expires": self._expires(now),
+        }
+
+    def _expires(self, now: float) -> dict[str, str]:
+        return {"N": str(self.policy.expires_at(now))}
+
+
+def _record_or_none(item: Any) -> LedgerRecord | None:
+    return LedgerRecord.from_item(item) if item else None
+
+
+def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) -> OutcomeUnknown:
+    """An outcome write that failed for another reason than ownership: the record stays open
+    (IN_PROGRESS) and a later delivery takes it over and reconciles."""
+    return OutcomeUnknown(
+        f"the {status.value} outcome of {request.key} could not be recorded ({exc}); "
+        "left to reconciliation"
+    )
