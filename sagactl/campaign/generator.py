@@ -3,7 +3,7 @@
 Parameters span their valid ranges (design.md §8): quantities 1..1000, amounts 1..10^8 minor
 units in any circulating ISO 4217 currency, any ISO 3166-1 country, references up to 128
 characters, and names, street lines and cities of unicode text up to the carriers' limits
-(`saga.adapters.formats` decides what is acceptable: the generator asks it). A few cases are
+(`saga.formats` decides what is acceptable: the generator asks it). A few cases are
 generated invalid, each with the error ValidateCase must give. Cases are grouped in blocks (one
 local account each): the block's stock levels come from the seed too, with a hot SKU that runs
 out.

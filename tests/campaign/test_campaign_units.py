@@ -266,7 +266,8 @@ def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
     from sagactl.campaign import __main__ as cli
     from sagactl.campaign import mutants
 
-    moved = Mutant("moved", "rule", "lambdas/saga/ledger.py", "no such text anywhere", "x")
+    target = "lambdas/saga/ledger/decisions.py"
+    moved = Mutant("moved", "rule", target, "no such text anywhere", "x")
     monkeypatch.setattr(mutants, "MUTANTS", (*mutants.MUTANTS, moved))
     assert cli.main(["mutate", "--check"]) == 2
-    assert "moved: old text found 0 times in lambdas/saga/ledger.py" in capsys.readouterr().err
+    assert f"moved: old text found 0 times in {target}" in capsys.readouterr().err
