@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign.mutants import Mutant, MutantDoesNotApply, apply, by_name
+from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
 from sagactl.campaign.orchestrate import shard_environment, slice_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,12 +80,33 @@ def tree_digest(tree: Path) -> str:
     return digest.hexdigest()
 
 
+def _load(out: str | None) -> list[dict[str, Any]]:
+    if not out or not Path(out).is_file():
+        return []
+    loaded: list[dict[str, Any]] = json.loads(Path(out).read_text(encoding="utf-8"))
+    return loaded
+
+
 def _earlier(out: str | None, digest: str) -> dict[str, dict[str, Any]]:
     """Results of an earlier run over the same tree: a stopped `make mutate` resumes."""
-    if not out or not Path(out).is_file():
-        return {}
-    earlier = json.loads(Path(out).read_text(encoding="utf-8"))
-    return {r["name"]: r for r in earlier if r.get("tree") == digest}
+    return {r["name"]: r for r in _load(out) if r.get("tree") == digest}
+
+
+def _merged(out: str | None, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This run's results, and for the mutants it did not run (`--only`) the latest earlier
+    ones (each says at which commit it was measured), in the curated order."""
+    latest = {r["name"]: r for r in _load(out)}
+    latest.update({r["name"]: r for r in results})
+    return [latest[m.name] for m in MUTANTS if m.name in latest]
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short=10", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _save(out: str | None, results: list[dict[str, Any]]) -> None:
@@ -184,10 +205,6 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
     return result
 
 
-def _names(results: list[dict[str, Any]]) -> set[str]:
-    return {r["name"] for r in results}
-
-
 def _table(results: list[dict[str, Any]]) -> str:
     def cell(result: dict[str, Any], key: str) -> str:
         part = result.get(key)
@@ -195,11 +212,14 @@ def _table(results: list[dict[str, Any]]) -> str:
             return "not run (killed already)" if result["killed"] else "not run"
         return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s)"
 
-    lines = ["| mutant | rule | fast suite | campaign slice |", "|---|---|---|---|"]
+    lines = [
+        "| mutant | rule | fast suite | campaign slice | measured at |",
+        "|---|---|---|---|---|",
+    ]
     for result in results:
         lines.append(
             f"| {result['name']} | {result['rule']} | {cell(result, 'suite')} | "
-            f"{cell(result, 'campaign')} |"
+            f"{cell(result, 'campaign')} | {result.get('commit', '')} |"
         )
     return "\n".join(lines)
 
@@ -231,6 +251,7 @@ def main(args: argparse.Namespace) -> int:
     tree = scratch_copy()
     check_imports(tree)
     digest = tree_digest(tree)
+    commit = _commit()
     earlier = _earlier(args.out, digest)
     if not args.skip_suite and not _baseline_passes(tree, digest, args.out):
         return 2
@@ -241,18 +262,19 @@ def main(args: argparse.Namespace) -> int:
             result = earlier[mutant.name]
         else:
             try:
-                result = {**run_mutant(mutant, tree, args), "tree": digest}
+                result = {**run_mutant(mutant, tree, args), "tree": digest, "commit": commit}
             except MutantDoesNotApply as exc:
                 print(f"mutate: {exc}", file=sys.stderr)
                 return 2
         results.append(result)
-        _save(args.out, [*results, *(r for n, r in earlier.items() if n not in _names(results))])
+        _save(args.out, _merged(args.out, results))
         status = "KILLED" if result["killed"] else "SURVIVED"
         print(
             f"  {status:8} {mutant.name}: suite {result.get('suite')}, "
             f"campaign {result.get('campaign')}",
             flush=True,
         )
+    results = _merged(args.out, results)
     table = _table(results)
     print(table)
     if args.table:
