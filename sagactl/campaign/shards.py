@@ -97,11 +97,13 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     lines = []
-    for text in path.read_text(encoding="utf-8").splitlines():
+    # Bytes first: the progress reader meets the line a shard is writing, cut anywhere (inside
+    # a multi-byte character too, which failed the whole file's decoding).
+    for raw in path.read_bytes().splitlines():
         try:
-            lines.append(json.loads(text))
-        except ValueError:
-            break  # a line cut by a kill: the block runs again
+            lines.append(json.loads(raw.decode("utf-8")))
+        except ValueError:  # UnicodeDecodeError included
+            break  # a line being written, or cut by a kill: the block runs again
     return lines
 
 

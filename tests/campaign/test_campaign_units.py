@@ -3,6 +3,7 @@ shrinker finds a minimal plan, the mutant list applies exactly once."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -271,3 +272,17 @@ def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
     monkeypatch.setattr(mutants, "MUTANTS", (*mutants.MUTANTS, moved))
     assert cli.main(["mutate", "--check"]) == 2
     assert f"moved: old text found 0 times in {target}" in capsys.readouterr().err
+
+
+def test_a_line_being_written_is_not_read_even_cut_inside_a_character(tmp_path: Path) -> None:
+    """The orchestrator reads the shards' files while they write (its progress line); a line
+    cut inside a multi-byte character failed the whole read, and the run with it."""
+    from sagactl.campaign.shards import read_lines
+
+    path = tmp_path / "shard-0.jsonl"
+    done = json.dumps({"type": "block", "block": 0, "city": "서울"}, ensure_ascii=False)
+    writing = json.dumps({"type": "block", "block": 1, "city": "서울"}, ensure_ascii=False)
+    cut = writing.encode("utf-8")[: writing.encode("utf-8").index("서".encode()) + 1]
+    path.write_bytes(done.encode("utf-8") + b"\n" + cut)
+
+    assert read_lines(path) == [{"type": "block", "block": 0, "city": "서울"}]
