@@ -8,7 +8,8 @@ NODE_STAMP := node_modules/.installed-stamp
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 
-.PHONY: venv test test-long lint typecheck synth demo local-up clean bench validate-aws
+.PHONY: venv test test-long lint typecheck synth demo local-up clean bench validate-aws \
+	campaign campaign-replay mutate
 
 venv: $(STAMP) $(NODE_STAMP)
 
@@ -57,5 +58,26 @@ bench: venv
 validate-aws: venv
 	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE))
 
+# The fault campaign (issue 14, sagactl/campaign): N random cases from SEED through the real state
+# machine in SHARDS processes, each with its own local AWS. Resumable: the same command continues a
+# stopped run (.campaign/seed-SEED-nN). Rewrites docs/campaign.md and docs/campaign.png.
+N ?= 10000
+SEED ?= 1
+SHARDS ?= 3
+campaign: venv
+	$(BIN)/python -m sagactl.campaign run --seed $(SEED) --cases $(N) --shards $(SHARDS) \
+		--report docs/campaign.md --command "make campaign N=$(N) SEED=$(SEED) SHARDS=$(SHARDS)"
+
+# One case of a campaign again, alone in a fresh local account: make campaign-replay SEED=1 CASE=42
+campaign-replay: venv
+	$(BIN)/python -m sagactl.campaign replay --seed $(SEED) --case $(CASE)
+
+# Each plausible bug of sagactl/campaign/mutants.py in a scratch copy: which the fast suite and
+# the campaign slice kill (all must be killed). The slice runs where the suite let a mutant live;
+# BOTH=1 runs it for every mutant. MUTANTS="budget stock-condition" runs some.
+mutate: venv
+	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m))$(if $(BOTH), --both) --out .campaign/mutate.json \
+		--table docs/mutants.md
+
 clean:
-	rm -rf cdk.out .local .build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf cdk.out .local .build .mypy_cache .ruff_cache .pytest_cache .campaign

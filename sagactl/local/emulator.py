@@ -21,6 +21,8 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
   (sagactl.local.event_rules). Scheduled rules fire only in a server started with
   `run_schedules=True` (sagactl.local.schedules).
+- `install_speedups()`: moto's per-request module listing and per-execution definition parse,
+  done once (sagactl.local.speedups).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from sagactl.local.lambda_runtime import (
 )
 from sagactl.local.redrive import install_redrive
 from sagactl.local.schedules import RuleScheduler
+from sagactl.local.speedups import install_speedups
 from sagactl.local.transaction_tokens import install_transaction_tokens
 from sagactl.local.ttl import delete_expired_items
 
@@ -228,6 +231,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
     install_execution_name_validation()
+    install_speedups()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:

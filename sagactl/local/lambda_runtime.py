@@ -116,9 +116,33 @@ def load_handler(handler_path: str) -> Callable[[Any, Any], Any]:
     return handler  # type: ignore[no-any-return]
 
 
+class _ListedInOneStep(os._Environ):  # type: ignore[type-arg]  # (os._Environ is untyped)
+    """os.environ whose items and copies are read in one step. Each invoke applies its
+    function's variables and removes them afterwards, while other threads list the environment
+    (moto's Step Functions interpreter creates a boto3 client, which lists the proxy variables):
+    listed key by key, a key removed meanwhile raised KeyError in that thread (seen by the fault
+    campaign as a States.Runtime at ValidateCase of a concurrent duplicate)."""
+
+    def _snapshot(self) -> dict[str, str]:
+        data = dict(self._data)  # type: ignore[attr-defined]  # one C-level copy, atomic (GIL)
+        return {self.decodekey(k): self.decodevalue(v) for k, v in data.items()}
+
+    def items(self) -> Any:
+        return self._snapshot().items()
+
+    def copy(self) -> dict[str, str]:
+        return self._snapshot()
+
+
+def _environment_listed_in_one_step() -> None:
+    if not isinstance(os.environ, _ListedInOneStep):
+        os.environ.__class__ = _ListedInOneStep
+
+
 @contextmanager
 def applied_environment(variables: Mapping[str, str]) -> Iterator[None]:
     """os.environ with `variables` applied, restored exactly afterwards (nothing leaks)."""
+    _environment_listed_in_one_step()
     saved = dict(os.environ)
     os.environ.update(variables)
     try:
@@ -164,6 +188,12 @@ def invoke_environment(
 class SimulatedCrash(BaseException):
     """Raised by a test's nemesis inside handler code: the function's process dies there (a
     crash, out of memory) before it answers. A BaseException, so no handler code catches it."""
+
+
+def running_function() -> str | None:
+    """The function whose handler runs in the calling thread (None outside an invoke): a
+    nemesis that acts inside handler code (a crash, a clock jump) tells handler calls apart."""
+    return _RUNNING_FUNCTION.get()
 
 
 def error_payload(exc: BaseException) -> dict[str, Any]:

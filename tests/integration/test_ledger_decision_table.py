@@ -18,7 +18,14 @@ from saga.errors import (
     RefundRejected,
     TransientError,
 )
-from saga.ledger import ActionLedger, Attempt, EffectResult, LedgerPolicy, LedgerStatus
+from saga.ledger import (
+    Absent,
+    ActionLedger,
+    Attempt,
+    EffectResult,
+    LedgerPolicy,
+    LedgerStatus,
+)
 from tests.integration.ledger_harness import (
     CountingDownstream,
     FakeClock,
@@ -446,6 +453,31 @@ def test_an_open_record_past_its_retention_is_taken_over_and_looked_up_first(
     assert outcome.reconciled is dispatched
     record = ledger.get(refund_request().key)
     assert record is not None and record.expires_at > clock()  # renewed
+
+
+def test_a_takeover_renews_the_retention_of_the_record_it_takes_over(
+    ledger: ActionLedger, clock: FakeClock
+) -> None:
+    """Every write renews the retention (§3.7): a record taken over, and left open again by a
+    delivery that died too, must not expire on the first claim's schedule."""
+    request = refund_request()
+    crash_after_claim(ledger, "first", request)
+    first = ledger.get(request.key)
+    clock.advance(3600)  # the lease is long gone, the retention is not
+
+    class Crash(BaseException):
+        pass
+
+    def die() -> EffectResult:
+        raise Crash
+
+    with pytest.raises(Crash):  # the second delivery looks up first, then dies: no write
+        ledger.execute(request, attempt("second"), effect=die, reconcile=Absent)
+
+    record = ledger.get(request.key)
+    assert first is not None and record is not None
+    assert record.attempts == 2
+    assert record.expires_at == ledger.policy.expires_at(clock()) > first.expires_at
 
 
 # --- budget ---------------------------------------------------------------------------------

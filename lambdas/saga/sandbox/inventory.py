@@ -6,6 +6,8 @@ A reserve or release call draws one fault from its list (`reserve`, `release`):
 OutcomeUnknown, nothing written; `reject` -> refused before anything is written (OutOfStock,
 ReservationNotHeld: the ledger records it); `lose_response` -> written, then OutcomeUnknown
 (the answer was lost). A lookup draws one too, and any fault leaves it without an answer.
+The fault cursor is an item in DynamoDB: a throttled or conflicting draw stops the call before
+anything is written (TransientError; a lookup is left without an answer).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.errors import OutcomeUnknown, OutOfStock, ReservationNotHeld, SagaError, TransientError
 from saga.fault_plan import FAIL_BEFORE_COMMIT, LOSE_RESPONSE, REJECT, TIMEOUT, UNAVAILABLE
@@ -84,9 +88,15 @@ class SandboxInventory:
     def reserve(self, reservation: Reservation) -> StockWrite:
         return self._tables.reserve(reservation)
 
+    def _draw(self, what: str) -> str | None:
+        try:
+            return self._faults.next()
+        except (BotoCoreError, ClientError) as exc:
+            raise TransientError(f"{what}: sandbox control unavailable ({exc})") from exc
+
     def commit(self, write: Callable[[], T]) -> T:
         texts = self._texts
-        fault = self._faults.next()
+        fault = self._draw(texts.before_commit.format(fault="control"))
         if fault == FAIL_BEFORE_COMMIT:
             raise TransientError(texts.before_commit.format(fault=fault))
         # No answer may hide a write that happened: the next delivery reconciles first.
@@ -103,7 +113,10 @@ class SandboxInventory:
         return self._tables.release(request)  # inside commit(): its fault is drawn already
 
     def find_reservation(self, reservation_id: str) -> Reservation | None:
-        fault = self._faults.next()
+        try:
+            fault = self._draw(f"lookup of reservation {reservation_id}")
+        except TransientError as exc:
+            raise DownstreamUnavailable(exc.message) from exc
         if fault is not None:
             raise DownstreamUnavailable(self._texts.lookup.format(fault=fault))
         return self._tables.find_reservation(reservation_id)

@@ -1,0 +1,365 @@
+"""Random case plans from a seed: `generate(seed, index)` is a pure function of its arguments.
+
+Parameters span their valid ranges (design.md §8): quantities 1..1000, amounts 1..10^8 minor
+units in any circulating ISO 4217 currency, any ISO 3166-1 country, references up to 128
+characters, and names, street lines and cities of unicode text up to the carriers' limits
+(`saga.formats` decides what is acceptable: the generator asks it). A few cases are
+generated invalid, each with the error ValidateCase must give. Cases are grouped in blocks (one
+local account each): the block's stock levels come from the seed too, with a hot SKU that runs
+out.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from saga import formats
+from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
+from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
+
+# Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
+TENANTS: dict[str, str] = {"acme": "supervisor@acme", "globex": "ops@globex"}
+HOT_SKU = "CMP-HOT"
+UNSTOCKED_SKU = "CMP-NONE"
+SKU_WEIGHTS: dict[str, int] = {"CMP-A": 50, "CMP-B": 20, "CMP-C": 10, HOT_SKU: 15, UNSTOCKED_SKU: 5}
+
+_REFERENCE_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_REFERENCE_REST = _REFERENCE_FIRST + "._:-"
+_POSTAL = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
+# Letters of many scripts, marks, digits, punctuation (quotes and backslashes included: the
+# local AWS must carry them through JSONata), spaces and symbols outside the BMP.
+_TEXT_POOLS: tuple[str, ...] = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "áàâäãåāąçćčďéèêëęěğíìîïıłńňñóòôöõøőřśšşťúùûüůűýÿźżžßæœ",
+    "αβγδεζηθικλμνξοπρστυφχψωΑΒΓΔΕΖΗΘ",
+    "абвгдежзийклмнопрстуфхцчшщыэюяАБВГДЖЗ",
+    "東京都大阪市北区中央一丁目山田花子",
+    "서울특별시강남구테헤란로김민준",
+    "القاهرةشارعمحمد",
+    "תלאביברחובהרצל",
+    "मुंबईनगरपथ",
+    "กรุงเทพถนน",
+    "\u0301\u0308\u0327",  # combining marks (printable)
+    "0123456789",
+    " .,-'/#&()\"\\",
+    "📦🚚🏠✈️★",
+)
+
+
+def _text(rng: random.Random, limit: int) -> str:
+    """Printable, not blank, at most `limit` characters (sometimes exactly `limit`)."""
+    for _ in range(100):
+        length = limit if rng.random() < 0.1 else rng.randint(1, limit)
+        pools = rng.sample(_TEXT_POOLS, rng.randint(1, 3))
+        text = "".join(rng.choice(rng.choice(pools)) for _ in range(length))
+        if rng.random() < 0.05:
+            text = " " + text[: limit - 2] + " "  # surrounding spaces: kept, never stripped
+        if formats.text_problem(text, limit) is None:
+            return text
+    return "Ada Li"
+
+
+def _reference(rng: random.Random) -> str:
+    length = 128 if rng.random() < 0.05 else rng.randint(1, 24)
+    return rng.choice(_REFERENCE_FIRST) + "".join(
+        rng.choice(_REFERENCE_REST) for _ in range(length - 1)
+    )
+
+
+def _postal_code(rng: random.Random) -> str:
+    for _ in range(100):
+        length = rng.randint(1, formats.POSTAL_CODE_MAX)
+        code = "".join(
+            rng.choice(_POSTAL + (" -" if 0 < i < length - 1 else "")) for i in range(length)
+        )
+        if formats.postal_code_problem(code) is None:
+            return code
+    return "12345"
+
+
+def _quantity(rng: random.Random) -> int:
+    roll = rng.random()
+    if roll < 0.85:
+        return rng.randint(1, 3)
+    if roll < 0.97:
+        return rng.randint(4, 60)
+    return rng.randint(61, 1000)
+
+
+def _amount(rng: random.Random) -> int:
+    roll = rng.random()
+    if roll < 0.05:
+        return rng.choice((1, 100_000_000))
+    return int(10 ** rng.uniform(0, 8))
+
+
+def parameters(seed: int, index: int) -> dict[str, Any]:
+    """The case's parameters (no approval, no faults): a function of (seed, index)."""
+    rng = random.Random(f"{seed}:params:{index}")
+    tenant = rng.choice(sorted(TENANTS))
+    skus = sorted(SKU_WEIGHTS)
+    return {
+        "case_id": f"c{index}-{rng.randrange(16**4):04x}",
+        "tenant_id": tenant,
+        "order": {"order_id": _reference(rng), "customer_id": _reference(rng)},
+        "reserve": {
+            "sku": rng.choices(skus, weights=[SKU_WEIGHTS[s] for s in skus])[0],
+            "quantity": _quantity(rng),
+        },
+        "refund": {
+            "payment_reference": _reference(rng),
+            "amount_minor": _amount(rng),
+            "currency": rng.choice(sorted(formats.CURRENCY_CODES)),
+        },
+        "shipment": {
+            "address": {
+                "name": _text(rng, formats.ADDRESS_TEXT_LIMITS["name"]),
+                "line1": _text(rng, formats.ADDRESS_TEXT_LIMITS["line1"]),
+                "city": _text(rng, formats.ADDRESS_TEXT_LIMITS["city"]),
+                "postal_code": _postal_code(rng),
+                "country": rng.choice(sorted(formats.COUNTRY_CODES)),
+            }
+        },
+        "approval": {"revision": rng.choice((1, 1, 1, 2, 3)), "approved_by": TENANTS[tenant]},
+    }
+
+
+def block_stock(seed: int, block: int) -> dict[str, int]:
+    """Stock levels of one block's account: plenty, some, little, and a hot SKU that runs out."""
+    rng = random.Random(f"{seed}:stock:{block}")
+    return {
+        "CMP-A": 1_000_000,
+        "CMP-B": rng.randint(200, 2000),
+        "CMP-C": rng.randint(20, 200),
+        HOT_SKU: rng.randint(0, 8),
+    }
+
+
+# --- faults --------------------------------------------------------------------------------------
+_FAULTS_BY_DOWNSTREAM: dict[str, tuple[tuple[str, int], ...]] = {
+    "reserve": (("fail_before_commit", 4), ("lose_response", 3), ("timeout", 3), ("reject", 1)),
+    "refund": (
+        ("fail_before_commit", 4),
+        ("lose_response", 4),
+        ("timeout", 3),
+        ("in_flight", 3),
+        ("reject", 1),
+        ("unavailable", 1),
+    ),
+    "shipment": (
+        ("fail_before_commit", 4),
+        ("lose_response", 4),
+        ("timeout", 3),
+        ("reject", 1),
+        ("unavailable", 1),
+    ),
+    "release": (("fail_before_commit", 3), ("lose_response", 3), ("timeout", 3), ("reject", 1)),
+}
+_DOWNSTREAM_CHANCE = {"reserve": 0.15, "refund": 0.3, "shipment": 0.3, "release": 0.2}
+
+
+def _fault_list(rng: random.Random, downstream: str) -> list[str]:
+    names = [name for name, _ in _FAULTS_BY_DOWNSTREAM[downstream]]
+    weights = [weight for _, weight in _FAULTS_BY_DOWNSTREAM[downstream]]
+    if rng.random() < 0.15:  # more than the retries of one run: the execution ends FAILED
+        return ["fail_before_commit"] * rng.randint(4, 12)
+    return rng.choices(names, weights=weights, k=rng.choices((1, 2, 3, 5), (6, 3, 2, 1))[0])
+
+
+def _faults(rng: random.Random) -> dict[str, list[str]]:
+    faults = {
+        downstream: _fault_list(rng, downstream)
+        for downstream, chance in _DOWNSTREAM_CHANCE.items()
+        if rng.random() < chance
+    }
+    if "release" in faults and not any("reject" in f for f in faults.values()):
+        # A release happens only after a rejection: make one happen.
+        faults.setdefault("shipment", []).insert(0, "reject")
+    return faults
+
+
+# --- nemeses -------------------------------------------------------------------------------------
+_TOOLS = (
+    "ValidateCase",
+    "ReserveStock",
+    "IssueRefund",
+    "CreateShipment",
+    "ReconcileAction",
+    "ReleaseReservation",
+    "RecordOutcome",
+)
+_TABLE_OPERATIONS: dict[str, tuple[str, ...]] = {
+    "ledger": ("PutItem", "UpdateItem", "TransactWriteItems", "GetItem", "*"),
+    "cases": ("PutItem", "UpdateItem", "GetItem", "*"),
+    "inventory": ("TransactWriteItems",),
+    "reservations": ("TransactWriteItems", "GetItem"),
+    "payments": ("TransactWriteItems",),
+    "shipments": ("TransactWriteItems",),
+    "sandbox": ("UpdateItem", "PutItem", "GetItem", "TransactWriteItems", "*"),
+}
+_READS = ("GetItem",)
+
+
+def _crash(rng: random.Random) -> dict[str, Any]:
+    return {
+        "kind": "crash",
+        "effect": rng.choices(("refund", "shipment", "release", "reserve"), (35, 35, 20, 10))[0],
+        "nth": 1,
+        "answer": rng.choices(("Lambda.Unknown", "Lambda.ServiceException"), (7, 3))[0],
+        # By the time anyone looks, the dead delivery's lease (at most 40 s) has run out.
+        "jump": rng.choice((45, 60, 120)),
+    }
+
+
+def _invoke_error(rng: random.Random) -> dict[str, Any]:
+    return {
+        "kind": "invoke_error",
+        "tool": rng.choice(_TOOLS),
+        "error": rng.choice(("Lambda.ServiceException", "Lambda.TooManyRequestsException")),
+        "skip": rng.randint(0, 1),
+        "count": rng.choices((1, 2, 4), (6, 3, 1))[0],
+    }
+
+
+def _dynamodb(rng: random.Random, sku: str) -> dict[str, Any]:
+    table = rng.choice(sorted(_TABLE_OPERATIONS))
+    operation = rng.choice(_TABLE_OPERATIONS[table])
+    errors = ["throttle", "conflict"] + ([] if operation in _READS else ["internal_after"])
+    return {
+        "kind": "dynamodb",
+        "table": table,
+        "operation": operation,
+        "error": rng.choice(errors),
+        # the hot SKU: every request on the SKU's inventory item, whichever case makes it
+        "match": sku if table == "inventory" else "case",
+        "skip": rng.randint(0, 4),
+        "count": rng.choices((1, 2, 3, 6), (5, 3, 2, 1))[0],
+    }
+
+
+def _jumps(rng: random.Random) -> list[dict[str, Any]]:
+    jumps: list[dict[str, Any]] = []
+    total = 0
+    for _ in range(rng.randint(1, 2)):
+        seconds = rng.choice((45, 90, 300, 660, 1200))  # past leases, past token windows
+        if total + seconds > MAX_EXECUTION_JUMPS_SECONDS:
+            break
+        total += seconds
+        jumps.append({"kind": "jump", "at_request": rng.randint(1, 30), "seconds": seconds})
+    return jumps
+
+
+_REDRIVE_JUMPS = (0, 0, 60, 3600, 25 * 3600, 6 * 86400, 13 * 86400)
+_RESUBMISSION_JUMPS = (0, 60, 3600, 2 * 86400, 31 * 86400, 95 * 86400)
+
+
+def _redrives(rng: random.Random) -> list[dict[str, Any]]:
+    rounds = rng.choices((1, 2, 3), (6, 3, 1))[0]
+    plan = [{"jump": rng.choice(_REDRIVE_JUMPS), "heal": rng.random() < 0.5} for _ in range(rounds)]
+    plan[-1]["heal"] = True  # the cause is removed before the last redrive at the latest
+    return plan
+
+
+# --- invalid cases -------------------------------------------------------------------------------
+def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    kind = rng.choice(
+        ("digest", "approver", "tenant", "unsigned", "forged", "impostor", "expired", "field")
+    )
+    if kind == "digest":  # parameters changed after the approval
+        case = approve(raw)
+        case["refund"] = {**case["refund"], "amount_minor": case["refund"]["amount_minor"] % 99 + 1}
+        if case["refund"]["amount_minor"] == raw["refund"]["amount_minor"]:
+            case["refund"]["amount_minor"] += 1
+        return case, "ApprovalMismatch"
+    if kind == "approver":
+        raw["approval"]["approved_by"] = "mallory@" + raw["tenant_id"]
+        return approve(raw), "AuthorizationDenied"
+    if kind == "tenant":
+        raw["tenant_id"] = "initech"
+        return approve(raw), "AuthorizationDenied"
+    if kind == "unsigned":  # a digest but no signature: never started unsigned
+        case = approve(raw)
+        for name in ("signature", "key_id"):
+            case["approval"].pop(name)
+        return case, "ApprovalInvalid"
+    if kind == "forged":  # the signed fields changed after signing (a later revision claimed)
+        case = approve(raw)
+        case["approval"]["signed_at"] = SIGNED_AT.replace("2026", "2027")
+        return case, "ApprovalInvalid"
+    if kind == "impostor":  # signed by the other tenant's approver, presented as this one's
+        other = next(t for t in TENANTS if t != raw["tenant_id"])
+        return approve(raw, signer=(other, TENANTS[other])), "AuthorizationDenied"
+    if kind == "expired":  # the approval's start deadline has passed
+        return approve(raw, start_by=PASSED_DEADLINE), "ApprovalInvalid"
+    address = raw["shipment"]["address"]
+    field, value = rng.choice(
+        (
+            ("name", "x" * (formats.ADDRESS_TEXT_LIMITS["name"] + 1)),
+            ("line1", "   "),
+            ("city", "Spring\nfield"),
+            ("postal_code", "-1234"),
+            ("country", "ZZ"),
+        )
+    )
+    if rng.random() < 0.3:
+        raw["refund"]["currency"] = rng.choice(("XXX", "HRK", "usd"))
+    else:
+        address[field] = value
+    return unapproved(raw), "InvalidRequest"
+
+
+# --- the plan ------------------------------------------------------------------------------------
+def is_twin(seed: int, index: int, block_size: int) -> bool:
+    """Whether case `index` repeats the parameters of the case before it (same block only)."""
+    if index % block_size == 0:
+        return False
+    return random.Random(f"{seed}:twin:{index}").random() < 0.05
+
+
+def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
+    """The plan of case `index` of the campaign `seed` (blocks of `block_size` cases)."""
+    rng = random.Random(f"{seed}:plan:{index}")
+    raw = parameters(seed, index)
+    twin_of: int | None = None
+    if is_twin(seed, index, block_size) and not is_twin(seed, index - 1, block_size):
+        twin_of = index - 1
+        sibling = parameters(seed, index - 1)
+        raw = {**sibling, "case_id": raw["case_id"]}
+    expect: str | None = None
+    if twin_of is None and rng.random() < 0.06:
+        case, expect = _invalid(rng, raw)
+    else:
+        case = approve(raw)
+    faults = _faults(rng)
+    if faults:
+        case["sandbox"] = {"faults": faults}
+    nemeses: list[dict[str, Any]] = []
+    if rng.random() < 0.14:
+        nemeses.append(_crash(rng))
+    if rng.random() < 0.08:
+        nemeses.append(_invoke_error(rng))
+    if rng.random() < 0.15:
+        nemeses.append(_dynamodb(rng, str(raw["reserve"]["sku"])))
+    if rng.random() < 0.12:
+        nemeses.extend(_jumps(rng))
+    duplicate: dict[str, Any] | None = None
+    roll = rng.random()
+    if roll < 0.04:
+        duplicate = {"when": "concurrent"}
+    elif roll < 0.08:
+        duplicate = {"when": "later", "jump": rng.choice(_RESUBMISSION_JUMPS)}
+    elif roll < 0.10:
+        duplicate = {"when": "same_name"}
+    elif roll < 0.12 and expect is None:
+        duplicate = {"when": "changed", "jump": rng.choice(_RESUBMISSION_JUMPS)}
+    return CasePlan(
+        seed=seed,
+        index=index,
+        case=case,
+        expect_rejection=expect,
+        twin_of=twin_of,
+        nemeses=nemeses,
+        duplicate=duplicate,
+        redrives=_redrives(rng),
+    )

@@ -1,0 +1,294 @@
+"""`make mutate`: each curated mutant in a scratch copy of the tree, never in the working tree.
+
+The copy holds the repository's files (tracked and untracked, not ignored) with `.build` and
+`node_modules` linked; `PYTHONPATH` puts the copy first, and the run checks that the copy's
+modules are the ones imported. First the suite must pass on the copy as it is (else every
+mutant would look killed). Per mutant: the file is restored, the mutant applied (refused unless
+its old text occurs exactly once), then the fast suite (`pytest -x` over the unit, integration
+and end-to-end tests) and the fixed-seed campaign slice of `make test` (`--fail-fast`) run
+against it: the slice only where the suite let the mutant live, unless `--both` (which runs both
+for every mutant, to see everything each one kills). A mutant is killed when either fails; the
+table says which did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
+from sagactl.campaign.orchestrate import shard_environment, slice_command
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = [
+    "-m",
+    "pytest",
+    "-x",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "tests/unit",
+    "tests/integration",
+    "tests/e2e",
+    # Timing: whether StopExecution lands before the retry's second call (a loaded machine
+    # lets the retry win); it tests the local AWS's stop, no safety rule.
+    "--deselect",
+    "tests/e2e/test_local_redrive.py::test_an_aborted_execution_resumes_where_it_was_stopped",
+]
+SUITE_TIMEOUT_SECONDS = 1200
+CAMPAIGN_TIMEOUT_SECONDS = 1200
+
+
+def scratch_copy(root: Path = ROOT) -> Path:
+    """A copy of the repository's files in a new temporary directory."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    tree = Path(tempfile.mkdtemp(prefix="saga-mutate-")) / "tree"
+    for name in filter(None, listed.split("\0")):
+        source = root / name
+        if source.is_file():
+            target = tree / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    for linked in (".build", "node_modules"):
+        if (root / linked).exists():
+            (tree / linked).symlink_to((root / linked).resolve())
+    return tree
+
+
+def tree_digest(tree: Path) -> str:
+    """What the results were measured against: every file of the copy (links excepted)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
+        if any(part in (".build", "node_modules", "__pycache__") for part in path.parts):
+            continue
+        digest.update(str(path.relative_to(tree)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _load(out: str | None) -> list[dict[str, Any]]:
+    if not out or not Path(out).is_file():
+        return []
+    loaded: list[dict[str, Any]] = json.loads(Path(out).read_text(encoding="utf-8"))
+    return loaded
+
+
+def _earlier(out: str | None, digest: str) -> dict[str, dict[str, Any]]:
+    """Results of an earlier run over the same tree: a stopped `make mutate` resumes."""
+    return {r["name"]: r for r in _load(out) if r.get("tree") == digest}
+
+
+def _merged(out: str | None, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This run's results, and for the mutants it did not run (`--only`) the latest earlier
+    ones (each says at which commit it was measured), in the curated order."""
+    latest = {r["name"]: r for r in _load(out)}
+    latest.update({r["name"]: r for r in results})
+    return [latest[m.name] for m in MUTANTS if m.name in latest]
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short=10", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _save(out: str | None, results: list[dict[str, Any]]) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+def _baseline_passes(tree: Path, digest: str, out: str | None) -> bool:
+    """The suite passes on the copy without any mutant: else every mutant would look killed."""
+    marker = Path(f"{out}.baseline") if out else None
+    if marker is not None and marker.is_file() and marker.read_text(encoding="utf-8") == digest:
+        return True
+    log = tree.parent / "baseline.suite.log"
+    failed, seconds = _run([sys.executable, *SUITE], tree, SUITE_TIMEOUT_SECONDS, log)
+    if failed:
+        print(f"mutate: the suite fails without any mutant (see {log})", file=sys.stderr)
+        return False
+    print(f"mutate: the suite passes without a mutant ({round(seconds)} s)", flush=True)
+    if marker is not None:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(digest, encoding="utf-8")
+    return True
+
+
+def _environment(tree: Path) -> dict[str, str]:
+    env = shard_environment(0.02)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "lambdas")])
+    env["SAGA_LOCAL_TIME_SCALE"] = "0.05"
+    return env
+
+
+def check_imports(tree: Path) -> None:
+    """The copy's modules, not the working tree's, are the ones the runs import."""
+    code = "import saga.ledger, sagactl.campaign; print(saga.ledger.__file__); print(sagactl.campaign.__file__)"  # noqa: E501
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tree,
+        env=_environment(tree),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if not all(Path(path).resolve().is_relative_to(tree.resolve()) for path in out):
+        raise SystemExit(f"mutate: the scratch copy is not what is imported: {out}")
+
+
+def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[bool, float]:
+    """(failed, seconds)."""
+    started = time.monotonic()
+    with log.open("w", encoding="utf-8") as sink:
+        try:
+            completed = subprocess.run(  # noqa: PLW1510 (the exit status is read below)
+                command,
+                cwd=tree,
+                env=_environment(tree),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+            failed = completed.returncode != 0
+        except subprocess.TimeoutExpired:
+            failed = True
+            sink.write(f"\nmutate: timed out after {timeout}s\n")
+    return failed, time.monotonic() - started
+
+
+def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+    original = (ROOT / mutant.file).read_text(encoding="utf-8")
+    (tree / mutant.file).write_text(original, encoding="utf-8")
+    apply(mutant, tree)
+    logs = tree.parent / "logs"
+    logs.mkdir(exist_ok=True)
+    result: dict[str, Any] = {"name": mutant.name, "rule": mutant.rule, "file": mutant.file}
+    try:
+        if not args.skip_suite:
+            failed, seconds = _run(
+                [sys.executable, *SUITE],
+                tree,
+                SUITE_TIMEOUT_SECONDS,
+                logs / f"{mutant.name}.suite.log",
+            )
+            result["suite"] = {"killed": failed, "seconds": round(seconds)}
+        suite_killed = result.get("suite", {}).get("killed", False)
+        if not args.skip_campaign and (args.both or not suite_killed):
+            directory = tree.parent / f"campaign-{mutant.name}"
+            shutil.rmtree(directory, ignore_errors=True)
+            command = [sys.executable, *slice_command(directory, fail_fast=True)]
+            failed, seconds = _run(
+                command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log"
+            )
+            result["campaign"] = {"killed": failed, "seconds": round(seconds)}
+    finally:
+        (tree / mutant.file).write_text(original, encoding="utf-8")
+    result["killed"] = any(result.get(k, {}).get("killed") for k in ("suite", "campaign"))
+    return result
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    def cell(result: dict[str, Any], key: str) -> str:
+        part = result.get(key)
+        if part is None:
+            return "not run (killed already)" if result["killed"] else "not run"
+        return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s)"
+
+    lines = [
+        "| mutant | rule | fast suite | campaign slice | measured at |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        lines.append(
+            f"| {result['name']} | {result['rule']} | {cell(result, 'suite')} | "
+            f"{cell(result, 'campaign')} | {result.get('commit', '')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    mutants = by_name(args.only)
+    refused = []
+    for mutant in mutants:
+        text = (
+            (ROOT / mutant.file).read_text(encoding="utf-8")
+            if (ROOT / mutant.file).is_file()
+            else ""
+        )
+        if text.count(mutant.old) != 1:
+            refused.append(
+                f"{mutant.name}: old text found {text.count(mutant.old)} times in {mutant.file}"
+            )
+    if refused:
+        print(
+            "mutate: these mutants no longer apply (refresh sagactl/campaign/mutants.py):",
+            file=sys.stderr,
+        )
+        for line in refused:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"mutate: all {len(mutants)} mutants apply exactly once")
+        return 0
+    tree = scratch_copy()
+    check_imports(tree)
+    digest = tree_digest(tree)
+    commit = _commit()
+    earlier = _earlier(args.out, digest)
+    if not args.skip_suite and not _baseline_passes(tree, digest, args.out):
+        return 2
+    print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
+    results = []
+    for mutant in mutants:
+        if mutant.name in earlier:
+            result = earlier[mutant.name]
+        else:
+            try:
+                result = {**run_mutant(mutant, tree, args), "tree": digest, "commit": commit}
+            except MutantDoesNotApply as exc:
+                print(f"mutate: {exc}", file=sys.stderr)
+                return 2
+        results.append(result)
+        _save(args.out, _merged(args.out, results))
+        status = "KILLED" if result["killed"] else "SURVIVED"
+        print(
+            f"  {status:8} {mutant.name}: suite {result.get('suite')}, "
+            f"campaign {result.get('campaign')}",
+            flush=True,
+        )
+    results = _merged(args.out, results)
+    table = _table(results)
+    print(table)
+    if args.table:
+        Path(args.table).write_text(
+            "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
+            "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
+            "applied alone to a scratch copy; the fast suite is `pytest -x` over tests/unit, "
+            "tests/integration and tests/e2e, the campaign slice is the fixed-seed slice "
+            "`make test` runs (stopped at the first violation).\n\n" + table + "\n",
+            encoding="utf-8",
+        )
+    survivors = [r["name"] for r in results if not r["killed"]]
+    if survivors:
+        print(f"mutate: {len(survivors)} mutant(s) survived: {survivors}", file=sys.stderr)
+        return 1
+    print(f"mutate: all {len(results)} mutants killed")
+    return 0

@@ -1,0 +1,322 @@
+"""Faults the sandbox alone cannot give, injected at the local AWS's boundaries (black-box).
+
+Each is a dict in a case plan (`kind` + parameters), armed for one case at a time:
+
+- `crash` {effect, nth, answer, jump}: the tool dies right after its downstream call committed
+  the effect (a TransactWriteItems that puts a refund or a shipment, updates a reservation to
+  released, or puts a reservation), before it records anything: the in-process Lambda runtime
+  answers `SimulatedCrash` as a dead process (Lambda.Unknown), or, with answer
+  `Lambda.ServiceException`, the invoke itself fails after the function ran (the workflow
+  retries the step: a second delivery). The clock jumps `jump` seconds, past the dead
+  delivery's lease, as real time would have passed by the time anyone looks.
+- `invoke_error` {tool, error, skip, count}: Lambda answers an invoke-level error: ServiceException
+  after the function ran (its answer lost), TooManyRequestsException before it ran.
+- `dynamodb` {table, operation, error, match, skip, count}: DynamoDB answers chosen requests
+  (those naming `match`: the case id, or the hot SKU for the inventory) with throttling
+  (ProvisionedThroughputExceededException), a transaction conflict (TransactionCanceledException
+  / TransactionConflictException), or applies the request and answers InternalServerError.
+  Injected in the server (the SDK's own retries see them); the campaign's observer is exempt.
+- `jump` {at_request, seconds}: the clock jumps before the case's n-th AWS request from a tool
+  (past leases, past the 10-minute token window; never past the 60-minute execution).
+
+Clock jumps between a close and a redrive, and before a resubmission, are the runner's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from sagactl.local.clock import LOCAL_CLOCK
+from sagactl.local.lambda_runtime import SimulatedCrash, running_function
+
+OBSERVER_AGENT = "saga-campaign-observer"
+_MARK = "_saga_campaign_nemesis"
+_LOCK = threading.Lock()
+TABLE_OUTPUTS: Mapping[str, str] = {
+    "ledger": "LedgerTableName",
+    "cases": "CasesTableName",
+    "inventory": "InventoryTableName",
+    "reservations": "ReservationsTableName",
+    "payments": "PaymentsTableName",
+    "shipments": "ShipmentsTableName",
+    "sandbox": "SandboxTableName",
+}
+_DYNAMODB_ERRORS = {
+    "throttle": (
+        400,
+        "ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput for the table was exceeded.",
+    ),
+    "internal_after": (500, "InternalServerError", "Internal server error"),
+}
+# Which crash is armed in this invoke's thread: the invoke wrapper reads it back.
+_CRASHED: ContextVar[str | None] = ContextVar("saga_campaign_crashed", default=None)
+
+
+@dataclass
+class Armed:
+    """The nemeses of one case and what they did (`fired`: a label per firing)."""
+
+    nemeses: list[dict[str, Any]]
+    tables: dict[str, str]  # logical name -> physical table name
+    case_id: str
+    counts: dict[int, int] = field(default_factory=dict)  # matches seen, per nemesis
+    requests: int = 0  # AWS requests made by tools for this case
+    fired: list[str] = field(default_factory=list)
+
+    def count(self, position: int) -> int:
+        self.counts[position] = self.counts.get(position, 0) + 1
+        return self.counts[position]
+
+    def due(self, position: int, nemesis: Mapping[str, Any]) -> bool:
+        """Count one matching event; whether this one falls in [skip, skip + count)."""
+        seen = self.count(position)
+        skip = int(nemesis.get("skip", 0))
+        return skip < seen <= skip + int(nemesis.get("count", 1))
+
+
+_ACTIVE: Armed | None = None
+
+
+@contextmanager
+def armed(
+    nemeses: list[dict[str, Any]], outputs: Mapping[str, str], case_id: str
+) -> Iterator[Armed]:
+    """Arm the nemeses of one case while the block runs (hooks are installed on first use)."""
+    global _ACTIVE  # noqa: PLW0603 (one case is armed at a time in this process)
+    install()
+    tables = {name: outputs[key] for name, key in TABLE_OUTPUTS.items() if key in outputs}
+    state = Armed([dict(n) for n in nemeses], tables, case_id)
+    with _LOCK:
+        _ACTIVE = state
+    try:
+        yield state
+    finally:
+        with _LOCK:
+            _ACTIVE = None
+
+
+def _active() -> Armed | None:
+    return _ACTIVE
+
+
+# --- inside handler code: crashes and clock jumps -------------------------------------------------
+def _committed_effect(
+    operation: str, params: Mapping[str, Any], tables: Mapping[str, str]
+) -> str | None:
+    """Which effect a successful request committed, if it is one the crash nemesis knows."""
+    if operation != "TransactWriteItems":
+        return None
+    for item in params.get("TransactItems", []):
+        put = item.get("Put") or {}
+        update = item.get("Update") or {}
+        if put.get("TableName") == tables.get("payments"):
+            return "refund"
+        if put.get("TableName") == tables.get("shipments"):
+            return "shipment"
+        if update.get("TableName") == tables.get("reservations"):
+            return "release"
+        if put.get("TableName") == tables.get("reservations"):
+            return "reserve"
+    return None
+
+
+def _before_handler_call(state: Armed) -> None:
+    state.requests += 1
+    for nemesis in state.nemeses:
+        if nemesis["kind"] == "jump" and int(nemesis["at_request"]) == state.requests:
+            LOCAL_CLOCK.advance(float(nemesis["seconds"]))
+            state.fired.append(f"jump:{nemesis['seconds']}s")
+
+
+def _after_handler_call(state: Armed, operation: str, params: Mapping[str, Any]) -> None:
+    effect = _committed_effect(operation, params, state.tables)
+    if effect is None:
+        return
+    for position, nemesis in enumerate(state.nemeses):
+        if nemesis["kind"] != "crash" or nemesis["effect"] != effect:
+            continue
+        if state.count(position) != int(nemesis.get("nth", 1)):
+            continue
+        state.fired.append(f"crash:{effect}:{nemesis['answer']}")
+        LOCAL_CLOCK.advance(float(nemesis.get("jump", 60)))
+        _CRASHED.set(str(nemesis["answer"]))
+        raise SimulatedCrash(f"campaign nemesis: died after the {effect} committed")
+
+
+def _install_client_hook() -> None:
+    from botocore.client import BaseClient
+
+    original = getattr(BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def call(self: Any, operation_name: str, api_params: Any) -> Any:
+        state = _active()
+        if state is None or running_function() is None:
+            return original(self, operation_name, api_params)
+        _before_handler_call(state)
+        response = original(self, operation_name, api_params)
+        _after_handler_call(state, operation_name, api_params)
+        return response
+
+    setattr(call, _MARK, True)
+    setattr(BaseClient, "_make_api_call", call)  # noqa: B010
+
+
+# --- Lambda's answer: invoke-level errors ---------------------------------------------------------
+def _invoke_error_payload(error: str, function_name: str) -> str:
+    return json.dumps(
+        {
+            "errorType": error,
+            "errorMessage": f"campaign nemesis: {error} invoking {function_name}",
+        }
+    )
+
+
+def _install_invoke_hook() -> None:
+    from moto.awslambda.models import LambdaFunction
+
+    original = LambdaFunction._invoke_lambda
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def invoke(self: Any, event: Any = None) -> tuple[str, bool, str]:
+        state = _active()
+        if state is None:
+            return original(self, event)
+        name = str(self.function_name)
+        failing: dict[str, Any] | None = None
+        for position, nemesis in enumerate(state.nemeses):
+            is_due = nemesis["kind"] == "invoke_error" and nemesis["tool"] in name
+            if is_due and state.due(position, nemesis):
+                failing = nemesis
+        if failing is not None and failing["error"] != "Lambda.ServiceException":
+            state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
+            return _invoke_error_payload(failing["error"], name), True, ""
+        token = _CRASHED.set(None)
+        try:
+            payload, errored, logs = original(self, event)
+            crashed = _CRASHED.get()
+        finally:
+            _CRASHED.reset(token)
+        if crashed == "Lambda.ServiceException" or failing is not None:
+            if failing is not None:
+                state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
+            return _invoke_error_payload("Lambda.ServiceException", name), True, ""
+        return payload, errored, logs
+
+    setattr(invoke, _MARK, True)
+    LambdaFunction._invoke_lambda = invoke  # type: ignore[method-assign]
+
+
+# --- DynamoDB's answer --------------------------------------------------------------------------
+def _tables_named(value: Any, found: set[str]) -> set[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "TableName" and isinstance(item, str):
+                found.add(item)
+            else:
+                _tables_named(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _tables_named(item, found)
+    return found
+
+
+def _error_response(status: int, code: str, message: str, **extra: Any) -> Any:
+    body = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
+    headers = {
+        "Content-Type": "application/x-amz-json-1.0",
+        "x-amzn-RequestId": str(uuid.uuid4()),
+        "x-amzn-ErrorType": code,
+    }
+    return status, headers, json.dumps(body)
+
+
+def _conflict(operation: str, request: Mapping[str, Any]) -> Any:
+    if operation == "TransactWriteItems":
+        items = request.get("TransactItems", [])
+        reasons = [
+            {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+        ]
+        reasons += [{"Code": "None"} for _ in items[1:]]
+        codes = ", ".join(reason["Code"] for reason in reasons)
+        return _error_response(
+            400,
+            "TransactionCanceledException",
+            "Transaction cancelled, please refer cancellation reasons for specific reasons "
+            f"[{codes}]",
+            CancellationReasons=reasons,
+        )
+    return _error_response(
+        400, "TransactionConflictException", "Transaction is ongoing for the item"
+    )
+
+
+def _dynamodb_fault(handler: Any) -> dict[str, Any] | None:
+    state = _active()
+    if state is None:
+        return None
+    if OBSERVER_AGENT in str(handler.headers.get("User-Agent", "")):
+        return None
+    operation = str(handler.headers.get("X-Amz-Target", "")).rpartition(".")[2]
+    body = handler.body if isinstance(handler.body, str) else (handler.body or b"").decode()
+    chosen: dict[str, Any] | None = None
+    with _LOCK:
+        for position, nemesis in enumerate(state.nemeses):
+            if nemesis["kind"] != "dynamodb":
+                continue
+            if nemesis["operation"] not in ("*", operation):
+                continue
+            table = state.tables.get(str(nemesis["table"]))
+            match = state.case_id if nemesis.get("match", "case") == "case" else nemesis["match"]
+            if table is None or f'"{table}"' not in body or str(match) not in body:
+                continue
+            if table not in _tables_named(json.loads(body or "{}"), set()):
+                continue
+            if state.due(position, nemesis) and chosen is None:
+                chosen = {**nemesis, "operation": operation, "body": body}
+                state.fired.append(f"dynamodb:{nemesis['error']}:{nemesis['table']}:{operation}")
+    return chosen
+
+
+def _install_dynamodb_hook() -> None:
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.call_action
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def call_action(self: Any) -> Any:
+        fault = _dynamodb_fault(self)
+        if fault is None:
+            return original(self)
+        if fault["error"] == "conflict":
+            return _conflict(fault["operation"], json.loads(fault["body"] or "{}"))
+        status, code, message = _DYNAMODB_ERRORS[fault["error"]]
+        if fault["error"] == "internal_after":
+            original(self)  # applied; only the answer is an error
+        return _error_response(status, code, message)
+
+    setattr(call_action, _MARK, True)
+    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+
+
+def install() -> None:
+    """Install the three hooks into this process's local AWS (idempotent; inert until armed)."""
+    with _LOCK:
+        _install_client_hook()
+        _install_invoke_hook()
+        _install_dynamodb_hook()

@@ -1,0 +1,233 @@
+"""What happened to a case, read black-box through the AWS APIs of the local AWS.
+
+Only the external contract (design.md §8) and the tables' documented items are read: the
+executions (DescribeExecution, GetExecutionHistory), the ledger records of the case (a scan by
+`case_id`), the case record, the payments, shipments and reservations of the case, the stock
+of a SKU, and the escalation queue (drained: the campaign is its only consumer). The campaign's
+requests carry a user agent that the DynamoDB nemesis leaves alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.config import Config
+
+from sagactl.campaign.nemeses import OBSERVER_AGENT
+from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
+
+_DESERIALIZER = TypeDeserializer()
+
+
+def plain(item: dict[str, Any]) -> dict[str, Any]:
+    """A low-level DynamoDB item as plain JSON values (whole numbers as int)."""
+    return {name: _plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass
+class Snapshot:
+    """The case's state at one moment (after an execution closed, before any clock jump)."""
+
+    label: str
+    clock: float
+    ledger: dict[str, dict[str, Any]]  # operation -> record
+    case_record: dict[str, Any] | None
+    refunds: list[dict[str, Any]]
+    shipments: list[dict[str, Any]]
+    reservations: list[dict[str, Any]]
+    executions: dict[str, dict[str, Any]]  # arn -> {description, path, errors, ...}
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class Observer:
+    """Clients of the local AWS for reading (one set per block: clients are costly to build)."""
+
+    local: LocalAws
+    outputs: dict[str, str] = field(init=False)
+    ddb: Any = field(init=False)
+    sfn: Any = field(init=False)
+    sqs: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outputs = self.local.outputs
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 5}, user_agent_extra=OBSERVER_AGENT
+        )
+        session: Any = self.local.session
+        self.ddb = session.client("dynamodb", endpoint_url=self.local.endpoint, config=config)
+        self.sfn = session.client("stepfunctions", endpoint_url=self.local.endpoint, config=config)
+        self.sqs = session.client("sqs", endpoint_url=self.local.endpoint, config=config)
+
+    # -- executions -------------------------------------------------------------------------
+    def start(self, case: dict[str, Any], name: str) -> dict[str, Any]:
+        response: dict[str, Any] = self.sfn.start_execution(
+            stateMachineArn=self.outputs["StateMachineArn"], name=name, input=json.dumps(case)
+        )
+        return response
+
+    def wait(self, arn: str, *, timeout_seconds: float = 300.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_seconds
+        delay = 0.01
+        while True:
+            description: dict[str, Any] = self.sfn.describe_execution(executionArn=arn)
+            if description["status"] in TERMINAL_STATUSES or time.monotonic() > deadline:
+                return description
+            time.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+
+    def execution(self, arn: str) -> dict[str, Any]:
+        """The description and what the history says: states entered, task failures, counts."""
+        description = self.sfn.describe_execution(executionArn=arn)
+        events: list[dict[str, Any]] = []
+        for page in self.sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
+            events.extend(page["events"])
+        path = [
+            e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e
+        ]
+        task_errors = [
+            e["taskFailedEventDetails"].get("error") for e in events if e["type"] == "TaskFailed"
+        ]
+        failed_state = None
+        for event in events:
+            if "stateEnteredEventDetails" in event:
+                failed_state = event["stateEnteredEventDetails"]["name"]
+        scheduled = sum(1 for e in events if e["type"] == "TaskScheduled")
+        tasks_entered = sum(1 for e in events if e["type"] == "TaskStateEntered")
+        output = description.get("output")
+        return {
+            "arn": arn,
+            "name": description["name"],
+            "status": description["status"],
+            "output": json.loads(output) if output else None,
+            "error": description.get("error"),
+            "cause": description.get("cause"),
+            "redrive_count": int(description.get("redriveCount", 0)),
+            "path": path,
+            "last_state": failed_state,
+            "task_errors": task_errors,
+            "invocations": scheduled,
+            "retries": max(0, scheduled - tasks_entered),
+            "reconciliations": path.count("ReconcileStep"),
+        }
+
+    def redrive(self, arn: str) -> None:
+        self.sfn.redrive_execution(executionArn=arn)
+
+    # -- tables -----------------------------------------------------------------------------
+    def _scan_case(self, output_key: str, case_id: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.outputs[output_key],
+            "FilterExpression": "case_id = :c",
+            "ExpressionAttributeValues": {":c": {"S": case_id}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.ddb.scan(**kwargs)
+            items.extend(plain(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def scan_all(self, output_key: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self.outputs[output_key], "ConsistentRead": True}
+        while True:
+            page = self.ddb.scan(**kwargs)
+            items.extend(plain(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def ledger(self, case_id: str) -> dict[str, dict[str, Any]]:
+        """The case's ledger records by operation (`tenant#operation#action id`, §2)."""
+        return {
+            str(record["action_key"]).split("#")[1]: record
+            for record in self._scan_case("LedgerTableName", case_id)
+        }
+
+    def case_record(self, case_id: str) -> dict[str, Any] | None:
+        item = self.ddb.get_item(
+            TableName=self.outputs["CasesTableName"],
+            Key={"case_id": {"S": case_id}},
+            ConsistentRead=True,
+        ).get("Item")
+        return plain(item) if item else None
+
+    def stock(self, sku: str) -> int | None:
+        item = self.ddb.get_item(
+            TableName=self.outputs["InventoryTableName"],
+            Key={"sku": {"S": sku}},
+            ConsistentRead=True,
+        ).get("Item")
+        return None if item is None else int(item["available"]["N"])
+
+    def fault_cursor(self, case_id: str, downstream: str) -> int:
+        from saga.sandbox.faults import cursor_key  # the sandbox's control table layout
+
+        item = self.ddb.get_item(
+            TableName=self.outputs["SandboxTableName"],
+            Key={"pk": {"S": cursor_key(case_id, downstream)}},
+            ConsistentRead=True,
+        ).get("Item")
+        return 0 if item is None else int(item["cursor"]["N"])
+
+    def heal(self, case_id: str, faults: dict[str, list[str]]) -> None:
+        """The cause goes away: every downstream's remaining faults are skipped (the cursor is
+        moved to the end of its list). `unavailable` stays: it is sticky by contract (§8)."""
+        from saga.sandbox.faults import cursor_key
+
+        for downstream, names in faults.items():
+            if self.fault_cursor(case_id, downstream) >= len(names):
+                continue
+            self.ddb.update_item(
+                TableName=self.outputs["SandboxTableName"],
+                Key={"pk": {"S": cursor_key(case_id, downstream)}},
+                UpdateExpression="SET #c = :end",
+                ExpressionAttributeNames={"#c": "cursor"},
+                ExpressionAttributeValues={":end": {"N": str(len(names))}},
+            )
+
+    def drain_queue(self) -> list[dict[str, Any]]:
+        """Every message on the escalation queue, removed."""
+        url = self.outputs["EscalationQueueUrl"]
+        bodies: list[dict[str, Any]] = []
+        while True:
+            messages = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=30
+            ).get("Messages", [])
+            if not messages:
+                return bodies
+            for message in messages:
+                bodies.append(json.loads(message["Body"]))
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def snapshot(self, label: str, case_id: str, arns: list[str]) -> Snapshot:
+        return Snapshot(
+            label=label,
+            clock=self.local.clock.now(),
+            ledger=self.ledger(case_id),
+            case_record=self.case_record(case_id),
+            refunds=self._scan_case("PaymentsTableName", case_id),
+            shipments=self._scan_case("ShipmentsTableName", case_id),
+            reservations=self._scan_case("ReservationsTableName", case_id),
+            executions={arn: self.execution(arn) for arn in arns},
+        )

@@ -1,0 +1,83 @@
+"""A case plan: everything the campaign does to one case, as plain JSON (replayable, shrinkable).
+
+- `case`: the execution input (approved, with `sandbox.faults`: the fault plan over every
+  downstream, design.md §8);
+- `expect_rejection`: the error ValidateCase must answer (a case generated invalid), else None;
+- `twin_of`: the index of a case with equal parameters that runs just before this one;
+- `nemeses`: faults the sandbox cannot give (sagactl.campaign.nemeses), each a dict with `kind`;
+- `duplicate`: another execution of the case (`concurrent`, `later` after a jump, `same_name`,
+  or `changed`: a resubmission with other parameters), or None;
+- `redrives`: what happens while the owning execution ends FAILED: per round a clock jump (at
+  most 14 days after the close) and whether the cause is removed first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DOWNSTREAMS = ("reserve", "refund", "shipment", "release")
+MAX_REDRIVE_JUMP_SECONDS = 14 * 86400 - 3600  # inside Step Functions' 14-day redrive window
+MAX_EXECUTION_JUMPS_SECONDS = 50 * 60  # inside the 60-minute execution timeout
+
+
+@dataclass
+class CasePlan:
+    seed: int
+    index: int
+    case: dict[str, Any]
+    expect_rejection: str | None = None
+    twin_of: int | None = None
+    nemeses: list[dict[str, Any]] = field(default_factory=list)
+    duplicate: dict[str, Any] | None = None
+    redrives: list[dict[str, Any]] = field(default_factory=list)
+    # Stock levels to seed when the case is replayed alone (the levels its account had).
+    stock: dict[str, int] | None = None
+
+    @property
+    def case_id(self) -> str:
+        return str(self.case["case_id"])
+
+    @property
+    def faults(self) -> dict[str, list[str]]:
+        sandbox = self.case.get("sandbox") or {}
+        return {k: list(v) for k, v in (sandbox.get("faults") or {}).items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CasePlan:
+        return cls(**data)
+
+    def fault_classes(self) -> list[str]:
+        """Labels for the report: which kinds of fault this case met (sorted, unique)."""
+        labels: set[str] = set()
+        for downstream, faults in self.faults.items():
+            for fault in faults:
+                labels.add(f"{downstream}:{fault}")
+        for nemesis in self.nemeses:
+            kind = nemesis["kind"]
+            if kind == "dynamodb":
+                labels.add(f"dynamodb:{nemesis['error']}")
+            elif kind == "invoke_error":
+                labels.add(f"invoke:{nemesis['error']}")
+            elif kind == "crash":
+                labels.add(f"crash:{nemesis['effect']}")
+            else:
+                labels.add("jump:in-execution")
+        if self.duplicate is not None:
+            labels.add(f"duplicate:{self.duplicate['when']}")
+            if self.duplicate.get("jump"):
+                labels.add("jump:before-resubmission")
+        if self.twin_of is not None:
+            labels.add("twin")
+        if self.expect_rejection is not None:
+            labels.add(f"rejection:{self.expect_rejection}")
+        if not labels:
+            labels.add("clean")
+        return sorted(labels)

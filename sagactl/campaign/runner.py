@@ -1,0 +1,153 @@
+"""One case through the real state machine: its executions, duplicates, redrives, snapshots.
+
+The order of events for a plan:
+1. the case starts under its case id, with its nemeses armed; a concurrent duplicate starts
+   right after it under another name, a `same_name` start repeats the first StartExecution;
+2. when everything has closed, a snapshot (before any clock jump);
+3. while the owning execution is FAILED (and not a rejection): per planned round, the clock
+   jumps (at most 14 days after the close), the cause is removed if the round says so, the
+   execution is redriven, a snapshot. If it is still FAILED after the rounds, one last round
+   removes the cause, disarms the nemeses and redrives;
+4. a later duplicate (or a resubmission with other parameters) starts after its jump;
+5. a final snapshot. The escalation queue is drained after every close.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from sagactl.campaign.approval import approve
+from sagactl.campaign.nemeses import armed
+from sagactl.campaign.observe import Observer, Snapshot
+from sagactl.campaign.plan import MAX_REDRIVE_JUMP_SECONDS, CasePlan
+
+REJECTIONS = frozenset(
+    {"InvalidRequest", "AuthorizationDenied", "ApprovalMismatch", "ApprovalInvalid", "KeyConflict"}
+)
+
+
+@dataclass
+class CaseRun:
+    plan: CasePlan
+    stock_before: int | None
+    stock_after: int | None
+    snapshots: list[Snapshot] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    fired: list[str] = field(default_factory=list)
+    same_name: dict[str, Any] | None = None
+    owner_arn: str | None = None
+    redrives: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    labels: set[str] = field(default_factory=set)  # what happened at run time (for the report)
+
+    @property
+    def final(self) -> Snapshot:
+        return self.snapshots[-1]
+
+
+def changed_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The same case id, approved again with other parameters (a different request)."""
+    raw = {k: copy.deepcopy(v) for k, v in case.items() if k not in ("sandbox",)}
+    raw["refund"]["amount_minor"] = raw["refund"]["amount_minor"] % 100_000_000 + 1
+    return approve(raw)
+
+
+def _is_rejection(execution: dict[str, Any]) -> bool:
+    return execution["status"] == "FAILED" and execution.get("error") in REJECTIONS
+
+
+class CaseRunner:
+    def __init__(self, observer: Observer, *, timeout_seconds: float = 300.0) -> None:
+        self.observer = observer
+        self.local = observer.local
+        self.timeout = timeout_seconds
+
+    def _wait_all(self, arns: list[str]) -> None:
+        for arn in arns:
+            description = self.observer.wait(arn, timeout_seconds=self.timeout)
+            if description["status"] == "RUNNING":
+                raise TimeoutError(f"{arn} still RUNNING after {self.timeout}s")
+
+    def _close(self, run: CaseRun, label: str, arns: list[str]) -> None:
+        run.messages.extend(self.observer.drain_queue())
+        run.snapshots.append(self.observer.snapshot(label, run.plan.case_id, arns))
+
+    def _owner(self, run: CaseRun, first: str) -> str:
+        record = run.snapshots[-1].case_record if run.snapshots else None
+        owner = (record or {}).get("execution_arn")
+        return owner if isinstance(owner, str) else first
+
+    def run(self, plan: CasePlan) -> CaseRun:
+        started = time.perf_counter()
+        case = plan.case
+        sku = str((case.get("reserve") or {}).get("sku", ""))
+        run = CaseRun(plan=plan, stock_before=self.observer.stock(sku), stock_after=None)
+        arns: list[str] = []
+        duplicate = plan.duplicate or {}
+        with armed(plan.nemeses, self.observer.outputs, plan.case_id) as state:
+            first = self.observer.start(case, plan.case_id)["executionArn"]
+            arns.append(first)
+            if duplicate.get("when") == "concurrent":
+                arns.append(self.observer.start(case, f"{plan.case_id}-dup")["executionArn"])
+            if duplicate.get("when") == "same_name":
+                again = self.observer.start(case, plan.case_id)["executionArn"]
+                run.same_name = {"while_open": again}
+            self._wait_all(arns)
+            self._close(run, "closed", arns)
+            run.owner_arn = self._owner(run, first)
+            self._redrives(run, arns, state.nemeses)
+            if duplicate.get("when") in ("later", "changed"):
+                self._resubmit(run, arns, duplicate)
+            if duplicate.get("when") == "same_name":
+                self._same_name_after_close(run)
+            run.fired = list(state.fired)
+        run.stock_after = self.observer.stock(sku)
+        run.seconds = time.perf_counter() - started
+        return run
+
+    def _redrives(self, run: CaseRun, arns: list[str], nemeses: list[dict[str, Any]]) -> None:
+        """While the owner is FAILED (not rejected): the planned rounds, then a final one."""
+        owner = run.owner_arn or arns[0]
+        rounds = [*run.plan.redrives, {"jump": 0, "heal": True, "final": True}]
+        for number, redrive in enumerate(rounds, start=1):
+            execution = self.observer.execution(owner)
+            if execution["status"] != "FAILED" or _is_rejection(execution):
+                return
+            jump = min(float(redrive.get("jump", 0)), MAX_REDRIVE_JUMP_SECONDS)
+            if jump:
+                self.local.clock.advance(jump)
+                run.labels.add("jump:before-redrive")
+            if redrive.get("heal"):
+                self.observer.heal(run.plan.case_id, run.plan.faults)
+            if redrive.get("final"):
+                nemeses.clear()  # the cause removed: DynamoDB and Lambda behave again
+                run.notes.append("final heal and redrive")
+            self.observer.redrive(owner)
+            run.redrives = number
+            run.labels.add("redrive" if number == 1 else "redrive:several")
+            self._wait_all([owner])
+            self._close(run, f"redrive {number}", arns)
+
+    def _resubmit(self, run: CaseRun, arns: list[str], duplicate: dict[str, Any]) -> None:
+        """The same case later (after a jump), or the same case id with other parameters."""
+        if duplicate.get("jump"):
+            self.local.clock.advance(float(duplicate["jump"]))
+        case = run.plan.case
+        resubmitted = case if duplicate["when"] == "later" else changed_case(case)
+        arns.append(self.observer.start(resubmitted, f"{run.plan.case_id}-again")["executionArn"])
+        self._wait_all(arns[-1:])
+        self._close(run, f"resubmitted {duplicate['when']}", arns)
+
+    def _same_name_after_close(self, run: CaseRun) -> None:
+        try:
+            again = self.observer.start(run.plan.case, run.plan.case_id)["executionArn"]
+            run.same_name = {**(run.same_name or {}), "after_close": again}
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            run.same_name = {**(run.same_name or {}), "after_close_error": code}

@@ -1,0 +1,51 @@
+"""A fixed-seed slice of the fault campaign, as `make campaign` runs it (shards, report)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from sagactl.campaign.orchestrate import (
+    SLICE_CASES,
+    SLICE_SEED,
+    load_results,
+    shard_environment,
+    slice_command,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None:
+    directory = tmp_path / "campaign"
+    report = tmp_path / "campaign.md"
+    completed = subprocess.run(  # noqa: PLW1510 (asserted below, after the results)
+        [sys.executable, *slice_command(directory), "--report", str(report)],
+        cwd=ROOT,
+        env=shard_environment(0.02),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    blocks = load_results(directory)
+    cases = [case for block in blocks for case in block["cases"]]
+    violations = [v for case in cases for v in case["violations"]] + [
+        v for block in blocks for v in block["violations"]
+    ]
+    assert violations == [], json.dumps(violations, indent=1)[:4000]
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert sorted(case["index"] for case in cases) == list(range(SLICE_CASES))
+    outcomes = Counter(case["outcome"] for case in cases)
+    assert outcomes["COMPLETED"] > 0 and outcomes["ESCALATED"] > 0 and outcomes["REJECTED"] > 0
+    executions = Counter(kind for case in cases for kind in case["executions"].values())
+    assert executions["DUPLICATE"] > 0
+    fired = {":".join(f.split(":")[:1]) for case in cases for f in case["fired"]}
+    assert {"crash", "dynamodb", "jump"} <= fired
+    assert sum(case["redrives"] for case in cases) > 0
+    assert sum(case["checks"] for case in cases) > 20 * SLICE_CASES
+    text = report.read_text(encoding="utf-8")
+    assert "violations: 0**" in text and f"seed {SLICE_SEED}" in text
+    assert report.with_suffix(".png").stat().st_size > 10_000

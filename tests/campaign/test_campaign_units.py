@@ -1,0 +1,288 @@
+"""The campaign's own parts: generation is a function of the seed, the invariants can fail, the
+shrinker finds a minimal plan, the mutant list applies exactly once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from saga.errors import SagaError
+from saga.models import parse_case
+from sagactl.campaign.approval import comparable
+from sagactl.campaign.generator import block_stock, generate
+from sagactl.campaign.invariants import check_account, check_case
+from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply
+from sagactl.campaign.observe import Snapshot
+from sagactl.campaign.plan import CasePlan
+from sagactl.campaign.runner import CaseRun
+from sagactl.campaign.shrink import shrink
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNER = "arn:aws:states:us-east-1:123456789012:execution:sm:c1"
+
+
+def test_a_seed_gives_the_same_campaign_and_another_seed_another() -> None:
+    def campaign(seed: int) -> list[CasePlan]:
+        return [generate(seed, i, block_size=20) for i in range(60)]
+
+    def comparable_plans(plans: list[CasePlan]) -> list[str]:
+        return [replace(p, case=comparable(p.case)).dumps() for p in plans]
+
+    first, again, other = campaign(5), campaign(5), campaign(6)
+    assert comparable_plans(first) == comparable_plans(again)
+    # Signed fields equal, signature bytes not (ECDSA is randomized): both verify.
+    assert [p.case["approval"].get("signature") for p in first] != [
+        p.case["approval"].get("signature") for p in again
+    ]
+    assert first != other
+    assert first != other
+    assert block_stock(5, 3) == block_stock(5, 3)
+
+
+def test_generated_cases_are_valid_unless_generated_to_be_rejected() -> None:
+    rejected = 0
+    for index in range(300):
+        plan = generate(9, index, block_size=25)
+        if plan.expect_rejection is None:
+            parse_case(plan.case)  # raises on anything ValidateCase would refuse for format
+            address = plan.case["shipment"]["address"]
+            assert all(len(address[f]) <= 35 for f in ("name", "line1", "city"))
+        elif plan.expect_rejection == "InvalidRequest":
+            rejected += 1
+            with pytest.raises(SagaError):
+                parse_case(plan.case)
+    assert rejected > 0
+
+
+def test_twins_have_equal_parameters_and_their_own_case_id() -> None:
+    twins = [generate(3, i, block_size=50) for i in range(400)]
+    pairs = [(twins[p.twin_of], p) for p in twins if p.twin_of is not None]
+    assert pairs, "no twin in 400 cases"
+    for sibling, twin in pairs:
+        assert twin.case_id != sibling.case_id
+        assert twin.case["refund"] == sibling.case["refund"] or sibling.expect_rejection
+        assert twin.case["shipment"] == sibling.case["shipment"] or sibling.expect_rejection
+
+
+def _snapshot(**overrides: Any) -> Snapshot:
+    values: dict[str, Any] = {
+        "label": "closed",
+        "clock": 1000.0,
+        "ledger": {},
+        "case_record": {"case_id": "c1", "outcome": "COMPLETED", "execution_arn": OWNER},
+        "refunds": [],
+        "shipments": [],
+        "reservations": [],
+        "executions": {},
+    }
+    values.update(overrides)
+    return Snapshot(**values)
+
+
+def _completed_execution() -> dict[str, Any]:
+    return {
+        "arn": OWNER,
+        "name": "c1",
+        "status": "SUCCEEDED",
+        "output": {"outcome": "COMPLETED", "steps": {}},
+        "path": ["ValidateCase", "NewOrDuplicate", "ReserveStock"],
+        "last_state": "RecordOutcome",
+        "error": None,
+        "retries": 0,
+        "reconciliations": 0,
+        "invocations": 5,
+    }
+
+
+def _run(snapshot: Snapshot) -> CaseRun:
+    plan = generate(1, 0, block_size=10)
+    plan.case["case_id"] = "c1"
+    plan.case["reserve"] = {"sku": "CMP-A", "quantity": 1}
+    run = CaseRun(plan=plan, stock_before=10, stock_after=9, snapshots=[snapshot])
+    run.owner_arn = OWNER
+    return run
+
+
+def _refund(refund_id: str, case: dict[str, Any]) -> dict[str, Any]:
+    return {"refund_id": refund_id, "case_id": "c1", **case["refund"]}
+
+
+def test_two_refunds_and_an_unrecorded_effect_are_violations() -> None:
+    run = _run(_snapshot())
+    case = run.plan.case
+    run.snapshots = [
+        _snapshot(
+            refunds=[_refund("re_1", case), _refund("re_2", case)],
+            ledger={
+                "refund": {
+                    "action_key": "acme#refund#c1.refund",
+                    "status": "IN_PROGRESS",
+                    "attempts": 1,
+                }
+            },
+            executions={OWNER: _completed_execution()},
+        )
+    ]
+    checks = check_case(run, budget=8)
+    found = {v["invariant"] for v in checks.violations}
+    assert {"one_refund", "effect_recorded", "completed_means_done"} <= found
+    assert checks.run > 10
+
+
+def test_a_consistent_completed_case_passes_every_check() -> None:
+    run = _run(_snapshot())
+    case = run.plan.case
+    address = case["shipment"]["address"]
+    run.snapshots = [
+        _snapshot(
+            refunds=[_refund("re_1", case)],
+            shipments=[
+                {
+                    "shipment_id": "shp_1",
+                    "case_id": "c1",
+                    "address": address,
+                    "sku": "CMP-A",
+                    "quantity": 1,
+                }
+            ],
+            reservations=[
+                {
+                    "reservation_id": "k",
+                    "case_id": "c1",
+                    "sku": "CMP-A",
+                    "quantity": 1,
+                    "status": "HELD",
+                }
+            ],
+            ledger={
+                "reserve": {
+                    "action_key": "acme#reserve#c1.reserve",
+                    "status": "COMPLETED",
+                    "attempts": 1,
+                },
+                "refund": {
+                    "action_key": "acme#refund#c1.refund",
+                    "status": "COMPLETED",
+                    "attempts": 1,
+                    "downstream_ref": "re_1",
+                },
+                "ship": {
+                    "action_key": "acme#ship#c1.ship",
+                    "status": "COMPLETED",
+                    "attempts": 9,
+                    "downstream_ref": "shp_1",
+                },
+            },
+            executions={OWNER: _completed_execution()},
+        )
+    ]
+    checks = check_case(run, budget=8)
+    assert [v["invariant"] for v in checks.violations] == ["attempts_within_budget"]
+
+
+def test_stock_that_is_not_conserved_is_a_violation() -> None:
+    held = [{"case_id": "c1", "sku": "CMP-B", "quantity": 2, "status": "HELD"}]
+    fine = check_account([_run(_snapshot())], {"CMP-B": 10}, {"CMP-B": 8}, held, [], [])
+    assert fine.violations == []
+    released_twice = check_account([], {"CMP-B": 10}, {"CMP-B": 11}, [], [], [])
+    assert [v["invariant"] for v in released_twice.violations] == ["stock_conserved"]
+    stranger = check_account([], {}, {}, held, [], [])
+    assert [v["invariant"] for v in stranger.violations] == ["effects_belong_to_cases"]
+
+
+def test_the_shrinker_keeps_only_what_makes_the_case_fail() -> None:
+    plan = CasePlan(
+        seed=1,
+        index=7,
+        case={
+            "case_id": "c7",
+            "sandbox": {
+                "faults": {
+                    "refund": ["timeout", "lose_response", "reject"],
+                    "shipment": ["timeout"],
+                }
+            },
+        },
+        nemeses=[
+            {"kind": "jump", "at_request": 3, "seconds": 45},
+            {"kind": "crash", "effect": "refund"},
+        ],
+        duplicate={"when": "concurrent"},
+        redrives=[{"jump": 60, "heal": True}],
+    )
+
+    def fails(candidate: CasePlan) -> bool:
+        crash = any(n["kind"] == "crash" for n in candidate.nemeses)
+        return crash and "lose_response" in candidate.faults.get("refund", [])
+
+    minimal, runs = shrink(plan, fails)
+    assert minimal.nemeses == [{"kind": "crash", "effect": "refund"}]
+    assert minimal.faults == {"refund": ["lose_response"]}
+    assert minimal.duplicate is None and minimal.redrives == []
+    assert runs <= 24
+
+
+def test_every_curated_mutant_applies_exactly_once(tmp_path: Path) -> None:
+    assert len(MUTANTS) >= 15
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+    for mutant in MUTANTS:
+        text = (ROOT / mutant.file).read_text(encoding="utf-8")
+        assert text.count(mutant.old) == 1, mutant.name
+        assert mutant.new != mutant.old
+
+
+def test_a_mutant_whose_text_moved_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f.py").write_text("x = 1\nx = 1\n", encoding="utf-8")
+    with pytest.raises(MutantDoesNotApply, match="occurs 2 times"):
+        apply(Mutant("twice", "rule", "f.py", "x = 1", "x = 2"), tmp_path)
+    with pytest.raises(MutantDoesNotApply, match="occurs 0 times"):
+        apply(Mutant("gone", "rule", "f.py", "y = 1", "y = 2"), tmp_path)
+    apply(Mutant("once", "rule", "f.py", "x = 1\nx = 1", "x = 3"), tmp_path)
+    assert (tmp_path / "f.py").read_text(encoding="utf-8") == "x = 3\n"
+
+
+def test_a_stopped_mutate_run_resumes_only_results_of_the_same_tree(tmp_path: Path) -> None:
+    from sagactl.campaign import mutate
+
+    tree = tmp_path / "tree"
+    (tree / "lambdas").mkdir(parents=True)
+    (tree / "lambdas" / "a.py").write_text("x = 1\n", encoding="utf-8")
+    before = mutate.tree_digest(tree)
+    out = tmp_path / "mutate.json"
+    mutate._save(str(out), [{"name": "budget", "killed": True, "tree": before}])
+    assert set(mutate._earlier(str(out), before)) == {"budget"}
+
+    (tree / "lambdas" / "a.py").write_text("x = 2\n", encoding="utf-8")
+    assert mutate.tree_digest(tree) != before
+    assert mutate._earlier(str(out), mutate.tree_digest(tree)) == {}
+
+
+def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sagactl.campaign import __main__ as cli
+    from sagactl.campaign import mutants
+
+    target = "lambdas/saga/ledger/decisions.py"
+    moved = Mutant("moved", "rule", target, "no such text anywhere", "x")
+    monkeypatch.setattr(mutants, "MUTANTS", (*mutants.MUTANTS, moved))
+    assert cli.main(["mutate", "--check"]) == 2
+    assert f"moved: old text found 0 times in {target}" in capsys.readouterr().err
+
+
+def test_a_line_being_written_is_not_read_even_cut_inside_a_character(tmp_path: Path) -> None:
+    """The orchestrator reads the shards' files while they write (its progress line); a line
+    cut inside a multi-byte character failed the whole read, and the run with it."""
+    from sagactl.campaign.shards import read_lines
+
+    path = tmp_path / "shard-0.jsonl"
+    done = json.dumps({"type": "block", "block": 0, "city": "서울"}, ensure_ascii=False)
+    writing = json.dumps({"type": "block", "block": 1, "city": "서울"}, ensure_ascii=False)
+    cut = writing.encode("utf-8")[: writing.encode("utf-8").index("서".encode()) + 1]
+    path.write_bytes(done.encode("utf-8") + b"\n" + cut)
+
+    assert read_lines(path) == [{"type": "block", "block": 0, "city": "서울"}]
