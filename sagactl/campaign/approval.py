@@ -1,5 +1,5 @@
 """The approval step of a generated case, in one place: signed as `sagactl case approve` signs
-against the local AWS (saga.approvals, design.md §9), with the local approvers' keys.
+against the local AWS (saga.approvals, docs/design.md §9), with the local approvers' keys.
 
 The signature is ECDSA, randomized: two generations of one case carry different signature bytes
 over the same signed fields, so a seed gives the same campaign up to those bytes (`comparable`).

@@ -1,6 +1,6 @@
 """Random case plans from a seed: `generate(seed, index)` is a pure function of its arguments.
 
-Parameters span their valid ranges (design.md §8): quantities 1..1000, amounts 1..10^8 minor
+Parameters span their valid ranges (docs/design.md §8): quantities 1..1000, amounts 1..10^8 minor
 units in any circulating ISO 4217 currency, any ISO 3166-1 country, references up to 128
 characters, and names, street lines and cities of unicode text up to the carriers' limits
 (`saga.formats` decides what is acceptable: the generator asks it). A few cases are

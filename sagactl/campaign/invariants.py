@@ -1,6 +1,6 @@
 """The invariants, checked after every case (on every snapshot) and over every account.
 
-Per case (issue 14, design.md §3-§5, §8):
+Per case (issue 14, docs/design.md §3-§5, §8):
 - at most one refund, one shipment, one reservation;
 - no effect unrecorded: an effect's ledger record exists (unless its retention passed since it
   was last seen) and says COMPLETED or UNKNOWN, or IN_PROGRESS held by an owner or marked with

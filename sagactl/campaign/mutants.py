@@ -15,7 +15,7 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    rule: str  # the safety rule it breaks (design.md)
+    rule: str  # the safety rule it breaks (docs/design.md)
     file: str  # relative to the repository root
     old: str
     new: str

@@ -1,6 +1,6 @@
 """What happened to a case, read black-box through the AWS APIs of the local AWS.
 
-Only the external contract (design.md §8) and the tables' documented items are read: the
+Only the external contract (docs/design.md §8) and the tables' documented items are read: the
 executions (DescribeExecution, GetExecutionHistory), the ledger records of the case (a scan by
 `case_id`), the case record, the payments, shipments and reservations of the case, the stock
 of a SKU, and the escalation queue (drained: the campaign is its only consumer). The campaign's

@@ -1,7 +1,7 @@
 """A case plan: everything the campaign does to one case, as plain JSON (replayable, shrinkable).
 
 - `case`: the execution input (approved, with `sandbox.faults`: the fault plan over every
-  downstream, design.md §8);
+  downstream, docs/design.md §8);
 - `expect_rejection`: the error ValidateCase must answer (a case generated invalid), else None;
 - `twin_of`: the index of a case with equal parameters that runs just before this one;
 - `nemeses`: faults the sandbox cannot give (sagactl.campaign.nemeses), each a dict with `kind`;
