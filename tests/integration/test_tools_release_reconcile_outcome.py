@@ -89,6 +89,28 @@ def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
     assert env.available("SKU-RED-MUG") == 99
 
 
+def test_a_reservation_released_by_another_action_is_refused_before_any_write(
+    env: ToolsEnv,
+) -> None:
+    """Read first, decide, then write: a reservation another action released is refused on
+    what the read shows (its status named), with no transaction attempted on it."""
+    case = make_case()
+    env.reserve(case)
+    [reservation] = env.reservations(case.case_id)
+    env.client.update_item(
+        TableName=env.names["RESERVATIONS_TABLE"],
+        Key={"reservation_id": reservation["reservation_id"]},
+        UpdateExpression="SET #s = :released, released_by = :other",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":released": {"S": "RELEASED"}, ":other": {"S": "other-key"}},
+    )
+    with pytest.raises(ReservationNotHeld, match="is RELEASED, not HELD"):
+        release(env, case)
+    assert env.available("SKU-RED-MUG") == 99
+    [after] = env.reservations(case.case_id)
+    assert after["released_by"]["S"] == "other-key"
+
+
 def test_release_reject_fault_is_permanent(env: ToolsEnv) -> None:
     case = make_case()
     env.reserve(case)
