@@ -7,7 +7,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from saga.cases import OwningExecution
-from saga.errors import KeyConflict, OutOfStock, RefundRejected, ReservationNotHeld
+from saga.errors import (
+    KeyConflict,
+    OutcomeUnknown,
+    OutOfStock,
+    RefundRejected,
+    ReservationNotHeld,
+)
 from saga.identity import Operation
 from saga.ledger import Absent, Found, LedgerStatus, Reconciliation, Undeterminable
 from saga.models import AttemptInfo, Case, OutcomePayload, ReconcileResult, Step
@@ -109,6 +115,24 @@ def test_a_reservation_released_by_another_action_is_refused_before_any_write(
     assert env.available("SKU-RED-MUG") == 99
     [after] = env.reservations(case.case_id)
     assert after["released_by"]["S"] == "other-key"
+
+
+def test_release_after_a_shipment_of_unknown_outcome_is_refused(env: ToolsEnv) -> None:
+    """The carrier timed out: the parcel may be on its way, so its stock stays reserved."""
+    case = make_case(faults={"shipment": ["timeout"]})
+    env.reserve(case)
+    with pytest.raises(OutcomeUnknown):
+        create_shipment(
+            case,
+            Delivery("CreateShipment", case.case_id).next(),
+            execution_arn="arn:e",
+            ledger=env.ledger,
+            carrier=env.carrier(case),
+        )
+    with pytest.raises(ReservationNotHeld, match="shipment action is UNKNOWN"):
+        release(env, case)
+    assert env.available("SKU-RED-MUG") == 99
+    assert [r["status"]["S"] for r in env.reservations(case.case_id)] == ["HELD"]
 
 
 def test_release_reject_fault_is_permanent(env: ToolsEnv) -> None:
