@@ -55,6 +55,16 @@ def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[n
     )
 
 
+def ship(env: ToolsEnv, case: Case) -> None:
+    create_shipment(
+        case,
+        Delivery("CreateShipment", case.case_id).next(),
+        execution_arn="arn:e",
+        ledger=env.ledger,
+        carrier=env.carrier(case),
+    )
+
+
 # --- release --------------------------------------------------------------------------------
 def test_release_restores_stock_once_and_records_its_own_key(env: ToolsEnv) -> None:
     case = make_case(reserve={"sku": "SKU-RED-MUG", "quantity": 4})
@@ -83,13 +93,7 @@ def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -
 def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
     case = make_case()
     env.reserve(case)
-    create_shipment(
-        case,
-        Delivery("CreateShipment", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        carrier=env.carrier(case),
-    )
+    ship(env, case)
     with pytest.raises(ReservationNotHeld, match="shipment action is COMPLETED"):
         release(env, case)
     assert env.available("SKU-RED-MUG") == 99
@@ -122,13 +126,7 @@ def test_release_after_a_shipment_of_unknown_outcome_is_refused(env: ToolsEnv) -
     case = make_case(faults={"shipment": ["timeout"]})
     env.reserve(case)
     with pytest.raises(OutcomeUnknown):
-        create_shipment(
-            case,
-            Delivery("CreateShipment", case.case_id).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            carrier=env.carrier(case),
-        )
+        ship(env, case)
     with pytest.raises(ReservationNotHeld, match="shipment action is UNKNOWN"):
         release(env, case)
     assert env.available("SKU-RED-MUG") == 99
