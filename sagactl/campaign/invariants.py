@@ -95,6 +95,13 @@ def classify(execution: Mapping[str, Any]) -> str:
         return "REJECTED"
     if status == "FAILED" and execution.get("last_state") == "ReleaseReservation":
         return "COMPENSATION_PENDING"
+    # The release marked the case COMPENSATION_PENDING; only the outcome's record failed since.
+    if (
+        status == "FAILED"
+        and execution.get("last_state") == "RecordOutcome"
+        and "ReleaseReservation" in execution.get("path", ())
+    ):
+        return "COMPENSATION_PENDING"
     if status == "FAILED" and execution.get("last_state") in FORWARD_STATES:
         return "FAILED_RESUMABLE"
     return f"{status}@{execution.get('last_state')}"

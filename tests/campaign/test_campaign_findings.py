@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sagactl.campaign.approval import approve
+from sagactl.campaign.invariants import check_case, classify
 from sagactl.campaign.observe import Observer
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRunner
@@ -55,3 +56,40 @@ def test_a_conflict_on_the_sandbox_fault_cursor_is_retried_like_any_transient_er
     assert first["task_errors"][0] == "TransientError"  # the sandbox's own fault, retried
     assert (first["status"], first["error"]) == ("SUCCEEDED", None), first["task_errors"]
     assert (first["output"] or {}).get("outcome") == "COMPLETED"
+
+
+def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensation(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 1142, shrunk: the carrier rejects the shipment, the reservation is
+    released (the case record says COMPENSATION_PENDING), then RecordOutcome is throttled past
+    its retries. The execution is FAILED with the compensation pending, which a redrive
+    finishes: an honest state the checker took for a forward failure with a disagreeing record
+    (the product was right; the oracle was wrong)."""
+    plan = CasePlan(
+        seed=1,
+        index=1142,
+        case=_case("case-outcome-throttled", {"shipment": ["reject"]}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "RecordOutcome",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            }
+        ],
+        redrives=[{"jump": 0, "heal": True}],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed, redriven = run.snapshots[0], run.snapshots[-1]
+    first = closed.executions[run.owner_arn or ""]
+    assert (first["status"], first["last_state"]) == ("FAILED", "RecordOutcome")
+    assert first["error"] == "Lambda.TooManyRequestsException"
+    assert (closed.case_record or {}).get("outcome") == "COMPENSATION_PENDING"
+    assert classify(first) == "COMPENSATION_PENDING"
+    after = redriven.executions[run.owner_arn or ""]
+    assert (after["status"], (after["output"] or {}).get("outcome")) == ("SUCCEEDED", "ESCALATED")
+    assert (redriven.case_record or {}).get("outcome") == "ESCALATED"
+    assert check_case(run, budget=8).violations == []
