@@ -1,14 +1,16 @@
-"""Write the trimmed botocore model the tools' KMS client loads (lambdas/saga/botocore_models).
+"""Write the trimmed botocore models the tools' clients load (lambdas/saga/botocore_models).
 
     python -m sagactl.trim_models          (rewrites the files; a test checks they are current)
 
-Every tool reads its approvers' public keys with KMS GetPublicKey once per container. Making a
-KMS client from botocore's own model parses about 500 kB of JSON, most of it documentation:
-about 35 ms of CPU at every cold start, against about 5 ms for a model of the one operation the
-tools call. So the Lambda package carries that operation's model, documentation removed, as the
-service `saga-kms` (its own name, so that no other client in the process, such as sagactl's or
-a test's full KMS client, ever loads it); its metadata is KMS's, so it signs, resolves endpoints
-and honours AWS_ENDPOINT_URL(_KMS) exactly like a `kms` client.
+Making a client from botocore's own model parses its JSON, most of it documentation and
+operations the tools never call: about 35 ms of CPU at every cold start for KMS (the tools call
+GetPublicKey), about 25 ms for the first DynamoDB client and 18 ms for every other configuration
+(the tools call six operations). So the Lambda package carries those operations' models,
+documentation removed, as the services `saga-kms` and `saga-dynamodb` (their own names, so that
+no other client in the process, such as sagactl's or a test's full client, ever loads them);
+their metadata is the original's, so they sign, resolve endpoints, name their botocore events
+(`before-call.dynamodb.PutItem`) and honour AWS_ENDPOINT_URL(_<SERVICE>) exactly as the
+original.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ MODELS_DIR = PROJECT_ROOT / "lambdas" / "saga" / "botocore_models"
 TRIMMED: dict[str, tuple[str, tuple[str, ...]]] = {
     # service name in the package -> (botocore's service, the operations kept)
     "saga-kms": ("kms", ("GetPublicKey",)),
+    # Every DynamoDB operation lambdas/saga calls (tests/unit/test_aws_clients.py checks the list).
+    "saga-dynamodb": (
+        "dynamodb",
+        ("DeleteItem", "GetItem", "PutItem", "Query", "TransactWriteItems", "UpdateItem"),
+    ),
 }
 _DOCUMENTATION = frozenset({"documentation", "documentationUrl"})
 

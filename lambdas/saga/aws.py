@@ -64,7 +64,14 @@ def _cached_client(
     """One client per configuration for the life of the process: a Lambda container makes it
     on its first invocation and reuses it (about 5 ms saved per client per invocation)."""
     config = LEDGER_CONFIG if downstream_timeout is None else downstream_config(downstream_timeout)
-    return boto3.client("dynamodb", config=config, endpoint_url=endpoint, region_name=region)
+    service = _trimmed_or_full(DYNAMODB_SERVICE, "dynamodb")
+    client: DynamoDBClient = boto3.client(
+        service,  # type: ignore[call-overload]  # the trimmed model is not in the stubs
+        config=config,
+        endpoint_url=endpoint,
+        region_name=region,
+    )
+    return client
 
 
 KMS_CONFIG = Config(
@@ -74,10 +81,15 @@ KMS_CONFIG = Config(
 )
 
 
-# KMS's model reduced to GetPublicKey, as the service `saga-kms` (sagactl/trim_models.py): a
-# client of botocore's full KMS model costs about 35 ms of CPU at a cold start, this one 5 ms.
+# botocore's models reduced to the operations the tools call (sagactl/trim_models.py), each as a
+# service of its own name with the original's metadata: it signs, resolves endpoints and honours
+# AWS_ENDPOINT_URL(_<SERVICE>) exactly as the original. A client of botocore's full KMS model
+# costs about 35 ms of CPU at a cold start, this one 5 ms; the full DynamoDB model about 60 ms
+# for the first client and 20 ms for each other configuration, the trimmed one about 40 and 2
+# (`make bench`, the cold-start table).
 TRIMMED_MODELS = Path(__file__).resolve().parent / "botocore_models"
 KMS_SERVICE = "saga-kms"
+DYNAMODB_SERVICE = "saga-dynamodb"
 
 
 def kms_client() -> Any:
@@ -90,7 +102,7 @@ def kms_client() -> Any:
 
 @lru_cache(maxsize=4)
 def _cached_kms(endpoint: str | None, region: str | None) -> Any:
-    service = KMS_SERVICE if _trimmed_models_loadable() else "kms"
+    service = _trimmed_or_full(KMS_SERVICE, "kms")
     return boto3.client(
         service,  # type: ignore[call-overload]  # the trimmed model is not in the stubs
         config=KMS_CONFIG,
@@ -99,23 +111,23 @@ def _cached_kms(endpoint: str | None, region: str | None) -> Any:
     )
 
 
-def _trimmed_models_loadable() -> bool:
-    """Add the trimmed models to the default session's search path (only `saga-kms` lives
-    there: every other service still loads botocore's own model). The loader caches the list
-    of services it found when the first client was made; the new one is added to that list
-    rather than listing every service directory again (about 15 ms). Should a botocore release
-    change these internals, the full `kms` model is used: slower, never wrong
-    (tests/unit/test_aws_clients.py fails then)."""
+def _trimmed_or_full(trimmed: str, full: str) -> str:
+    """The trimmed model's service name when the default session can load it, else botocore's
+    own service (slower, never wrong: tests/unit/test_aws_clients.py fails then).
+
+    The trimmed models' directory joins the loader's search path once. The loader caches the
+    services it listed when a first client was made; the trimmed ones are added to that list
+    rather than listing every service directory again (about 15 ms)."""
     try:
         loader = boto3._get_default_session()._session.get_component("data_loader")
         if str(TRIMMED_MODELS) not in loader.search_paths:
             loader.search_paths.append(str(TRIMMED_MODELS))
-            for key, listed in loader._cache.items():
-                if key[0] == "list_available_services" and KMS_SERVICE not in listed:
-                    listed.append(KMS_SERVICE)
-        return KMS_SERVICE in loader.list_available_services("service-2")
+        for key, listed in loader._cache.items():
+            if key[0] == "list_available_services" and trimmed not in listed:
+                listed.append(trimmed)
+        return trimmed if trimmed in loader.list_available_services("service-2") else full
     except (AttributeError, TypeError, KeyError, IndexError):
-        return False
+        return full
 
 
 SFN_CONFIG = Config(

@@ -1,10 +1,15 @@
+import ast
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from botocore import xform_name
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 
 from saga.aws import downstream_dynamodb_client, dynamodb_client, kms_client
-from sagactl.trim_models import expected_files
+from sagactl.paths import PROJECT_ROOT
+from sagactl.trim_models import TRIMMED, expected_files
 
 
 def test_clients_are_made_once_per_configuration_and_endpoint(
@@ -48,6 +53,55 @@ def test_the_tools_kms_client_loads_the_trimmed_model_and_leaves_kms_alone(
     assert client.meta.config.retries["total_max_attempts"] == 3
     # Every other KMS client in the process still gets botocore's whole model.
     assert "Sign" in boto3.client("kms").meta.service_model.operation_names
+
+
+def test_the_tools_dynamodb_clients_load_the_trimmed_model_and_leave_dynamodb_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4")
+
+    # A before-call hook that answers stands in for the service: nothing is sent.
+    answered: list[str] = []
+
+    def answer(model: Any, **_: Any) -> Any:
+        answered.append(model.name)
+        return AWSResponse("http://127.0.0.1:4", 200, HTTPHeaders(), None), {
+            "Item": {"k": {"S": "v"}}
+        }
+
+    for client in (dynamodb_client(), downstream_dynamodb_client(3.0)):
+        model = client.meta.service_model
+        assert (model.service_name, model.signing_name) == ("saga-dynamodb", "dynamodb")
+        assert model.operation_names == list(TRIMMED["saga-dynamodb"][1])
+        assert client.meta.endpoint_url == "http://127.0.0.1:4"
+        # Its events are DynamoDB's: hooks such as the tests' and the campaign's still fire.
+        client.meta.events.register("before-call.dynamodb.GetItem", answer)
+        item = client.get_item(TableName="t", Key={"k": {"S": "v"}})
+        assert item["Item"] == {"k": {"S": "v"}}
+    assert answered == ["GetItem", "GetItem"]
+    # Every other DynamoDB client in the process still gets botocore's whole model.
+    assert "Scan" in boto3.client("dynamodb").meta.service_model.operation_names
+
+
+def test_the_trimmed_dynamodb_model_has_every_operation_the_lambda_code_calls() -> None:
+    """A call of an operation the trimmed model lacks would fail on AWS with AttributeError:
+    every `<client>.<operation>(` in lambdas/saga (a receiver named like a client: `client`,
+    `self._client`, `self._dynamodb`) must name a kept operation."""
+    all_operations = boto3.client("dynamodb", region_name="us-east-1").meta.method_to_api_mapping
+    called = set()
+    for path in Path(PROJECT_ROOT / "lambdas" / "saga").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                receiver = node.func.value
+                name = receiver.attr if isinstance(receiver, ast.Attribute) else ""
+                name = receiver.id if isinstance(receiver, ast.Name) else name
+                if node.func.attr in all_operations and ("client" in name or "dynamodb" in name):
+                    called.add(all_operations[node.func.attr])
+    kept = set(TRIMMED["saga-dynamodb"][1])
+    assert called, "no DynamoDB call found: the scan is broken"
+    assert called <= kept, f"add {sorted(called - kept)} to sagactl/trim_models.py"
+    assert {xform_name(op) for op in kept} <= set(all_operations)
 
 
 def test_the_trimmed_models_are_current() -> None:
