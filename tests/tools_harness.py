@@ -130,7 +130,8 @@ class Delivery:
 class ToolsEnv:
     """Every table a tool touches, in moto, with the ledger on a fake clock."""
 
-    client: Any
+    client: Any  # the tools' own client (saga.aws: the trimmed model of what they call)
+    admin: Any  # botocore's whole DynamoDB model: creates the tables, scans what tools wrote
     clock: FakeClock
     policy: LedgerPolicy
     names: dict[str, str] = field(default_factory=lambda: dict(TABLE_NAMES))
@@ -205,7 +206,7 @@ class ToolsEnv:
 
     # --- where effects land ---------------------------------------------------------------------
     def items(self, variable: str, case_id: str | None = None) -> list[dict[str, Any]]:
-        response = self.client.scan(TableName=self.names[variable], ConsistentRead=True)
+        response = self.admin.scan(TableName=self.names[variable], ConsistentRead=True)
         items = response["Items"]
         if case_id is not None:
             items = [item for item in items if item.get("case_id", {}).get("S") == case_id]
@@ -268,11 +269,12 @@ def tools_env(
     """moto DynamoDB with every table of the stack created (`tables`: the session fixture
     `stack_tables`) and the inventory seeded, and moto KMS with the approvers' keys."""
     with mock_aws():
-        client = dynamodb_client()
-        create_tables(tables, client, TABLE_NAMES)
+        admin = boto3.client("dynamodb")
+        create_tables(tables, admin, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
         yield ToolsEnv(
-            client=client,
+            client=dynamodb_client(),
+            admin=admin,
             clock=FakeClock(),
             policy=LedgerPolicy(
                 attempt_budget=attempt_budget,

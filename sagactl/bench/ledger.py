@@ -70,9 +70,11 @@ def measure_paths(tables: StackTables) -> list[tuple[str, Counter[str]]]:
 
     rows: list[tuple[str, Counter[str]]] = []
     with mock_aws():
-        client = dynamodb_client()
+        import boto3
+
+        client = dynamodb_client()  # the tools' client; the tables need botocore's whole model
         tables.create(
-            client,
+            boto3.client("dynamodb"),
             {"LedgerTableName": LEDGER_TABLE, "ReservationsTableName": RESERVATIONS_TABLE},
         )
         now = [1_700_000_000.0]

@@ -44,8 +44,15 @@ def moto_aws(aws_credentials: None) -> Iterator[None]:
 
 @pytest.fixture
 def dynamodb(moto_aws: None) -> Any:
-    """The low-level client the ledger uses in production (standard retries, timeouts)."""
+    """The low-level client the ledger uses in production (standard retries, timeouts; the
+    trimmed model of the operations the Lambda code calls)."""
     return dynamodb_client()
+
+
+@pytest.fixture
+def admin_dynamodb(moto_aws: None) -> Any:
+    """A client of botocore's whole DynamoDB model: tests create tables and scan with it."""
+    return boto3.client("dynamodb", region_name="us-east-1")
 
 
 @pytest.fixture
@@ -64,8 +71,8 @@ def sandbox_client(moto_aws: None, sandbox_tables: SandboxTables, stack_tables: 
 
 
 @pytest.fixture
-def ledger_table(dynamodb: Any, stack_tables: StackTables) -> str:
-    stack_tables.create(dynamodb, {"LedgerTableName": LEDGER_TABLE})
+def ledger_table(admin_dynamodb: Any, stack_tables: StackTables) -> str:
+    stack_tables.create(admin_dynamodb, {"LedgerTableName": LEDGER_TABLE})
     return LEDGER_TABLE
 
 

@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import boto3
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -93,6 +94,7 @@ class LedgerMachine(RuleBasedStateMachine):
     """One example = one fresh ledger table in the moto account the test function set up."""
 
     client: Any = None  # set by the test function (one mock and client for all examples)
+    admin: Any = None  # botocore's whole model: creates and deletes each example's table
     stack_tables: StackTables | None = None  # likewise: the stack's tables, from its template
     tables = 0
 
@@ -101,7 +103,7 @@ class LedgerMachine(RuleBasedStateMachine):
         LedgerMachine.tables += 1
         self.table = f"{TABLE}-{LedgerMachine.tables}"
         assert self.stack_tables is not None
-        self.stack_tables.create(self.client, {"LedgerTableName": self.table})
+        self.stack_tables.create(self.admin, {"LedgerTableName": self.table})
         [self.index] = self.stack_tables.index_names("LedgerTableName")  # open actions
         self.clock = FakeClock()
         self.downstream = CountingDownstream()
@@ -120,7 +122,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.sequence = 0
 
     def teardown(self) -> None:
-        self.client.delete_table(TableName=self.table)
+        self.admin.delete_table(TableName=self.table)
 
     # --- helpers ---------------------------------------------------------------------------
     def _request(self, case_id: str, changed: bool) -> ActionRequest:
@@ -279,6 +281,7 @@ class LedgerMachine(RuleBasedStateMachine):
 def run_machine(tables: StackTables, max_examples: int, steps: int) -> None:
     with mock_aws():
         LedgerMachine.client = dynamodb_client()
+        LedgerMachine.admin = boto3.client("dynamodb", region_name="us-east-1")
         LedgerMachine.stack_tables = tables
         try:
             run_state_machine_as_test(

@@ -32,9 +32,9 @@ RESERVATIONS = "reservations-test"
 
 
 @pytest.fixture
-def stock(dynamodb: Any, ledger_table: str, stack_tables: StackTables) -> Any:
+def stock(dynamodb: Any, admin_dynamodb: Any, ledger_table: str, stack_tables: StackTables) -> Any:
     stack_tables.create(
-        dynamodb, {"InventoryTableName": INVENTORY, "ReservationsTableName": RESERVATIONS}
+        admin_dynamodb, {"InventoryTableName": INVENTORY, "ReservationsTableName": RESERVATIONS}
     )
     dynamodb.put_item(
         TableName=INVENTORY, Item={"sku": {"S": "SKU-RED-MUG"}, "available": {"N": "3"}}

@@ -19,7 +19,6 @@ from saga.agent.gateway import gateway_schema
 from saga.agent.schemas import input_schema
 from saga.agent.tools import agent_case_id
 from saga.approvals import forget_public_keys
-from saga.aws import dynamodb_client
 from saga.handlers.agent_tools import handler as agent_tools_handler
 from sagactl.local.tables import StackTables
 from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
@@ -73,7 +72,7 @@ def gateway_context(target: str, tool: str) -> GatewayContext:
 def gateway(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[Any]:
     forget_public_keys()
     with mock_aws():
-        client = dynamodb_client()
+        client = boto3.client("dynamodb")  # the whole model: the test scans with it
         create_tables(stack_tables, client, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
         machine = boto3.client("stepfunctions").create_state_machine(
