@@ -22,6 +22,7 @@ from saga.clock import Clock
 from saga.dynamodb import to_item
 from saga.fault_plan import LOSE_RESPONSE, REJECT
 from saga.ports import DownstreamRejected, ShipmentReceipt, ShipmentRequest
+from saga.sandbox.adapter import SandboxAdapter
 from saga.sandbox.calls import (
     append_reference_update,
     classify_failure,
@@ -140,14 +141,11 @@ def _invalid_shipment(
     return None
 
 
-class SandboxCarrier:
+class SandboxCarrier(SandboxAdapter[SandboxCarrierService]):
     """The Carrier port over the sandbox carrier, with the faults of one case."""
 
-    def __init__(self, service: SandboxCarrierService, faults: FaultInjector) -> None:
-        if faults.downstream != DOWNSTREAM:
-            raise ValueError(f"the carrier draws from the {DOWNSTREAM!r} fault list")
-        self._service = service
-        self._faults = faults
+    DOWNSTREAM = DOWNSTREAM
+    NAME = "carrier"
 
     @classmethod
     def create(
@@ -164,8 +162,7 @@ class SandboxCarrier:
         service = SandboxCarrierService(
             client, shipments_table=shipments_table, sandbox_table=sandbox_table, clock=clock
         )
-        injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
-        return cls(service, injector)
+        return cls.of_case(service, case_id=case_id, faults=faults)
 
     def create_shipment(self, request: ShipmentRequest) -> ShipmentReceipt:
         created = self._service.create_shipment(
