@@ -35,7 +35,7 @@ lookups, like every port's, raise a DownstreamError when they cannot answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
 from saga.dynamodb import TransactWriteItem
@@ -107,15 +107,14 @@ class RefundReceipt:
     currency: str
     status: str
 
+    @property
+    def downstream_ref(self) -> str:
+        """The provider's own id for the refund."""
+        return self.refund_id
+
     def to_result(self) -> dict[str, Any]:
-        """JSON-able form (for the ledger's recorded result)."""
-        return {
-            "refund_id": self.refund_id,
-            "business_ref": self.business_ref,
-            "amount_minor": self.amount_minor,
-            "currency": self.currency,
-            "status": self.status,
-        }
+        """JSON-able form (for the ledger's recorded result): every field."""
+        return asdict(self)
 
 
 class PaymentProvider(Protocol):
@@ -182,13 +181,14 @@ class ShipmentReceipt:
     business_ref: str
     status: str
 
+    @property
+    def downstream_ref(self) -> str:
+        """The carrier's own id for the shipment."""
+        return self.shipment_id
+
     def to_result(self) -> dict[str, Any]:
-        """JSON-able form (for the ledger's recorded result)."""
-        return {
-            "shipment_id": self.shipment_id,
-            "business_ref": self.business_ref,
-            "status": self.status,
-        }
+        """JSON-able form (for the ledger's recorded result): every field."""
+        return asdict(self)
 
 
 class Carrier(Protocol):

@@ -11,13 +11,20 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeGuard
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
 from saga.clock import Clock
-from saga.dynamodb import error_code, from_item, to_attr, to_item
+from saga.dynamodb import (
+    condition_failed_item,
+    from_item,
+    is_condition_failure,
+    read_item,
+    to_attr,
+    to_item,
+)
 from saga.identity import sha256_hex
 from saga.ports import DownstreamConflict, DownstreamNotDispatched
 from saga.sandbox.calls import classify_failure
@@ -123,10 +130,9 @@ class PaymentKeys:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except (BotoCoreError, ClientError) as exc:
-            if _condition_failed(exc):
-                old: Any = exc.response.get("Item")
-                if old:
-                    return Claim(owner, now, digest, existing=from_item(old))
+            old = condition_failed_item(exc) if isinstance(exc, ClientError) else None
+            if old:
+                return Claim(owner, now, digest, existing=from_item(old))
             # Claiming writes no refund: whatever the claim did, no money moved.
             raise DownstreamNotDispatched(
                 f"{action}: idempotency key not claimed ({exc})", downstream=DOWNSTREAM
@@ -135,12 +141,8 @@ class PaymentKeys:
 
     def read(self, idempotency_key: str) -> dict[str, Any]:
         """The key's record ({} when there is none: never used, or its retention passed)."""
-        item = self.client.get_item(
-            TableName=self.sandbox_table,
-            Key={"pk": {"S": idempotency_item_key(idempotency_key)}},
-            ConsistentRead=True,
-        ).get("Item")
-        return from_item(item) if item is not None else {}
+        key = {"pk": idempotency_item_key(idempotency_key)}
+        return read_item(self.client, self.sandbox_table, key) or {}
 
     def complete_update(
         self, idempotency_key: str, owner: str, response: ProviderResponse
@@ -175,7 +177,7 @@ class PaymentKeys:
         try:
             self.client.update_item(**self.complete_update(idempotency_key, owner, response))
         except (BotoCoreError, ClientError) as exc:
-            if _condition_failed(exc):
+            if isinstance(exc, ClientError) and is_condition_failure(exc):
                 raise lost_key(action) from exc
             raise classify_failure(exc, downstream=DOWNSTREAM, action=action) from exc
         return response
@@ -228,7 +230,3 @@ def lost_key(action: str) -> DownstreamConflict:
     return DownstreamConflict(
         f"{action}: the idempotency key is now held by another request", downstream=DOWNSTREAM
     )
-
-
-def _condition_failed(exc: Exception) -> TypeGuard[ClientError]:
-    return isinstance(exc, ClientError) and error_code(exc) == "ConditionalCheckFailedException"

@@ -34,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga import clock as saga_clock
 from saga import fault_plan, formats
 from saga.clock import Clock
-from saga.dynamodb import cancellation_codes, from_item, to_item
+from saga.dynamodb import cancellation_codes, read_item, to_item
 from saga.ports import DownstreamNotDispatched, DownstreamTimeout
 from saga.sandbox.calls import (
     append_reference_update,
@@ -184,14 +184,11 @@ class SandboxPaymentsService:
         that must have committed by now, always within the key retention of its call)."""
         if fault_plan.IN_FLIGHT not in faults.faults:
             return  # no request of this case can be in flight: no lookup on the happy path
-        response = self.client.get_item(
-            TableName=self.sandbox_table,
-            Key={"pk": {"S": in_flight_item_key(business_ref)}},
-            ConsistentRead=True,
+        pending = read_item(
+            self.client, self.sandbox_table, {"pk": in_flight_item_key(business_ref)}
         )
-        if "Item" not in response:
+        if pending is None:
             return
-        pending = from_item(response["Item"])
         now = int(self.clock())
         if only_if_overdue and now < int(pending["commit_by"]):
             return
