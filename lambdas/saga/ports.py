@@ -89,6 +89,20 @@ class DownstreamKeyMismatch(DownstreamError):
     """
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """A remote downstream's answer for one effect: the payment provider's, the carrier's."""
+
+    @property
+    def downstream_ref(self) -> str:
+        """The downstream's own id for the effect."""
+        raise NotImplementedError
+
+    def to_result(self) -> dict[str, Any]:
+        """JSON-able form (for the ledger's recorded result): every field."""
+        return asdict(self)
+
+
 # --- the payment provider ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RefundRequest:
@@ -100,7 +114,7 @@ class RefundRequest:
 
 
 @dataclass(frozen=True)
-class RefundReceipt:
+class RefundReceipt(Receipt):
     refund_id: str
     business_ref: str
     amount_minor: int
@@ -109,12 +123,7 @@ class RefundReceipt:
 
     @property
     def downstream_ref(self) -> str:
-        """The provider's own id for the refund."""
         return self.refund_id
-
-    def to_result(self) -> dict[str, Any]:
-        """JSON-able form (for the ledger's recorded result): every field."""
-        return asdict(self)
 
 
 class PaymentProvider(Protocol):
@@ -176,19 +185,14 @@ class ShipmentRequest:
 
 
 @dataclass(frozen=True)
-class ShipmentReceipt:
+class ShipmentReceipt(Receipt):
     shipment_id: str
     business_ref: str
     status: str
 
     @property
     def downstream_ref(self) -> str:
-        """The carrier's own id for the shipment."""
         return self.shipment_id
-
-    def to_result(self) -> dict[str, Any]:
-        """JSON-able form (for the ledger's recorded result): every field."""
-        return asdict(self)
 
 
 class Carrier(Protocol):

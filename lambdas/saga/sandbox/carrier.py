@@ -22,7 +22,6 @@ from saga.clock import Clock
 from saga.dynamodb import to_item
 from saga.fault_plan import LOSE_RESPONSE, REJECT
 from saga.ports import DownstreamRejected, ShipmentReceipt, ShipmentRequest
-from saga.sandbox.adapter import SandboxAdapter
 from saga.sandbox.calls import (
     append_reference_update,
     classify_failure,
@@ -30,7 +29,7 @@ from saga.sandbox.calls import (
     find_by_reference,
     lost_response,
 )
-from saga.sandbox.faults import FaultInjector
+from saga.sandbox.faults import FaultInjector, SandboxAdapter
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

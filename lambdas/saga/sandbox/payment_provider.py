@@ -21,7 +21,7 @@ from saga.ports import (
     RefundReceipt,
     RefundRequest,
 )
-from saga.sandbox.adapter import SandboxAdapter
+from saga.sandbox.faults import SandboxAdapter
 from saga.sandbox.payment_keys import DOWNSTREAM, PAYMENT_KEY_RETENTION_SECONDS, ProviderResponse
 from saga.sandbox.payments import SandboxPaymentsService
 

@@ -4,12 +4,12 @@ error the state machine routes, and a lookup's answer as evidence for the ledger
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from saga.errors import OutcomeUnknown, SagaError, TransientError
 from saga.identity import ActionRequest
 from saga.ledger import Absent, EffectResult, Found, Reconciliation, Undeterminable
-from saga.ports import DownstreamError, DownstreamNotDispatched
+from saga.ports import DownstreamError, DownstreamNotDispatched, Receipt
 
 
 def downstream_detail(message: str, business_ref: str) -> str:
@@ -34,14 +34,6 @@ def unanswered_call_error(
     if isinstance(exc, DownstreamNotDispatched):
         return TransientError(f"{what} {key} not dispatched: {detail}")
     return OutcomeUnknown(f"{what} {key}: outcome unknown: {detail}")
-
-
-class Receipt(Protocol):
-    """A downstream's answer for one effect (saga.ports' receipts)."""
-
-    @property
-    def downstream_ref(self) -> str: ...
-    def to_result(self) -> dict[str, Any]: ...
 
 
 class ExplainError(Protocol):
