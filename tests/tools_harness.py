@@ -27,8 +27,8 @@ from saga.models import Case, StepResult, parse_case
 from saga.sandbox.carrier import SandboxCarrier
 from saga.sandbox.faults import FaultInjector, FaultSource, NoFaults
 from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from saga.sandbox.payment_keys import PAYMENT_KEY_RETENTION_SECONDS
 from saga.sandbox.payment_provider import SandboxPaymentProvider
-from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
 from saga.tools.reserve import reserve_stock
 from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from sagactl.local.tables import StackTables

@@ -35,6 +35,7 @@ from saga.dynamodb import (
     client_request_token,
     error_code,
     from_item,
+    read_item,
     to_item,
 )
 from saga.errors import KeyConflict, ReservationNotHeld, TransientError
@@ -91,13 +92,9 @@ class CaseRecords:
 
     def get(self, case_id: str) -> dict[str, Any] | None:
         try:
-            response = self.client.get_item(
-                TableName=self.table_name, Key={"case_id": {"S": case_id}}, ConsistentRead=True
-            )
+            return read_item(self.client, self.table_name, {"case_id": case_id})
         except (ClientError, BotoCoreError) as exc:
             raise TransientError(f"case {case_id}: the cases table did not answer ({exc})") from exc
-        item = response.get("Item")
-        return from_item(item) if item else None
 
     def accepted(self, case: Case, digest: str) -> bool:
         """ValidateCase accepted exactly these parameters for this tenant before."""

@@ -3,6 +3,7 @@
 - Items: plain JSON-like values (str, int, float, bool, dict, list) to attribute values and
   back. Floats go in as Decimals (boto3 refuses floats) and numbers come back as int when
   integral, else float, so a stored result reads back equal to the one written.
+- `read_item`: the consistent read of one item by its key, as plain values.
 - Numbers the ledger compares in conditions (`number`): millisecond precision, plain notation.
 - Failed requests: a failed condition's code and the old item it returned (ALL_OLD), the
   per-item codes of a cancelled transaction.
@@ -22,6 +23,7 @@ from botocore.exceptions import ClientError
 from saga.identity import canonical_json
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
     TransactWriteItem = TransactWriteItemTypeDef
@@ -54,6 +56,19 @@ def from_attr(attribute: Any) -> Any:
 
 def from_item(item: Item) -> dict[str, Any]:
     return {name: from_attr(value) for name, value in item.items()}
+
+
+def read_item(
+    client: DynamoDBClient, table_name: str, key: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """The item under a key of string attributes, read consistently; None when there is none."""
+    response = client.get_item(
+        TableName=table_name,
+        Key={name: {"S": value} for name, value in key.items()},
+        ConsistentRead=True,
+    )
+    item = response.get("Item")
+    return from_item(item) if item else None
 
 
 def plain(value: Any) -> Any:

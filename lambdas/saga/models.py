@@ -156,13 +156,21 @@ class Sandbox(StrictModel):
         return list(self.faults.get(downstream, []))
 
 
-class Case(StrictModel):
+class CaseParameters(StrictModel):
+    """What a case asks for: the part of it an approval covers (with the approval's revision)."""
+
     case_id: CaseId
     tenant_id: TenantId
     order: Order
     reserve: Reserve
     refund: Refund
     shipment: Shipment
+
+
+CASE_PARAMETERS = tuple(CaseParameters.model_fields)  # known at class creation: nothing built
+
+
+class Case(CaseParameters):
     approval: Approval
     sandbox: Sandbox = Field(default_factory=Sandbox)
 
@@ -189,15 +197,9 @@ class Case(StrictModel):
         return case
 
 
-class ApprovedParameters(StrictModel):
+class ApprovedParameters(CaseParameters):
     """The part of a case the approval digest covers (everything but approval and sandbox)."""
 
-    case_id: CaseId
-    tenant_id: TenantId
-    order: Order
-    reserve: Reserve
-    refund: Refund
-    shipment: Shipment
     revision: Annotated[int, Field(ge=1, le=MAX_REVISION)]
 
 
@@ -209,20 +211,12 @@ def approval_digest(case: Case | Mapping[str, Any]) -> str:
     """
     if isinstance(case, Case):
         parameters = ApprovedParameters(
-            case_id=case.case_id,
-            tenant_id=case.tenant_id,
-            order=case.order,
-            reserve=case.reserve,
-            refund=case.refund,
-            shipment=case.shipment,
+            **{name: getattr(case, name) for name in CASE_PARAMETERS},
             revision=case.approval.revision,
         )
     else:
         approval = case.get("approval")
-        raw = {
-            name: case.get(name)
-            for name in ("case_id", "tenant_id", "order", "reserve", "refund", "shipment")
-        }
+        raw = {name: case.get(name) for name in CASE_PARAMETERS}
         raw["revision"] = approval.get("revision") if isinstance(approval, Mapping) else None
         parameters = parse_model(ApprovedParameters, raw, what="case")
     return "sha256:" + sha256_hex(parameters.model_dump(mode="json"))

@@ -35,7 +35,7 @@ lookups, like every port's, raise a DownstreamError when they cannot answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
 from saga.dynamodb import TransactWriteItem
@@ -89,6 +89,20 @@ class DownstreamKeyMismatch(DownstreamError):
     """
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """A remote downstream's answer for one effect: the payment provider's, the carrier's."""
+
+    @property
+    def downstream_ref(self) -> str:
+        """The downstream's own id for the effect."""
+        raise NotImplementedError
+
+    def to_result(self) -> dict[str, Any]:
+        """JSON-able form (for the ledger's recorded result): every field."""
+        return asdict(self)
+
+
 # --- the payment provider ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RefundRequest:
@@ -100,22 +114,16 @@ class RefundRequest:
 
 
 @dataclass(frozen=True)
-class RefundReceipt:
+class RefundReceipt(Receipt):
     refund_id: str
     business_ref: str
     amount_minor: int
     currency: str
     status: str
 
-    def to_result(self) -> dict[str, Any]:
-        """JSON-able form (for the ledger's recorded result)."""
-        return {
-            "refund_id": self.refund_id,
-            "business_ref": self.business_ref,
-            "amount_minor": self.amount_minor,
-            "currency": self.currency,
-            "status": self.status,
-        }
+    @property
+    def downstream_ref(self) -> str:
+        return self.refund_id
 
 
 class PaymentProvider(Protocol):
@@ -177,18 +185,14 @@ class ShipmentRequest:
 
 
 @dataclass(frozen=True)
-class ShipmentReceipt:
+class ShipmentReceipt(Receipt):
     shipment_id: str
     business_ref: str
     status: str
 
-    def to_result(self) -> dict[str, Any]:
-        """JSON-able form (for the ledger's recorded result)."""
-        return {
-            "shipment_id": self.shipment_id,
-            "business_ref": self.business_ref,
-            "status": self.status,
-        }
+    @property
+    def downstream_ref(self) -> str:
+        return self.shipment_id
 
 
 class Carrier(Protocol):

@@ -67,15 +67,20 @@ def table_field(table: str) -> str:
     return f"{table}_table"
 
 
+def _json_value(name: str, raw: str | Mapping[str, Any]) -> Any:
+    """A variable's JSON text, parsed (a mapping given as it is stays as it is)."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"{name} is not valid JSON: {exc.msg}") from None
+
+
 def parse_tenants(raw: str | Mapping[str, Any]) -> Tenants:
     """TENANTS: `{"tenant": ["approver", ...]}`, who may approve for which tenant."""
     name = variable("tenants")
-    value: Any = raw
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"{name} is not valid JSON: {exc.msg}") from None
+    value = _json_value(name, raw)
     if not isinstance(value, Mapping):
         raise ConfigurationError(f'{name} must be a JSON object {{"tenant": ["approver", ...]}}')
     tenants: Tenants = {}
@@ -342,12 +347,7 @@ def parse_agent_targets(raw: str | Mapping[str, Any]) -> dict[str, str]:
     AgentCore Gateway target acts for (docs/design.md §10): trusted configuration, never an
     argument."""
     name = variable("agent_targets")
-    value: Any = raw
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"{name} is not valid JSON: {exc.msg}") from None
+    value = _json_value(name, raw)
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
     ):

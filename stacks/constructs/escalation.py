@@ -11,6 +11,8 @@ grants for every producer and a monthly key cost for no extra control over who r
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -29,25 +31,16 @@ class Escalation(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "EscalationDeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
+        self.dead_letter_queue = _queue(self, "EscalationDeadLetterQueue")
         acknowledge(
             self.dead_letter_queue,
             "AwsSolutions-SQS3",
             "This queue is the dead-letter queue of the escalation queue (and of the "
             "EventBridge delivery); a dead-letter queue of a dead-letter queue adds nothing.",
         )
-        self.queue = sqs.Queue(
+        self.queue = _queue(
             self,
             "EscalationQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
             visibility_timeout=Duration.minutes(5),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVES_BEFORE_DLQ
@@ -88,3 +81,15 @@ class Escalation(Construct):
                 )
             ],
         )
+
+
+def _queue(scope: Construct, construct_id: str, **options: Any) -> sqs.Queue:
+    """An escalation queue: encrypted (SSE-SQS), TLS only, messages kept 14 days."""
+    return sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.days(14),
+        **options,
+    )

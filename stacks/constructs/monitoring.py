@@ -44,17 +44,25 @@ _PERIOD = Duration.minutes(5)
 _AT_LEAST = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
 
-def _sums_across_functions(namespace: str, names: tuple[str, ...]) -> list[cw.IMetric]:
+def _sums_across_functions(
+    title: str, namespace: str, names: tuple[str, ...], *, width: int
+) -> cw.GraphWidget:
     """One line per metric name, summed over every function's `service` dimension."""
-    return [
-        cw.MathExpression(
-            expression=f"SUM(SEARCH('{{{namespace},service}} MetricName=\"{name}\"', 'Sum', 300))",
-            label=name,
-            using_metrics={},
-            period=_PERIOD,
-        )
-        for name in names
-    ]
+    return cw.GraphWidget(
+        title=title,
+        left=[
+            cw.MathExpression(
+                expression=(
+                    f"SUM(SEARCH('{{{namespace},service}} MetricName=\"{name}\"', 'Sum', 300))"
+                ),
+                label=name,
+                using_metrics={},
+                period=_PERIOD,
+            )
+            for name in names
+        ],
+        width=width,
+    )
 
 
 class Monitoring(Construct):
@@ -170,10 +178,8 @@ class Monitoring(Construct):
             ),
         )
         self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Action ledger decisions",
-                left=_sums_across_functions(metrics_namespace, LEDGER_METRICS),
-                width=12,
+            _sums_across_functions(
+                "Action ledger decisions", metrics_namespace, LEDGER_METRICS, width=12
             ),
             cw.GraphWidget(
                 title="Stuck actions and the sweeper",
@@ -183,10 +189,8 @@ class Monitoring(Construct):
             ),
         )
         self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Cases: accepted, completed, escalated",
-                left=_sums_across_functions(metrics_namespace, CASE_METRICS),
-                width=24,
+            _sums_across_functions(
+                "Cases: accepted, completed, escalated", metrics_namespace, CASE_METRICS, width=24
             ),
         )
         self.dashboard.add_widgets(

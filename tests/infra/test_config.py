@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from saga.ledger import LedgerPolicy
-from saga.sandbox.payments import PAYMENT_KEY_RETENTION_SECONDS
+from saga.sandbox.payment_keys import PAYMENT_KEY_RETENTION_SECONDS
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from stacks.config import ConfigError, FunctionsConfig, SagaConfig, reject_dotted_overrides
 

@@ -19,14 +19,14 @@ from saga.ports import (
     RefundRequest,
 )
 from saga.sandbox.faults import FaultInjector
-from saga.sandbox.payment_provider import SandboxPaymentProvider
-from saga.sandbox.payments import (
+from saga.sandbox.payment_keys import (
     IN_FLIGHT_LOCK_SECONDS,
     PAYMENT_KEY_RETENTION_SECONDS,
     ProviderResponse,
-    SandboxPaymentsService,
     idempotency_item_key,
 )
+from saga.sandbox.payment_provider import SandboxPaymentProvider
+from saga.sandbox.payments import SandboxPaymentsService
 from tests.integration.ledger_harness import FakeClock
 from tests.tables import SandboxTables
 

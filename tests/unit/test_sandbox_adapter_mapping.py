@@ -19,8 +19,8 @@ from saga.ports import (
     RefundReceipt,
 )
 from saga.sandbox.calls import classify_failure
+from saga.sandbox.payment_keys import ProviderResponse
 from saga.sandbox.payment_provider import _receipt_or_raise
-from saga.sandbox.payments import ProviderResponse
 
 
 def error(status: int, code: str, message: str = "m") -> ProviderResponse:

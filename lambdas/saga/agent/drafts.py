@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
 from saga.clock import now_iso
-from saga.dynamodb import from_item, to_item
+from saga.dynamodb import from_item, read_item, to_item
 from saga.errors import TransientError
 
 if TYPE_CHECKING:
@@ -59,13 +59,9 @@ class DraftStore:
 
     def get(self, case_id: str) -> dict[str, Any] | None:
         try:
-            response = self.client.get_item(
-                TableName=self.table_name, Key={"case_id": {"S": case_id}}, ConsistentRead=True
-            )
+            return read_item(self.client, self.table_name, {"case_id": case_id})
         except (ClientError, BotoCoreError) as exc:
             raise TransientError(f"draft {case_id}: the drafts table did not answer") from exc
-        item = response.get("Item")
-        return from_item(item) if item else None
 
     def create(
         self,

@@ -22,7 +22,7 @@ from botocore.exceptions import (
     ParamValidationError,
 )
 
-from saga.dynamodb import error_code, from_attr, to_attr
+from saga.dynamodb import error_code, read_item, to_attr
 from saga.fault_plan import (
     FAIL_BEFORE_COMMIT,
     IN_FLIGHT,
@@ -149,16 +149,8 @@ def read_references(
     client: DynamoDBClient, table_name: str, kind: str, business_ref: str
 ) -> list[dict[str, Any]]:
     """Every receipt recorded for the reference, oldest first (a consistent read)."""
-    response = client.get_item(
-        TableName=table_name,
-        Key={"pk": {"S": reference_key(kind, business_ref)}},
-        ConsistentRead=True,
-    )
-    item = response.get("Item")
-    if item is None:
-        return []
-    receipts = from_attr(item.get("receipts", {"L": []}))
-    return [dict(receipt) for receipt in receipts]
+    index = read_item(client, table_name, {"pk": reference_key(kind, business_ref)})
+    return [dict(receipt) for receipt in (index or {}).get("receipts", [])]
 
 
 def find_by_reference(

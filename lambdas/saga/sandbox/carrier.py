@@ -29,7 +29,7 @@ from saga.sandbox.calls import (
     find_by_reference,
     lost_response,
 )
-from saga.sandbox.faults import FaultInjector
+from saga.sandbox.faults import FaultInjector, SandboxAdapter
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -140,14 +140,11 @@ def _invalid_shipment(
     return None
 
 
-class SandboxCarrier:
+class SandboxCarrier(SandboxAdapter[SandboxCarrierService]):
     """The Carrier port over the sandbox carrier, with the faults of one case."""
 
-    def __init__(self, service: SandboxCarrierService, faults: FaultInjector) -> None:
-        if faults.downstream != DOWNSTREAM:
-            raise ValueError(f"the carrier draws from the {DOWNSTREAM!r} fault list")
-        self._service = service
-        self._faults = faults
+    DOWNSTREAM = DOWNSTREAM
+    NAME = "carrier"
 
     @classmethod
     def create(
@@ -164,8 +161,7 @@ class SandboxCarrier:
         service = SandboxCarrierService(
             client, shipments_table=shipments_table, sandbox_table=sandbox_table, clock=clock
         )
-        injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
-        return cls(service, injector)
+        return cls.of_case(service, case_id=case_id, faults=faults)
 
     def create_shipment(self, request: ShipmentRequest) -> ShipmentReceipt:
         created = self._service.create_shipment(

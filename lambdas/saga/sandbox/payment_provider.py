@@ -21,26 +21,19 @@ from saga.ports import (
     RefundReceipt,
     RefundRequest,
 )
-from saga.sandbox.faults import FaultInjector
-from saga.sandbox.payments import (
-    DOWNSTREAM,
-    PAYMENT_KEY_RETENTION_SECONDS,
-    ProviderResponse,
-    SandboxPaymentsService,
-)
+from saga.sandbox.faults import SandboxAdapter
+from saga.sandbox.payment_keys import DOWNSTREAM, PAYMENT_KEY_RETENTION_SECONDS, ProviderResponse
+from saga.sandbox.payments import SandboxPaymentsService
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-class SandboxPaymentProvider:
+class SandboxPaymentProvider(SandboxAdapter[SandboxPaymentsService]):
     """The PaymentProvider port over the sandbox provider, with the faults of one case."""
 
-    def __init__(self, service: SandboxPaymentsService, faults: FaultInjector) -> None:
-        if faults.downstream != DOWNSTREAM:
-            raise ValueError(f"the payment provider draws from the {DOWNSTREAM!r} fault list")
-        self._service = service
-        self._faults = faults
+    DOWNSTREAM = DOWNSTREAM
+    NAME = "payment provider"
 
     @classmethod
     def create(
@@ -62,8 +55,7 @@ class SandboxPaymentProvider:
             key_retention_seconds=key_retention_seconds,
             clock=clock,
         )
-        injector = FaultInjector(client, sandbox_table, case_id, DOWNSTREAM, faults, clock=clock)
-        return cls(service, injector)
+        return cls.of_case(service, case_id=case_id, faults=faults)
 
     @property
     def idempotency_window_seconds(self) -> float:

@@ -1,7 +1,7 @@
 """The sandbox payment provider: refunds with a Stripe-like idempotency contract.
 
 Refunds are items in PAYMENTS_TABLE (one per refund made; a rejected call makes none). Each
-idempotency key is an item `idem#<key>` in SANDBOX_TABLE:
+idempotency key is an item `idem#<key>` in SANDBOX_TABLE (payment_keys.py):
 
 - first use: the key is claimed IN_FLIGHT (conditional put), the request runs, and its response
   (status + body) is stored on the key **in the same transaction** as the refund item;
@@ -24,20 +24,18 @@ are raised as port errors (`saga.ports`), as a real HTTP client would see them.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeGuard
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga import clock as saga_clock
 from saga import fault_plan, formats
 from saga.clock import Clock
-from saga.dynamodb import cancellation_codes, error_code, from_item, to_attr, to_item
-from saga.identity import sha256_hex
-from saga.ports import DownstreamConflict, DownstreamNotDispatched, DownstreamTimeout
+from saga.dynamodb import cancellation_codes, read_item, to_item
+from saga.ports import DownstreamNotDispatched, DownstreamTimeout
 from saga.sandbox.calls import (
     append_reference_update,
     classify_failure,
@@ -46,49 +44,29 @@ from saga.sandbox.calls import (
     lost_response,
 )
 from saga.sandbox.faults import FaultInjector
+from saga.sandbox.payment_keys import (
+    DOWNSTREAM,
+    PAYMENT_KEY_RETENTION_SECONDS,
+    PaymentKeys,
+    ProviderResponse,
+    answer_for_held_key,
+    error_body,
+    lost_key,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef, UpdateTypeDef
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-PAYMENT_KEY_RETENTION_SECONDS: Final = 24 * 3600
-# A claimed key whose request died mid-flight (nothing committed: the refund and the response are
-# one transaction) may be taken over by a retry with the same parameters after this long.
-IN_FLIGHT_LOCK_SECONDS: Final = 30
 # How long a request accepted `in_flight` is remembered, so that it commits at the next call even
 # when nobody asked about it within the key retention.
 IN_FLIGHT_RECORD_RETENTION_SECONDS: Final = 30 * 86400
 
-IN_FLIGHT: Final = "IN_FLIGHT"
-COMPLETED: Final = "COMPLETED"
 REFERENCE_KIND: Final = "refunds"
-DOWNSTREAM: Final = "refund"  # the fault list it draws from, and the label on its errors
-
-
-@dataclass(frozen=True)
-class ProviderResponse:
-    """What the provider answered: an HTTP-like status and a JSON body."""
-
-    status: int
-    body: dict[str, Any]
-    # Stripe's `Idempotent-Replayed: true`: the body is the stored answer of an earlier request.
-    replayed: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
-
-
-def idempotency_item_key(idempotency_key: str) -> str:
-    return f"idem#{idempotency_key}"
 
 
 def in_flight_item_key(business_ref: str) -> str:
     return f"inflight#{business_ref}"
-
-
-def _error_body(kind: str, code: str, message: str) -> dict[str, Any]:
-    return {"error": {"type": kind, "code": code, "message": message}}
 
 
 @dataclass
@@ -101,10 +79,14 @@ class SandboxPaymentsService:
     key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS
     clock: Clock = saga_clock.now
     new_refund_id: Callable[[], str] = field(default=lambda: f"re_{uuid.uuid4().hex}")
+    _keys: PaymentKeys = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.key_retention_seconds <= 0:
             raise ValueError("key_retention_seconds must be positive")
+        self._keys = PaymentKeys(
+            self.client, self.sandbox_table, self.key_retention_seconds, clock=self.clock
+        )
 
     # --- refunds ----------------------------------------------------------------------------
     def create_refund(
@@ -133,7 +115,7 @@ class SandboxPaymentsService:
         )
         if invalid is not None:
             # Failed validation: the endpoint never ran, so nothing is stored for the key.
-            return ProviderResponse(400, _error_body("invalid_request_error", "invalid", invalid))
+            return ProviderResponse(400, error_body("invalid_request_error", "invalid", invalid))
 
         self._commit_in_flight(business_ref, faults, only_if_overdue=True)
         if fault == fault_plan.IN_FLIGHT:
@@ -169,19 +151,13 @@ class SandboxPaymentsService:
     # --- a request accepted but still being processed (the in_flight fault) -------------------
     def _accept_in_flight(self, idempotency_key: str, params: dict[str, Any], action: str) -> None:
         """Claim the key for a request that will commit late; nothing is committed now."""
-        digest = "sha256:" + sha256_hex(params)
-        owner = uuid.uuid4().hex
-        now = int(self.clock())
-        existing = self._claim(
-            idempotency_key=idempotency_key,
-            params=params,
-            digest=digest,
-            owner=owner,
-            now=now,
+        claim = self._keys.claim(
+            idempotency_key,
+            params,
             action=action,
             locked_for=self.key_retention_seconds,  # it is alive: nobody may take the key over
         )
-        if existing is not None:
+        if claim.existing is not None:
             return  # the key is known already: this call only loses its answer
         self.client.put_item(
             TableName=self.sandbox_table,
@@ -191,12 +167,12 @@ class SandboxPaymentsService:
                     "kind": "payment_in_flight",
                     "idempotency_key": idempotency_key,
                     "params": params,
-                    "owner": owner,
-                    "accepted_at": now,
+                    "owner": claim.owner,
+                    "accepted_at": claim.now,
                     # Halfway through the key retention at the latest: a call after that finds
                     # it committed, whether or not anyone asked in between.
-                    "commit_by": now + self.key_retention_seconds // 2,
-                    "expires_at": now + IN_FLIGHT_RECORD_RETENTION_SECONDS,
+                    "commit_by": claim.now + self.key_retention_seconds // 2,
+                    "expires_at": claim.now + IN_FLIGHT_RECORD_RETENTION_SECONDS,
                 }
             ),
         )
@@ -208,23 +184,15 @@ class SandboxPaymentsService:
         that must have committed by now, always within the key retention of its call)."""
         if fault_plan.IN_FLIGHT not in faults.faults:
             return  # no request of this case can be in flight: no lookup on the happy path
-        response = self.client.get_item(
-            TableName=self.sandbox_table,
-            Key={"pk": {"S": in_flight_item_key(business_ref)}},
-            ConsistentRead=True,
+        pending = read_item(
+            self.client, self.sandbox_table, {"pk": in_flight_item_key(business_ref)}
         )
-        if "Item" not in response:
+        if pending is None:
             return
-        pending = from_item(response["Item"])
         now = int(self.clock())
         if only_if_overdue and now < int(pending["commit_by"]):
             return
-        key = self.client.get_item(
-            TableName=self.sandbox_table,
-            Key={"pk": {"S": idempotency_item_key(pending["idempotency_key"])}},
-            ConsistentRead=True,
-        ).get("Item")
-        key_record = from_item(key) if key is not None else {}
+        key_record = self._keys.read(pending["idempotency_key"])
         # The key may be gone (its retention passed while nobody asked): the refund commits all
         # the same, it was accepted inside the retention; only the stored answer is lost.
         holds_key = key_record.get("owner") == pending["owner"] and (
@@ -251,139 +219,12 @@ class SandboxPaymentsService:
     def _handle(
         self, idempotency_key: str, params: dict[str, Any], *, fault: str | None, action: str
     ) -> ProviderResponse:
-        digest = "sha256:" + sha256_hex(params)
-        owner = uuid.uuid4().hex
-        now = int(self.clock())
-        existing = self._claim(
-            idempotency_key=idempotency_key,
-            params=params,
-            digest=digest,
-            owner=owner,
-            now=now,
-            action=action,
-        )
-        if existing is not None:
-            return self._answer_for_existing(existing, digest)
+        claim = self._keys.claim(idempotency_key, params, action=action)
+        if claim.existing is not None:
+            return answer_for_held_key(claim.existing, claim.digest)
         if fault == fault_plan.REJECT:
-            return self._store_rejection(idempotency_key, owner, action)
-        return self._commit_refund(idempotency_key, params, owner, now, action)
-
-    def _claim(
-        self,
-        *,
-        idempotency_key: str,
-        params: dict[str, Any],
-        digest: str,
-        owner: str,
-        now: int,
-        action: str,
-        locked_for: int = IN_FLIGHT_LOCK_SECONDS,
-    ) -> dict[str, Any] | None:
-        """Claim the key; returns None when claimed, else the existing key record."""
-        item = {
-            "pk": idempotency_item_key(idempotency_key),
-            "kind": "payment_idempotency_key",
-            "idempotency_key": idempotency_key,
-            "state": IN_FLIGHT,
-            "request_digest": digest,
-            "owner": owner,
-            "locked_until": now + locked_for,
-            "case_id": params["case_id"],
-            "business_ref": params["business_ref"],
-            "created_at": now,
-            "expires_at": now + self.key_retention_seconds,
-        }
-        try:
-            self.client.put_item(
-                TableName=self.sandbox_table,
-                Item=to_item(item),
-                # New key, a key past its retention (TTL deletion lags, so check it here), or a
-                # request that died in flight with the same parameters (nothing was committed).
-                ConditionExpression=(
-                    "attribute_not_exists(pk) OR expires_at <= :now OR "
-                    "(#state = :in_flight AND locked_until <= :now AND request_digest = :digest)"
-                ),
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":now": {"N": str(now)},
-                    ":in_flight": {"S": IN_FLIGHT},
-                    ":digest": {"S": digest},
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except (BotoCoreError, ClientError) as exc:
-            if _condition_failed(exc):
-                old: Any = exc.response.get("Item")
-                if old:
-                    return from_item(old)
-            # Claiming writes no refund: whatever the claim did, no money moved.
-            raise DownstreamNotDispatched(
-                f"{action}: idempotency key not claimed ({exc})", downstream=DOWNSTREAM
-            ) from exc
-        return None
-
-    @staticmethod
-    def _answer_for_existing(record: dict[str, Any], digest: str) -> ProviderResponse:
-        if record.get("request_digest") != digest:
-            return ProviderResponse(
-                400,
-                _error_body(
-                    "idempotency_error",
-                    "idempotency_key_mismatch",
-                    "Keys for idempotent requests can only be used with the same parameters "
-                    "they were first used with.",
-                ),
-            )
-        if record.get("state") != COMPLETED:
-            return ProviderResponse(
-                409,
-                _error_body(
-                    "idempotency_error",
-                    "idempotency_key_in_use",
-                    "There is currently another in-progress request using this idempotency "
-                    "key. Try again later.",
-                ),
-            )
-        return ProviderResponse(
-            int(record["response_status"]), dict(record["response_body"]), replayed=True
-        )
-
-    def _complete_key_update(
-        self, idempotency_key: str, owner: str, response: ProviderResponse
-    ) -> UpdateTypeDef:
-        """The conditional update that stores the response on the key this request owns."""
-        return {
-            "TableName": self.sandbox_table,
-            "Key": {"pk": {"S": idempotency_item_key(idempotency_key)}},
-            "UpdateExpression": (
-                "SET #state = :completed, response_status = :status, response_body = :body "
-                "REMOVE locked_until"
-            ),
-            "ConditionExpression": "#state = :in_flight AND #owner = :owner",
-            "ExpressionAttributeNames": {"#state": "state", "#owner": "owner"},
-            "ExpressionAttributeValues": {
-                ":completed": {"S": COMPLETED},
-                ":in_flight": {"S": IN_FLIGHT},
-                ":owner": {"S": owner},
-                ":status": {"N": str(response.status)},
-                ":body": to_attr(response.body),
-            },
-        }
-
-    def _store_rejection(self, idempotency_key: str, owner: str, action: str) -> ProviderResponse:
-        response = ProviderResponse(
-            402,
-            _error_body(
-                "refund_error", "refund_rejected", "the refund was declined (sandbox fault: reject)"
-            ),
-        )
-        try:
-            self.client.update_item(**self._complete_key_update(idempotency_key, owner, response))
-        except (BotoCoreError, ClientError) as exc:
-            if _condition_failed(exc):
-                raise _lost_key(action) from exc
-            raise classify_failure(exc, downstream=DOWNSTREAM, action=action) from exc
-        return response
+            return self._keys.store_rejection(idempotency_key, claim.owner, action)
+        return self._commit_refund(idempotency_key, params, claim.owner, claim.now, action)
 
     def _commit_refund(  # noqa: PLR0917 (the request's parts, in the order it carries them)
         self,
@@ -424,7 +265,7 @@ class SandboxPaymentsService:
             "created_at": now,
         }
         key_update: list[TransactWriteItemTypeDef] = (
-            [{"Update": self._complete_key_update(idempotency_key, owner, response)}]
+            [{"Update": self._keys.complete_update(idempotency_key, owner, response)}]
             if store_on_key
             else []
         )
@@ -452,37 +293,12 @@ class SandboxPaymentsService:
             # was taken over.
             codes = cancellation_codes(exc) if isinstance(exc, ClientError) else []
             if store_on_key and len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-                raise _lost_key(action) from exc
+                raise lost_key(action) from exc
             failure = classify_failure(exc, downstream=DOWNSTREAM, action=action)
             if isinstance(failure, DownstreamNotDispatched):
-                self._release_key(idempotency_key, owner)
+                self._keys.release(idempotency_key, owner)
             raise failure from exc
         return response
-
-    def _release_key(self, idempotency_key: str, owner: str) -> None:
-        """Nothing committed: free the key so a retry need not wait for the lock to expire."""
-        with contextlib.suppress(BotoCoreError, ClientError):  # the lock expires on its own
-            self.client.delete_item(
-                TableName=self.sandbox_table,
-                Key={"pk": {"S": idempotency_item_key(idempotency_key)}},
-                ConditionExpression="#state = :in_flight AND #owner = :owner",
-                ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":in_flight": {"S": IN_FLIGHT},
-                    ":owner": {"S": owner},
-                },
-            )
-
-
-def _lost_key(action: str) -> DownstreamConflict:
-    # Our in-flight lock was taken over by a retry of the same request: it owns the key now.
-    return DownstreamConflict(
-        f"{action}: the idempotency key is now held by another request", downstream=DOWNSTREAM
-    )
-
-
-def _condition_failed(exc: Exception) -> TypeGuard[ClientError]:
-    return isinstance(exc, ClientError) and error_code(exc) == "ConditionalCheckFailedException"
 
 
 def _invalid_parameter(params: dict[str, Any]) -> str | None:

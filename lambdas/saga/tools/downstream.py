@@ -4,11 +4,12 @@ error the state machine routes, and a lookup's answer as evidence for the ledger
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from saga.errors import OutcomeUnknown, SagaError, TransientError
-from saga.ledger import Absent, Found, Reconciliation, Undeterminable
-from saga.ports import DownstreamError, DownstreamNotDispatched
+from saga.identity import ActionRequest
+from saga.ledger import Absent, EffectResult, Found, Reconciliation, Undeterminable
+from saga.ports import DownstreamError, DownstreamNotDispatched, Receipt
 
 
 def downstream_detail(message: str, business_ref: str) -> str:
@@ -35,18 +36,24 @@ def unanswered_call_error(
     return OutcomeUnknown(f"{what} {key}: outcome unknown: {detail}")
 
 
-class Receipt(Protocol):
-    def to_result(self) -> dict[str, Any]: ...
+class ExplainError(Protocol):
+    def __call__(self, key: str, exc: DownstreamError, *, business_ref: str) -> SagaError: ...
 
 
-ReceiptT = TypeVar("ReceiptT", bound=Receipt)
+def dispatch(
+    request: ActionRequest, call: Callable[[], Receipt], explain: ExplainError
+) -> EffectResult:
+    """One call to a remote downstream as the ledger's effect: its receipt, or what the caller
+    knows after a failed call, as the workflow's error type (`explain`)."""
+    try:
+        receipt = call()
+    except DownstreamError as exc:
+        raise explain(request.key, exc, business_ref=request.reference) from exc
+    return EffectResult(result=receipt.to_result(), downstream_ref=receipt.downstream_ref)
 
 
 def reconcile_by_reference(
-    what: str,
-    business_ref: str,
-    lookup: Callable[[str], Sequence[ReceiptT]],
-    id_of: Callable[[ReceiptT], str],
+    what: str, business_ref: str, lookup: Callable[[str], Sequence[Receipt]]
 ) -> Reconciliation:
     """The downstream's answer for one business reference, as evidence for the ledger.
 
@@ -63,6 +70,6 @@ def reconcile_by_reference(
     if not receipts:
         return Absent()
     if len(receipts) > 1:
-        ids = ", ".join(id_of(receipt) for receipt in receipts)
+        ids = ", ".join(receipt.downstream_ref for receipt in receipts)
         return Undeterminable(f"duplicate {what}s for {business_ref}: {ids}")
-    return Found(result=receipts[0].to_result(), downstream_ref=id_of(receipts[0]))
+    return Found(result=receipts[0].to_result(), downstream_ref=receipts[0].downstream_ref)

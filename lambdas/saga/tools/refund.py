@@ -19,7 +19,7 @@ from saga.ports import (
     PaymentProvider,
     RefundRequest,
 )
-from saga.tools.downstream import reconcile_by_reference, unanswered_call_error
+from saga.tools.downstream import dispatch, reconcile_by_reference, unanswered_call_error
 
 
 def issue_refund(
@@ -42,9 +42,7 @@ def issue_refund(
 
 
 def reconcile_refund(business_ref: str, provider: PaymentProvider) -> Reconciliation:
-    return reconcile_by_reference(
-        "refund", business_ref, provider.find_refunds, lambda r: r.refund_id
-    )
+    return reconcile_by_reference("refund", business_ref, provider.find_refunds)
 
 
 def _refund(case: Case, request: ActionRequest, provider: PaymentProvider) -> EffectResult:
@@ -55,11 +53,9 @@ def _refund(case: Case, request: ActionRequest, provider: PaymentProvider) -> Ef
         amount_minor=case.refund.amount_minor,
         currency=case.refund.currency,
     )
-    try:
-        receipt = provider.refund(refund, idempotency_key=request.key)
-    except DownstreamError as exc:
-        raise refund_error(request.key, exc, business_ref=request.reference) from exc
-    return EffectResult(result=receipt.to_result(), downstream_ref=receipt.refund_id)
+    return dispatch(
+        request, lambda: provider.refund(refund, idempotency_key=request.key), refund_error
+    )
 
 
 def refund_error(key: str, exc: DownstreamError, *, business_ref: str) -> SagaError:

@@ -13,7 +13,7 @@ from saga.identity import ActionRequest, Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
 from saga.ports import Carrier, DownstreamError, DownstreamRejected, ShipmentRequest
-from saga.tools.downstream import reconcile_by_reference, unanswered_call_error
+from saga.tools.downstream import dispatch, reconcile_by_reference, unanswered_call_error
 
 
 def create_shipment(
@@ -35,9 +35,7 @@ def create_shipment(
 
 
 def reconcile_shipment(business_ref: str, carrier: Carrier) -> Reconciliation:
-    return reconcile_by_reference(
-        "shipment", business_ref, carrier.find_shipments, lambda s: s.shipment_id
-    )
+    return reconcile_by_reference("shipment", business_ref, carrier.find_shipments)
 
 
 def _ship(case: Case, request: ActionRequest, carrier: Carrier) -> EffectResult:
@@ -48,11 +46,7 @@ def _ship(case: Case, request: ActionRequest, carrier: Carrier) -> EffectResult:
         sku=case.reserve.sku,
         quantity=case.reserve.quantity,
     )
-    try:
-        receipt = carrier.create_shipment(shipment)
-    except DownstreamError as exc:
-        raise shipment_error(request.key, exc, business_ref=request.reference) from exc
-    return EffectResult(result=receipt.to_result(), downstream_ref=receipt.shipment_id)
+    return dispatch(request, lambda: carrier.create_shipment(shipment), shipment_error)
 
 
 def shipment_error(key: str, exc: DownstreamError, *, business_ref: str) -> SagaError:

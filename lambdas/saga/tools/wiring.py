@@ -196,7 +196,7 @@ class Runtime:
         return FaultInjector(self.client, env.sandbox_table, case.case_id, downstream, faults)
 
     def payment_provider(self, case: Case) -> PaymentProvider:
-        from saga.sandbox.payments import DOWNSTREAM as PAYMENTS_DOWNSTREAM
+        from saga.sandbox.payment_keys import DOWNSTREAM as PAYMENTS_DOWNSTREAM
 
         return sandbox_payment_provider(
             self.variables(PaymentsVariables),
