@@ -64,21 +64,20 @@ APPROVAL_KEYS_JSON = json.dumps(
 )
 
 SIGNED_AT = "2026-11-30T00:00:00Z"
+ADDRESS = {
+    "name": "Ada Li",
+    "line1": "1 Main St",
+    "city": "Springfield",
+    "postal_code": "12345",
+    "country": "US",
+}
 BASE_CASE: dict[str, Any] = {
     "case_id": "case-0001",
     "tenant_id": "acme",
     "order": {"order_id": "ord-1001", "customer_id": "cus-42"},
     "reserve": {"sku": "SKU-RED-MUG", "quantity": 1},
     "refund": {"payment_reference": "pay-777", "amount_minor": 2000, "currency": "USD"},
-    "shipment": {
-        "address": {
-            "name": "Ada Li",
-            "line1": "1 Main St",
-            "city": "Springfield",
-            "postal_code": "12345",
-            "country": "US",
-        }
-    },
+    "shipment": {"address": ADDRESS},
     "approval": {"revision": 1, "approved_by": "supervisor@acme", "digest": ""},
 }
 
@@ -94,6 +93,22 @@ def raw_case(
     if faults is not None:
         data["sandbox"] = {"faults": faults}
     return sign_locally(data, signed_at=SIGNED_AT)
+
+
+def agent_proposal(ticket: str) -> dict[str, Any]:
+    """What an agent proposes for support ticket `ticket` (propose_replacement's arguments): one
+    red mug again, 20 USD back, to ADDRESS."""
+    return {
+        "request_id": f"ticket-{ticket}:replacement",
+        "order_id": f"ord-{ticket}",
+        "customer_id": "cus-7",
+        "sku": "SKU-RED-MUG",
+        "quantity": 1,
+        "payment_reference": f"pay-{ticket}",
+        "amount_minor": 2000,
+        "currency": "USD",
+        "address": dict(ADDRESS),
+    }
 
 
 def make_case(
