@@ -6,7 +6,7 @@ and a finished case could be replayed once its ledger records have expired (a se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,26 +24,17 @@ from saga.handlers import (
     validate_case,
 )
 from sagactl.local.approval_keys import sign_locally
-from sagactl.local.tables import StackTables
-from tests.integration.test_tools_handlers import FakeContext, attempt
+from tests.integration.test_tools_handlers import FakeContext, attempt, env
 from tests.local_clock import local_clock  # noqa: F401  (fixture)
-from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case, tools_env
+from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case
+
+__all__ = ["env"]  # the handlers' environment, as test_tools_handlers sets it
 
 FORWARD = (
     ("reserve", reserve_stock, "ReserveStock"),
     ("refund", issue_refund, "IssueRefund"),
     ("ship", create_shipment, "CreateShipment"),
 )
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[ToolsEnv]:
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
-    with tools_env(stack_tables) as tools:
-        for name, value in tools.env_vars().items():
-            monkeypatch.setenv(name, value)
-        yield tools
 
 
 EXECUTION = attempt("ValidateCase")["execution"]
