@@ -124,9 +124,8 @@ def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_di
 def test_not_found_allows_a_re_attempt_only_inside_the_key_retention(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
 ) -> None:
-    in_flight = InFlight(downstream)
-    with pytest.raises(OutcomeUnknown):
-        deliver(ledger, downstream, "d1", in_flight.send)
+    with pytest.raises(OutcomeUnknown):  # d1's request is in flight
+        deliver(ledger, downstream, "d1", InFlight(downstream).send)
 
     clock.advance(KEY_RETENTION)  # the provider has forgotten the key of d1's request
     with pytest.raises(OutcomeUnknown, match="may still commit"):
@@ -145,9 +144,8 @@ def test_not_found_allows_a_re_attempt_only_inside_the_key_retention(
 def test_inside_the_key_retention_not_found_re_sends_with_the_same_key(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
 ) -> None:
-    in_flight = InFlight(downstream)
-    with pytest.raises(OutcomeUnknown):
-        deliver(ledger, downstream, "d1", in_flight.send)
+    with pytest.raises(OutcomeUnknown):  # d1's request is in flight
+        deliver(ledger, downstream, "d1", InFlight(downstream).send)
     decision = reconcile_refund(ledger, downstream, "reconcile", window=KEY_RETENTION)
     assert decision.decision == "RETRY"
     clock.advance(60)
