@@ -41,6 +41,18 @@ EXECUTION = attempt("ValidateCase")["execution"]
 OTHER_EXECUTION = "arn:aws:states:us-east-1:1:execution:sm:other"
 
 
+def forty_days_later_with_the_ledger_expired(
+    env: ToolsEnv, move_clock: Callable[[float], None]
+) -> None:
+    """The clock 40 days on, past the ledger's retention and the provider's key retention, and
+    every ledger record deleted: what DynamoDB's TTL deletion does by then."""
+    move_clock(40 * 86400)
+    for item in env.items("LEDGER_TABLE"):
+        env.client.delete_item(
+            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
+        )
+
+
 def run_saga(case: dict[str, Any], outcome: str = "COMPLETED") -> dict[str, Any]:
     """ValidateCase, the forward steps and RecordOutcome, as the state machine calls them."""
     validated: dict[str, Any] = validate_case.handler(
@@ -72,11 +84,7 @@ def test_a_finished_case_replayed_after_its_ledger_expired_is_refused(
     assert (env.refunds("case-replayed"), env.shipments("case-replayed")) == (1, 1)
     stock = env.available("SKU-RED-MUG")
 
-    local_clock(40 * 86400)  # past the ledger's retention and the provider's key retention
-    for item in env.items("LEDGER_TABLE"):  # what DynamoDB's TTL deletion does by then
-        env.client.delete_item(
-            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
-        )
+    forty_days_later_with_the_ledger_expired(env, local_clock)
     for _, module, state in reversed(FORWARD):  # the refund first: what a replay is after
         with pytest.raises(AuthorizationDenied, match="not a case under way"):
             module.handler({"case": case, "attempt": attempt(state)}, FakeContext())
@@ -113,11 +121,7 @@ def test_a_completed_case_is_never_released_after_its_ledger_expired(
     id) must not give that stock back once the ship record that guards it has expired."""
     case = run_saga(raw_case("case-shipped"))
     stock = env.available("SKU-RED-MUG")
-    local_clock(40 * 86400)
-    for item in env.items("LEDGER_TABLE"):
-        env.client.delete_item(
-            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
-        )
+    forty_days_later_with_the_ledger_expired(env, local_clock)
 
     with pytest.raises(ReservationNotHeld, match="COMPLETED"):
         release_reservation.handler(
@@ -196,11 +200,7 @@ def test_an_escalated_case_is_never_released_after_its_ledger_expired(
     to find out): a replayed release must not hand it back once the ledger has forgotten."""
     case = run_saga(raw_case("case-kept"), outcome="ESCALATED")
     stock = env.available("SKU-RED-MUG")
-    local_clock(40 * 86400)
-    for item in env.items("LEDGER_TABLE"):
-        env.client.delete_item(
-            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
-        )
+    forty_days_later_with_the_ledger_expired(env, local_clock)
 
     with pytest.raises(ReservationNotHeld, match="ESCALATED"):
         release_reservation.handler(
