@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,15 +21,21 @@ from moto import mock_aws
 from saga.approvals import ApprovalVerifier, KmsPublicKeys, parse_trusted_keys
 from saga.aws import dynamodb_client, kms_client
 from saga.cases import CaseRecords
+from saga.identity import Operation, action_id_for
 from saga.inventory import InventoryTables
-from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord
-from saga.models import Case, StepResult, parse_case
+from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord, Reconciliation
+from saga.models import Case, ReconcileResult, Step, StepResult, parse_case
+from saga.ports import Carrier, Inventory, PaymentProvider
 from saga.sandbox.carrier import SandboxCarrier
 from saga.sandbox.faults import FaultInjector, FaultSource, NoFaults
-from saga.sandbox.inventory import DEFAULT_STOCK, seed_inventory
+from saga.sandbox.inventory import DEFAULT_STOCK, SandboxInventory, seed_inventory
 from saga.sandbox.payment_keys import PAYMENT_KEY_RETENTION_SECONDS
 from saga.sandbox.payment_provider import SandboxPaymentProvider
-from saga.tools.reserve import reserve_stock
+from saga.tools.reconcile import reconcile_action
+from saga.tools.refund import issue_refund, reconcile_refund
+from saga.tools.release import release_reservation
+from saga.tools.reserve import reconcile_reserve, reserve_stock
+from saga.tools.ship import create_shipment, reconcile_shipment
 from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from sagactl.local.tables import StackTables
 from tests.integration.ledger_harness import FakeClock
@@ -58,21 +64,20 @@ APPROVAL_KEYS_JSON = json.dumps(
 )
 
 SIGNED_AT = "2026-11-30T00:00:00Z"
+ADDRESS = {
+    "name": "Ada Li",
+    "line1": "1 Main St",
+    "city": "Springfield",
+    "postal_code": "12345",
+    "country": "US",
+}
 BASE_CASE: dict[str, Any] = {
     "case_id": "case-0001",
     "tenant_id": "acme",
     "order": {"order_id": "ord-1001", "customer_id": "cus-42"},
     "reserve": {"sku": "SKU-RED-MUG", "quantity": 1},
     "refund": {"payment_reference": "pay-777", "amount_minor": 2000, "currency": "USD"},
-    "shipment": {
-        "address": {
-            "name": "Ada Li",
-            "line1": "1 Main St",
-            "city": "Springfield",
-            "postal_code": "12345",
-            "country": "US",
-        }
-    },
+    "shipment": {"address": ADDRESS},
     "approval": {"revision": 1, "approved_by": "supervisor@acme", "digest": ""},
 }
 
@@ -88,6 +93,22 @@ def raw_case(
     if faults is not None:
         data["sandbox"] = {"faults": faults}
     return sign_locally(data, signed_at=SIGNED_AT)
+
+
+def agent_proposal(ticket: str) -> dict[str, Any]:
+    """What an agent proposes for support ticket `ticket` (propose_replacement's arguments): one
+    red mug again, 20 USD back, to ADDRESS."""
+    return {
+        "request_id": f"ticket-{ticket}:replacement",
+        "order_id": f"ord-{ticket}",
+        "customer_id": "cus-7",
+        "sku": "SKU-RED-MUG",
+        "quantity": 1,
+        "payment_reference": f"pay-{ticket}",
+        "amount_minor": 2000,
+        "currency": "USD",
+        "address": dict(ADDRESS),
+    }
 
 
 def make_case(
@@ -194,15 +215,98 @@ class ToolsEnv:
             clock=self.clock,
         )
 
-    def reserve(self, case: Case, attempt: Attempt | None = None) -> StepResult:
-        """ReserveStock without faults: a fresh delivery unless `attempt` is given."""
+    # --- the tools, as the workflow delivers them: a fresh delivery unless `attempt` is given ---
+    def reserve(
+        self, case: Case, attempt: Attempt | None = None, *, faults: FaultSource | None = None
+    ) -> StepResult:
+        """ReserveStock, without faults unless `faults` is given."""
+        inventory: Inventory = self.inventory
+        if faults is not None:
+            inventory = SandboxInventory.for_case(inventory, faults, case, Operation.RESERVE)
         return reserve_stock(
             case,
             attempt or Delivery("ReserveStock", case.case_id).next(),
             execution_arn="arn:e",
             ledger=self.ledger,
-            inventory=self.inventory,
+            inventory=inventory,
         )
+
+    def issue_refund(
+        self,
+        case: Case,
+        attempt: Attempt | None = None,
+        *,
+        provider: PaymentProvider | None = None,
+        execution_arn: str = "arn:e",
+    ) -> StepResult:
+        """IssueRefund, at the sandbox provider with the case's faults unless `provider` is
+        given."""
+        return issue_refund(
+            case,
+            attempt or Delivery("IssueRefund", case.case_id).next(),
+            execution_arn=execution_arn,
+            ledger=self.ledger,
+            provider=self.provider(case) if provider is None else provider,
+        )
+
+    def create_shipment(
+        self, case: Case, attempt: Attempt | None = None, *, carrier: Carrier | None = None
+    ) -> StepResult:
+        """CreateShipment, at the sandbox carrier with the case's faults unless `carrier` is
+        given."""
+        return create_shipment(
+            case,
+            attempt or Delivery("CreateShipment", case.case_id).next(),
+            execution_arn="arn:e",
+            ledger=self.ledger,
+            carrier=self.carrier(case) if carrier is None else carrier,
+        )
+
+    def release(
+        self, case: Case, attempt: Attempt | None = None, *, faults: FaultSource | None = None
+    ) -> StepResult:
+        """ReleaseReservation, with the case's release faults unless `faults` is given."""
+        return release_reservation(
+            case,
+            attempt or Delivery("ReleaseReservation", case.case_id).next(),
+            execution_arn="arn:e",
+            ledger=self.ledger,
+            inventory=SandboxInventory.for_case(
+                self.inventory,
+                faults if faults is not None else self.faults(case, "release"),
+                case,
+                Operation.RELEASE,
+            ),
+            cases=self.cases,
+        )
+
+    def reconcile(
+        self,
+        case: Case,
+        step: Step,
+        attempt: Attempt | None = None,
+        *,
+        lookup: Callable[[], Reconciliation] | None = None,
+    ) -> ReconcileResult:
+        """ReconcileStep for `step`: it looks the action up where its effect lands (the case's
+        faults apply) unless `lookup` is given."""
+        return reconcile_action(
+            case,
+            step,
+            attempt or Delivery("ReconcileStep", case.case_id).next(),
+            execution_arn="arn:e",
+            ledger=self.ledger,
+            reconcile=self._lookup(case, step) if lookup is None else lookup,
+        )
+
+    def _lookup(self, case: Case, step: Step) -> Callable[[], Reconciliation]:
+        if step == "reserve":
+            return lambda: reconcile_reserve(case, inventory=self.inventory)
+        if step == "refund":
+            ref = action_id_for(case.case_id, Operation.REFUND)
+            return lambda: reconcile_refund(ref, self.provider(case))
+        ref = action_id_for(case.case_id, Operation.SHIP)
+        return lambda: reconcile_shipment(ref, self.carrier(case))
 
     # --- where effects land ---------------------------------------------------------------------
     def items(self, variable: str, case_id: str | None = None) -> list[dict[str, Any]]:

@@ -97,6 +97,14 @@ def executions(local: LocalAws) -> list[dict[str, Any]]:
     return listed
 
 
+def get_item(local: LocalAws, output_key: str, key: dict[str, Any]) -> dict[str, Any]:
+    """The item under `key` in the table that stack output `output_key` names; it must exist."""
+    item: dict[str, Any] = local.client("dynamodb").get_item(
+        TableName=local.outputs[output_key], Key=key, ConsistentRead=True
+    )["Item"]
+    return item
+
+
 def scan(local: LocalAws, output_key: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = local.client("dynamodb").scan(
         TableName=local.outputs[output_key]

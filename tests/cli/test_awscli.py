@@ -22,9 +22,9 @@ AWS_CLI = Path(sys.executable).parent / "aws"
 MAX_DESCRIBE_POLLS = 120
 
 
-def aws(local: LocalAws, *args: str) -> Any:
-    """Run `aws --endpoint-url <local> ... --output json` and parse its output."""
-    completed = subprocess.run(
+def aws_run(local: LocalAws, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `aws --endpoint-url <local> ... --output json`, whatever its exit code."""
+    return subprocess.run(
         [str(AWS_CLI), "--endpoint-url", local.endpoint, "--output", "json", *args],
         env={**os.environ, **local.environment},
         capture_output=True,
@@ -32,14 +32,18 @@ def aws(local: LocalAws, *args: str) -> Any:
         timeout=60,
         check=False,
     )
+
+
+def aws(local: LocalAws, *args: str) -> Any:
+    """`aws ...` that must succeed, its output parsed."""
+    completed = aws_run(local, *args)
     assert completed.returncode == 0, f"aws {' '.join(args)} failed:\n{completed.stderr}"
     return json.loads(completed.stdout) if completed.stdout.strip() else None
 
 
-def run_with_cli(
-    local: LocalAws, case_file: Path, name: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """start-execution with the case file, describe-execution until terminal, get history."""
+def start_execution(local: LocalAws, name: str, case_input: str) -> str:
+    """`start-execution` of the stack's state machine; `case_input` is what --input takes (JSON,
+    or file://...). Returns the execution's ARN."""
     started = aws(
         local,
         "stepfunctions",
@@ -49,9 +53,16 @@ def run_with_cli(
         "--name",
         name,
         "--input",
-        f"file://{case_file}",
+        case_input,
     )
-    execution_arn = started["executionArn"]
+    return str(started["executionArn"])
+
+
+def run_with_cli(
+    local: LocalAws, case_file: Path, name: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """start-execution with the case file, describe-execution until terminal, get history."""
+    execution_arn = start_execution(local, name, f"file://{case_file}")
     assert execution_arn.endswith(f":{name}")
     for _ in range(MAX_DESCRIBE_POLLS):
         description = aws(

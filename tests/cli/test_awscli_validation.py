@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from sagactl.local.environment import LocalAws
-from sagactl.paths import PROJECT_ROOT
 from stacks.workflow_policy import PLACEHOLDER
 from tests.cli.test_awscli import AWS_CLI, aws
 from tests.infra.synth import Synthesized
+from tests.project import run_in_project
 
 FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
 OLD_ESCAPE = "' downstream by the action\\\\'s business reference.'"
@@ -90,22 +91,18 @@ def test_cli_validate_state_machine_definition(local_aws: LocalAws, tmp_path: Pa
     }
 
 
-def make_validate_aws(local: LocalAws, template: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "--no-print-directory", "validate-aws", f"TEMPLATE={template}"],
-        cwd=PROJECT_ROOT,
-        env={**os.environ, **local.environment},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+def make_validate_aws(template: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return run_in_project(
+        ["make", "--no-print-directory", "validate-aws", f"TEMPLATE={template}"], env, timeout=300
     )
 
 
 def test_make_validate_aws_accepts_the_synthesized_stack(
     fixture_local_aws: LocalAws, synthesized: Synthesized
 ) -> None:
-    completed = make_validate_aws(fixture_local_aws, synthesized.template_path)
+    completed = make_validate_aws(
+        synthesized.template_path, {**os.environ, **fixture_local_aws.environment}
+    )
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
     lines = completed.stdout.splitlines()
@@ -137,7 +134,7 @@ def test_make_validate_aws_fails_on_what_aws_refuses(
     broken = tmp_path / "ReplacementOrderSaga-dev.template.json"
     broken.write_text(json.dumps(template), encoding="utf-8")
 
-    completed = make_validate_aws(fixture_local_aws, broken)
+    completed = make_validate_aws(broken, {**os.environ, **fixture_local_aws.environment})
 
     assert completed.returncode != 0
     assert ": FAIL (1 diagnostics)" in completed.stdout
@@ -154,15 +151,7 @@ def test_make_validate_aws_without_credentials_says_so(
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         env.pop(name, None)
     env["AWS_EC2_METADATA_DISABLED"] = "true"
-    completed = subprocess.run(
-        ["make", "--no-print-directory", "validate-aws", f"TEMPLATE={synthesized.template_path}"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    completed = make_validate_aws(synthesized.template_path, env)
     assert completed.returncode != 0
     assert "validate-aws: `aws sts get-caller-identity` failed: Unable to locate credentials" in (
         completed.stderr

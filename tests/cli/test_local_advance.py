@@ -7,9 +7,7 @@ user runs it: `sagactl local up` in another process, moved from a second command
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -21,8 +19,7 @@ from sagactl.commands.local import DEFAULT_TTL_SWEEP_SECONDS
 from sagactl.local.emulator import sweep_ttl_until
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
-from tests.cli.test_local_up import _free_port, _local_up_args, _run_sagactl, _sagactl, _wait_for
-from tests.e2e.local_stack_fixture import TEMPLATE
+from tests.cli.test_local_up import _free_port, _run_sagactl, _up_fixture_stack, _wait_for
 
 __all__ = ["saga", "sagactl"]
 
@@ -79,18 +76,9 @@ def test_the_redrive_window_follows_the_local_clock(saga: LocalAws, sagactl: Sag
 
 
 def test_advance_and_ttl_against_a_running_local_up(tmp_path: Path) -> None:
-    template = tmp_path / "template.json"
-    template.write_text(json.dumps(TEMPLATE))
-    state = tmp_path / "state"
     port = _free_port()
+    up, state, _ = _up_fixture_stack(tmp_path, port)
     local = ("local", "--state-dir", str(state))
-    up = subprocess.Popen(
-        _sagactl(*_local_up_args(state, template, port, "--stack-name", "fx")),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([".", "lambdas"])},
-    )
     try:
         _wait_for(state / "local.pid", up)
         endpoint = f"http://127.0.0.1:{port}"

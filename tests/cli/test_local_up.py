@@ -53,6 +53,22 @@ def _local_up_args(state: Path, template: Path, port: int, *extra: str) -> tuple
     )
 
 
+def _up_fixture_stack(tmp_path: Path, port: int) -> tuple[subprocess.Popen[str], Path, Path]:
+    """`sagactl local up` of the fixture template (stack `fx`) in another process, as a user
+    runs it: the process, its state directory and the template file."""
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps(TEMPLATE))
+    state = tmp_path / "state"
+    up = subprocess.Popen(
+        _sagactl(*_local_up_args(state, template, port, "--stack-name", "fx")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([".", "lambdas"])},
+    )
+    return up, state, template
+
+
 def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
     for _ in range(MAX_START_POLLS):
         if path.exists():
@@ -65,17 +81,8 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
 
 
 def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
-    template = tmp_path / "template.json"
-    template.write_text(json.dumps(TEMPLATE))
-    state = tmp_path / "state"
     port = _free_port()
-    up = subprocess.Popen(
-        _sagactl(*_local_up_args(state, template, port, "--stack-name", "fx")),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([".", "lambdas"])},
-    )
+    up, state, template = _up_fixture_stack(tmp_path, port)
     try:
         _wait_for(state / "local.pid", up)
         outputs = json.loads((state / "outputs.json").read_text())

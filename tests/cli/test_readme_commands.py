@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest
 from sagactl.cli import build_parser
 from sagactl.local.environment import LocalAws
 from sagactl.paths import PROJECT_ROOT
+from tests.project import run_in_project
 
 README = PROJECT_ROOT / "README.md"
 BIN = Path(sys.executable).parent
@@ -125,15 +125,7 @@ def test_documented_local_commands_run(request: pytest.FixtureRequest, tmp_path:
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     for command in runnable:
-        completed = subprocess.run(
-            ["bash", "-c", command.text],
-            cwd=PROJECT_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        completed = run_in_project(["bash", "-c", command.text], env, timeout=180)
         assert completed.returncode == command.expected_exit, (
             f"README.md:{command.line}: `{command.text}` exited {completed.returncode} "
             f"(expected {command.expected_exit}):\n{completed.stdout[-2000:]}\n"

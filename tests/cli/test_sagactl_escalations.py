@@ -26,7 +26,15 @@ from sagactl.local.environment import LocalAws
 from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
 from sagactl.views.escalations import ResolveReport
-from tests.cli.sagactl_helpers import Sagactl, example, run_example, saga, sagactl, scan
+from tests.cli.sagactl_helpers import (
+    Sagactl,
+    example,
+    get_item,
+    run_example,
+    saga,
+    sagactl,
+    scan,
+)
 
 __all__ = ["saga", "sagactl"]
 
@@ -51,21 +59,11 @@ def three_open(saga: LocalAws, sagactl: Sagactl) -> Iterator[LocalAws]:
 
 # --- reading the account -------------------------------------------------------------------------
 def case_record(local: LocalAws, case_id: str) -> dict[str, Any]:
-    item: dict[str, Any] = local.client("dynamodb").get_item(
-        TableName=local.outputs["CasesTableName"],
-        Key={"case_id": {"S": case_id}},
-        ConsistentRead=True,
-    )["Item"]
-    return item
+    return get_item(local, "CasesTableName", {"case_id": {"S": case_id}})
 
 
 def ledger_item(local: LocalAws, key: str) -> dict[str, Any]:
-    item: dict[str, Any] = local.client("dynamodb").get_item(
-        TableName=local.outputs["LedgerTableName"],
-        Key={"action_key": {"S": key}},
-        ConsistentRead=True,
-    )["Item"]
-    return item
+    return get_item(local, "LedgerTableName", {"action_key": {"S": key}})
 
 
 def receive_all(local: LocalAws) -> list[dict[str, Any]]:

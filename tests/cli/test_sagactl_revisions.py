@@ -8,10 +8,7 @@ it by the case id (the case record names the execution that passed ValidateCase)
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,11 +17,11 @@ from saga.identity import execution_name
 from saga.models import CASE_ID_PATTERN
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl, scan
+from tests.cli.test_awscli import aws_run
 from tests.cli.test_sagactl_case import NEW_CASE
 
 __all__ = ["saga", "sagactl"]
 
-AWS_CLI = Path(sys.executable).parent / "aws"
 # What Step Functions takes as an execution name that CloudWatch Logs can carry (the stack logs).
 LOGGABLE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 LONGEST_CASE_ID = "c" + "x" * 79
@@ -52,24 +49,13 @@ def test_derived_names_fit_step_functions_even_for_the_longest_case_id(revision:
     )
 
 
-def _aws(local: LocalAws, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AWS_CLI), "--endpoint-url", local.endpoint, "--output", "json", *args],
-        env={**os.environ, **local.environment},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_the_local_aws_refuses_execution_names_step_functions_refuses(saga: LocalAws) -> None:
     machine = saga.outputs["StateMachineArn"]
     case_file = f"file://{example('happy-path')}"
     start = ("stepfunctions", "start-execution", "--state-machine-arn", machine)
 
-    too_long = _aws(saga, *start, "--name", "n" * 81, "--input", case_file)
-    spaced = _aws(saga, *start, "--name", "case 7", "--input", case_file)
+    too_long = aws_run(saga, *start, "--name", "n" * 81, "--input", case_file)
+    spaced = aws_run(saga, *start, "--name", "case 7", "--input", case_file)
 
     assert too_long.returncode != 0 and "length less than or equal to 80" in too_long.stderr
     assert spaced.returncode != 0 and "(InvalidName)" in spaced.stderr

@@ -15,6 +15,7 @@ from tests.cli.sagactl_helpers import (
     sagactl,
     scan,
 )
+from tests.e2e.test_saga_paths import HAPPY_PATH
 
 __all__ = ["saga", "sagactl"]
 
@@ -75,14 +76,7 @@ def test_status_of_the_happy_path(saga: LocalAws, sagactl: Sagactl) -> None:
         "acme",
     )
     entered = [e["state"] for e in view["timeline"] if e["kind"] == "entered"]
-    assert entered == [
-        "ValidateCase",
-        "NewOrDuplicate",
-        "ReserveStock",
-        "IssueRefund",
-        "CreateShipment",
-        "RecordOutcome",
-    ]
+    assert entered == HAPPY_PATH
     actions = view["actions"]
     assert actions["reserve"]["action_key"] == "acme#reserve#case-happy-path.reserve"
     for step in ("reserve", "refund", "ship"):

@@ -14,6 +14,7 @@ from sagactl.operations.functions import SWEEPER_HANDLER
 from stacks.constructs.tools import TOOL_SPECS
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
 from tests.local_clock import local_clock
+from tests.queues import drain
 
 __all__ = ["local_clock", "saga", "sagactl"]
 
@@ -22,13 +23,7 @@ RELEASE_KEY = "acme#release#case-compensation-stuck.reserve"
 
 def stuck_messages(local: LocalAws) -> list[dict[str, Any]]:
     """The sweeper's messages on the escalation queue (all messages are consumed)."""
-    sqs = local.client("sqs")
-    url = local.outputs["EscalationQueueUrl"]
-    bodies = []
-    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
-        for message in batch:
-            bodies.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    bodies = drain(local.client("sqs"), local.outputs["EscalationQueueUrl"])
     return [body for body in bodies if body.get("kind") == "STUCK_ACTION"]
 
 

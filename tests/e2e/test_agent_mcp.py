@@ -26,24 +26,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl
+from tests.tools_harness import agent_proposal
 
-PROPOSAL: dict[str, Any] = {
-    "request_id": "ticket-9001:replacement",
-    "order_id": "ord-9001",
-    "customer_id": "cus-7",
-    "sku": "SKU-RED-MUG",
-    "quantity": 1,
-    "payment_reference": "pay-9001",
-    "amount_minor": 2000,
-    "currency": "USD",
-    "address": {
-        "name": "Ada Li",
-        "line1": "1 Main St",
-        "city": "Springfield",
-        "postal_code": "12345",
-        "country": "US",
-    },
-}
+PROPOSAL = agent_proposal("9001")
 Session = Callable[[ClientSession], Awaitable[Any]]
 
 
@@ -74,6 +59,19 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str,
     text = result.content[0].text  # type: ignore[union-attr]
     assert "Traceback" not in text
     return structured
+
+
+async def follow(session: ClientSession, case_id: str) -> list[dict[str, Any]]:
+    """get_replacement every 0.1 s until the case is COMPLETED, ESCALATED or FAILED (at most 600
+    times): every answer, in order."""
+    seen = []
+    for _ in range(600):
+        status = await call(session, "get_replacement", case_id=case_id)
+        seen.append(status)
+        if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
+            break
+        await anyio.sleep(0.1)
+    return seen
 
 
 def count(local: LocalAws, output_key: str, case_id: str) -> int:
@@ -135,14 +133,7 @@ def test_an_agent_takes_a_replacement_from_proposal_to_completion_once(
     async def start_twice_and_follow(session: ClientSession) -> list[dict[str, Any]]:
         first = await call(session, "start_replacement", case_id=case_id)
         repeat = await call(session, "start_replacement", case_id=case_id)
-        seen = [first, repeat]
-        for _ in range(600):
-            status = await call(session, "get_replacement", case_id=case_id)
-            seen.append(status)
-            if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
-                break
-            await anyio.sleep(0.1)
-        return seen
+        return [first, repeat, *await follow(session, case_id)]
 
     first, repeat, *polled = with_session(params, start_twice_and_follow)
     assert (first["started"], repeat["started"]) == (True, False)
@@ -272,14 +263,8 @@ def test_an_agent_over_streamable_http_proposes_and_follows_a_replacement(
 
     async def retry_start_and_follow(session: ClientSession) -> list[dict[str, Any]]:
         again = await call(session, "propose_replacement", **PROPOSAL)  # another session
-        seen = [again, await call(session, "start_replacement", case_id=case_id)]
-        for _ in range(600):
-            status = await call(session, "get_replacement", case_id=case_id)
-            seen.append(status)
-            if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
-                break
-            await anyio.sleep(0.1)
-        return seen
+        started = await call(session, "start_replacement", case_id=case_id)
+        return [again, started, *await follow(session, case_id)]
 
     again, started, *polled = with_http_session(http_server, retry_start_and_follow)
     assert (again["case_id"], again["created"], started["started"]) == (case_id, False, True)

@@ -15,6 +15,7 @@ idempotency key after 24 h; the next redrive's delivery finds no record, claims,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,24 +44,31 @@ Throttled.__name__ = "Lambda.TooManyRequestsException"
 ServiceError.__name__ = "Lambda.ServiceException"
 
 
+class AnswerLostThenThrottled:
+    """A tool's handler in Lambda: the first delivery runs, but its answer to Step Functions is
+    lost (a retryable invoke-level error); every later invoke is refused until `throttled` is
+    lifted."""
+
+    def __init__(self, handler: Callable[[Any, Any], Any]) -> None:
+        self.handler = handler
+        self.calls = 0
+        self.throttled = True
+
+    def __call__(self, event: Any, context: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            self.handler(event, context)
+            raise ServiceError("Service error.")
+        if self.throttled:
+            raise Throttled("Rate Exceeded.")
+        return self.handler(event, context)
+
+
 def test_a_refund_is_not_made_twice_after_chained_redrives_that_never_reached_the_ledger(
     local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-
-    original = issue_refund_module.handler
-    state = {"calls": 0, "throttled": True}
-
-    def refund_handler(event: Any, context: Any) -> Any:
-        state["calls"] += 1
-        if state["calls"] == 1:
-            # The first delivery refunds and records COMPLETED; Lambda's answer to Step
-            # Functions is lost (a retryable invoke-level error).
-            original(event, context)
-            raise ServiceError("Service error.")
-        if state["throttled"]:  # every later invoke is refused until the throttle is lifted
-            raise Throttled("Rate Exceeded.")
-        return original(event, context)
-
+    # The first delivery refunds and records COMPLETED; its answer is lost, then throttled.
+    refund_handler = AnswerLostThenThrottled(issue_refund_module.handler)
     monkeypatch.setattr(issue_refund_module, "handler", refund_handler)
 
     saga = Saga(local_aws, variant("happy-path", "case-r1"))
@@ -77,7 +85,7 @@ def test_a_refund_is_not_made_twice_after_chained_redrives_that_never_reached_th
     deleted = local_aws.clock.advance(13 * DAY).effects["ttl_deleted"]  # day 39
     assert deleted.get(local_aws.outputs["LedgerTableName"], 0) >= 1
     assert saga.ledger(Operation.REFUND) is None  # last written on day 0: TTL deleted it
-    state["throttled"] = False
+    refund_handler.throttled = False
     saga.redrive()  # within 14 days of the last close
     assert (saga.status, saga.output["outcome"]) == ("SUCCEEDED", "COMPLETED")
 
@@ -97,19 +105,7 @@ def test_a_reservation_whose_record_expired_under_chained_redrives_is_not_report
     transaction is cancelled by the stock condition first, so the case escalates OUT_OF_STOCK
     with "Nothing was reserved, refunded or shipped" while this case's reservation still holds
     a unit that nothing will ever release."""
-
-    original = reserve_module.handler
-    state = {"calls": 0, "throttled": True}
-
-    def reserve_handler(event: Any, context: Any) -> Any:
-        state["calls"] += 1
-        if state["calls"] == 1:
-            original(event, context)
-            raise ServiceError("Service error.")
-        if state["throttled"]:
-            raise Throttled("Rate Exceeded.")
-        return original(event, context)
-
+    reserve_handler = AnswerLostThenThrottled(reserve_module.handler)
     monkeypatch.setattr(reserve_module, "handler", reserve_handler)
     case = variant("happy-path", "case-r1b")
     case["reserve"]["sku"] = "SKU-BLUE-MUG"
@@ -130,7 +126,7 @@ def test_a_reservation_whose_record_expired_under_chained_redrives_is_not_report
         UpdateExpression="SET available = :zero",
         ExpressionAttributeValues={":zero": {"N": "0"}},
     )
-    state["throttled"] = False
+    reserve_handler.throttled = False
     saga.redrive()
 
     assert saga.status == "SUCCEEDED"

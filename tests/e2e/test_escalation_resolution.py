@@ -17,6 +17,7 @@ from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
+from tests.cli.sagactl_helpers import get_item
 from tests.e2e.test_local_redrive import redrive
 from tests.e2e.test_saga_paths import load_example
 
@@ -33,12 +34,7 @@ def _case() -> dict[str, Any]:
 
 
 def _ledger(local: LocalAws, key: str) -> dict[str, Any]:
-    item: dict[str, Any] = local.client("dynamodb").get_item(
-        TableName=local.outputs["LedgerTableName"],
-        Key={"action_key": {"S": key}},
-        ConsistentRead=True,
-    )["Item"]
-    return item
+    return get_item(local, "LedgerTableName", {"action_key": {"S": key}})
 
 
 def _refunds(local: LocalAws) -> int:

@@ -288,25 +288,38 @@ def run(local: LocalAws, case: Mapping[str, Any], *, name: str | None = None) ->
     return {"status": description["status"], "states": states}
 
 
-def redrive_release(local: LocalAws, case_id: str) -> None:
-    """What RedriveExecution does for a FAILED ReleaseReservation: deliver its input again."""
+def last_delivery(local: LocalAws, case_id: str, task: str) -> dict[str, Any]:
+    """The Lambda parameters (FunctionName, Payload) of the case's last delivery to `task`."""
     execution_arn = local.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{case_id}"
     scheduled = [
         e["taskScheduledEventDetails"]
         for e in local.history(execution_arn)
-        if e["type"] == "TaskScheduled"
-        and "ReleaseReservation" in e["taskScheduledEventDetails"]["parameters"]
+        if e["type"] == "TaskScheduled" and task in e["taskScheduledEventDetails"]["parameters"]
     ]
-    parameters = json.loads(scheduled[-1]["parameters"])
+    parameters: dict[str, Any] = json.loads(scheduled[-1]["parameters"])
+    return parameters
+
+
+def deliver_again(
+    local: LocalAws, function_name: str, payload: dict[str, Any], retry: int
+) -> tuple[bool, Any]:
+    """Invoke the function with `payload` as redrive 1's delivery number `retry` (it sets
+    payload's attempt so): whether the function failed, and its answer."""
+    payload["attempt"] = {**payload["attempt"], "redrive": 1, "retry": retry}
+    response = local.client("lambda").invoke(
+        FunctionName=function_name, Payload=json.dumps(payload).encode()
+    )
+    return bool(response.get("FunctionError")), json.loads(response["Payload"].read())
+
+
+def redrive_release(local: LocalAws, case_id: str) -> None:
+    """What RedriveExecution does for a FAILED ReleaseReservation: deliver its input again."""
+    parameters = last_delivery(local, case_id, "ReleaseReservation")
     payload = dict(parameters["Payload"])
     errors = []
     for retry in range(4):  # the fault list outlasts the workflow's own retries by one
-        payload["attempt"] = {**payload["attempt"], "redrive": 1, "retry": retry}
-        response = local.client("lambda").invoke(
-            FunctionName=parameters["FunctionName"], Payload=json.dumps(payload).encode()
-        )
-        body = json.loads(response["Payload"].read())
-        if not response.get("FunctionError"):
+        failed, body = deliver_again(local, parameters["FunctionName"], payload, retry)
+        if not failed:
             return
         errors.append(body["errorType"])
     raise AssertionError(f"the redriven release never finished: {errors}")
@@ -316,23 +329,13 @@ def redeliver_unsigned(local: LocalAws, case_id: str, task: str, *, deliveries: 
     """Deliver a task's last input again with the approval as it was before signing (no
     signed_at, key_id, signature): a case under way when signatures were introduced. The tool
     accepts it on the case record (the digest ValidateCase accepted) and replays."""
-    execution_arn = local.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{case_id}"
-    scheduled = [
-        e["taskScheduledEventDetails"]
-        for e in local.history(execution_arn)
-        if e["type"] == "TaskScheduled" and task in e["taskScheduledEventDetails"]["parameters"]
-    ]
-    parameters = json.loads(scheduled[-1]["parameters"])
+    parameters = last_delivery(local, case_id, task)
     payload = deepcopy(parameters["Payload"])
     for name in ("signed_at", "key_id", "signature"):
         payload["case"]["approval"].pop(name)
     for retry in range(deliveries):
-        payload["attempt"] = {**payload["attempt"], "redrive": 1, "retry": retry}
-        response = local.client("lambda").invoke(
-            FunctionName=parameters["FunctionName"], Payload=json.dumps(payload).encode()
-        )
-        body = json.loads(response["Payload"].read())
-        if not response.get("FunctionError"):
+        failed, body = deliver_again(local, parameters["FunctionName"], payload, retry)
+        if not failed:
             return
     raise AssertionError((task, body))
 

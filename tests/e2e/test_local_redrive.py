@@ -8,15 +8,15 @@ assigns the variables `recorded` and `case_id`; `Reject` raises Flaky while the 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
 from sagactl.local.environment import LocalAws
-from tests.cli.test_awscli import AWS_CLI
 from tests.cli.test_awscli import aws as aws_json
+from tests.cli.test_awscli import aws_run as aws
+from tests.cli.test_awscli import start_execution
 from tests.local_clock import local_clock
 
 __all__ = ["local_clock"]
@@ -24,31 +24,9 @@ __all__ = ["local_clock"]
 MAX_POLLS = 400
 
 
-def aws(local: LocalAws, *args: str) -> subprocess.CompletedProcess[str]:
-    """`aws ...` whatever its exit code (aws_json: one that must succeed, parsed)."""
-    return subprocess.run(
-        [str(AWS_CLI), "--endpoint-url", local.endpoint, "--output", "json", *args],
-        env={**os.environ, **local.environment},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def start(local: LocalAws, name: str, fail_times: int, **extra: Any) -> str:
-    started = aws_json(
-        local,
-        "stepfunctions",
-        "start-execution",
-        "--state-machine-arn",
-        local.outputs["StateMachineArn"],
-        "--name",
-        name,
-        "--input",
-        json.dumps({"case_id": name, "fail_times": fail_times, **extra}),
-    )
-    return str(started["executionArn"])
+    case_input = json.dumps({"case_id": name, "fail_times": fail_times, **extra})
+    return start_execution(local, name, case_input)
 
 
 def describe(local: LocalAws, arn: str) -> dict[str, Any]:
@@ -67,6 +45,19 @@ def history(local: LocalAws, arn: str) -> list[dict[str, Any]]:
         local, "stepfunctions", "get-execution-history", "--execution-arn", arn
     )["events"]
     return events
+
+
+def list_executions(local: LocalAws, redrive_filter: str) -> list[dict[str, Any]]:
+    executions: list[dict[str, Any]] = aws_json(
+        local,
+        "stepfunctions",
+        "list-executions",
+        "--state-machine-arn",
+        local.outputs["StateMachineArn"],
+        "--redrive-filter",
+        redrive_filter,
+    )["executions"]
+    return executions
 
 
 def redrive(local: LocalAws, arn: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -132,25 +123,9 @@ def test_redrive_resumes_the_failed_state_with_its_variables_and_fresh_retries(
     assert entered(rerun) == ["Reject", "Done"]
     assert [e["type"] for e in rerun].count("TaskFailed") == 1  # one retry, then success
 
-    listed = aws_json(
-        local,
-        "stepfunctions",
-        "list-executions",
-        "--state-machine-arn",
-        local.outputs["StateMachineArn"],
-        "--redrive-filter",
-        "REDRIVEN",
-    )["executions"]
+    listed = list_executions(local, "REDRIVEN")
     assert [(e["name"], e["redriveCount"]) for e in listed] == [("rd-1", 1)]
-    not_redriven = aws_json(
-        local,
-        "stepfunctions",
-        "list-executions",
-        "--state-machine-arn",
-        local.outputs["StateMachineArn"],
-        "--redrive-filter",
-        "NOT_REDRIVEN",
-    )["executions"]
+    not_redriven = list_executions(local, "NOT_REDRIVEN")
     assert not_redriven == []
 
 

@@ -21,6 +21,7 @@ from sagactl.local.event_rules import publish
 from sagactl.local.schedules import RuleScheduler
 from tests.cli.test_awscli import aws as aws_json
 from tests.local_clock import local_clock
+from tests.queues import drain as drain_queue
 
 __all__ = ["local_clock"]
 
@@ -36,16 +37,7 @@ def load_case(name: str) -> dict[str, Any]:
 
 def drain(local: LocalAws, queue_output: str = "EscalationQueueUrl") -> list[dict[str, Any]]:
     """Every message on the queue (bodies parsed), deleted."""
-    sqs = local.client("sqs")
-    url = local.outputs[queue_output]
-    bodies: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        if not batch:
-            return bodies
-        for message in batch:
-            bodies.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return drain_queue(local.client("sqs"), local.outputs[queue_output])
 
 
 def template_rules(local: LocalAws) -> dict[str, dict[str, Any]]:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
-from stacks.saga_stack import PROJECT_ROOT
+from tests.project import run_in_project
 
 
 def test_a_bad_context_value_exits_1_with_the_key_named_and_no_traceback() -> None:
@@ -19,15 +18,7 @@ def test_a_bad_context_value_exits_1_with_the_key_named_and_no_traceback() -> No
         "CDK_CONTEXT_JSON": json.dumps({"ledger.attempt_budget": "9"}),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
-    done = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_in_project([sys.executable, "app.py"], env, timeout=300)
     assert done.returncode == 1
     assert "cdk.json context: context 'ledger.attempt_budget' is not read" in done.stderr
     assert "Traceback" not in done.stderr

@@ -6,7 +6,7 @@ and a finished case could be replayed once its ledger records have expired (a se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,10 +24,11 @@ from saga.handlers import (
     validate_case,
 )
 from sagactl.local.approval_keys import sign_locally
-from sagactl.local.tables import StackTables
-from tests.integration.test_tools_handlers import FakeContext, attempt
+from tests.integration.test_tools_handlers import FakeContext, attempt, env
 from tests.local_clock import local_clock  # noqa: F401  (fixture)
-from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case, tools_env
+from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case
+
+__all__ = ["env"]  # the handlers' environment, as test_tools_handlers sets it
 
 FORWARD = (
     ("reserve", reserve_stock, "ReserveStock"),
@@ -36,18 +37,20 @@ FORWARD = (
 )
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Iterator[ToolsEnv]:
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
-    with tools_env(stack_tables) as tools:
-        for name, value in tools.env_vars().items():
-            monkeypatch.setenv(name, value)
-        yield tools
-
-
 EXECUTION = attempt("ValidateCase")["execution"]
 OTHER_EXECUTION = "arn:aws:states:us-east-1:1:execution:sm:other"
+
+
+def forty_days_later_with_the_ledger_expired(
+    env: ToolsEnv, move_clock: Callable[[float], None]
+) -> None:
+    """The clock 40 days on, past the ledger's retention and the provider's key retention, and
+    every ledger record deleted: what DynamoDB's TTL deletion does by then."""
+    move_clock(40 * 86400)
+    for item in env.items("LEDGER_TABLE"):
+        env.client.delete_item(
+            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
+        )
 
 
 def run_saga(case: dict[str, Any], outcome: str = "COMPLETED") -> dict[str, Any]:
@@ -81,11 +84,7 @@ def test_a_finished_case_replayed_after_its_ledger_expired_is_refused(
     assert (env.refunds("case-replayed"), env.shipments("case-replayed")) == (1, 1)
     stock = env.available("SKU-RED-MUG")
 
-    local_clock(40 * 86400)  # past the ledger's retention and the provider's key retention
-    for item in env.items("LEDGER_TABLE"):  # what DynamoDB's TTL deletion does by then
-        env.client.delete_item(
-            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
-        )
+    forty_days_later_with_the_ledger_expired(env, local_clock)
     for _, module, state in reversed(FORWARD):  # the refund first: what a replay is after
         with pytest.raises(AuthorizationDenied, match="not a case under way"):
             module.handler({"case": case, "attempt": attempt(state)}, FakeContext())
@@ -122,11 +121,7 @@ def test_a_completed_case_is_never_released_after_its_ledger_expired(
     id) must not give that stock back once the ship record that guards it has expired."""
     case = run_saga(raw_case("case-shipped"))
     stock = env.available("SKU-RED-MUG")
-    local_clock(40 * 86400)
-    for item in env.items("LEDGER_TABLE"):
-        env.client.delete_item(
-            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
-        )
+    forty_days_later_with_the_ledger_expired(env, local_clock)
 
     with pytest.raises(ReservationNotHeld, match="COMPLETED"):
         release_reservation.handler(
@@ -205,11 +200,7 @@ def test_an_escalated_case_is_never_released_after_its_ledger_expired(
     to find out): a replayed release must not hand it back once the ledger has forgotten."""
     case = run_saga(raw_case("case-kept"), outcome="ESCALATED")
     stock = env.available("SKU-RED-MUG")
-    local_clock(40 * 86400)
-    for item in env.items("LEDGER_TABLE"):
-        env.client.delete_item(
-            TableName=env.names["LEDGER_TABLE"], Key={"action_key": item["action_key"]}
-        )
+    forty_days_later_with_the_ledger_expired(env, local_clock)
 
     with pytest.raises(ReservationNotHeld, match="ESCALATED"):
         release_reservation.handler(

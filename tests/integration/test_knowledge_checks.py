@@ -7,14 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from saga.errors import BudgetExhausted, OutcomeUnknown
-from saga.identity import Operation
-from saga.ledger import Attempt, LedgerStatus
+from saga.ledger import LedgerStatus
 from saga.models import Case
-from saga.sandbox.inventory import SandboxInventory
-from saga.tools.reconcile import reconcile_action
-from saga.tools.refund import issue_refund, reconcile_refund
-from saga.tools.release import release_reservation
-from saga.tools.ship import create_shipment, reconcile_shipment
 from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
@@ -25,21 +19,11 @@ def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
         yield tools
 
 
-def refund(env: ToolsEnv, case: Case, attempt: Attempt, **provider: int):  # type: ignore[no-untyped-def]
-    return issue_refund(
-        case,
-        attempt,
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        provider=env.provider(case, **provider),
-    )
-
-
 def test_two_approved_20_usd_refunds_on_different_orders_both_happen(env: ToolsEnv) -> None:
     first = make_case("case-a", order={"order_id": "ord-1", "customer_id": "cus-42"})
     second = make_case("case-b", order={"order_id": "ord-2", "customer_id": "cus-42"})
-    one = refund(env, first, Delivery("IssueRefund", "case-a").next())
-    two = refund(env, second, Delivery("IssueRefund", "case-b").next())
+    one = env.issue_refund(first, Delivery("IssueRefund", "case-a").next())
+    two = env.issue_refund(second, Delivery("IssueRefund", "case-b").next())
     assert one.action_key != two.action_key
     assert one.downstream_ref != two.downstream_ref
     assert (env.refunds("case-a"), env.refunds("case-b")) == (1, 1)
@@ -49,7 +33,6 @@ def test_crash_after_payment_call_lease_expires_next_worker_reconciles(env: Tool
     case = make_case()
     delivery = Delivery("IssueRefund", case.case_id, remaining_seconds=25)
     crashed = delivery.next()
-    ledger = env.ledger
     request_key = "acme#refund#case-0001.refund"
 
     class Crash(BaseException):
@@ -64,13 +47,13 @@ def test_crash_after_payment_call_lease_expires_next_worker_reconciles(env: Tool
 
     provider.refund = refund_then_crash  # type: ignore[method-assign]
     with pytest.raises(Crash):
-        issue_refund(case, crashed, execution_arn="arn:e", ledger=ledger, provider=provider)
+        env.issue_refund(case, crashed, provider=provider)
     assert env.refunds(case.case_id) == 1
     record = env.record(request_key)
     assert record is not None and record.status is LedgerStatus.IN_PROGRESS
 
     env.clock.advance(25 + 30 + 1)  # past the lease: remaining time + margin
-    result = refund(env, case, delivery.next())
+    result = env.issue_refund(case, delivery.next())
     assert result.reconciled and not result.replayed
     assert result.attempts == 2
     assert env.refunds(case.case_id) == 1
@@ -113,19 +96,6 @@ def test_replay_after_retention_is_never_executed_again(env: ToolsEnv) -> None:
     assert len(env.reservations(case.case_id)) == 1
 
 
-def release(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-untyped-def]
-    return release_reservation(
-        case,
-        attempt,
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        inventory=SandboxInventory.for_case(
-            env.inventory, env.faults(case, "release"), case, Operation.RELEASE
-        ),
-        cases=env.cases,
-    )
-
-
 def reserve_for(env: ToolsEnv, case: Case) -> None:
     env.reserve(case)
     assert env.available("SKU-RED-MUG") == 99
@@ -139,14 +109,14 @@ def test_compensation_with_lost_answer_is_retried_safely_stock_restored_once(env
     delivery = Delivery("ReleaseReservation", case.case_id)
     for _ in range(3):  # the lost answer, then two lookups that get no answer
         with pytest.raises(OutcomeUnknown):
-            release(env, case, delivery.next())
+            env.release(case, delivery.next())
         record = env.record("acme#release#case-0001.reserve")
         assert record is not None and record.status is LedgerStatus.UNKNOWN
     assert env.available("SKU-RED-MUG") == 100  # restored by the lost-answer delivery only
-    done = release(env, case, delivery.next())
+    done = env.release(case, delivery.next())
     assert done.result["status"] == "RELEASED" and done.reconciled
     assert env.available("SKU-RED-MUG") == 100
-    assert release(env, case, delivery.next()).replayed
+    assert env.release(case, delivery.next()).replayed
     assert env.available("SKU-RED-MUG") == 100
 
 
@@ -156,20 +126,14 @@ def test_compensation_that_cannot_finish_is_unfinished_work_not_success(env: Too
     delivery = Delivery("ReleaseReservation", case.case_id)
     for _ in range(env.policy.attempt_budget):
         with pytest.raises(OutcomeUnknown, match=r"did not answer|cannot be determined"):
-            release(env, case, delivery.next())
+            env.release(case, delivery.next())
     with pytest.raises(BudgetExhausted):
-        release(env, case, delivery.next())
+        env.release(case, delivery.next())
     assert env.available("SKU-RED-MUG") == 99  # nothing restored, and nothing claims it was
     record = env.case_record(case.case_id)
     assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
     ledger_record = env.record("acme#release#case-0001.reserve")
     assert ledger_record is not None and ledger_record.status is LedgerStatus.UNKNOWN
-
-
-def ship(env: ToolsEnv, case: Case, attempt: Attempt):  # type: ignore[no-untyped-def]
-    return create_shipment(
-        case, attempt, execution_arn="arn:e", ledger=env.ledger, carrier=env.carrier(case)
-    )
 
 
 def test_carrier_never_gets_two_shipments_under_lost_responses_retries_and_takeovers(
@@ -178,19 +142,19 @@ def test_carrier_never_gets_two_shipments_under_lost_responses_retries_and_takeo
     case = make_case(faults={"shipment": ["timeout", "lose_response"]})
     delivery = Delivery("CreateShipment", case.case_id, remaining_seconds=10)
     with pytest.raises(OutcomeUnknown):  # timeout: nothing created
-        ship(env, case, delivery.next())
+        env.create_shipment(case, delivery.next())
     # the next delivery takes over the UNKNOWN record, looks up (consumes lose_response: no
     # answer), and leaves it UNKNOWN instead of sending
     with pytest.raises(OutcomeUnknown):
-        ship(env, case, delivery.next())
+        env.create_shipment(case, delivery.next())
     assert env.shipments(case.case_id) == 0
     # now the lookup answers "absent": exactly one shipment is sent
-    first = ship(env, case, delivery.next())
+    first = env.create_shipment(case, delivery.next())
     assert env.shipments(case.case_id) == 1
     # a duplicate delivery, and a takeover-style retry later, replay it
-    assert ship(env, case, delivery.next()).replayed
+    assert env.create_shipment(case, delivery.next()).replayed
     env.clock.advance(3600)
-    assert ship(env, case, delivery.next()).downstream_ref == first.downstream_ref
+    assert env.create_shipment(case, delivery.next()).downstream_ref == first.downstream_ref
     assert env.shipments(case.case_id) == 1
 
 
@@ -198,9 +162,9 @@ def test_lost_carrier_response_then_crash_then_takeover_finds_the_shipment(env: 
     case = make_case(faults={"shipment": ["lose_response"]})
     delivery = Delivery("CreateShipment", case.case_id, remaining_seconds=10)
     with pytest.raises(OutcomeUnknown):
-        ship(env, case, delivery.next())
+        env.create_shipment(case, delivery.next())
     assert env.shipments(case.case_id) == 1
-    result = ship(env, case, delivery.next())
+    result = env.create_shipment(case, delivery.next())
     assert result.reconciled and env.shipments(case.case_id) == 1
 
 
@@ -209,17 +173,10 @@ def test_unavailable_carrier_stays_unknown_and_reconcile_escalates(env: ToolsEnv
     delivery = Delivery("CreateShipment", case.case_id)
     for _ in range(3):
         with pytest.raises(OutcomeUnknown):
-            ship(env, case, delivery.next())
+            env.create_shipment(case, delivery.next())
     record = env.record("acme#ship#case-0001.ship")
     assert record is not None and record.status is LedgerStatus.UNKNOWN
-    decision = reconcile_action(
-        case,
-        "ship",
-        Delivery("ReconcileStep", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        reconcile=lambda: reconcile_shipment("case-0001.ship", env.carrier(case)),
-    )
+    decision = env.reconcile(case, "ship")
     assert decision.decision == "ESCALATE" and decision.result is None
     assert "unavailable" in decision.reason
     assert env.shipments(case.case_id) == 0
@@ -230,15 +187,8 @@ def test_unavailable_carrier_stays_unknown_and_reconcile_escalates(env: ToolsEnv
 def test_lost_refund_response_is_reconciled_not_refunded_again(env: ToolsEnv) -> None:
     case = make_case(faults={"refund": ["lose_response"]})
     with pytest.raises(OutcomeUnknown):
-        refund(env, case, Delivery("IssueRefund", case.case_id).next())
-    decision = reconcile_action(
-        case,
-        "refund",
-        Delivery("ReconcileStep", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        reconcile=lambda: reconcile_refund("case-0001.refund", env.provider(case)),
-    )
+        env.issue_refund(case, Delivery("IssueRefund", case.case_id).next())
+    decision = env.reconcile(case, "refund")
     assert decision.decision == "RESUME"
     assert decision.result is not None and decision.result.reconciled
     assert env.refunds(case.case_id) == 1

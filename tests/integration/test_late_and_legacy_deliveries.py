@@ -12,7 +12,7 @@ from saga.identity import Operation, action_request
 from saga.models import approval_digest
 from saga.ports import DownstreamConflict, RefundRequest
 from saga.tools.reconcile import reconcile_action
-from saga.tools.refund import issue_refund, reconcile_refund
+from saga.tools.refund import reconcile_refund
 from sagactl.local.tables import StackTables
 from tests.tools_harness import EXECUTION, Delivery, make_case, tools_env
 
@@ -64,7 +64,7 @@ def test_no_delivery_dispatches_an_action_after_it_was_escalated_as_uncertain(
 
         env.clock.advance(3)  # the late delivery's claim lands
         with pytest.raises(OutcomeUnknown, match="escalated to a person"):
-            issue_refund(case, late, execution_arn=execution, ledger=env.ledger, provider=provider)
+            env.issue_refund(case, late, provider=provider, execution_arn=execution)
 
         record = env.record(request.key)
         assert env.case_record(case.case_id)["outcome"] == "ESCALATED"  # type: ignore[index]
@@ -97,9 +97,7 @@ def test_a_released_record_of_the_previous_tree_is_looked_up_before_a_re_send(
 
         # d1: the request is accepted by the provider and still processing (read timeout).
         with pytest.raises(OutcomeUnknown):
-            issue_refund(
-                case, deliveries.next(), execution_arn="e", ledger=env.ledger, provider=provider
-            )
+            env.issue_refund(case, deliveries.next(), provider=provider, execution_arn="e")
         # d2 under the previous tree: takeover, lookup "not found", send -> 409 (the request in
         # flight commits meanwhile), mapped to TransientError, lease released. What that tree
         # left in the table: IN_PROGRESS, no owner, and neither claimed_at nor first_dispatch_at
@@ -134,11 +132,7 @@ def test_a_released_record_of_the_previous_tree_is_looked_up_before_a_re_send(
 
         # The upgrade is deployed; the execution (FAILED at IssueRefund) is redriven a day later.
         env.clock.advance(25 * 3600)
-        issue_refund(
-            case,
-            Delivery("IssueRefund-redrive", case.case_id).next(),
-            execution_arn="e",
-            ledger=env.ledger,
-            provider=env.provider(case),
+        env.issue_refund(
+            case, Delivery("IssueRefund-redrive", case.case_id).next(), execution_arn="e"
         )
         assert env.refunds(case.case_id) == 1, f"{env.refunds(case.case_id)} refunds"

@@ -57,6 +57,16 @@ def _released(ledger: ActionLedger, downstream: CountingDownstream) -> None:
         )
 
 
+def _deliver_refund(ledger: ActionLedger, downstream: CountingDownstream, attempt_id: str) -> None:
+    """A delivery of the refund that would refund, if the ledger let it send."""
+    ledger.execute(
+        REQUEST,
+        Attempt(attempt_id, 30),
+        effect=downstream.effect(REF),
+        reconcile=downstream.lookup(REF),
+    )
+
+
 RawRecord = Callable[[str], dict[str, Any]]
 
 
@@ -130,12 +140,7 @@ def test_a_delivery_after_the_decision_dispatches_nothing_and_writes_nothing(
     clock.advance(policy.retention_seconds + 60)
 
     with pytest.raises(ActionSettled, match="settled by supervisor@acme") as raised:
-        ledger.execute(
-            REQUEST,
-            Attempt("redrive-1", 30),
-            effect=downstream.effect(REF),
-            reconcile=downstream.lookup(REF),
-        )
+        _deliver_refund(ledger, downstream, "redrive-1")
 
     assert "refunded by hand at the provider" in raised.value.message
     assert len(downstream.effects) == 1  # the one the lost response hid, nothing more
@@ -154,12 +159,7 @@ def test_a_settled_released_lease_is_not_resumed(
     settled = raw(REQUEST.key)
 
     with pytest.raises(ActionSettled):
-        ledger.execute(
-            REQUEST,
-            Attempt("late-retry", 30),
-            effect=downstream.effect(REF),
-            reconcile=downstream.lookup(REF),
-        )
+        _deliver_refund(ledger, downstream, "late-retry")
 
     assert downstream.effects == []
     assert raw(REQUEST.key) == settled
@@ -236,12 +236,7 @@ def test_a_takeover_decided_before_the_decision_does_not_land_on_it(
     dynamodb.meta.events.register(event, settle_before_the_takeover)
     try:
         with pytest.raises(ActionSettled):
-            delivery.execute(
-                REQUEST,
-                Attempt("redrive-1", 30),
-                effect=downstream.effect(REF),
-                reconcile=downstream.lookup(REF),
-            )
+            _deliver_refund(delivery, downstream, "redrive-1")
     finally:
         dynamodb.meta.events.unregister(event, settle_before_the_takeover)
 

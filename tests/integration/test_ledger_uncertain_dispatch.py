@@ -10,6 +10,7 @@ commits late, after the caller gave up on it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +19,14 @@ import pytest
 from saga.errors import OutcomeUnknown, TransientError
 from saga.ledger import (
     ActionLedger,
+    ActionOutcome,
     Attempt,
     Decision,
     EffectResult,
     LedgerEvent,
     LedgerPolicy,
     LedgerStatus,
+    ReconcileDecision,
     decide,
 )
 from tests.integration.ledger_harness import (
@@ -58,6 +61,34 @@ def attempt(name: str) -> Attempt:
     return Attempt(name, remaining_seconds=25)
 
 
+def deliver(
+    ledger: ActionLedger,
+    downstream: CountingDownstream,
+    name: str,
+    effect: Callable[[], EffectResult],
+    *,
+    window: float | None = None,
+) -> ActionOutcome:
+    """Delivery `name` of the refund: `effect` is its call to the provider, and a takeover
+    looks the refund up at `downstream` (`window`: the provider's key retention, if any)."""
+    return ledger.execute(
+        REQUEST,
+        attempt(name),
+        effect=effect,
+        reconcile=downstream.lookup(REF),
+        reattempt_window_seconds=window,
+    )
+
+
+def reconcile_refund(
+    ledger: ActionLedger, downstream: CountingDownstream, name: str, *, window: float | None = None
+) -> ReconcileDecision:
+    """The reconcile tool's question about the refund, asked as attempt `name`."""
+    return ledger.reconcile(
+        REQUEST, attempt(name), reconcile=downstream.lookup(REF), reattempt_window_seconds=window
+    )
+
+
 def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_dispatch(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
 ) -> None:
@@ -67,9 +98,7 @@ def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_di
     committed meanwhile) instead of dispatching blind and refunding twice."""
     request_x = InFlight(downstream)
     with pytest.raises(OutcomeUnknown):
-        ledger.execute(
-            REQUEST, attempt("d1"), effect=request_x.send, reconcile=downstream.lookup(REF)
-        )
+        deliver(ledger, downstream, "d1", request_x.send)
     first = ledger.get(REQUEST.key)
     assert first is not None and first.status is LedgerStatus.UNKNOWN
     assert first.first_dispatch_at == first.claimed_at
@@ -79,9 +108,7 @@ def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_di
 
     clock.advance(1)
     with pytest.raises(TransientError):
-        ledger.execute(
-            REQUEST, attempt("d2"), effect=provider_busy, reconcile=downstream.lookup(REF)
-        )
+        deliver(ledger, downstream, "d2", provider_busy)
     released = ledger.get(REQUEST.key)
     assert released is not None
     assert (released.status, released.owner) == (LedgerStatus.IN_PROGRESS, None)
@@ -89,9 +116,7 @@ def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_di
 
     request_x.commit()
     clock.advance(1)
-    outcome = ledger.execute(
-        REQUEST, attempt("d3"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
-    )
+    outcome = deliver(ledger, downstream, "d3", downstream.effect(REF))
     assert outcome.reconciled
     assert len(downstream.effects_for(REF)) == 1
 
@@ -99,33 +124,19 @@ def test_a_released_lease_after_an_uncertain_delivery_is_looked_up_before_any_di
 def test_not_found_allows_a_re_attempt_only_inside_the_key_retention(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
 ) -> None:
-    in_flight = InFlight(downstream)
-    with pytest.raises(OutcomeUnknown):
-        ledger.execute(
-            REQUEST, attempt("d1"), effect=in_flight.send, reconcile=downstream.lookup(REF)
-        )
+    with pytest.raises(OutcomeUnknown):  # d1's request is in flight
+        deliver(ledger, downstream, "d1", InFlight(downstream).send)
 
     clock.advance(KEY_RETENTION)  # the provider has forgotten the key of d1's request
     with pytest.raises(OutcomeUnknown, match="may still commit"):
-        ledger.execute(
-            REQUEST,
-            attempt("d2"),
-            effect=downstream.effect(REF),
-            reconcile=downstream.lookup(REF),
-            reattempt_window_seconds=KEY_RETENTION,
-        )
+        deliver(ledger, downstream, "d2", downstream.effect(REF), window=KEY_RETENTION)
     assert downstream.effects_for(REF) == []  # nothing sent
     record = ledger.get(REQUEST.key)
     assert record is not None and record.status is LedgerStatus.UNKNOWN
     assert record.error is not None and "may still commit" in record.error["message"]
 
     # The same reconcile question from the reconcile tool escalates instead of RETRY.
-    decision = ledger.reconcile(
-        REQUEST,
-        attempt("reconcile"),
-        reconcile=downstream.lookup(REF),
-        reattempt_window_seconds=KEY_RETENTION,
-    )
+    decision = reconcile_refund(ledger, downstream, "reconcile", window=KEY_RETENTION)
     assert decision.decision == "ESCALATE"
     assert "may still commit" in decision.reason
 
@@ -133,26 +144,12 @@ def test_not_found_allows_a_re_attempt_only_inside_the_key_retention(
 def test_inside_the_key_retention_not_found_re_sends_with_the_same_key(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
 ) -> None:
-    in_flight = InFlight(downstream)
-    with pytest.raises(OutcomeUnknown):
-        ledger.execute(
-            REQUEST, attempt("d1"), effect=in_flight.send, reconcile=downstream.lookup(REF)
-        )
-    decision = ledger.reconcile(
-        REQUEST,
-        attempt("reconcile"),
-        reconcile=downstream.lookup(REF),
-        reattempt_window_seconds=KEY_RETENTION,
-    )
+    with pytest.raises(OutcomeUnknown):  # d1's request is in flight
+        deliver(ledger, downstream, "d1", InFlight(downstream).send)
+    decision = reconcile_refund(ledger, downstream, "reconcile", window=KEY_RETENTION)
     assert decision.decision == "RETRY"
     clock.advance(60)
-    outcome = ledger.execute(
-        REQUEST,
-        attempt("d2"),
-        effect=downstream.effect(REF),
-        reconcile=downstream.lookup(REF),
-        reattempt_window_seconds=KEY_RETENTION,
-    )
+    outcome = deliver(ledger, downstream, "d2", downstream.effect(REF), window=KEY_RETENTION)
     assert not outcome.reconciled and len(downstream.effects_for(REF)) == 1
 
 
@@ -165,12 +162,7 @@ def test_an_abandoned_lease_counts_as_a_possible_dispatch(
     assert existing is None
     claimed_at = held.claimed_at
     clock.advance(KEY_RETENTION + 60)
-    decision = ledger.reconcile(
-        REQUEST,
-        attempt("reconcile"),
-        reconcile=downstream.lookup(REF),
-        reattempt_window_seconds=KEY_RETENTION,
-    )
+    decision = reconcile_refund(ledger, downstream, "reconcile", window=KEY_RETENTION)
     assert decision.decision == "ESCALATE"
     record = ledger.get(REQUEST.key)
     assert record is not None and record.status is LedgerStatus.UNKNOWN
@@ -184,16 +176,9 @@ def test_a_lookup_that_sees_every_request_re_attempts_whenever_it_finds_nothing(
     """No window (a carrier whose lookup is read-after-write consistent and covers requests in
     flight): "not found" is proof, however late."""
     with pytest.raises(OutcomeUnknown):
-        ledger.execute(
-            REQUEST,
-            attempt("d1"),
-            effect=InFlight(downstream).send,
-            reconcile=downstream.lookup(REF),
-        )
+        deliver(ledger, downstream, "d1", InFlight(downstream).send)
     clock.advance(3 * 86400)
-    outcome = ledger.execute(
-        REQUEST, attempt("d2"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
-    )
+    outcome = deliver(ledger, downstream, "d2", downstream.effect(REF))
     assert outcome.status == "COMPLETED" and len(downstream.effects_for(REF)) == 1
 
 
@@ -206,13 +191,11 @@ def test_retention_counts_from_the_latest_delivery(
     failing = downstream.not_dispatched()
     for name in ("d1", "d2", "d3"):
         with pytest.raises(TransientError):
-            ledger.execute(REQUEST, attempt(name), effect=failing, reconcile=downstream.lookup(REF))
+            deliver(ledger, downstream, name, failing)
         record = ledger.get(REQUEST.key)
         assert record is not None and record.expires_at == int(clock()) + retention
         clock.advance(retention * 0.75)  # each gap is inside the retention, the sum is not
-    outcome = ledger.execute(
-        REQUEST, attempt("d4"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
-    )
+    outcome = deliver(ledger, downstream, "d4", downstream.effect(REF))
     assert outcome.status == "COMPLETED" and len(downstream.effects_for(REF)) == 1
 
 
@@ -220,22 +203,17 @@ def test_reconciliation_settles_an_expired_record_and_renews_it(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
 ) -> None:
     with pytest.raises(OutcomeUnknown):
-        ledger.execute(
-            REQUEST,
-            attempt("d1"),
-            effect=downstream.lose_response(REF),
-            reconcile=downstream.lookup(REF),
-        )
+        deliver(ledger, downstream, "d1", downstream.lose_response(REF))
     clock.advance(policy.retention_seconds + 1)
 
-    decision = ledger.reconcile(REQUEST, attempt("reconcile-1"), reconcile=downstream.lookup(REF))
+    decision = reconcile_refund(ledger, downstream, "reconcile-1")
     assert (decision.decision, decision.reason) == ("RESUME", "found at the downstream")
     record = ledger.get(REQUEST.key)
     assert record is not None and record.status is LedgerStatus.COMPLETED
     assert record.expires_at == int(clock()) + policy.retention_seconds
 
     clock.advance(policy.retention_seconds + 1)  # a COMPLETED record past its retention
-    again = ledger.reconcile(REQUEST, attempt("reconcile-2"), reconcile=downstream.lookup(REF))
+    again = reconcile_refund(ledger, downstream, "reconcile-2")
     assert again.decision == "RESUME" and again.outcome is not None
     assert again.outcome.result == record.result
     assert len(downstream.effects_for(REF)) == 1
@@ -245,16 +223,9 @@ def test_a_late_delivery_on_an_expired_open_record_looks_it_up_and_never_sends(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
 ) -> None:
     with pytest.raises(OutcomeUnknown):
-        ledger.execute(
-            REQUEST,
-            attempt("d1"),
-            effect=downstream.lose_response(REF),
-            reconcile=downstream.lookup(REF),
-        )
+        deliver(ledger, downstream, "d1", downstream.lose_response(REF))
     clock.advance(policy.retention_seconds + 1)  # expired, not yet deleted by TTL
-    outcome = ledger.execute(
-        REQUEST, attempt("d2"), effect=downstream.effect(REF), reconcile=downstream.lookup(REF)
-    )
+    outcome = deliver(ledger, downstream, "d2", downstream.effect(REF))
     assert outcome.reconciled and len(downstream.effects_for(REF)) == 1
     record = ledger.get(REQUEST.key)
     assert record is not None and record.expires_at == int(clock()) + policy.retention_seconds
@@ -280,9 +251,7 @@ def test_a_stale_owner_cannot_write_over_the_live_new_owner(
 
     def stale() -> None:
         try:
-            ledger.execute(
-                REQUEST, attempt("stale"), effect=stale_effect, reconcile=downstream.lookup(REF)
-            )
+            deliver(ledger, downstream, "stale", stale_effect)
         except BaseException as exc:
             stale_error.append(exc)
 
@@ -297,9 +266,7 @@ def test_a_stale_owner_cannot_write_over_the_live_new_owner(
         threading.Event().wait(0.01)
     clock.advance(policy.lease_seconds(25) + 1)  # the stale owner stalls past its lease
     new_thread = threading.Thread(
-        target=lambda: ledger.execute(
-            REQUEST, attempt("new"), effect=new_owner_effect, reconcile=downstream.lookup(REF)
-        )
+        target=lambda: deliver(ledger, downstream, "new", new_owner_effect)
     )
     new_thread.start()
     assert new_owner_holds.wait(10)
@@ -330,12 +297,7 @@ def test_decision_for_a_released_lease_depends_on_what_earlier_deliveries_may_ha
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
 ) -> None:
     with pytest.raises(TransientError):
-        ledger.execute(
-            REQUEST,
-            attempt("d1"),
-            effect=downstream.not_dispatched(),
-            reconcile=downstream.lookup(REF),
-        )
+        deliver(ledger, downstream, "d1", downstream.not_dispatched())
     record = ledger.get(REQUEST.key)
     assert record is not None and record.first_dispatch_at is None
     row = decide(record, digest=REQUEST.digest, attempt_id="d2", now=clock(), budget=5)

@@ -14,14 +14,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from saga.errors import OutcomeUnknown, OutOfStock
-from saga.identity import Operation
 from saga.ledger import LedgerStatus
 from saga.models import Case, ReconcileResult
 from saga.sandbox.faults import NoFaults
-from saga.sandbox.inventory import SandboxInventory
-from saga.tools.reconcile import reconcile_action
-from saga.tools.refund import issue_refund, reconcile_refund
-from saga.tools.reserve import reconcile_reserve, reserve_stock
 from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
@@ -44,31 +39,13 @@ def drive_reserve_loop(
     decisions: list[str] = []
     for _ in range(5 * BUDGET):  # far more rounds than any budget allows
         try:
-            reserve_stock(
-                case,
-                deliveries.next(),
-                execution_arn="arn:e",
-                ledger=env.ledger,
-                inventory=SandboxInventory.for_case(
-                    env.inventory,
-                    reserve_faults(),  # type: ignore[arg-type]
-                    case,
-                    Operation.RESERVE,
-                ),
-            )
+            env.reserve(case, deliveries.next(), faults=reserve_faults())  # type: ignore[arg-type]
         except OutcomeUnknown:
             pass
         else:
             decisions.append("COMPLETED")
             return decisions
-        answer: ReconcileResult = reconcile_action(
-            case,
-            "reserve",
-            reconciles.next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            reconcile=lambda: reconcile_reserve(case, inventory=env.inventory),
-        )
+        answer: ReconcileResult = env.reconcile(case, "reserve", reconciles.next())
         decisions.append(answer.decision)
         if answer.decision != "RETRY":
             return decisions
@@ -108,32 +85,11 @@ def test_out_of_stock_on_the_re_attempt_is_recorded_not_left_uncertain(env: Tool
     # over the reconcile's placeholder, not an OutcomeUnknown that would loop to escalation.
     case = make_case(reserve={"sku": "SKU-EMPTY", "quantity": 1}, faults={"reserve": []})
     with pytest.raises(OutcomeUnknown):
-        reserve_stock(
-            case,
-            Delivery("ReserveStock", case.case_id).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            inventory=SandboxInventory.for_case(
-                env.inventory, ListFaults("timeout"), case, Operation.RESERVE
-            ),
-        )
-    answer = reconcile_action(
-        case,
-        "reserve",
-        Delivery("ReconcileStep", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        reconcile=lambda: reconcile_reserve(case, inventory=env.inventory),
-    )
+        env.reserve(case, faults=ListFaults("timeout"))
+    answer = env.reconcile(case, "reserve")
     assert answer.decision == "RETRY"
     with pytest.raises(OutOfStock, match="SKU-EMPTY"):
-        reserve_stock(
-            case,
-            Delivery("ReserveStock", case.case_id, count=10).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            inventory=env.inventory,
-        )
+        env.reserve(case, Delivery("ReserveStock", case.case_id, count=10).next())
     record = env.record("acme#reserve#case-0001.reserve")
     assert record is not None and record.status is LedgerStatus.FAILED
     assert record.error is not None and record.error["type"] == "OutOfStock"
@@ -148,14 +104,7 @@ def test_refund_re_attempts_that_never_reach_the_ledger_still_end_in_escalation(
     reconciles = Delivery("ReconcileStep", case.case_id)
     decisions = []
     for _ in range(5 * BUDGET):
-        answer = reconcile_action(
-            case,
-            "refund",
-            reconciles.next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            reconcile=lambda: reconcile_refund("case-0001.refund", env.provider(case)),
-        )
+        answer = env.reconcile(case, "refund", reconciles.next())
         decisions.append(answer.decision)
         if answer.decision != "RETRY":
             break
@@ -165,29 +114,10 @@ def test_refund_re_attempts_that_never_reach_the_ledger_still_end_in_escalation(
 
 def test_refund_after_a_no_record_retry_is_made_once(env: ToolsEnv) -> None:
     case = make_case()
-    answer = reconcile_action(
-        case,
-        "refund",
-        Delivery("ReconcileStep", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        reconcile=lambda: reconcile_refund("case-0001.refund", env.provider(case)),
-    )
+    answer = env.reconcile(case, "refund")
     assert answer.decision == "RETRY"
     deliveries = Delivery("IssueRefund", case.case_id)
-    first = issue_refund(
-        case,
-        deliveries.next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        provider=env.provider(case),
-    )
-    again = issue_refund(
-        case,
-        deliveries.next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        provider=env.provider(case),
-    )
+    first = env.issue_refund(case, deliveries.next())
+    again = env.issue_refund(case, deliveries.next())
     assert not first.replayed and again.replayed
     assert env.refunds(case.case_id) == 1

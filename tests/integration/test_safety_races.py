@@ -19,7 +19,7 @@ from saga.ports import RefundReceipt, Reservation
 from saga.sandbox.calls import read_references
 from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.tools.reconcile import reconcile_action
-from saga.tools.refund import issue_refund, reconcile_refund
+from saga.tools.refund import reconcile_refund
 from saga.tools.release import release_reservation
 from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
@@ -132,9 +132,7 @@ def test_a_refund_re_sent_while_the_first_is_in_flight_is_one_refund(env: ToolsE
     deliveries = Delivery("IssueRefund", case.case_id)
 
     def deliver() -> Any:
-        return issue_refund(
-            case, deliveries.next(), execution_arn="arn:e", ledger=env.ledger, provider=provider
-        )
+        return env.issue_refund(case, deliveries.next(), provider=provider)
 
     def reconcile() -> Any:
         return reconcile_action(

@@ -16,17 +16,11 @@ from saga.ports import (
 )
 from saga.sandbox.carrier import SandboxCarrier
 from tests.tables import SandboxTables
+from tests.tools_harness import ADDRESS
 
 TABLES = SandboxTables()
 CASE = "case-0001"
 REF = "case-0001.ship"
-ADDRESS = {
-    "name": "Ada Li",
-    "line1": "1 Main St",
-    "city": "Springfield",
-    "postal_code": "12345",
-    "country": "US",
-}
 
 
 def carrier(

@@ -15,6 +15,7 @@ from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Foun
 from saga.settings import ConfigurationError, SweepStuckActionsEnvironment
 from saga.tools.sweeper import StuckActionSweeper
 from tests.integration.ledger_harness import FakeClock, refund_request
+from tests.queues import drain
 
 GRACE = 300
 LEASE_SECONDS = 60.0
@@ -55,6 +56,13 @@ def queue_url(moto_aws: None) -> str:
 def sweeper(
     dynamodb: Any, ledger_table: str, queue_url: str, clock: FakeClock
 ) -> StuckActionSweeper:
+    return sweeper_over(dynamodb, ledger_table, queue_url, clock)
+
+
+def sweeper_over(
+    dynamodb: Any, ledger_table: str, queue_url: str, clock: FakeClock, page_size: int | None = None
+) -> StuckActionSweeper:
+    """The sweeper of this ledger table, escalating to this queue after GRACE."""
     return StuckActionSweeper(
         dynamodb=dynamodb,
         sqs=boto3.client("sqs"),
@@ -62,19 +70,12 @@ def sweeper(
         escalation_queue_url=queue_url,
         grace_seconds=GRACE,
         clock=clock,
+        page_size=page_size,
     )
 
 
 def _messages(queue_url: str) -> list[dict[str, Any]]:
-    sqs = boto3.client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-        if not batch:
-            return bodies
-        for message in batch:
-            bodies.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    return drain(boto3.client("sqs"), queue_url)
 
 
 def test_only_actions_stuck_past_lease_and_grace_are_escalated_once_each(
@@ -143,15 +144,7 @@ def test_many_stuck_actions_are_read_across_pages(
     for request in requests:
         _run(ledger, request, _lose_response, f"attempt-{request.case_id}")
     clock.advance(GRACE + 1)
-    paged = StuckActionSweeper(
-        dynamodb=dynamodb,
-        sqs=boto3.client("sqs"),
-        ledger_table=ledger_table,
-        escalation_queue_url=queue_url,
-        grace_seconds=GRACE,
-        clock=clock,
-        page_size=5,
-    )
+    paged = sweeper_over(dynamodb, ledger_table, queue_url, clock, page_size=5)
     report = paged.sweep()
     assert sorted(a.action_key for a in report.stuck) == sorted(r.key for r in requests)
     assert len(_messages(queue_url)) == 12

@@ -8,9 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from saga.errors import OutcomeUnknown, TransientError
-from saga.tools.reconcile import reconcile_action
-from saga.tools.refund import issue_refund, reconcile_refund
-from saga.tools.ship import create_shipment, reconcile_shipment
+from saga.tools.refund import reconcile_refund
 from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
@@ -24,13 +22,7 @@ def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
 def test_lost_refund_response_says_once_what_was_lost(env: ToolsEnv) -> None:
     case = make_case(faults={"refund": ["lose_response"]})
     with pytest.raises(OutcomeUnknown) as raised:
-        issue_refund(
-            case,
-            Delivery("IssueRefund", case.case_id).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            provider=env.provider(case),
-        )
+        env.issue_refund(case)
     assert raised.value.message == (
         "refund acme#refund#case-0001.refund: outcome unknown: the response from refund was "
         "lost (sandbox fault: lose_response)"
@@ -41,37 +33,18 @@ def test_carrier_messages_name_the_action_once(env: ToolsEnv) -> None:
     case = make_case(faults={"shipment": ["fail_before_commit", "unavailable"]})
     deliveries = Delivery("CreateShipment", case.case_id)
     with pytest.raises(TransientError) as transient:
-        create_shipment(
-            case,
-            deliveries.next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            carrier=env.carrier(case),
-        )
+        env.create_shipment(case, deliveries.next())
     assert transient.value.message == (
         "shipment acme#ship#case-0001.ship not dispatched: shipment failed before committing "
         "anything (sandbox fault)"
     )
     with pytest.raises(OutcomeUnknown) as unknown:
-        create_shipment(
-            case,
-            deliveries.next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            carrier=env.carrier(case),
-        )
+        env.create_shipment(case, deliveries.next())
     assert unknown.value.message == (
         "shipment acme#ship#case-0001.ship: outcome unknown: shipment is unavailable "
         "(sandbox fault)"
     )
-    answer = reconcile_action(
-        case,
-        "ship",
-        Delivery("ReconcileStep", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        reconcile=lambda: reconcile_shipment("case-0001.ship", env.carrier(case)),
-    )
+    answer = env.reconcile(case, "ship")
     assert answer.decision == "ESCALATE"
     assert answer.reason == (
         "outcome cannot be determined: shipment lookup for case-0001.ship got no answer: "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,18 +15,12 @@ from saga.errors import (
     ReservationNotHeld,
 )
 from saga.identity import Operation
-from saga.ledger import Absent, Found, LedgerStatus, Reconciliation, Undeterminable
-from saga.models import AttemptInfo, Case, OutcomePayload, ReconcileResult, Step
-from saga.sandbox.faults import NoFaults
+from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
+from saga.models import AttemptInfo, OutcomePayload
 from saga.sandbox.inventory import SandboxInventory
 from saga.tools.outcome import record_outcome
-from saga.tools.reconcile import reconcile_action
-from saga.tools.refund import issue_refund, reconcile_refund
-from saga.tools.release import release_reservation
-from saga.tools.reserve import reconcile_reserve
-from saga.tools.ship import create_shipment
 from sagactl.local.tables import StackTables
-from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
+from tests.tools_harness import ListFaults, ToolsEnv, make_case, tools_env
 
 
 @pytest.fixture
@@ -39,37 +33,11 @@ OWNER = OwningExecution("arn:e")
 ATTEMPT = AttemptInfo(execution=OWNER.arn, state="RecordOutcome", retry=0)
 
 
-def release(env: ToolsEnv, case: Case, faults: object = None):  # type: ignore[no-untyped-def]
-    return release_reservation(
-        case,
-        Delivery("ReleaseReservation", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        inventory=SandboxInventory.for_case(
-            env.inventory,
-            faults if faults is not None else NoFaults(),  # type: ignore[arg-type]
-            case,
-            Operation.RELEASE,
-        ),
-        cases=env.cases,
-    )
-
-
-def ship(env: ToolsEnv, case: Case) -> None:
-    create_shipment(
-        case,
-        Delivery("CreateShipment", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        carrier=env.carrier(case),
-    )
-
-
 # --- release --------------------------------------------------------------------------------
 def test_release_restores_stock_once_and_records_its_own_key(env: ToolsEnv) -> None:
     case = make_case(reserve={"sku": "SKU-RED-MUG", "quantity": 4})
     env.reserve(case)
-    result = release(env, case)
+    result = env.release(case)
     assert result.action_key == "acme#release#case-0001.reserve"
     assert env.available("SKU-RED-MUG") == 100
     [reservation] = env.reservations(case.case_id)
@@ -77,15 +45,15 @@ def test_release_restores_stock_once_and_records_its_own_key(env: ToolsEnv) -> N
     assert reservation["released_by"]["S"] == "acme#release#case-0001.reserve"
     record = env.record(result.action_key)
     assert record is not None and record.compensates == "acme#reserve#case-0001.reserve"
-    assert release(env, case).replayed and env.available("SKU-RED-MUG") == 100
+    assert env.release(case).replayed and env.available("SKU-RED-MUG") == 100
 
 
 def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -> None:
     case = make_case()
     with pytest.raises(ReservationNotHeld, match="no reservation"):
-        release(env, case)
+        env.release(case)
     with pytest.raises(ReservationNotHeld, match="no reservation"):
-        release(env, case)  # the recorded failure, replayed
+        env.release(case)  # the recorded failure, replayed
     record = env.case_record(case.case_id)
     assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
 
@@ -93,9 +61,9 @@ def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -
 def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
     case = make_case()
     env.reserve(case)
-    ship(env, case)
+    env.create_shipment(case)
     with pytest.raises(ReservationNotHeld, match="shipment action is COMPLETED"):
-        release(env, case)
+        env.release(case)
     assert env.available("SKU-RED-MUG") == 99
 
 
@@ -115,7 +83,7 @@ def test_a_reservation_released_by_another_action_is_refused_before_any_write(
         ExpressionAttributeValues={":released": {"S": "RELEASED"}, ":other": {"S": "other-key"}},
     )
     with pytest.raises(ReservationNotHeld, match="is RELEASED, not HELD"):
-        release(env, case)
+        env.release(case)
     assert env.available("SKU-RED-MUG") == 99
     [after] = env.reservations(case.case_id)
     assert after["released_by"]["S"] == "other-key"
@@ -126,9 +94,9 @@ def test_release_after_a_shipment_of_unknown_outcome_is_refused(env: ToolsEnv) -
     case = make_case(faults={"shipment": ["timeout"]})
     env.reserve(case)
     with pytest.raises(OutcomeUnknown):
-        ship(env, case)
+        env.create_shipment(case)
     with pytest.raises(ReservationNotHeld, match="shipment action is UNKNOWN"):
-        release(env, case)
+        env.release(case)
     assert env.available("SKU-RED-MUG") == 99
     assert [r["status"]["S"] for r in env.reservations(case.case_id)] == ["HELD"]
 
@@ -137,7 +105,7 @@ def test_release_reject_fault_is_permanent(env: ToolsEnv) -> None:
     case = make_case()
     env.reserve(case)
     with pytest.raises(ReservationNotHeld, match="reject"):
-        release(env, case, ListFaults("reject"))
+        env.release(case, faults=ListFaults("reject"))
     assert env.available("SKU-RED-MUG") == 99
 
 
@@ -147,7 +115,7 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
     case = make_case()
     env.reserve(case)
     assert isinstance(reconcile_release(case, inventory=env.inventory), Absent)
-    release(env, case)
+    env.release(case)
     found = reconcile_release(case, inventory=env.inventory)
     assert isinstance(found, Found) and found.result["status"] == "RELEASED"
     failed = reconcile_release(
@@ -160,33 +128,17 @@ def test_release_reconcile_answers(env: ToolsEnv) -> None:
 
 
 # --- reconcile --------------------------------------------------------------------------------
-def reconcile(
-    env: ToolsEnv, case: Case, step: Step, answer: Callable[[], Reconciliation]
-) -> ReconcileResult:
-    return reconcile_action(
-        case,
-        step,
-        Delivery("ReconcileStep", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        reconcile=answer,
-    )
 
 
 def test_reconcile_resume_retry_escalate(env: ToolsEnv) -> None:
     case = make_case()
-    nothing = reconcile(
-        env,
-        case,
-        "reserve",
-        lambda: reconcile_reserve(case, inventory=env.inventory),
-    )
+    nothing = env.reconcile(case, "reserve")
     assert (nothing.decision, nothing.attempts, nothing.budget) == ("RETRY", 0, 5)
     env.reserve(case)
-    done = reconcile(env, case, "reserve", Absent)
+    done = env.reconcile(case, "reserve", lookup=Absent)
     assert done.decision == "RESUME" and done.result is not None and done.result.replayed
     assert done.result.result["reservation_id"] == "acme#reserve#case-0001.reserve"
-    unclear = reconcile(env, case, "refund", lambda: Undeterminable("provider down"))
+    unclear = env.reconcile(case, "refund", lookup=lambda: Undeterminable("provider down"))
     assert unclear.decision == "ESCALATE" and "provider down" in unclear.reason
     record = env.record("acme#refund#case-0001.refund")
     assert record is not None and record.status is LedgerStatus.UNKNOWN
@@ -197,19 +149,11 @@ def test_reconcile_of_a_recorded_failure_raises_the_business_error(env: ToolsEnv
     with pytest.raises(OutOfStock):
         env.reserve(case)
     with pytest.raises(OutOfStock, match="SKU-EMPTY"):
-        reconcile(env, case, "reserve", Absent)
+        env.reconcile(case, "reserve", lookup=Absent)
     with pytest.raises(RefundRejected):
-        issue_refund(
-            case,
-            Delivery("IssueRefund", case.case_id).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            provider=env.provider(case),
-        )
+        env.issue_refund(case)
     with pytest.raises(RefundRejected):
-        reconcile(
-            env, case, "refund", lambda: reconcile_refund("case-0001.refund", env.provider(case))
-        )
+        env.reconcile(case, "refund")
     assert env.refunds(case.case_id) == 0
 
 

@@ -22,26 +22,16 @@ from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.tables import StackTables
-from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
+from tests.tools_harness import (
+    APPROVAL_KEYS_JSON,
+    TABLE_NAMES,
+    agent_proposal,
+    create_approval_keys,
+    create_tables,
+)
 
 ROLE = "arn:aws:iam::123456789012:role/sfn"
-PROPOSAL: dict[str, Any] = {
-    "request_id": "ticket-4711:replacement",
-    "order_id": "ord-4711",
-    "customer_id": "cus-7",
-    "sku": "SKU-RED-MUG",
-    "quantity": 1,
-    "payment_reference": "pay-4711",
-    "amount_minor": 2000,
-    "currency": "USD",
-    "address": {
-        "name": "Ada Li",
-        "line1": "1 Main St",
-        "city": "Springfield",
-        "postal_code": "12345",
-        "country": "US",
-    },
-}
+PROPOSAL = agent_proposal("4711")
 
 
 @pytest.fixture

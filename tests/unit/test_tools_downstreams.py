@@ -29,8 +29,8 @@ from saga.ports import (
     ShipmentReceipt,
     ShipmentRequest,
 )
-from saga.tools.refund import issue_refund, reconcile_refund
-from saga.tools.ship import create_shipment, reconcile_shipment
+from saga.tools.refund import reconcile_refund
+from saga.tools.ship import reconcile_shipment
 from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
@@ -87,13 +87,7 @@ def test_refund_sends_the_action_key_as_idempotency_key_and_action_id_as_referen
 ) -> None:
     provider = FakeProvider()
     case = make_case()
-    result = issue_refund(
-        case,
-        Delivery("IssueRefund", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        provider=provider,
-    )
+    result = env.issue_refund(case, provider=provider)
     [(request, key)] = provider.calls
     assert key == "acme#refund#case-0001.refund"
     assert request == RefundRequest("case-0001", "case-0001.refund", "pay-777", 2000, "USD")
@@ -117,13 +111,7 @@ def test_refund_error_mapping(
 ) -> None:
     case = make_case()
     with pytest.raises(expected):
-        issue_refund(
-            case,
-            Delivery("IssueRefund", case.case_id).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            provider=FakeProvider(errors=[error]),
-        )
+        env.issue_refund(case, provider=FakeProvider(errors=[error]))
     record = env.record("acme#refund#case-0001.refund")
     assert record is not None and record.status is status
     if expected is RefundRejected:
@@ -146,13 +134,7 @@ def test_shipment_error_mapping(
 ) -> None:
     case = make_case()
     with pytest.raises(expected):
-        create_shipment(
-            case,
-            Delivery("CreateShipment", case.case_id).next(),
-            execution_arn="arn:e",
-            ledger=env.ledger,
-            carrier=FakeCarrier(errors=[error]),
-        )
+        env.create_shipment(case, carrier=FakeCarrier(errors=[error]))
     record = env.record("acme#ship#case-0001.ship")
     assert record is not None and record.status is status
 
@@ -160,13 +142,7 @@ def test_shipment_error_mapping(
 def test_shipment_request_carries_the_action_id_address_and_item(env: ToolsEnv) -> None:
     carrier = FakeCarrier()
     case = make_case()
-    create_shipment(
-        case,
-        Delivery("CreateShipment", case.case_id).next(),
-        execution_arn="arn:e",
-        ledger=env.ledger,
-        carrier=carrier,
-    )
+    env.create_shipment(case, carrier=carrier)
     [request] = carrier.calls
     assert request.business_ref == "case-0001.ship"
     assert request.address["city"] == "Springfield"
@@ -204,12 +180,8 @@ def test_takeover_after_timeout_looks_up_before_sending_again(env: ToolsEnv) -> 
     delivery = Delivery("CreateShipment", case.case_id)
     carrier = FakeCarrier(errors=[DownstreamTimeout("lost")])
     with pytest.raises(OutcomeUnknown):
-        create_shipment(
-            case, delivery.next(), execution_arn="arn:e", ledger=env.ledger, carrier=carrier
-        )
+        env.create_shipment(case, delivery.next(), carrier=carrier)
     carrier.lookup = [ShipmentReceipt("shp_1", "case-0001.ship", "created")]
-    result = create_shipment(
-        case, delivery.next(), execution_arn="arn:e", ledger=env.ledger, carrier=carrier
-    )
+    result = env.create_shipment(case, delivery.next(), carrier=carrier)
     assert result.reconciled and result.downstream_ref == "shp_1"
     assert len(carrier.calls) == 1
