@@ -34,6 +34,7 @@ from sagactl.local.client_context import (
     header_value,
     parse_client_context,
 )
+from sagactl.local.patching import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -357,17 +358,15 @@ def _install_call_recording() -> None:
     from botocore.client import BaseClient
 
     with _INSTALL_LOCK:
-        original = getattr(BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
-        if getattr(original, _RECORDING_MARK, False):
-            return
 
-        @functools.wraps(original)
-        def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
-            _record_call(self, operation_name, api_params)
-            return original(self, operation_name, api_params)
+        def wrap(original: Any) -> Any:
+            def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
+                _record_call(self, operation_name, api_params)
+                return original(self, operation_name, api_params)
 
-        setattr(recorded, _RECORDING_MARK, True)
-        setattr(BaseClient, "_make_api_call", recorded)  # noqa: B010
+            return recorded
+
+        wrap_once(BaseClient, "_make_api_call", _RECORDING_MARK, wrap)
 
 
 @contextmanager
