@@ -67,6 +67,8 @@ OUTCOME_CLASSES = (
     "COMPENSATION_PENDING",
 )
 STEP_OPERATIONS = {"reserve": "reserve", "refund": "refund", "ship": "ship"}
+# operation -> (the Snapshot's list of its effects, the id field its downstream_ref names)
+_EFFECT_IDS = {"refund": ("refunds", "refund_id"), "ship": ("shipments", "shipment_id")}
 
 
 @dataclass
@@ -201,19 +203,13 @@ class CaseChecker:
                     )
                 continue
             ref = record.get("downstream_ref")
-            if operation == "refund":
+            if operation in _EFFECT_IDS:
+                effects, id_field = _EFFECT_IDS[operation]
+                ids = [effect.get(id_field) for effect in getattr(snap, effects)]
                 check(
                     "completed_has_effect",
-                    [r.get("refund_id") for r in snap.refunds] == [ref],
-                    f"{label}: refund COMPLETED ref {ref}, refunds "
-                    f"{[r.get('refund_id') for r in snap.refunds]}",
-                )
-            elif operation == "ship":
-                check(
-                    "completed_has_effect",
-                    [s.get("shipment_id") for s in snap.shipments] == [ref],
-                    f"{label}: ship COMPLETED ref {ref}, shipments "
-                    f"{[s.get('shipment_id') for s in snap.shipments]}",
+                    ids == [ref],
+                    f"{label}: {operation} COMPLETED ref {ref}, {effects} {ids}",
                 )
             elif operation == "reserve":
                 check(

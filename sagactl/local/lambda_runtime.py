@@ -158,23 +158,19 @@ def applied_environment(variables: Mapping[str, str]) -> Iterator[None]:
 
 
 def invoke_environment(
-    *,
-    function_name: str,
-    version: str,
-    memory_mb: int,
-    timeout: float,
-    handler: str,
-    function_variables: Mapping[str, Any],
+    context: LocalLambdaContext, *, handler: str, function_variables: Mapping[str, Any]
 ) -> dict[str, str]:
+    """The process environment of one invoke: the runtime's variables for the function the
+    context names, then the function's own."""
     settings = _Runtime.settings
     env: dict[str, str] = {
         **FAKE_CREDENTIALS,
         "AWS_REGION": settings.region,
         "AWS_DEFAULT_REGION": settings.region,
-        "AWS_LAMBDA_FUNCTION_NAME": function_name,
-        "AWS_LAMBDA_FUNCTION_VERSION": version,
-        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
-        "AWS_LAMBDA_FUNCTION_TIMEOUT": str(int(timeout)),
+        "AWS_LAMBDA_FUNCTION_NAME": context.function_name,
+        "AWS_LAMBDA_FUNCTION_VERSION": context.function_version,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(context.memory_limit_in_mb),
+        "AWS_LAMBDA_FUNCTION_TIMEOUT": str(int(context.timeout_seconds)),
         "AWS_EXECUTION_ENV": "AWS_Lambda_python_local",
         "_HANDLER": handler,
         # No X-Ray daemon here; tracing on AWS is configured by the stack.
@@ -227,14 +223,7 @@ def invoke_in_process(
         timeout_seconds=timeout,
         client_context=client_context,
     )
-    env = invoke_environment(
-        function_name=function_name,
-        version=version,
-        memory_mb=memory_mb,
-        timeout=timeout,
-        handler=handler_path,
-        function_variables=variables,
-    )
+    env = invoke_environment(context, handler=handler_path, function_variables=variables)
     with _INVOKE_LOCK, applied_environment(env):
         try:
             handler = load_handler(handler_path)
