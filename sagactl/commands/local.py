@@ -218,7 +218,8 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         local,
         "up",
         "start the local AWS with the stack provisioned; stays up until interrupted",
-        handler=guarded_local(command_up),
+        handler=command_up,
+        guard=guarded_local,
         description="Start the local AWS (a moto server on loopback, nothing reaches real AWS), "
         "synthesize the CDK app and provision its stack into it (tables, queues, functions, the "
         "state machine, EventBridge rules; resources are named after the stack, as in the "
@@ -277,7 +278,8 @@ def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         local,
         "down",
         "stop a running `sagactl local up`",
-        handler=guarded_local(command_down),
+        handler=command_down,
+        guard=guarded_local,
         description="Stop the `sagactl local up` whose pid file is in the state directory "
         "(SIGTERM, then wait for it to exit). Its resources and executions are gone with it; "
         "the next `local up` starts from an empty account. With nothing running it says so and "

@@ -90,7 +90,8 @@ def register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         local,
         "advance",
         "move the local AWS's clock forward (leases, key retention, TTL, token windows)",
-        handler=guarded_local(command_advance),
+        handler=command_advance,
+        guard=guarded_local,
         description="Move the clock of a running local AWS forward: the Lambda code, Step "
         "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
         "whose TTL has passed are deleted before the command returns. The clock never goes back.",
@@ -103,7 +104,8 @@ def register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         local,
         "clock",
         "show the local AWS's clock and how far it is ahead",
-        handler=guarded_local(command_clock),
+        handler=command_clock,
+        guard=guarded_local,
         description="Print the time of a running local AWS, and how far `sagactl local "
         "advance` has moved it ahead of real time.",
     )
