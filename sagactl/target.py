@@ -27,7 +27,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sagactl.errors import NotFound, TargetError
+from sagactl.errors import NotFound, SagactlError, TargetError
 from sagactl.local.clock import ClockUnavailable, read_clock
 from sagactl.paths import PROJECT_ROOT
 
@@ -88,6 +88,17 @@ class Target:
 
     def optional_output(self, key: str) -> str | None:
         return self.outputs.get(key) or None
+
+    def newer_output(self, key: str, feature: str, error: type[SagactlError]) -> str:
+        """An output that a stack deployed before `feature` lacks: `error` says to redeploy."""
+        value = self.optional_output(key)
+        if value is None:
+            where = "the local AWS" if self.local else f"stack {self.stack_name}"
+            raise error(
+                f"{where} has no {key} output: it predates {feature}; deploy the current stack "
+                "(or restart `sagactl local up`)"
+            )
+        return value
 
     @property
     def state_machine_arn(self) -> str:

@@ -24,11 +24,10 @@ Clock jumps between a close and a redrive, and before a resubmission, are the ru
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any
 
 from sagactl.local.clock import LOCAL_CLOCK
 from sagactl.local.lambda_runtime import SimulatedCrash, running_function
+from sagactl.local.patching import wrap_once
 
 OBSERVER_AGENT = "saga-campaign-observer"
 _MARK = "_saga_campaign_nemesis"
@@ -155,22 +155,19 @@ def _after_handler_call(state: Armed, operation: str, params: Mapping[str, Any])
 def _install_client_hook() -> None:
     from botocore.client import BaseClient
 
-    original = getattr(BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
-    if getattr(original, _MARK, False):
-        return
+    def wrap(original: Any) -> Any:
+        def call(self: Any, operation_name: str, api_params: Any) -> Any:
+            state = _active()
+            if state is None or running_function() is None:
+                return original(self, operation_name, api_params)
+            _before_handler_call(state)
+            response = original(self, operation_name, api_params)
+            _after_handler_call(state, operation_name, api_params)
+            return response
 
-    @functools.wraps(original)
-    def call(self: Any, operation_name: str, api_params: Any) -> Any:
-        state = _active()
-        if state is None or running_function() is None:
-            return original(self, operation_name, api_params)
-        _before_handler_call(state)
-        response = original(self, operation_name, api_params)
-        _after_handler_call(state, operation_name, api_params)
-        return response
+        return call
 
-    setattr(call, _MARK, True)
-    setattr(BaseClient, "_make_api_call", call)  # noqa: B010
+    wrap_once(BaseClient, "_make_api_call", _MARK, wrap)
 
 
 # --- Lambda's answer: invoke-level errors ---------------------------------------------------------
@@ -186,38 +183,35 @@ def _invoke_error_payload(error: str, function_name: str) -> str:
 def _install_invoke_hook() -> None:
     from moto.awslambda.models import LambdaFunction
 
-    original = LambdaFunction._invoke_lambda
-    if getattr(original, _MARK, False):
-        return
-
-    @functools.wraps(original)
-    def invoke(self: Any, event: Any = None) -> tuple[str, bool, str]:
-        state = _active()
-        if state is None:
-            return original(self, event)
-        name = str(self.function_name)
-        failing: dict[str, Any] | None = None
-        for position, nemesis in enumerate(state.nemeses):
-            is_due = nemesis["kind"] == "invoke_error" and nemesis["tool"] in name
-            if is_due and state.due(position, nemesis):
-                failing = nemesis
-        if failing is not None and failing["error"] != "Lambda.ServiceException":
-            state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
-            return _invoke_error_payload(failing["error"], name), True, ""
-        token = _CRASHED.set(None)
-        try:
-            payload, errored, logs = original(self, event)
-            crashed = _CRASHED.get()
-        finally:
-            _CRASHED.reset(token)
-        if crashed == "Lambda.ServiceException" or failing is not None:
-            if failing is not None:
+    def wrap(original: Callable[[Any, Any], tuple[str, bool, str]]) -> Any:
+        def invoke(self: Any, event: Any = None) -> tuple[str, bool, str]:
+            state = _active()
+            if state is None:
+                return original(self, event)
+            name = str(self.function_name)
+            failing: dict[str, Any] | None = None
+            for position, nemesis in enumerate(state.nemeses):
+                is_due = nemesis["kind"] == "invoke_error" and nemesis["tool"] in name
+                if is_due and state.due(position, nemesis):
+                    failing = nemesis
+            if failing is not None and failing["error"] != "Lambda.ServiceException":
                 state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
-            return _invoke_error_payload("Lambda.ServiceException", name), True, ""
-        return payload, errored, logs
+                return _invoke_error_payload(failing["error"], name), True, ""
+            token = _CRASHED.set(None)
+            try:
+                payload, errored, logs = original(self, event)
+                crashed = _CRASHED.get()
+            finally:
+                _CRASHED.reset(token)
+            if crashed == "Lambda.ServiceException" or failing is not None:
+                if failing is not None:
+                    state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
+                return _invoke_error_payload("Lambda.ServiceException", name), True, ""
+            return payload, errored, logs
 
-    setattr(invoke, _MARK, True)
-    LambdaFunction._invoke_lambda = invoke  # type: ignore[method-assign]
+        return invoke
+
+    wrap_once(LambdaFunction, "_invoke_lambda", _MARK, wrap)
 
 
 # --- DynamoDB's answer --------------------------------------------------------------------------
@@ -294,24 +288,21 @@ def _dynamodb_fault(handler: Any) -> dict[str, Any] | None:
 def _install_dynamodb_hook() -> None:
     from moto.dynamodb.responses import DynamoHandler
 
-    original = DynamoHandler.call_action
-    if getattr(original, _MARK, False):
-        return
+    def wrap(original: Any) -> Any:
+        def call_action(self: Any) -> Any:
+            fault = _dynamodb_fault(self)
+            if fault is None:
+                return original(self)
+            if fault["error"] == "conflict":
+                return _conflict(fault["operation"], json.loads(fault["body"] or "{}"))
+            status, code, message = _DYNAMODB_ERRORS[fault["error"]]
+            if fault["error"] == "internal_after":
+                original(self)  # applied; only the answer is an error
+            return _error_response(status, code, message)
 
-    @functools.wraps(original)
-    def call_action(self: Any) -> Any:
-        fault = _dynamodb_fault(self)
-        if fault is None:
-            return original(self)
-        if fault["error"] == "conflict":
-            return _conflict(fault["operation"], json.loads(fault["body"] or "{}"))
-        status, code, message = _DYNAMODB_ERRORS[fault["error"]]
-        if fault["error"] == "internal_after":
-            original(self)  # applied; only the answer is an error
-        return _error_response(status, code, message)
+        return call_action
 
-    setattr(call_action, _MARK, True)
-    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+    wrap_once(DynamoHandler, "call_action", _MARK, wrap)
 
 
 def install() -> None:

@@ -12,31 +12,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.config import Config
 
+from saga.dynamodb import from_item
 from sagactl.campaign.nemeses import OBSERVER_AGENT
 from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
-
-_DESERIALIZER = TypeDeserializer()
-
-
-def plain(item: dict[str, Any]) -> dict[str, Any]:
-    """A low-level DynamoDB item as plain JSON values (whole numbers as int)."""
-    return {name: _plain(_DESERIALIZER.deserialize(value)) for name, value in item.items()}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | set | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 @dataclass
@@ -133,29 +115,18 @@ class Observer:
 
     # -- tables -----------------------------------------------------------------------------
     def _scan_case(self, output_key: str, case_id: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.outputs[output_key],
-            "FilterExpression": "case_id = :c",
-            "ExpressionAttributeValues": {":c": {"S": case_id}},
-            "ConsistentRead": True,
-        }
-        while True:
-            page = self.ddb.scan(**kwargs)
-            items.extend(plain(item) for item in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return self.scan_all(
+            output_key,
+            FilterExpression="case_id = :c",
+            ExpressionAttributeValues={":c": {"S": case_id}},
+        )
 
-    def scan_all(self, output_key: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"TableName": self.outputs[output_key], "ConsistentRead": True}
-        while True:
-            page = self.ddb.scan(**kwargs)
-            items.extend(plain(item) for item in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    def scan_all(self, output_key: str, **filters: Any) -> list[dict[str, Any]]:
+        """Every item of the table (that `filters` keep), every page, consistently read."""
+        pages = self.ddb.get_paginator("scan").paginate(
+            TableName=self.outputs[output_key], ConsistentRead=True, **filters
+        )
+        return [from_item(item) for page in pages for item in page.get("Items", [])]
 
     def ledger(self, case_id: str) -> dict[str, dict[str, Any]]:
         """The case's ledger records by operation (`tenant#operation#action id`, §2)."""
@@ -170,7 +141,7 @@ class Observer:
             Key={"case_id": {"S": case_id}},
             ConsistentRead=True,
         ).get("Item")
-        return plain(item) if item else None
+        return from_item(item) if item else None
 
     def stock(self, sku: str) -> int | None:
         item = self.ddb.get_item(

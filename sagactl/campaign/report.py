@@ -13,9 +13,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign.invariants import OUTCOME_CLASSES
 from sagactl.campaign.known import KNOWN_BUGS, known_bug
 from sagactl.campaign.orchestrate import load_results
+from sagactl.campaign.outcomes import OUTCOME_CLASSES
 
 
 def _mean(values: list[float]) -> float | None:

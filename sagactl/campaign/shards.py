@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from sagactl.campaign.generator import block_stock, generate
-from sagactl.campaign.invariants import check_account, check_case, classify
+from sagactl.campaign.invariants import check_account, check_case
 from sagactl.campaign.observe import Observer
+from sagactl.campaign.outcomes import classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.campaign.shrink import shrink

@@ -34,7 +34,7 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json
 from sagactl.config import Tenants, configured_tenants
-from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError, guarded
+from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError
 from sagactl.operations.drafts import approve_draft, default_approver, open_draft
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import sign_case, verify_deployed_signature
@@ -287,7 +287,7 @@ def register(subparsers: Subparsers) -> None:
         commands,
         "new",
         "write an approved case file from flags",
-        handler=guarded(command_new),
+        handler=command_new,
         description="Write a case file with its approval digest filled in, checked as "
         "ValidateCase checks it (fields, tenant and approver). Refuses an invalid case with a "
         "message naming the field, and writes nothing.",
@@ -336,7 +336,7 @@ def register(subparsers: Subparsers) -> None:
         commands,
         "approve",
         "approve a case file: fill in its digest and sign it with the approver's key",
-        handler=guarded(command_approve),
+        handler=command_approve,
         description="Validate the case's fields, fill in approval.digest (sha256 of the "
         "approved parameters and revision) and sign the approval with the approver's KMS key "
         "(the stack's ApprovalKeys output), with your credentials: on AWS only the approver's "
@@ -380,7 +380,7 @@ def register(subparsers: Subparsers) -> None:
         commands,
         "check",
         "validate a case file and verify its approval digest",
-        handler=guarded(command_check),
+        handler=command_check,
         description="Check a case file as ValidateCase will: its fields, that the tenant is "
         "configured and the approver may approve for it, and that approval.digest matches the "
         "parameters. Exit 0 when it would be accepted, 2 (with the reason) when not.",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagactl.errors import Handler, InvalidCaseFile
+from sagactl.errors import Handler, InvalidCaseFile, guarded
 from sagactl.target import (
     DEFAULT_LOCAL_OUTPUTS,
     DEFAULT_STACK_NAME,
@@ -31,9 +32,11 @@ def add_command(
     doc: str | None = None,
     description: str | None = None,
     epilog: str | None = None,
+    guard: Callable[[Handler], Handler] = guarded,
 ) -> argparse.ArgumentParser:
-    """A subcommand's parser, running `handler` (guarded by the caller). `doc`, a module
-    docstring, shows in --help as written (so does `epilog` then); a `description` is wrapped."""
+    """A subcommand's parser, running `handler` under `guard`: a user's error is a message and
+    an exit code, never a traceback. `doc`, a module docstring, shows in --help as written (so
+    does `epilog` then); a `description` is wrapped."""
     if doc is not None:
         parser = subparsers.add_parser(
             name,
@@ -45,7 +48,7 @@ def add_command(
     else:
         parser = subparsers.add_parser(name, help=summary, description=description, epilog=epilog)
     if handler is not None:
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=guard(handler))
     return parser
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sagactl.commands.common import add_command
 from sagactl.commands.render import case_view_text, plan_lines, timeline_lines
 from sagactl.config import resolve_budget
-from sagactl.errors import RedriveRefused, SagactlError, guarded
+from sagactl.errors import RedriveRefused, SagactlError
 from sagactl.local.lambda_runtime import quiet_handlers
 from sagactl.operations.case_view import gather
 from sagactl.operations.executions import start_case
@@ -258,7 +258,7 @@ def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         local,
         "demo",
         "run the saga's scenarios against a throwaway local AWS and show each timeline",
-        handler=guarded(command_demo),
+        handler=command_demo,
         doc=__doc__,
     )
     demo.add_argument(

@@ -48,7 +48,6 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json, record_lines
 from sagactl.config import resolve_budget
-from sagactl.errors import guarded
 from sagactl.operations.escalations import caller_identity, open_escalations, resolve, show
 from sagactl.views.escalations import Escalation, EscalationView, ResolveReport, check_tenant
 
@@ -231,7 +230,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "escalations",
         "the escalation worklist: open cases, show one, resolve one with a decision",
-        handler=guarded(command_list),
+        handler=command_list,
         doc=__doc__,
     )
     parser.add_argument("--tenant", help="only this tenant's cases")
@@ -243,7 +242,7 @@ def register(subparsers: Subparsers) -> None:
         commands,
         "show",
         "everything a person needs to decide one case",
-        handler=guarded(command_show),
+        handler=command_show,
         doc=__doc__,
     )
     show_parser.add_argument("case_id", metavar="CASE", help="the case id")
@@ -254,7 +253,7 @@ def register(subparsers: Subparsers) -> None:
         commands,
         "resolve",
         "record a person's decision, settle the case's open actions, clear its messages",
-        handler=guarded(command_resolve),
+        handler=command_resolve,
         doc=__doc__,
     )
     resolve_parser.add_argument("case_id", metavar="CASE", help="the case id")

@@ -17,7 +17,7 @@ from sagactl.commands.common import (
     resolve_target,
 )
 from sagactl.commands.render import emit_json
-from sagactl.errors import UsageError, guarded
+from sagactl.errors import UsageError
 from sagactl.operations.records import set_stock, stock_levels
 
 
@@ -72,7 +72,7 @@ def register(subparsers: Subparsers) -> None:
         actions,
         "show",
         "stock level per SKU",
-        handler=guarded(command_show),
+        handler=command_show,
         description="Print the available stock of every SKU in the stack's inventory table "
         "(InventoryTableName), read consistently. Reserving a case's SKU takes from it; "
         "releasing a reservation gives it back.",
@@ -83,7 +83,7 @@ def register(subparsers: Subparsers) -> None:
         actions,
         "seed",
         "set stock levels (default: the sandbox's SKUs)",
-        handler=guarded(command_seed),
+        handler=command_seed,
         description="Set the available stock of SKUs in the stack's inventory table: the "
         "sandbox defaults, or the --sku SKU=N pairs given. It sets the level, it does not add "
         "to it, so running it twice is harmless. A new deployment needs it once, or every case "

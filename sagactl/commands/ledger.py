@@ -23,7 +23,7 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json, record_lines
 from sagactl.config import resolve_budget
-from sagactl.errors import NotFound, UsageError, guarded
+from sagactl.errors import NotFound, UsageError
 from sagactl.operations.records import (
     case_actions,
     ledger_record,
@@ -99,7 +99,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "ledger",
         "ledger records: one action key, or every action of a case",
-        handler=guarded(command_ledger),
+        handler=command_ledger,
         doc=__doc__,
     )
     ledger.add_argument("action_key", nargs="?", metavar="ACTION_KEY")
@@ -112,7 +112,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "stuck",
         "actions IN_PROGRESS past their lease, or UNKNOWN",
-        handler=guarded(command_stuck),
+        handler=command_stuck,
         doc=__doc__,
     )
     stuck.add_argument(

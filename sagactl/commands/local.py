@@ -1,5 +1,6 @@
 """`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned;
-`sagactl local advance|clock`: move and read its clock; `sagactl local demo` (commands/demo.py).
+`sagactl local advance|clock`: move and read its clock (commands/local_clock.py);
+`sagactl local demo` (commands/demo.py).
 """
 
 from __future__ import annotations
@@ -7,24 +8,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
 import logging
-import os
 import shlex
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sagactl.commands.common import add_command
 from sagactl.commands.demo import register_demo
-from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
+from sagactl.commands.local_clock import register_clock
+from sagactl.commands.local_common import (
+    LocalCommandError,
+    _non_negative_float,
+    deleted_text,
+    guarded_local,
+)
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
 from sagactl.local.process import (
-    LocalProcessError,
     is_local_server,
     pid_file,
     process_alive,
@@ -42,10 +45,6 @@ DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
-
-
-class LocalCommandError(Exception):
-    """A user-facing failure of a `local` command (printed without a traceback)."""
 
 
 def export_lines(environment: dict[str, str]) -> list[str]:
@@ -185,7 +184,7 @@ def _serve(
         sweep_ttl_until(
             stop,
             args.ttl_sweep_seconds,
-            lambda deleted: logger.info("TTL deleted %s", _deleted_text(deleted)),
+            lambda deleted: logger.info("TTL deleted %s", deleted_text(deleted)),
         )
         print("stopping the local AWS", file=sys.stderr)
 
@@ -196,10 +195,6 @@ def _handler_log(args: argparse.Namespace) -> Path | None:
     if args.handler_log == "-":
         return None
     return Path(args.handler_log) if args.handler_log else args.state_dir / HANDLER_LOG_NAME
-
-
-def _deleted_text(deleted: dict[str, int]) -> str:
-    return ", ".join(f"{count} item(s) from {table}" for table, count in sorted(deleted.items()))
 
 
 def command_down(args: argparse.Namespace) -> int:
@@ -218,103 +213,13 @@ def command_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _running_endpoint(args: argparse.Namespace) -> str:
-    """The local AWS to talk to: --endpoint, else $AWS_ENDPOINT_URL (as every sagactl command),
-    else the running `sagactl local up` of --state-dir."""
-    if args.endpoint:
-        return str(args.endpoint)
-    from_env = os.environ.get("AWS_ENDPOINT_URL")
-    if from_env:
-        return from_env
-    record = read_pid_file(args.state_dir)
-    if record is None or not process_alive(int(record["pid"])) or not record.get("endpoint"):
-        raise LocalCommandError(
-            "no local AWS is running: start one with `sagactl local up` "
-            "(or pass --endpoint / set AWS_ENDPOINT_URL)"
-        )
-    return str(record["endpoint"])
-
-
-def _offset_text(seconds: float) -> str:
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{days}d {hours:02d}:{minutes:02d}:{secs:02d}"
-
-
-def _print_reading(reading: ClockReading, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(reading.to_json(), indent=2, sort_keys=True))
-        return
-    ahead = _offset_text(reading.offset_seconds)
-    print(f"local AWS clock: {reading.now_utc} (real time + {ahead})")
-    deleted = reading.effects.get("ttl_deleted")
-    if deleted:
-        print(f"TTL deleted {_deleted_text(deleted)}")
-
-
-def command_advance(args: argparse.Namespace) -> int:
-    seconds = args.days * 86400 + args.hours * 3600 + args.minutes * 60 + args.seconds
-    if seconds <= 0:
-        raise LocalCommandError("say how far: --days, --hours, --minutes and/or --seconds (> 0)")
-    endpoint = _running_endpoint(args)
-    try:
-        reading = advance_clock(endpoint, seconds)
-    except ValueError as exc:
-        raise LocalCommandError(f"the clock did not move: {exc}") from None
-    except ClockUnavailable as exc:
-        raise LocalCommandError(f"cannot reach the local AWS's clock: {exc}") from None
-    _print_reading(reading, args.json)
-    return 0
-
-
-def command_clock(args: argparse.Namespace) -> int:
-    try:
-        reading = read_clock(_running_endpoint(args))
-    except ClockUnavailable as exc:
-        raise LocalCommandError(f"cannot reach the local AWS's clock: {exc}") from None
-    _print_reading(reading, args.json)
-    return 0
-
-
-def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        from sagactl.local.jsonata_reference import ReferenceJsonataUnavailable
-        from sagactl.local.synth import SynthError
-        from sagactl.local.template import TemplateError
-
-        try:
-            return command(args)
-        except (
-            LocalCommandError,
-            LocalProcessError,
-            SynthError,
-            TemplateError,
-            ReferenceJsonataUnavailable,
-        ) as exc:
-            print(f"sagactl local: {exc}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (synthesis)
-            print("sagactl local: interrupted", file=sys.stderr)
-            return 130
-
-    return run
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
-
-
 def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = add_command(
         local,
         "up",
         "start the local AWS with the stack provisioned; stays up until interrupted",
-        handler=_guarded(command_up),
+        handler=command_up,
+        guard=guarded_local,
         description="Start the local AWS (a moto server on loopback, nothing reaches real AWS), "
         "synthesize the CDK app and provision its stack into it (tables, queues, functions, the "
         "state machine, EventBridge rules; resources are named after the stack, as in the "
@@ -373,45 +278,13 @@ def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         local,
         "down",
         "stop a running `sagactl local up`",
-        handler=_guarded(command_down),
+        handler=command_down,
+        guard=guarded_local,
         description="Stop the `sagactl local up` whose pid file is in the state directory "
         "(SIGTERM, then wait for it to exit). Its resources and executions are gone with it; "
         "the next `local up` starts from an empty account. With nothing running it says so and "
         "exits 0.",
     )
-
-
-def _add_clock_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--endpoint",
-        help="the local AWS (default: $AWS_ENDPOINT_URL, else the running `sagactl local up`)",
-    )
-    parser.add_argument("--json", action="store_true", help="JSON output")
-
-
-def _register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    advance = add_command(
-        local,
-        "advance",
-        "move the local AWS's clock forward (leases, key retention, TTL, token windows)",
-        handler=_guarded(command_advance),
-        description="Move the clock of a running local AWS forward: the Lambda code, Step "
-        "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
-        "whose TTL has passed are deleted before the command returns. The clock never goes back.",
-    )
-    for unit in ("days", "hours", "minutes", "seconds"):
-        advance.add_argument(f"--{unit}", type=_non_negative_float, default=0.0, metavar="N")
-    _add_clock_target(advance)
-
-    clock = add_command(
-        local,
-        "clock",
-        "show the local AWS's clock and how far it is ahead",
-        handler=_guarded(command_clock),
-        description="Print the time of a running local AWS, and how far `sagactl local "
-        "advance` has moved it ahead of real time.",
-    )
-    _add_clock_target(clock)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -430,5 +303,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where outputs.json, the pid file and the handler log live (default %(default)s)",
     )
     local_commands = local.add_subparsers(dest="local_command", metavar="SUBCOMMAND", required=True)
-    for add in (_register_up, _register_down, _register_clock, register_demo):
+    for add in (_register_up, _register_down, register_clock, register_demo):
         add(local_commands)

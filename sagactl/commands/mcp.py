@@ -14,7 +14,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from sagactl.commands.common import Subparsers, add_command, add_target_arguments, resolve_target
-from sagactl.errors import guarded
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -118,7 +117,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "mcp",
         "serve the agent tools (propose, get, start a replacement) over MCP",
-        handler=guarded(command_mcp),
+        handler=command_mcp,
         doc=__doc__,
     )
     mcp.add_argument(

@@ -26,7 +26,7 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json, plan_lines
 from sagactl.config import resolve_budget
-from sagactl.errors import UsageError, guarded
+from sagactl.errors import UsageError
 from sagactl.operations.redrive import plan_redrive, redrive
 
 
@@ -65,7 +65,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "redrive",
         "rerun a failed execution from its failed state (refuses when that cannot help)",
-        handler=guarded(command_redrive),
+        handler=command_redrive,
         doc=__doc__,
     )
     add_case_argument(parser)

@@ -39,7 +39,6 @@ from sagactl.errors import (
     EXIT_NOT_STARTED,
     InvalidCaseFile,
     exit_statuses_help,
-    guarded,
 )
 from sagactl.operations.executions import start_case
 
@@ -127,7 +126,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "start",
         "start the saga for an approved case file (once per case and revision)",
-        handler=guarded(command_start),
+        handler=command_start,
         doc=__doc__,
         epilog=exit_statuses_help(),
     )

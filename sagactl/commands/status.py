@@ -23,7 +23,7 @@ from sagactl.commands.common import (
     resolve_target,
 )
 from sagactl.commands.render import case_view_text, emit_json, emit_json_line, entry_line
-from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help, guarded
+from sagactl.errors import WatchTimeout, execution_exit_code, exit_statuses_help
 from sagactl.operations.case_view import gather
 from sagactl.operations.executions import (
     describe_execution,
@@ -113,7 +113,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "status",
         "the timeline of a case: states, retries, ledger, effects, outcome",
-        handler=guarded(command_status),
+        handler=command_status,
         doc=__doc__,
     )
     _add_common(status)
@@ -122,7 +122,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "watch",
         "follow a running case until its execution ends (exit status: how it ended)",
-        handler=guarded(command_watch),
+        handler=command_watch,
         doc=__doc__ + "\nWith --json: one JSON object per line, "
         '{"entry": ...} per step, then {"case": ...} (the `status --json` view).',
         epilog=exit_statuses_help(),

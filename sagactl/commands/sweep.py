@@ -22,7 +22,6 @@ from sagactl.commands.common import (
     resolve_target,
 )
 from sagactl.commands.render import emit_json
-from sagactl.errors import guarded
 from sagactl.operations.functions import sweep
 
 
@@ -56,7 +55,7 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "sweep",
         "run the stuck-action sweeper now: escalate open actions nobody is finishing",
-        handler=guarded(command_sweep),
+        handler=command_sweep,
         doc=__doc__,
     )
     add_aws_command_arguments(parser)

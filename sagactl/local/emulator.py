@@ -27,7 +27,6 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import socket
@@ -50,6 +49,7 @@ from sagactl.local.lambda_runtime import (
     install_inprocess_lambda,
     restore_runtime,
 )
+from sagactl.local.patching import wrap_once
 from sagactl.local.redrive import install_redrive
 from sagactl.local.schedules import RuleScheduler
 from sagactl.local.speedups import install_speedups
@@ -96,17 +96,14 @@ def install_dynamodb_atomicity() -> None:
     """
     from moto.dynamodb.responses import DynamoHandler
 
-    original = DynamoHandler.call_action
-    if getattr(original, _ATOMICITY_MARK, False):
-        return
+    def wrap(original: Any) -> Any:
+        def atomic_call_action(self: Any) -> Any:
+            with _DYNAMODB_REQUEST_LOCK:
+                return original(self)
 
-    @functools.wraps(original)
-    def atomic_call_action(self: Any) -> Any:
-        with _DYNAMODB_REQUEST_LOCK:
-            return original(self)
+        return atomic_call_action
 
-    setattr(atomic_call_action, _ATOMICITY_MARK, True)
-    DynamoHandler.call_action = atomic_call_action  # type: ignore[method-assign]
+    wrap_once(DynamoHandler, "call_action", _ATOMICITY_MARK, wrap)
 
 
 def delete_expired_items_now() -> dict[str, int]:
@@ -146,20 +143,17 @@ def install_execution_name_validation() -> None:
     local AWS uses skips the check."""
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
-    original = StepFunctionsParserBackend.start_execution
-    if getattr(original, _NAME_CHECK_MARK, False):
-        return
+    def wrap(original: Any) -> Any:
+        def start_execution(
+            self: Any, state_machine_arn: str, name: Any = None, *a: Any, **kw: Any
+        ) -> Any:
+            if name is not None:
+                self._validate_name(name)
+            return original(self, state_machine_arn, name, *a, **kw)
 
-    @functools.wraps(original)
-    def start_execution(
-        self: Any, state_machine_arn: str, name: Any = None, *a: Any, **kw: Any
-    ) -> Any:
-        if name is not None:
-            self._validate_name(name)
-        return original(self, state_machine_arn, name, *a, **kw)
+        return start_execution
 
-    setattr(start_execution, _NAME_CHECK_MARK, True)
-    StepFunctionsParserBackend.start_execution = start_execution  # type: ignore[method-assign]
+    wrap_once(StepFunctionsParserBackend, "start_execution", _NAME_CHECK_MARK, wrap)
 
 
 def enable_step_functions_execution() -> None:

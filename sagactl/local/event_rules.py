@@ -20,7 +20,6 @@ once, and can be late; nothing here should rely on the order of a rule's message
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import logging
 import re
@@ -28,7 +27,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sagactl.local.redrive import execution_description
+from sagactl.local.patching import wrap_once
+from sagactl.local.redrive_state import execution_description
 
 logger = logging.getLogger(__name__)
 
@@ -295,24 +295,19 @@ def install_execution_events() -> None:
         except Exception:  # never break the execution over its notification
             logger.exception("status-change event of %s not published", execution.exec_arn)
 
-    original_start = Execution.start
-    if not getattr(original_start, _MARK, False):
-
-        @functools.wraps(original_start)
+    def wrap_start(original: Any) -> Any:
         def start(self: Any) -> None:
-            original_start(self)
+            original(self)
             announce(self)
 
-        setattr(start, _MARK, True)
-        Execution.start = start  # type: ignore[method-assign]
+        return start
 
-    original_terminated = BaseExecutionWorkerCommunication.terminated
-    if not getattr(original_terminated, _MARK, False):
-
-        @functools.wraps(original_terminated)
+    def wrap_terminated(original: Any) -> Any:
         def terminated(self: Any) -> None:
-            original_terminated(self)
+            original(self)
             announce(self.execution)
 
-        setattr(terminated, _MARK, True)
-        BaseExecutionWorkerCommunication.terminated = terminated  # type: ignore[method-assign]
+        return terminated
+
+    wrap_once(Execution, "start", _MARK, wrap_start)
+    wrap_once(BaseExecutionWorkerCommunication, "terminated", _MARK, wrap_terminated)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sagactl.local.patching import wrap_once
+
 LAMBDA_UNKNOWN = "Lambda.Unknown"
 _MARK = "_saga_lambda_unknown"
 
@@ -36,23 +38,22 @@ def install_lambda_unknown_mapping() -> None:
     )
 
     task = state_task_service_lambda.StateTaskServiceLambda
-    original = task._from_error
-    if getattr(original, _MARK, False):
-        return
 
-    def _from_error(self: Any, env: Any, ex: Exception) -> Any:
-        if isinstance(ex, lambda_eval_utils.LambdaFunctionErrorException) and not (
-            _has_error_type(ex.payload)
-        ):
-            cause = (
-                "The cause could not be determined because Lambda did not return an error "
-                f"type. Returned payload: {ex.payload}"
-            )
-            ex = lambda_eval_utils.LambdaFunctionErrorException(
-                ex.function_error,
-                json.dumps({"errorType": LAMBDA_UNKNOWN, "errorMessage": cause}),
-            )
-        return original(self, env, ex)
+    def wrap(original: Any) -> Any:
+        def _from_error(self: Any, env: Any, ex: Exception) -> Any:
+            if isinstance(ex, lambda_eval_utils.LambdaFunctionErrorException) and not (
+                _has_error_type(ex.payload)
+            ):
+                cause = (
+                    "The cause could not be determined because Lambda did not return an error "
+                    f"type. Returned payload: {ex.payload}"
+                )
+                ex = lambda_eval_utils.LambdaFunctionErrorException(
+                    ex.function_error,
+                    json.dumps({"errorType": LAMBDA_UNKNOWN, "errorMessage": cause}),
+                )
+            return original(self, env, ex)
 
-    setattr(_from_error, _MARK, True)
-    task._from_error = _from_error  # type: ignore[method-assign]
+        return _from_error
+
+    wrap_once(task, "_from_error", _MARK, wrap)

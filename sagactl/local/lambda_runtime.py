@@ -34,6 +34,7 @@ from sagactl.local.client_context import (
     header_value,
     parse_client_context,
 )
+from sagactl.local.patching import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -157,23 +158,19 @@ def applied_environment(variables: Mapping[str, str]) -> Iterator[None]:
 
 
 def invoke_environment(
-    *,
-    function_name: str,
-    version: str,
-    memory_mb: int,
-    timeout: float,
-    handler: str,
-    function_variables: Mapping[str, Any],
+    context: LocalLambdaContext, *, handler: str, function_variables: Mapping[str, Any]
 ) -> dict[str, str]:
+    """The process environment of one invoke: the runtime's variables for the function the
+    context names, then the function's own."""
     settings = _Runtime.settings
     env: dict[str, str] = {
         **FAKE_CREDENTIALS,
         "AWS_REGION": settings.region,
         "AWS_DEFAULT_REGION": settings.region,
-        "AWS_LAMBDA_FUNCTION_NAME": function_name,
-        "AWS_LAMBDA_FUNCTION_VERSION": version,
-        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
-        "AWS_LAMBDA_FUNCTION_TIMEOUT": str(int(timeout)),
+        "AWS_LAMBDA_FUNCTION_NAME": context.function_name,
+        "AWS_LAMBDA_FUNCTION_VERSION": context.function_version,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(context.memory_limit_in_mb),
+        "AWS_LAMBDA_FUNCTION_TIMEOUT": str(int(context.timeout_seconds)),
         "AWS_EXECUTION_ENV": "AWS_Lambda_python_local",
         "_HANDLER": handler,
         # No X-Ray daemon here; tracing on AWS is configured by the stack.
@@ -226,14 +223,7 @@ def invoke_in_process(
         timeout_seconds=timeout,
         client_context=client_context,
     )
-    env = invoke_environment(
-        function_name=function_name,
-        version=version,
-        memory_mb=memory_mb,
-        timeout=timeout,
-        handler=handler_path,
-        function_variables=variables,
-    )
+    env = invoke_environment(context, handler=handler_path, function_variables=variables)
     with _INVOKE_LOCK, applied_environment(env):
         try:
             handler = load_handler(handler_path)
@@ -357,17 +347,15 @@ def _install_call_recording() -> None:
     from botocore.client import BaseClient
 
     with _INSTALL_LOCK:
-        original = getattr(BaseClient, "_make_api_call")  # noqa: B009 (private to botocore)
-        if getattr(original, _RECORDING_MARK, False):
-            return
 
-        @functools.wraps(original)
-        def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
-            _record_call(self, operation_name, api_params)
-            return original(self, operation_name, api_params)
+        def wrap(original: Any) -> Any:
+            def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
+                _record_call(self, operation_name, api_params)
+                return original(self, operation_name, api_params)
 
-        setattr(recorded, _RECORDING_MARK, True)
-        setattr(BaseClient, "_make_api_call", recorded)  # noqa: B010
+            return recorded
+
+        wrap_once(BaseClient, "_make_api_call", _RECORDING_MARK, wrap)
 
 
 @contextmanager

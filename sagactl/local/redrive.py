@@ -31,152 +31,23 @@ import copy
 import datetime
 import functools
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from saga import clock
-
-REDRIVE_WINDOW_SECONDS = 14 * 86400
-MAX_OPEN_SECONDS = 365 * 86400
-HISTORY_EVENT_LIMIT = 25_000
-CLIENT_TOKEN_MEMORY = 10
-CLIENT_TOKEN_SECONDS = 15 * 60
-REDRIVABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
-REDRIVABLE = "REDRIVABLE"
-NOT_REDRIVABLE = "NOT_REDRIVABLE"
-
-# redriveStatusReason, as Step Functions words it.
-REASON_RUNNING = "Execution is RUNNING and cannot be redriven"
-REASON_SUCCEEDED = "Execution is SUCCEEDED and cannot be redriven"
-REASON_PERIOD = "Execution redrivable period exceeded"
-REASON_MAX_TIME = "Execution has exceeded the max execution time"
-REASON_HISTORY = "Execution history event limit exceeded"
+from sagactl.local.patching import wrap_once
+from sagactl.local.redrive_state import (
+    NOT_REDRIVABLE,
+    EnteredState,
+    execution_description,
+    local_now,
+    record_of,
+    redrive_status,
+)
 
 _MARK = "_saga_redrive_hook"
 _LOCK = threading.RLock()
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(clock.now(), tz=datetime.UTC)
-
-
-@dataclass(frozen=True)
-class EnteredState:
-    """What a top-level state saw when it was entered: where a redrive resumes."""
-
-    name: str
-    input: Any
-    variables: dict[str, Any]
-
-
-@dataclass
-class RedriveRecord:
-    """The redrive bookkeeping of one execution (kept on moto's Execution object)."""
-
-    count: int = 0
-    date: datetime.datetime | None = None
-    # clientToken -> (first use, the redriveDate it answered): the last CLIENT_TOKEN_MEMORY.
-    tokens: dict[str, tuple[datetime.datetime, datetime.datetime]] = field(default_factory=dict)
-
-    def answered(self, token: str | None, now: datetime.datetime) -> datetime.datetime | None:
-        if token is None or token not in self.tokens:
-            return None
-        first_use, redrive_date = self.tokens[token]
-        if (now - first_use).total_seconds() > CLIENT_TOKEN_SECONDS:
-            return None
-        return redrive_date
-
-    def remember(self, token: str | None, now: datetime.datetime) -> None:
-        if token is None:
-            return
-        self.tokens.pop(token, None)
-        self.tokens[token] = (now, now)
-        while len(self.tokens) > CLIENT_TOKEN_MEMORY:
-            self.tokens.pop(next(iter(self.tokens)))
-
-
-def record_of(execution: Any) -> RedriveRecord:
-    record = getattr(execution, "_saga_redrive", None)
-    if record is None:
-        record = RedriveRecord()
-        execution._saga_redrive = record
-    return record
-
-
-def _aware(value: datetime.datetime) -> datetime.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-
-
-def _history_length(execution: Any) -> int:
-    env = getattr(execution.exec_worker, "env", None)
-    return len(env.event_manager.get_event_history()) if env is not None else 0
-
-
-def redrive_status(execution: Any, now: datetime.datetime) -> tuple[str, str | None]:
-    """(redriveStatus, redriveStatusReason) of an execution at `now`."""
-    status = str(execution.status)
-    if status == "RUNNING" or status not in REDRIVABLE_STATUSES:
-        return NOT_REDRIVABLE, REASON_SUCCEEDED if status == "SUCCEEDED" else REASON_RUNNING
-    stop = execution.stop_date
-    if stop is not None and (now - _aware(stop)).total_seconds() > REDRIVE_WINDOW_SECONDS:
-        return NOT_REDRIVABLE, REASON_PERIOD
-    if (now - _aware(execution.start_date)).total_seconds() > MAX_OPEN_SECONDS:
-        return NOT_REDRIVABLE, REASON_MAX_TIME
-    if _history_length(execution) >= HISTORY_EVENT_LIMIT:
-        return NOT_REDRIVABLE, REASON_HISTORY
-    return REDRIVABLE, None
-
-
-def execution_description(execution: Any, now: datetime.datetime | None = None) -> dict[str, Any]:
-    """DescribeExecution's fields of a moto execution, redrive fields included."""
-    status = str(execution.status)
-    description: dict[str, Any] = {
-        "executionArn": execution.execution_arn,
-        "stateMachineArn": execution.state_machine_arn,
-        "name": execution.name,
-        "status": status,
-        "startDate": execution.start_date,
-        "input": execution.execution_input,
-        "inputDetails": {"included": True},
-    }
-    if status != "RUNNING" and execution.stop_date is not None:
-        description["stopDate"] = execution.stop_date
-    if status == "SUCCEEDED":
-        output = execution.output
-        description["output"] = output if isinstance(output, str) else _json_text(output)
-        description["outputDetails"] = {"included": True}
-    if execution.error is not None:
-        description["error"] = execution.error
-    if execution.cause is not None:
-        description["cause"] = execution.cause
-    record = record_of(execution)
-    description["redriveCount"] = record.count
-    if record.date is not None:
-        description["redriveDate"] = record.date
-    redrive, reason = redrive_status(execution, now or _now())
-    description["redriveStatus"] = redrive
-    if reason is not None:
-        description["redriveStatusReason"] = reason
-    return description
-
-
-def _json_text(value: Any) -> str:
-    from moto.stepfunctions.parser.asl.utils.encoding import to_json_str
-
-    return str(to_json_str(value, separators=(",", ":")))
-
-
 # --- the hooks into moto's interpreter -----------------------------------------------------------
-
-
-def _once(target: Any, name: str, wrap: Callable[[Any], Any]) -> None:
-    original = getattr(target, name)
-    if getattr(original, _MARK, False):
-        return
-    wrapped = wrap(original)
-    setattr(wrapped, _MARK, True)
-    setattr(target, name, wrapped)
 
 
 def _record_state_entries() -> None:
@@ -184,7 +55,6 @@ def _record_state_entries() -> None:
     from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
 
     def wrap(original: Any) -> Any:
-        @functools.wraps(original)
         def entered(self: Any, env: Any) -> None:
             if not env.is_frame():
                 store = env.variable_store
@@ -197,7 +67,7 @@ def _record_state_entries() -> None:
 
         return entered
 
-    _once(CommonStateField, "_eval_body", wrap)
+    wrap_once(CommonStateField, "_eval_body", _MARK, wrap)
 
 
 def _count_redrives_in_context() -> None:
@@ -205,7 +75,6 @@ def _count_redrives_in_context() -> None:
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
     def wrap(original: Any) -> Any:
-        @functools.wraps(original)
         def environment(self: Any) -> Any:
             env = original(self)
             env.states.context_object.context_object_data["Execution"]["RedriveCount"] = 0
@@ -213,7 +82,7 @@ def _count_redrives_in_context() -> None:
 
         return environment
 
-    _once(ExecutionWorker, "_get_evaluation_environment", wrap)
+    wrap_once(ExecutionWorker, "_get_evaluation_environment", _MARK, wrap)
 
 
 def _dates_on_local_clock() -> None:
@@ -224,23 +93,21 @@ def _dates_on_local_clock() -> None:
     )
 
     def wrap_start(original: Any) -> Any:
-        @functools.wraps(original)
         def start(self: Any) -> None:
-            self.start_date = _now()  # before the worker reads it into the context object
+            self.start_date = local_now()  # before the worker reads it into the context object
             original(self)
 
         return start
 
     def wrap_terminated(original: Any) -> Any:
-        @functools.wraps(original)
         def terminated(self: Any) -> None:
             original(self)
-            self.execution.stop_date = _now()
+            self.execution.stop_date = local_now()
 
         return terminated
 
-    _once(Execution, "start", wrap_start)
-    _once(BaseExecutionWorkerCommunication, "terminated", wrap_terminated)
+    wrap_once(Execution, "start", _MARK, wrap_start)
+    wrap_once(BaseExecutionWorkerCommunication, "terminated", _MARK, wrap_terminated)
 
 
 def _stop_is_final() -> None:
@@ -250,15 +117,14 @@ def _stop_is_final() -> None:
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 
     def wrap(original: Any) -> Any:
-        @functools.wraps(original)
         def unless_stopped(self: Any, *args: Any, **kwargs: Any) -> None:
             if not isinstance(self._program_state, ProgramStopped):
                 original(self, *args, **kwargs)
 
         return unless_stopped
 
-    _once(Environment, "set_error", wrap)
-    _once(Environment, "set_timed_out", wrap)
+    wrap_once(Environment, "set_error", _MARK, wrap)
+    wrap_once(Environment, "set_timed_out", _MARK, wrap)
 
 
 def _serve_the_api() -> None:
@@ -367,7 +233,7 @@ def redrive(backend: Any, execution_arn: str, client_token: str | None) -> datet
     # InvalidArn / ExecutionDoesNotExist come from moto itself, as for DescribeExecution.
     execution = backend.describe_execution(execution_arn)
     with _LOCK:
-        now = _now()
+        now = local_now()
         record = record_of(execution)
         replayed = record.answered(client_token, now)
         if replayed is not None:

@@ -17,9 +17,10 @@ Nothing else changes: the same backends answer, the same program runs.
 from __future__ import annotations
 
 import copy
-import functools
 import threading
 from typing import Any
+
+from sagactl.local.patching import wrap_once
 
 _MARK = "_saga_speedup"
 _PROGRAMS: dict[str, Any] = {}
@@ -31,17 +32,15 @@ def install_module_list_cache() -> None:
     """`moto.backends.list_of_moto_modules()` lists the directory once (idempotent)."""
     from moto import backends
 
-    original = backends.list_of_moto_modules
-    if getattr(original, _MARK, False):
-        return
-    modules = tuple(original())
+    def wrap(original: Any) -> Any:
+        modules = tuple(original())
 
-    @functools.wraps(original)
-    def cached() -> tuple[str, ...]:
-        return modules
+        def cached() -> tuple[str, ...]:
+            return modules
 
-    setattr(cached, _MARK, True)
-    backends.list_of_moto_modules = cached
+        return cached
+
+    wrap_once(backends, "list_of_moto_modules", _MARK, wrap)
 
 
 def parsed_program(definition: str) -> Any:
@@ -63,16 +62,13 @@ def install_program_cache() -> None:
     """Executions (and redrives, which call the same method) reuse the parsed definition."""
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-    original = ExecutionWorker._get_evaluation_entrypoint
-    if getattr(original, _MARK, False):
-        return
+    def wrap(_original: Any) -> Any:
+        def entrypoint(self: Any) -> Any:
+            return parsed_program(self._evaluation_details.state_machine_details.definition)
 
-    @functools.wraps(original)
-    def entrypoint(self: Any) -> Any:
-        return parsed_program(self._evaluation_details.state_machine_details.definition)
+        return entrypoint
 
-    setattr(entrypoint, _MARK, True)
-    ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
+    wrap_once(ExecutionWorker, "_get_evaluation_entrypoint", _MARK, wrap)
 
 
 def install_speedups() -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import functools
 import json
 import threading
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagactl.local.clock import LOCAL_CLOCK
+from sagactl.local.patching import wrap_once
 
 TOKEN_WINDOW_SECONDS = 600.0
 MAX_TOKEN_LENGTH = 36
@@ -147,13 +147,10 @@ def install_transaction_tokens() -> None:
     """Enforce the ClientRequestToken contract on moto's TransactWriteItems (idempotent)."""
     from moto.dynamodb.responses import DynamoHandler
 
-    original = DynamoHandler.transact_write_items
-    if getattr(original, _MARK, False):
-        return
+    def wrap(original: Any) -> Any:
+        def transact_write_items(self: Any) -> Any:
+            return with_token_contract(self, lambda: original(self))
 
-    @functools.wraps(original)
-    def transact_write_items(self: Any) -> Any:
-        return with_token_contract(self, lambda: original(self))
+        return transact_write_items
 
-    setattr(transact_write_items, _MARK, True)
-    DynamoHandler.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    wrap_once(DynamoHandler, "transact_write_items", _MARK, wrap)

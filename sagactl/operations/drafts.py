@@ -22,14 +22,7 @@ DRAFTS_OUTPUT = "DraftsTableName"
 
 def drafts_table(target: Target) -> str:
     """The drafts table's name; SagactlError for a stack that predates the agent tools."""
-    table = target.optional_output(DRAFTS_OUTPUT)
-    if table is None:
-        where = "the local AWS" if target.local else f"stack {target.stack_name}"
-        raise SagactlError(
-            f"{where} has no {DRAFTS_OUTPUT} output: it predates the agent tools; deploy the "
-            "current stack (or restart `sagactl local up`)"
-        )
-    return table
+    return target.newer_output(DRAFTS_OUTPUT, "the agent tools", SagactlError)
 
 
 def draft_store(target: Target) -> DraftStore:

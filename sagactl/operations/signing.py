@@ -35,13 +35,7 @@ APPROVER_ROLES_OUTPUT = "ApproverRoles"
 
 
 def _json_output(target: Target, key: str) -> dict[str, Any]:
-    raw = target.optional_output(key)
-    if raw is None:
-        where = "the local AWS" if target.local else f"stack {target.stack_name}"
-        raise NotFound(
-            f"{where} has no {key} output: it predates signed approvals; deploy the current "
-            "stack (or restart `sagactl local up`)"
-        )
+    raw = target.newer_output(key, "signed approvals", NotFound)
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from sagactl.campaign.approval import approve
-from sagactl.campaign.invariants import check_case, classify
+from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
+from sagactl.campaign.outcomes import classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRunner
 from sagactl.local.environment import LocalAws

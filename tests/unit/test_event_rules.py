@@ -15,7 +15,7 @@ from sagactl.local.event_rules import (
     render_input_transformer,
     render_target_input,
 )
-from sagactl.local.redrive import CLIENT_TOKEN_MEMORY, CLIENT_TOKEN_SECONDS, RedriveRecord
+from sagactl.local.redrive_state import CLIENT_TOKEN_MEMORY, CLIENT_TOKEN_SECONDS, RedriveRecord
 from sagactl.local.schedules import rate_seconds
 
 RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/r"
