@@ -118,6 +118,8 @@ def _trimmed_or_full(trimmed: str, full: str) -> str:
     The trimmed models' directory joins the loader's search path once. The loader caches the
     services it listed when a first client was made; the trimmed ones are added to that list
     rather than listing every service directory again (about 15 ms)."""
+    if not (TRIMMED_MODELS / trimmed).is_dir():
+        return full
     try:
         loader = boto3._get_default_session()._session.get_component("data_loader")
         if str(TRIMMED_MODELS) not in loader.search_paths:

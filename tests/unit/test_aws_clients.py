@@ -7,6 +7,7 @@ import pytest
 from botocore import xform_name
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 
+import saga.aws
 from saga.aws import downstream_dynamodb_client, dynamodb_client, kms_client
 from sagactl.paths import PROJECT_ROOT
 from sagactl.trim_models import TRIMMED, expected_files
@@ -108,3 +109,16 @@ def test_the_trimmed_models_are_current() -> None:
     """`python -m sagactl.trim_models` rewrites them from the installed botocore."""
     for path, content in expected_files().items():
         assert path.read_text(encoding="utf-8") == content, f"{path}: run sagactl.trim_models"
+
+
+def test_a_package_without_a_trimmed_model_uses_botocores_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Slower, never wrong: a missing model directory is not announced to botocore's loader."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    boto3.client("dynamodb")  # the loader has listed its services
+    monkeypatch.setattr(saga.aws, "TRIMMED_MODELS", tmp_path)
+
+    assert saga.aws._trimmed_or_full("saga-dynamodb", "dynamodb") == "dynamodb"
+    monkeypatch.undo()
+    assert saga.aws._trimmed_or_full("saga-dynamodb", "dynamodb") == "saga-dynamodb"
