@@ -94,3 +94,38 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
     assert (after["status"], (after["output"] or {}).get("outcome")) == ("SUCCEEDED", "ESCALATED")
     assert (redriven.case_record or {}).get("outcome") == "ESCALATED"
     assert check_case(run, budget=8).violations == []
+
+
+def test_an_outcome_recorded_whose_answer_was_lost_is_resumable(local_aws: LocalAws) -> None:
+    """Campaign seed 1, case 1560, shrunk: RecordOutcome writes COMPLETED, then every invoke of
+    it fails after the function ran (Lambda.ServiceException: its answer lost) until the retries
+    run out. The execution is FAILED at RecordOutcome with the case record already COMPLETED,
+    the effects all done; a redrive records the outcome again (idempotent) and succeeds. The
+    checker took the written record for a disagreement (the oracle was wrong again)."""
+    plan = CasePlan(
+        seed=1,
+        index=1560,
+        case=_case("case-outcome-answer-lost", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "RecordOutcome",
+                "error": "Lambda.ServiceException",
+                "skip": 0,
+                "count": 4,
+            }
+        ],
+        redrives=[{"jump": 0, "heal": True}],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed, redriven = run.snapshots[0], run.snapshots[-1]
+    first = closed.executions[run.owner_arn or ""]
+    assert (first["status"], first["last_state"]) == ("FAILED", "RecordOutcome")
+    assert first["error"] == "Lambda.ServiceException"
+    assert (closed.case_record or {}).get("outcome") == "COMPLETED"
+    assert (len(closed.refunds), len(closed.shipments)) == (1, 1)
+    after = redriven.executions[run.owner_arn or ""]
+    assert (after["status"], (after["output"] or {}).get("outcome")) == ("SUCCEEDED", "COMPLETED")
+    assert (len(redriven.refunds), len(redriven.shipments)) == (1, 1)
+    assert check_case(run, budget=8).violations == []
