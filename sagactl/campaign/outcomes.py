@@ -260,7 +260,7 @@ class OutcomeChecker:
             f"{snap.label}: {execution['name']} FAILED at {state} with {error}: "
             f"{str(execution.get('cause'))[:400]}",
         )
-        outcomes = (
+        outcomes: tuple[str, ...] = (
             ("COMPENSATION_PENDING", "IN_PROGRESS")
             if kind == "COMPENSATION_PENDING"
             else ("IN_PROGRESS",)
