@@ -5,8 +5,9 @@ CDK calls `LocalPipBundling.try_bundle` during synth. It runs
     pip install -r lambdas/requirements.txt --platform manylinux2014_aarch64 --only-binary=:all:
         --python-version 3.12 --implementation cp --target <out>/python
 
-once per requirements-file content: the result is cached under `.build/layer-<hash>/` (the hash
-covers the requirements file and the target platform), and each synth copies the cache into
+once per requirements-file content, then writes the modules' bytecode (stacks/bytecode.py): the
+result is cached under `.build/layer-<hash>/` (the hash covers the requirements file, the target
+platform and whether the layer carries bytecode), and each synth copies the cache into
 CDK's bundling directory. Repeated synths (every test session) therefore never re-download. The
 cache is filled through a temporary directory and an atomic rename, so two concurrent synths
 cannot leave a half-built cache behind. The asset hash is the same key, so the layer version
@@ -28,8 +29,9 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from stacks.bytecode import LAMBDA_PYTHON_VERSION, bytecode_tag, compile_tree
+
 # The layer's ABI and the functions' runtime must agree: pydantic-core is a compiled wheel.
-LAMBDA_PYTHON_VERSION = "3.12"
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_12
 LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
@@ -40,10 +42,10 @@ class LayerBuildError(RuntimeError):
 
 
 def requirements_key(requirements: Path) -> str:
-    """Cache key and asset hash: the requirements content plus the target platform."""
+    """Cache key and asset hash: the requirements content, the target platform, the bytecode."""
     digest = hashlib.sha256()
     digest.update(requirements.read_bytes())
-    digest.update(f"{PIP_PLATFORM}|cp{LAMBDA_PYTHON_VERSION}".encode())
+    digest.update(f"{PIP_PLATFORM}|cp{LAMBDA_PYTHON_VERSION}|{bytecode_tag()}".encode())
     return digest.hexdigest()[:32]
 
 
@@ -86,6 +88,7 @@ def build_cached_layer(requirements: Path, cache_root: Path) -> Path:
                 f"pip could not build the Lambda layer from {requirements} "
                 f"(exit {completed.returncode}):\n{completed.stderr.strip()[-4000:]}"
             )
+        compile_tree(staging / "python", "/opt/python")  # where Lambda mounts a layer's python/
         try:
             staging.rename(cached)
         except OSError:

@@ -6,8 +6,9 @@ place that names the variables; the function validates it on entry). The synth r
 whose tables differ from the function's grants. TransactWriteItems needs no action of its own:
 IAM authorises each item of a transaction by its item action on its table.
 
-Packaging without Docker: the handler package is `Code.from_asset("lambdas")` (the same `saga`
-import path as in pytest) and third-party dependencies come from one locally pip-built layer.
+Packaging without Docker: the handler package is `lambdas/` as one asset (the same `saga`
+import path as in pytest, stacks/function_code.py) and third-party dependencies come from one
+locally pip-built layer (stacks/layer_bundling.py); both carry their bytecode.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from stacks.config import SagaConfig
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.common import acknowledge, grant_table_actions, log_group
 from stacks.constructs.tables import OPEN_ACTIONS_INDEX
+from stacks.function_code import LAMBDAS_DIR, function_code
 from stacks.layer_bundling import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, dependencies_layer
 
 GET = "dynamodb:GetItem"
@@ -197,15 +199,6 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ),
 )
 
-LAMBDAS_DIR = Path(__file__).resolve().parents[2] / "lambdas"
-ASSET_EXCLUDES = [
-    "**/__pycache__",
-    "**/*.pyc",
-    "**/.mypy_cache",
-    "**/.pytest_cache",
-    "requirements.txt",
-]
-
 
 def check_tables_match_grants(spec: ToolSpec) -> None:
     """The tables a function's model names are the tables it is granted (or given names of)."""
@@ -271,7 +264,7 @@ class ToolFunctions(Construct):
             requirements=LAMBDAS_DIR / "requirements.txt",
             cache_root=build_cache,
         )
-        code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES)
+        code = function_code(LAMBDAS_DIR)
         self._layer, self._code, self._escalation_queue = layer, code, escalation_queue
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, str] = {}

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from stacks.bytecode import bytecode_python
 from stacks.layer_bundling import LayerBuildError, LocalPipBundling, build_cached_layer
+
+RUN = subprocess.run
 
 
 class FakePip:
@@ -16,7 +19,9 @@ class FakePip:
         self.calls: list[list[str]] = []
         self.returncode = returncode
 
-    def __call__(self, command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+    def __call__(self, command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if "pip" not in command:  # the bytecode compiler runs as itself
+            return RUN(command, **kwargs)
         self.calls.append(command)
         target = Path(command[command.index("--target") + 1])
         if self.returncode == 0:
@@ -54,6 +59,9 @@ def test_pip_targets_the_lambda_platform_and_runs_once_per_requirements(
     ]:
         assert command[command.index(flag) + 1] == value
     assert "--only-binary=:all:" in command
+    # The layer's modules carry the runtime's bytecode (tests/infra/test_bytecode.py: its kind).
+    if bytecode_python() is not None:
+        assert (out / "python" / "pkg" / "__pycache__" / "__init__.cpython-312.pyc").is_file()
 
     requirements.write_text("pydantic==2.14.4\n", encoding="utf-8")
     build_cached_layer(requirements, cache)

@@ -1,0 +1,112 @@
+"""Bytecode for the Lambda assets, compiled at synth by the functions' Python version.
+
+Lambda's code directories (/var/task, /opt) are read-only: a module without bytecode beside it
+is compiled from source on every cold start and the result thrown away. For this package's
+dependencies (pydantic, Powertools, and the pinned boto3 that shadows the runtime's) and the
+saga package that is about 4x their import time (`python -m sagactl.bench.coldstart
+--bytecode`, the "no bytecode" rows). So both assets carry `__pycache__/*.cpython-312.pyc`,
+compiled by a Python 3.12 interpreter (bytecode is specific to the minor version, not to the
+machine) as `unchecked-hash` pycs: the runtime uses them without comparing them with the
+source's modification time, which a zipped asset does not keep.
+
+The interpreter is `$SAGA_BYTECODE_PYTHON`, else `python3.12` on the PATH or one pyenv installed.
+Without one the
+assets carry no bytecode (slower cold starts, same behaviour) and `cdk synth` says so; the
+asset hashes say which it is, so the two never share a hash.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+LAMBDA_PYTHON_VERSION = "3.12"
+ENVIRONMENT_VARIABLE = "SAGA_BYTECODE_PYTHON"
+
+
+class BytecodeError(RuntimeError):
+    """The bytecode interpreter failed to compile an asset (the message carries its output)."""
+
+
+@functools.cache
+def bytecode_python() -> str | None:
+    """An interpreter of the functions' Python version, or None if there is none."""
+    explicit = os.environ.get(ENVIRONMENT_VARIABLE)
+    candidates = [explicit] if explicit else _candidates()
+    return next((c for c in candidates if _is_lambda_python(c)), None)
+
+
+def _candidates() -> list[str]:
+    name = f"python{LAMBDA_PYTHON_VERSION}"
+    on_path = shutil.which(name)
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    installed = sorted(pyenv.glob(f"{LAMBDA_PYTHON_VERSION}.*/bin/{name}"), reverse=True)
+    return ([on_path] if on_path else []) + [str(p) for p in installed]
+
+
+def _is_lambda_python(candidate: str) -> bool:
+    try:
+        version = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except OSError:
+        return False
+    # A pyenv shim of a version not selected exits non-zero; another version is not ours.
+    return version.stdout.strip() == LAMBDA_PYTHON_VERSION
+
+
+def bytecode_tag() -> str:
+    """Part of an asset's hash and cache key: whether it carries bytecode, and for which."""
+    return f"pyc-cp{LAMBDA_PYTHON_VERSION.replace('.', '')}" if bytecode_python() else "no-pyc"
+
+
+def compile_tree(directory: Path, runtime_path: str) -> bool:
+    """Write unchecked-hash bytecode beside every module under `directory`, its tracebacks
+    naming the module where Lambda mounts it (`runtime_path`, e.g. /var/task). False if there
+    is no interpreter to do it."""
+    python = bytecode_python()
+    if python is None:
+        return False
+    completed = subprocess.run(
+        [
+            python,
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            "-s",
+            str(directory),
+            "-p",
+            runtime_path,
+            str(directory),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    if completed.returncode != 0:
+        raise BytecodeError(
+            f"{python} could not compile {directory} (exit {completed.returncode}):\n"
+            f"{(completed.stdout + completed.stderr).strip()[-4000:]}"
+        )
+    return True
+
+
+__all__ = [
+    "LAMBDA_PYTHON_VERSION",
+    "BytecodeError",
+    "bytecode_python",
+    "bytecode_tag",
+    "compile_tree",
+]

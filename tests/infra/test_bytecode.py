@@ -1,0 +1,98 @@
+"""Both Lambda assets carry bytecode of the functions' Python version, used without a source check.
+
+Lambda's code directories are read-only: a module without bytecode is compiled from source on
+every cold start. The bytecode must be Python 3.12's (the runtime's), hash-based and unchecked
+(a zipped asset keeps no modification times to check against), and name the module where Lambda
+mounts it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import stacks.bytecode
+from stacks.bytecode import bytecode_python, bytecode_tag
+from stacks.function_code import LAMBDAS_DIR, LocalCodeBundling, asset_files, code_hash
+from stacks.layer_bundling import requirements_key
+
+UNCHECKED_HASH = 0b01  # PEP 552: bit 0 hash-based, bit 1 check_source
+
+
+def _python312() -> str:
+    python = bytecode_python()
+    if python is None:
+        pytest.skip("no Python 3.12 here: the assets carry no bytecode (README, Configuration)")
+    return python
+
+
+def _compiled_as(python: str, pyc: Path) -> tuple[int, str]:
+    """The pyc's flags and the file name its code object carries, read by the runtime's Python."""
+    read = (
+        "import marshal, sys; data = open(sys.argv[1], 'rb').read(); "
+        "print(marshal.loads(data[16:]).co_filename)"
+    )
+    filename = subprocess.run(
+        [python, "-c", read, str(pyc)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return int.from_bytes(pyc.read_bytes()[4:8], "little"), filename
+
+
+def test_the_function_code_carries_unchecked_312_bytecode_naming_var_task(tmp_path: Path) -> None:
+    python = _python312()
+    assert LocalCodeBundling(LAMBDAS_DIR).try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
+
+    modules = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.py"))
+    assert Path("saga/handlers/issue_refund.py") in modules
+    for module in modules:
+        pyc = tmp_path / module.parent / "__pycache__" / f"{module.stem}.cpython-312.pyc"
+        assert pyc.is_file(), f"{module} has no bytecode"
+    flags, filename = _compiled_as(
+        python, tmp_path / "saga/handlers/__pycache__/issue_refund.cpython-312.pyc"
+    )
+    assert flags == UNCHECKED_HASH
+    assert filename == "/var/task/saga/handlers/issue_refund.py"
+    # Only 3.12 bytecode: none of the developer's own, no caches, no layer requirements.
+    assert [p for p in tmp_path.rglob("*.pyc") if ".cpython-312." not in p.name] == []
+    assert not (tmp_path / "requirements.txt").exists()
+    assert (tmp_path / "saga/botocore_models/saga-dynamodb/2012-08-10/service-2.json").is_file()
+
+
+def test_the_asset_hash_follows_the_files_and_the_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "saga").mkdir()
+    (tmp_path / "saga" / "__init__.py").write_text("A = 1\n", encoding="utf-8")
+    (tmp_path / "saga" / "__pycache__").mkdir()
+    (tmp_path / "saga" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"local")
+    (tmp_path / "requirements.txt").write_text("pydantic\n", encoding="utf-8")
+    assert [p.relative_to(tmp_path).as_posix() for p in asset_files(tmp_path)] == [
+        "saga/__init__.py"
+    ]
+    first = code_hash(tmp_path)
+    (tmp_path / "saga" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"other")
+    assert code_hash(tmp_path) == first, "local bytecode is not part of the asset"
+    (tmp_path / "saga" / "__init__.py").write_text("A = 2\n", encoding="utf-8")
+    changed = code_hash(tmp_path)
+    assert changed != first
+
+    monkeypatch.setattr(stacks.bytecode, "bytecode_python", lambda: None)
+    assert bytecode_tag() == "no-pyc"
+    assert code_hash(tmp_path) != changed, "an asset without bytecode has a hash of its own"
+    requirements = tmp_path / "requirements.txt"
+    without = requirements_key(requirements)
+    monkeypatch.setattr(stacks.bytecode, "bytecode_python", lambda: "/usr/bin/python3.12")
+    assert requirements_key(requirements) != without
+
+
+def test_without_an_interpreter_the_code_is_copied_without_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stacks.bytecode, "bytecode_python", lambda: None)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert LocalCodeBundling(LAMBDAS_DIR).try_bundle(str(out), image=None)  # type: ignore[arg-type]
+    assert (out / "saga" / "handlers" / "issue_refund.py").is_file()
+    assert list(out.rglob("*.pyc")) == []
