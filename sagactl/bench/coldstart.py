@@ -220,10 +220,25 @@ class ColdStartRun:
         return any(m.split(".")[0] == "aws_xray_sdk" for m in self.modules)
 
 
-def _environment(subject: str, function: Function | None) -> dict[str, str]:
+@dataclass(frozen=True)
+class CodeDirs:
+    """Where a handler's code is imported from instead of the checkout (sagactl/bench/deployed.py):
+    the function's code and the layer's packages, as Lambda mounts them (read-only: no bytecode
+    is written)."""
+
+    task: Path
+    opt: Path
+
+
+def _environment(
+    subject: str, function: Function | None, code: CodeDirs | None = None
+) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "SYSTEMROOT"}}
     own = function.environment if function is not None else {}
     env = {**keep, **LAMBDA_RUNTIME_ENVIRONMENT, **own}
+    if code is not None and subject != BARE:
+        env["PYTHONPATH"] = f"{code.task}{os.pathsep}{code.opt}"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["AWS_LAMBDA_FUNCTION_NAME"] = f"bench-{subject}"
     env["_HANDLER"] = f"{_module(subject)}.handler"
     # Nothing may reach a real account or read a developer's configuration.
@@ -261,13 +276,15 @@ def first_event(subject: str) -> dict[str, object]:
     return event
 
 
-def run_cold_start(subject: str, bare_dir: Path, function: Function | None) -> ColdStartRun:
-    """One fresh interpreter: the subject's import and first clients."""
-    cwd = bare_dir if subject == BARE else LAMBDAS_DIR
+def run_cold_start(
+    subject: str, bare_dir: Path, function: Function | None, code: CodeDirs | None = None
+) -> ColdStartRun:
+    """One fresh interpreter: the subject's import and first clients (from `code` if given)."""
+    cwd = bare_dir if subject == BARE else (LAMBDAS_DIR if code is None else code.task)
     done = subprocess.run(
         [sys.executable, "-c", child_code(subject, function)],
         cwd=cwd,
-        env=_environment(subject, function),
+        env=_environment(subject, function, code),
         capture_output=True,
         text=True,
         check=False,
@@ -291,7 +308,9 @@ def bare_handler_dir() -> Iterator[Path]:
         yield bare_dir
 
 
-def measure_cold_starts(runs: int, subjects: tuple[str, ...] = HANDLERS) -> list[ColdStart]:
+def measure_cold_starts(
+    runs: int, subjects: tuple[str, ...] = HANDLERS, code: CodeDirs | None = None
+) -> list[ColdStart]:
     """`runs` rounds; in each, every handler runs right after a bare handler of its own, and its
     ratios for that round are the pair's quotients. Each figure is the median over rounds."""
     functions = function_environments()
@@ -301,7 +320,7 @@ def measure_cold_starts(runs: int, subjects: tuple[str, ...] = HANDLERS) -> list
             for subject in subjects:
                 baseline = run_cold_start(BARE, bare_dir, None)
                 pairs[subject].append(
-                    (baseline, run_cold_start(subject, bare_dir, functions[subject]))
+                    (baseline, run_cold_start(subject, bare_dir, functions[subject], code))
                 )
     bare = [b for runs_ in pairs.values() for b, _ in runs_]
     results = [_summary(BARE, bare, [(b, b) for b in bare])]

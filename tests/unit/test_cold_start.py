@@ -21,6 +21,7 @@ from sagactl.bench.coldstart import (
     function_environments,
     run_cold_start,
 )
+from sagactl.bench.deployed import deployed_layout
 
 # What the bare boto3 handler imports is the baseline; a handler's import plus its first
 # clients adds pydantic (and its models), Powertools' Logger and Metrics, and the saga package:
@@ -106,3 +107,20 @@ def test_the_collector_pauses_for_a_lambda_cold_start_and_resumes_at_the_first_i
         timeout=120,
     )
     assert done.stdout.strip().splitlines()[-1] == expected
+
+
+@pytest.mark.parametrize("bytecode", [False, True])
+def test_the_deployed_layout_imports_the_handler_from_its_own_code_and_layer(
+    bytecode: bool, bare_dir: Path, functions: dict[str, Function]
+) -> None:
+    """sagactl/bench/deployed.py: the handler and the layer's packages come from the layout
+    (no bytecode found beside them, or bytecode as the assets ship it), nothing is written."""
+    with deployed_layout(bytecode=bytecode) as code:
+        run = run_cold_start("issue_refund", bare_dir, functions["issue_refund"], code)
+        pycs = {p.name for p in code.task.rglob("*.pyc")} | {
+            p.name for p in code.opt.rglob("*.pyc")
+        }
+        assert ("issue_refund.cpython-311.pyc" in pycs) is bytecode
+        assert ("main.cpython-311.pyc" in pycs) is bytecode  # pydantic's, from the layer
+        assert (code.opt / "pydantic" / "main.py").is_symlink()
+    assert "saga.handlers.issue_refund" in run.modules
