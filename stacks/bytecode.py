@@ -23,6 +23,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from aws_cdk import Annotations
+from constructs import IConstruct
+
 LAMBDA_PYTHON_VERSION = "3.12"
 ENVIRONMENT_VARIABLE = "SAGA_BYTECODE_PYTHON"
 
@@ -103,10 +106,25 @@ def compile_tree(directory: Path, runtime_path: str) -> bool:
     return True
 
 
+NO_BYTECODE = (
+    f"No Python {LAMBDA_PYTHON_VERSION} interpreter found (set {ENVIRONMENT_VARIABLE} or put "
+    f"python{LAMBDA_PYTHON_VERSION} on the PATH): the Lambda assets carry no bytecode, and every "
+    "cold start compiles the saga package and its dependencies from source (about 4x slower, "
+    "python -m sagactl.bench.deployed)."
+)
+
+
+def warn_without_bytecode(scope: IConstruct) -> None:
+    """Say at synth (a CDK warning on `scope`) that the assets will carry no bytecode."""
+    if bytecode_python() is None:
+        Annotations.of(scope).add_warning_v2("saga:no-bytecode", NO_BYTECODE)
+
+
 __all__ = [
     "LAMBDA_PYTHON_VERSION",
     "BytecodeError",
     "bytecode_python",
     "bytecode_tag",
     "compile_tree",
+    "warn_without_bytecode",
 ]

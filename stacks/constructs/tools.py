@@ -39,6 +39,7 @@ from saga.settings import (
     table_field,
     variable,
 )
+from stacks.bytecode import warn_without_bytecode
 from stacks.config import SagaConfig
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.common import acknowledge, grant_table_actions, log_group
@@ -265,6 +266,7 @@ class ToolFunctions(Construct):
             cache_root=build_cache,
         )
         code = function_code(LAMBDAS_DIR)
+        warn_without_bytecode(self)
         self._layer, self._code, self._escalation_queue = layer, code, escalation_queue
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, str] = {}

@@ -12,9 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Annotations, Match
 
 import stacks.bytecode
-from stacks.bytecode import bytecode_python, bytecode_tag
+from stacks.bytecode import bytecode_python, bytecode_tag, warn_without_bytecode
 from stacks.function_code import LAMBDAS_DIR, LocalCodeBundling, asset_files, code_hash
 from stacks.layer_bundling import requirements_key
 
@@ -96,3 +98,19 @@ def test_without_an_interpreter_the_code_is_copied_without_bytecode(
     assert LocalCodeBundling(LAMBDAS_DIR).try_bundle(str(out), image=None)  # type: ignore[arg-type]
     assert (out / "saga" / "handlers" / "issue_refund.py").is_file()
     assert list(out.rglob("*.pyc")) == []
+
+
+@pytest.mark.parametrize("interpreter", [None, "/usr/bin/python3.12"])
+def test_a_synth_without_the_interpreter_warns_that_cold_starts_compile_from_source(
+    interpreter: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stacks.bytecode, "bytecode_python", lambda: interpreter)
+    stack = Stack(App(), "Probe")
+    warn_without_bytecode(stack)
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.any_value())
+    texts = [str(w.entry.data) for w in warnings]
+    if interpreter is None:
+        assert len(texts) == 1 and "carry no bytecode" in texts[0]
+        assert "SAGA_BYTECODE_PYTHON" in texts[0]
+    else:
+        assert texts == []
