@@ -12,6 +12,7 @@ out.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from saga import formats
@@ -262,36 +263,47 @@ def _redrives(rng: random.Random) -> list[dict[str, Any]]:
 
 
 # --- invalid cases -------------------------------------------------------------------------------
-def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    kind = rng.choice(
-        ("digest", "approver", "tenant", "unsigned", "forged", "impostor", "expired", "field")
-    )
-    if kind == "digest":  # parameters changed after the approval
-        case = approve(raw)
-        case["refund"] = {**case["refund"], "amount_minor": case["refund"]["amount_minor"] % 99 + 1}
-        if case["refund"]["amount_minor"] == raw["refund"]["amount_minor"]:
-            case["refund"]["amount_minor"] += 1
-        return case, "ApprovalMismatch"
-    if kind == "approver":
-        raw["approval"]["approved_by"] = "mallory@" + raw["tenant_id"]
-        return approve(raw), "AuthorizationDenied"
-    if kind == "tenant":
-        raw["tenant_id"] = "initech"
-        return approve(raw), "AuthorizationDenied"
-    if kind == "unsigned":  # a digest but no signature: never started unsigned
-        case = approve(raw)
-        for name in ("signature", "key_id"):
-            case["approval"].pop(name)
-        return case, "ApprovalInvalid"
-    if kind == "forged":  # the signed fields changed after signing (a later revision claimed)
-        case = approve(raw)
-        case["approval"]["signed_at"] = SIGNED_AT.replace("2026", "2027")
-        return case, "ApprovalInvalid"
-    if kind == "impostor":  # signed by the other tenant's approver, presented as this one's
-        other = next(t for t in TENANTS if t != raw["tenant_id"])
-        return approve(raw, signer=(other, TENANTS[other])), "AuthorizationDenied"
-    if kind == "expired":  # the approval's start deadline has passed
-        return approve(raw, start_by=PASSED_DEADLINE), "ApprovalInvalid"
+def _changed_after_approval(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    case = approve(raw)
+    case["refund"] = {**case["refund"], "amount_minor": case["refund"]["amount_minor"] % 99 + 1}
+    if case["refund"]["amount_minor"] == raw["refund"]["amount_minor"]:
+        case["refund"]["amount_minor"] += 1
+    return case, "ApprovalMismatch"
+
+
+def _unknown_approver(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    raw["approval"]["approved_by"] = "mallory@" + raw["tenant_id"]
+    return approve(raw), "AuthorizationDenied"
+
+
+def _unknown_tenant(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    raw["tenant_id"] = "initech"
+    return approve(raw), "AuthorizationDenied"
+
+
+def _unsigned(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    case = approve(raw)  # a digest but no signature: never started unsigned
+    for name in ("signature", "key_id"):
+        case["approval"].pop(name)
+    return case, "ApprovalInvalid"
+
+
+def _forged(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    case = approve(raw)  # the signed fields changed after signing (a later revision claimed)
+    case["approval"]["signed_at"] = SIGNED_AT.replace("2026", "2027")
+    return case, "ApprovalInvalid"
+
+
+def _impostor(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    other = next(t for t in TENANTS if t != raw["tenant_id"])  # the other tenant's approver
+    return approve(raw, signer=(other, TENANTS[other])), "AuthorizationDenied"
+
+
+def _expired(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    return approve(raw, start_by=PASSED_DEADLINE), "ApprovalInvalid"  # its deadline has passed
+
+
+def _bad_field(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
     address = raw["shipment"]["address"]
     field, value = rng.choice(
         (
@@ -309,12 +321,57 @@ def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], s
     return unapproved(raw), "InvalidRequest"
 
 
+# Each kind of invalid case and the rejection it must meet, in the order the generator draws.
+_INVALID_KINDS: dict[str, Callable[[random.Random, dict[str, Any]], tuple[dict[str, Any], str]]] = {
+    "digest": _changed_after_approval,
+    "approver": _unknown_approver,
+    "tenant": _unknown_tenant,
+    "unsigned": _unsigned,
+    "forged": _forged,
+    "impostor": _impostor,
+    "expired": _expired,
+    "field": _bad_field,
+}
+
+
+def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    return _INVALID_KINDS[rng.choice(tuple(_INVALID_KINDS))](rng, raw)
+
+
 # --- the plan ------------------------------------------------------------------------------------
 def is_twin(seed: int, index: int, block_size: int) -> bool:
     """Whether case `index` repeats the parameters of the case before it (same block only)."""
     if index % block_size == 0:
         return False
     return random.Random(f"{seed}:twin:{index}").random() < 0.05
+
+
+def _nemeses(rng: random.Random, sku: str) -> list[dict[str, Any]]:
+    nemeses: list[dict[str, Any]] = []
+    if rng.random() < 0.14:
+        nemeses.append(_crash(rng))
+    if rng.random() < 0.08:
+        nemeses.append(_invoke_error(rng))
+    if rng.random() < 0.15:
+        nemeses.append(_dynamodb(rng, sku))
+    if rng.random() < 0.12:
+        nemeses.extend(_jumps(rng))
+    return nemeses
+
+
+def _duplicate(rng: random.Random, *, rejected: bool) -> dict[str, Any] | None:
+    """Another execution of the case: concurrent, later, under the same name, or later with
+    changed parameters (only of a case that was not rejected)."""
+    roll = rng.random()
+    if roll < 0.04:
+        return {"when": "concurrent"}
+    if roll < 0.08:
+        return {"when": "later", "jump": rng.choice(_RESUBMISSION_JUMPS)}
+    if roll < 0.10:
+        return {"when": "same_name"}
+    if roll < 0.12 and not rejected:
+        return {"when": "changed", "jump": rng.choice(_RESUBMISSION_JUMPS)}
+    return None
 
 
 def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
@@ -334,25 +391,8 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     faults = _faults(rng)
     if faults:
         case["sandbox"] = {"faults": faults}
-    nemeses: list[dict[str, Any]] = []
-    if rng.random() < 0.14:
-        nemeses.append(_crash(rng))
-    if rng.random() < 0.08:
-        nemeses.append(_invoke_error(rng))
-    if rng.random() < 0.15:
-        nemeses.append(_dynamodb(rng, str(raw["reserve"]["sku"])))
-    if rng.random() < 0.12:
-        nemeses.extend(_jumps(rng))
-    duplicate: dict[str, Any] | None = None
-    roll = rng.random()
-    if roll < 0.04:
-        duplicate = {"when": "concurrent"}
-    elif roll < 0.08:
-        duplicate = {"when": "later", "jump": rng.choice(_RESUBMISSION_JUMPS)}
-    elif roll < 0.10:
-        duplicate = {"when": "same_name"}
-    elif roll < 0.12 and expect is None:
-        duplicate = {"when": "changed", "jump": rng.choice(_RESUBMISSION_JUMPS)}
+    nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
+    duplicate = _duplicate(rng, rejected=expect is not None)
     return CasePlan(
         seed=seed,
         index=index,

@@ -78,6 +78,31 @@ class CaseChecker:
             + (" with no owner and no first_dispatch_at" if nothing_happened else ""),
         )
 
+    def _reservation(self, snap: Snapshot, reservation: dict[str, Any]) -> None:
+        """The case's reservation exists iff its reserve record completed (or has expired
+        since), and a released one was released by the case's own release."""
+        check = self.checks.check
+        record = snap.ledger.get("reserve")
+        seen = self.last_seen.get("reserve")
+        expired = (
+            record is None and seen is not None and float(seen.get("expires_at", 0)) <= snap.clock
+        )
+        check(
+            "reservation_iff_reserved",
+            expired or (record is not None and record.get("status") == "COMPLETED"),
+            f"{snap.label}: reservation {reservation.get('status')} but reserve record "
+            f"{None if record is None else record.get('status')}",
+        )
+        if reservation.get("status") == "RELEASED":
+            self._record_for_effect(snap, "release", "released reservation")
+            check(
+                "released_by_own_release",
+                str(reservation.get("released_by", "")).endswith(
+                    f"#release#{self.case_id}.reserve"
+                ),
+                f"{snap.label}: released by {reservation.get('released_by')}",
+            )
+
     def snapshot(self, snap: Snapshot) -> None:
         check = self.checks.check
         label = snap.label
@@ -94,28 +119,7 @@ class CaseChecker:
         if snap.shipments:
             self._record_for_effect(snap, "ship", "shipment")
         if reservation is not None:
-            record = snap.ledger.get("reserve")
-            seen = self.last_seen.get("reserve")
-            expired = (
-                record is None
-                and seen is not None
-                and float(seen.get("expires_at", 0)) <= snap.clock
-            )
-            check(
-                "reservation_iff_reserved",
-                expired or (record is not None and record.get("status") == "COMPLETED"),
-                f"{label}: reservation {reservation.get('status')} but reserve record "
-                f"{None if record is None else record.get('status')}",
-            )
-            if reservation.get("status") == "RELEASED":
-                self._record_for_effect(snap, "release", "released reservation")
-                check(
-                    "released_by_own_release",
-                    str(reservation.get("released_by", "")).endswith(
-                        f"#release#{self.case_id}.reserve"
-                    ),
-                    f"{label}: released by {reservation.get('released_by')}",
-                )
+            self._reservation(snap, reservation)
         check(
             "shipped_stock_not_released",
             not (snap.shipments and reservation and reservation.get("status") == "RELEASED"),

@@ -224,19 +224,33 @@ def _table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    mutants = by_name(args.only)
+def _refused(mutants: list[Mutant]) -> list[str]:
+    """The mutants whose text is not found exactly once in their file, each with why."""
     refused = []
     for mutant in mutants:
-        text = (
-            (ROOT / mutant.file).read_text(encoding="utf-8")
-            if (ROOT / mutant.file).is_file()
-            else ""
-        )
+        path = ROOT / mutant.file
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
         if text.count(mutant.old) != 1:
             refused.append(
                 f"{mutant.name}: old text found {text.count(mutant.old)} times in {mutant.file}"
             )
+    return refused
+
+
+def _write_table(path: str, table: str) -> None:
+    Path(path).write_text(
+        "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
+        "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
+        "applied alone to a scratch copy; the fast suite is `pytest -x` over tests/unit, "
+        "tests/integration and tests/e2e, the campaign slice is the fixed-seed slice "
+        "`make test` runs (stopped at the first violation).\n\n" + table + "\n",
+        encoding="utf-8",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    mutants = by_name(args.only)
+    refused = _refused(mutants)
     if refused:
         print(
             "mutate: these mutants no longer apply (refresh sagactl/campaign/mutants.py):",
@@ -278,14 +292,7 @@ def main(args: argparse.Namespace) -> int:
     table = _table(results)
     print(table)
     if args.table:
-        Path(args.table).write_text(
-            "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
-            "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
-            "applied alone to a scratch copy; the fast suite is `pytest -x` over tests/unit, "
-            "tests/integration and tests/e2e, the campaign slice is the fixed-seed slice "
-            "`make test` runs (stopped at the first violation).\n\n" + table + "\n",
-            encoding="utf-8",
-        )
+        _write_table(args.table, table)
     survivors = [r["name"] for r in results if not r["killed"]]
     if survivors:
         print(f"mutate: {len(survivors)} mutant(s) survived: {survivors}", file=sys.stderr)

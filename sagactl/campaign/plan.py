@@ -60,16 +60,7 @@ class CasePlan:
         for downstream, faults in self.faults.items():
             for fault in faults:
                 labels.add(f"{downstream}:{fault}")
-        for nemesis in self.nemeses:
-            kind = nemesis["kind"]
-            if kind == "dynamodb":
-                labels.add(f"dynamodb:{nemesis['error']}")
-            elif kind == "invoke_error":
-                labels.add(f"invoke:{nemesis['error']}")
-            elif kind == "crash":
-                labels.add(f"crash:{nemesis['effect']}")
-            else:
-                labels.add("jump:in-execution")
+        labels.update(_nemesis_label(nemesis) for nemesis in self.nemeses)
         if self.duplicate is not None:
             labels.add(f"duplicate:{self.duplicate['when']}")
             if self.duplicate.get("jump"):
@@ -81,3 +72,14 @@ class CasePlan:
         if not labels:
             labels.add("clean")
         return sorted(labels)
+
+
+def _nemesis_label(nemesis: dict[str, Any]) -> str:
+    kind = nemesis["kind"]
+    if kind == "dynamodb":
+        return f"dynamodb:{nemesis['error']}"
+    if kind == "invoke_error":
+        return f"invoke:{nemesis['error']}"
+    if kind == "crash":
+        return f"crash:{nemesis['effect']}"
+    return "jump:in-execution"

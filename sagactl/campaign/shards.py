@@ -235,6 +235,49 @@ def _shrink_failure(
     )
 
 
+def _error_result(index: int, plan: CasePlan, exc: Exception) -> dict[str, Any]:
+    """A case that could not run to its end: a violation of its own, with the traceback."""
+    return {
+        "index": index,
+        "case_id": plan.case_id,
+        "classes": plan.fault_classes(),
+        "outcome": "ERROR",
+        "checks": 1,
+        "violations": [{"invariant": "case_ran", "detail": f"{type(exc).__name__}: {exc}"}],
+        "plan": plan.to_json(),
+        "traceback": traceback.format_exc(),
+    }
+
+
+def _run_block_cases(
+    local: Any, config: CampaignConfig, block: int, stock: dict[str, int], fail_fast: bool
+) -> tuple[Observer, list[CaseRun], list[dict[str, Any]]]:
+    """The block's cases in a fresh account, each checked: the account's observer (a new one
+    after a case that could not run), the runs the account checks cover, the results."""
+    observer = fresh_account(local, stock)
+    budget = int(observer.outputs["AttemptBudget"])
+    runner = CaseRunner(observer)
+    runs: list[CaseRun] = []
+    results: list[dict[str, Any]] = []
+    for index in config.indices(block):
+        plan = generate(config.seed, index, block_size=config.block_size)
+        try:
+            run = runner.run(plan)
+        except Exception as exc:
+            results.append(_error_result(index, plan, exc))
+            if fail_fast:
+                break
+            observer = fresh_account(local, stock)
+            runner = CaseRunner(observer)
+            runs = []
+            continue
+        runs.append(run)
+        results.append(case_result(run, budget))
+        if results[-1]["violations"] and fail_fast:
+            break
+    return observer, runs, results
+
+
 def run_shard(
     config: CampaignConfig, shard: int, directory: Path, template: Path, *, fail_fast: bool = False
 ) -> int:
@@ -253,44 +296,7 @@ def run_shard(
                 break
             started = time.time()
             stock = block_stock(config.seed, block)
-            observer = fresh_account(local, stock)
-            budget = int(observer.outputs["AttemptBudget"])
-            runner = CaseRunner(observer)
-            runs: list[CaseRun] = []
-            results: list[dict[str, Any]] = []
-            for index in config.indices(block):
-                plan = generate(config.seed, index, block_size=config.block_size)
-                try:
-                    run = runner.run(plan)
-                except Exception as exc:
-                    results.append(
-                        {
-                            "index": index,
-                            "case_id": plan.case_id,
-                            "classes": plan.fault_classes(),
-                            "outcome": "ERROR",
-                            "checks": 1,
-                            "violations": [
-                                {"invariant": "case_ran", "detail": f"{type(exc).__name__}: {exc}"}
-                            ],
-                            "plan": plan.to_json(),
-                            "traceback": traceback.format_exc(),
-                        }
-                    )
-                    failed = True
-                    if fail_fast:
-                        break
-                    observer = fresh_account(local, stock)
-                    runner = CaseRunner(observer)
-                    runs = []
-                    continue
-                runs.append(run)
-                result = case_result(run, budget)
-                results.append(result)
-                if result["violations"]:
-                    failed = True
-                    if fail_fast:
-                        break
+            observer, runs, results = _run_block_cases(local, config, block, stock, fail_fast)
             account = check_account(
                 runs,
                 stock,
@@ -299,7 +305,7 @@ def run_shard(
                 observer.scan_all("PaymentsTableName"),
                 observer.scan_all("ShipmentsTableName"),
             )
-            failed = failed or bool(account.violations)
+            failed = failed or any(r["violations"] for r in results) or bool(account.violations)
             append_line(
                 path,
                 {
@@ -317,13 +323,13 @@ def run_shard(
                     "violations": account.violations,
                 },
             )
-            for result in results:
-                if (
-                    result["violations"]
-                    and "plan" in result
-                    and shrinks < MAX_SHRINKS_PER_SHARD
-                    and not fail_fast
-                ):
-                    shrinks += 1
-                    _shrink_failure(local, result, config, directory)
+            if not fail_fast:
+                for result in results:
+                    if (
+                        result["violations"]
+                        and "plan" in result
+                        and shrinks < MAX_SHRINKS_PER_SHARD
+                    ):
+                        shrinks += 1
+                        _shrink_failure(local, result, config, directory)
     return 3 if failed else 0
