@@ -13,7 +13,7 @@ from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
 from sagactl.campaign.outcomes import classify
 from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRunner
+from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.local.environment import LocalAws
 from tests.e2e.test_saga_paths import load_example
 
@@ -59,6 +59,22 @@ def test_a_conflict_on_the_sandbox_fault_cursor_is_retried_like_any_transient_er
     assert (first["output"] or {}).get("outcome") == "COMPLETED"
 
 
+def _outcome_failing(
+    local_aws: LocalAws, index: int, case_id: str, faults: dict[str, list[str]], error: str
+) -> CaseRun:
+    """Campaign seed 1, case `index`, shrunk: every invoke of RecordOutcome answers `error`
+    until its retries run out; then the cause is removed and the execution redriven."""
+    nemesis = {"kind": "invoke_error", "tool": "RecordOutcome", "error": error}
+    plan = CasePlan(
+        seed=1,
+        index=index,
+        case=_case(case_id, faults),
+        nemeses=[{**nemesis, "skip": 0, "count": 4}],
+        redrives=[{"jump": 0, "heal": True}],
+    )
+    return CaseRunner(Observer(local_aws)).run(plan)
+
+
 def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensation(
     local_aws: LocalAws,
 ) -> None:
@@ -67,22 +83,13 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
     its retries. The execution is FAILED with the compensation pending, which a redrive
     finishes: an honest state the checker took for a forward failure with a disagreeing record
     (the product was right; the oracle was wrong)."""
-    plan = CasePlan(
-        seed=1,
-        index=1142,
-        case=_case("case-outcome-throttled", {"shipment": ["reject"]}),
-        nemeses=[
-            {
-                "kind": "invoke_error",
-                "tool": "RecordOutcome",
-                "error": "Lambda.TooManyRequestsException",
-                "skip": 0,
-                "count": 4,
-            }
-        ],
-        redrives=[{"jump": 0, "heal": True}],
+    run = _outcome_failing(
+        local_aws,
+        1142,
+        "case-outcome-throttled",
+        {"shipment": ["reject"]},
+        "Lambda.TooManyRequestsException",
     )
-    run = CaseRunner(Observer(local_aws)).run(plan)
 
     closed, redriven = run.snapshots[0], run.snapshots[-1]
     first = closed.executions[run.owner_arn or ""]
@@ -102,22 +109,9 @@ def test_an_outcome_recorded_whose_answer_was_lost_is_resumable(local_aws: Local
     run out. The execution is FAILED at RecordOutcome with the case record already COMPLETED,
     the effects all done; a redrive records the outcome again (idempotent) and succeeds. The
     checker took the written record for a disagreement (the oracle was wrong again)."""
-    plan = CasePlan(
-        seed=1,
-        index=1560,
-        case=_case("case-outcome-answer-lost", {}),
-        nemeses=[
-            {
-                "kind": "invoke_error",
-                "tool": "RecordOutcome",
-                "error": "Lambda.ServiceException",
-                "skip": 0,
-                "count": 4,
-            }
-        ],
-        redrives=[{"jump": 0, "heal": True}],
+    run = _outcome_failing(
+        local_aws, 1560, "case-outcome-answer-lost", {}, "Lambda.ServiceException"
     )
-    run = CaseRunner(Observer(local_aws)).run(plan)
 
     closed, redriven = run.snapshots[0], run.snapshots[-1]
     first = closed.executions[run.owner_arn or ""]
