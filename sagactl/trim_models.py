@@ -4,13 +4,12 @@
 
 Making a client from botocore's own model parses its JSON, most of it documentation and
 operations the tools never call: about 35 ms of CPU at every cold start for KMS (the tools call
-GetPublicKey), about 25 ms for the first DynamoDB client and 18 ms for every other configuration
-(the tools call six operations). So the Lambda package carries those operations' models,
-documentation removed, as the services `saga-kms` and `saga-dynamodb` (their own names, so that
-no other client in the process, such as sagactl's or a test's full client, ever loads them);
-their metadata is the original's, so they sign, resolve endpoints, name their botocore events
-(`before-call.dynamodb.PutItem`) and honour AWS_ENDPOINT_URL(_<SERVICE>) exactly as the
-original.
+GetPublicKey), about 6 ms for DynamoDB (the tools call six operations). So the Lambda package
+carries those operations' models, documentation removed, as the services `saga-kms` and
+`saga-dynamodb` (their own names, so that no other client in the process, such as sagactl's or a
+test's full client, ever loads them); their metadata is the original's, so they sign, resolve
+endpoints and name their botocore events (`before-call.dynamodb.PutItem`) exactly as the
+original, and saga.aws.endpoint_url gives them the original's AWS_ENDPOINT_URL(_<SERVICE>).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ dependencies (pydantic, Powertools, and the pinned boto3 that shadows the runtim
 saga package that is about 4x their import time (`python -m sagactl.bench.coldstart
 --bytecode`, the "no bytecode" rows). So both assets carry `__pycache__/*.cpython-312.pyc`,
 compiled by a Python 3.12 interpreter (bytecode is specific to the minor version, not to the
-machine) as `unchecked-hash` pycs: the runtime uses them without comparing them with the
-source's modification time, which a zipped asset does not keep.
+machine) as `checked-hash` pycs: the runtime uses one when the hash of the source beside it
+matches (a zipped asset keeps no modification times to compare instead), so a file edited after
+the synth (a hotfix in the console) runs as edited, never as stale bytecode.
 
 The interpreter is `$SAGA_BYTECODE_PYTHON`, else `python3.12` on the PATH or one pyenv installed.
 Without one the
@@ -28,18 +29,31 @@ from constructs import IConstruct
 
 LAMBDA_PYTHON_VERSION = "3.12"
 ENVIRONMENT_VARIABLE = "SAGA_BYTECODE_PYTHON"
+INVALIDATION_MODE = "checked-hash"
+# Raise it when compile_tree changes what it writes: the asset hashes must change with it.
+RECIPE = 1
 
 
 class BytecodeError(RuntimeError):
     """The bytecode interpreter failed to compile an asset (the message carries its output)."""
 
 
-@functools.cache
 def bytecode_python() -> str | None:
     """An interpreter of the functions' Python version, or None if there is none."""
+    found = _interpreter()
+    return None if found is None else found[0]
+
+
+@functools.cache
+def _interpreter() -> tuple[str, str] | None:
+    """The interpreter and its full version (e.g. 3.12.1)."""
     explicit = os.environ.get(ENVIRONMENT_VARIABLE)
-    candidates = [explicit] if explicit else _candidates()
-    return next((c for c in candidates if _is_lambda_python(c)), None)
+    for candidate in [explicit] if explicit else _candidates():
+        version = _version(candidate)
+        # A pyenv shim of a version not selected has none; another version is not ours.
+        if version is not None and version.rsplit(".", 1)[0] == LAMBDA_PYTHON_VERSION:
+            return candidate, version
+    return None
 
 
 def _candidates() -> list[str]:
@@ -50,28 +64,34 @@ def _candidates() -> list[str]:
     return ([on_path] if on_path else []) + [str(p) for p in installed]
 
 
-def _is_lambda_python(candidate: str) -> bool:
+def _version(candidate: str) -> str | None:
     try:
-        version = subprocess.run(
-            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        done = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
             capture_output=True,
             text=True,
             check=False,
             timeout=60,
         )
     except OSError:
-        return False
-    # A pyenv shim of a version not selected exits non-zero; another version is not ours.
-    return version.stdout.strip() == LAMBDA_PYTHON_VERSION
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
 
 
 def bytecode_tag() -> str:
-    """Part of an asset's hash and cache key: whether it carries bytecode, and for which."""
-    return f"pyc-cp{LAMBDA_PYTHON_VERSION.replace('.', '')}" if bytecode_python() else "no-pyc"
+    """Part of an asset's hash and cache key: whether it carries bytecode, which compiler
+    wrote it and how, so that a change to any of them is a new asset."""
+    if bytecode_python() is None:
+        return "no-pyc"
+    found = _interpreter()
+    version = found[1] if found is not None else "?"
+    return f"pyc-{version}-{INVALIDATION_MODE}-r{RECIPE}"
 
 
 def compile_tree(directory: Path, runtime_path: str) -> bool:
-    """Write unchecked-hash bytecode beside every module under `directory`, its tracebacks
+    """Write checked-hash bytecode beside every module under `directory`, its tracebacks
     naming the module where Lambda mounts it (`runtime_path`, e.g. /var/task). False if there
     is no interpreter to do it."""
     python = bytecode_python()
@@ -86,7 +106,7 @@ def compile_tree(directory: Path, runtime_path: str) -> bool:
             "-j",
             "0",
             "--invalidation-mode",
-            "unchecked-hash",
+            INVALIDATION_MODE,
             "-s",
             str(directory),
             "-p",

@@ -14,7 +14,7 @@ from this machine's interpreter and packages (the assets' 3.12 arm64 build canno
   (the top-level names in the synthesized layer), from the virtualenv;
 - "no bytecode": both without bytecode, nothing written (PYTHONDONTWRITEBYTECODE), as the
   assets were before they carried it;
-- "bytecode": both compiled as the assets are (unchecked-hash), by this interpreter.
+- "bytecode": both compiled as the assets are (checked-hash), by this interpreter.
 
 The bare handler is the same in both: boto3 from the virtualenv, with its bytecode, as a bare
 handler uses the runtime's. Durations are reported, never asserted.
@@ -84,7 +84,7 @@ def deployed_layout(*, bytecode: bool) -> Iterator[CodeDirs]:
                     directory,
                     quiet=1,
                     workers=0,
-                    invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+                    invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
                 )
         yield code
 

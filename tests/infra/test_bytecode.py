@@ -1,9 +1,9 @@
 """Both Lambda assets carry bytecode of the functions' Python version, used without a source check.
 
 Lambda's code directories are read-only: a module without bytecode is compiled from source on
-every cold start. The bytecode must be Python 3.12's (the runtime's), hash-based and unchecked
-(a zipped asset keeps no modification times to check against), and name the module where Lambda
-mounts it.
+every cold start. The bytecode must be Python 3.12's (the runtime's), hash-based (a zipped asset
+keeps no modification times to check against) and checked against its source (an edited file
+runs as edited), and name the module where Lambda mounts it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from stacks.bytecode import bytecode_python, bytecode_tag, warn_without_bytecode
 from stacks.function_code import LAMBDAS_DIR, LocalCodeBundling, asset_files, code_hash
 from stacks.layer_bundling import requirements_key
 
-UNCHECKED_HASH = 0b01  # PEP 552: bit 0 hash-based, bit 1 check_source
+CHECKED_HASH = 0b11  # PEP 552: bit 0 hash-based, bit 1 check_source
 
 
 def _python312() -> str:
@@ -42,7 +42,7 @@ def _compiled_as(python: str, pyc: Path) -> tuple[int, str]:
     return int.from_bytes(pyc.read_bytes()[4:8], "little"), filename
 
 
-def test_the_function_code_carries_unchecked_312_bytecode_naming_var_task(tmp_path: Path) -> None:
+def test_the_function_code_carries_checked_312_bytecode_naming_var_task(tmp_path: Path) -> None:
     python = _python312()
     assert LocalCodeBundling(LAMBDAS_DIR).try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
 
@@ -54,7 +54,7 @@ def test_the_function_code_carries_unchecked_312_bytecode_naming_var_task(tmp_pa
     flags, filename = _compiled_as(
         python, tmp_path / "saga/handlers/__pycache__/issue_refund.cpython-312.pyc"
     )
-    assert flags == UNCHECKED_HASH
+    assert flags == CHECKED_HASH
     assert filename == "/var/task/saga/handlers/issue_refund.py"
     # Only 3.12 bytecode: none of the developer's own, no caches, no layer requirements.
     assert [p for p in tmp_path.rglob("*.pyc") if ".cpython-312." not in p.name] == []
@@ -114,3 +114,37 @@ def test_a_synth_without_the_interpreter_warns_that_cold_starts_compile_from_sou
         assert "SAGA_BYTECODE_PYTHON" in texts[0]
     else:
         assert texts == []
+
+
+def test_a_module_edited_after_the_synth_runs_as_edited(tmp_path: Path) -> None:
+    python = _python312()
+    source = tmp_path / "lambdas"
+    (source / "saga").mkdir(parents=True)
+    (source / "saga" / "__init__.py").write_text("", encoding="utf-8")
+    (source / "saga" / "limits.py").write_text("LOCK_SECONDS = 30\n", encoding="utf-8")
+    asset = tmp_path / "asset"
+    asset.mkdir()
+    assert LocalCodeBundling(source).try_bundle(str(asset), image=None)  # type: ignore[arg-type]
+    assert (asset / "saga" / "__pycache__" / "limits.cpython-312.pyc").is_file()
+
+    (asset / "saga" / "limits.py").write_text("LOCK_SECONDS = 999\n", encoding="utf-8")
+    ran = subprocess.run(
+        [python, "-c", "import saga.limits; print(saga.limits.LOCK_SECONDS)"],
+        cwd=asset,
+        env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout.strip() == "999"
+
+
+def test_the_tag_names_the_compiler_release_and_the_recipe() -> None:
+    python = _python312()
+    version = subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert bytecode_tag() == f"pyc-{version}-checked-hash-r{stacks.bytecode.RECIPE}"

@@ -122,3 +122,21 @@ def test_a_package_without_a_trimmed_model_uses_botocores_own(
     assert saga.aws._trimmed_or_full("saga-dynamodb", "dynamodb") == "dynamodb"
     monkeypatch.undo()
     assert saga.aws._trimmed_or_full("saga-dynamodb", "dynamodb") == "saga-dynamodb"
+
+
+def test_a_per_service_endpoint_reaches_the_trimmed_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AWS_ENDPOINT_URL_DYNAMODB (a VPC interface endpoint, DynamoDB Local) wins over
+    AWS_ENDPOINT_URL as botocore has it; botocore itself would look for
+    AWS_ENDPOINT_URL_SAGA_DYNAMODB, the trimmed model's own name."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:6")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_KMS", "http://127.0.0.1:7")
+
+    assert dynamodb_client().meta.endpoint_url == "http://127.0.0.1:6"
+    assert downstream_dynamodb_client(2.0).meta.endpoint_url == "http://127.0.0.1:6"
+    assert kms_client().meta.endpoint_url == "http://127.0.0.1:7"
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB")
+    assert dynamodb_client().meta.endpoint_url == "http://127.0.0.1:5"
