@@ -6,9 +6,14 @@ dependencies (pydantic, Powertools, and the pinned boto3 that shadows the runtim
 saga package that is about 4x their import time (`python -m sagactl.bench.coldstart
 --bytecode`, the "no bytecode" rows). So both assets carry `__pycache__/*.cpython-312.pyc`,
 compiled by a Python 3.12 interpreter (bytecode is specific to the minor version, not to the
-machine) as `checked-hash` pycs: the runtime uses one when the hash of the source beside it
-matches (a zipped asset keeps no modification times to compare instead), so a file edited after
-the synth (a hotfix in the console) runs as edited, never as stale bytecode.
+machine) as hash-based pycs (a zipped asset keeps no modification times to compare with):
+
+- the function code's are `checked-hash`: the runtime uses one when the hash of the source
+  beside it matches, so a file edited after the synth (a hotfix in the Lambda console, which
+  can edit a package this small) runs as edited, never as stale bytecode;
+- the layer's are `unchecked-hash`: a published layer version cannot be edited, it is only ever
+  built here, and checking would read and hash every module of pydantic, Powertools and
+  botocore at each cold start (about 10 ms, `python -m sagactl.bench.deployed`).
 
 The interpreter is `$SAGA_BYTECODE_PYTHON`, else `python3.12` on the PATH or one pyenv installed.
 Without one the
@@ -29,7 +34,8 @@ from constructs import IConstruct
 
 LAMBDA_PYTHON_VERSION = "3.12"
 ENVIRONMENT_VARIABLE = "SAGA_BYTECODE_PYTHON"
-INVALIDATION_MODE = "checked-hash"
+CHECKED = "checked-hash"
+UNCHECKED = "unchecked-hash"
 # Raise it when compile_tree changes what it writes: the asset hashes must change with it.
 RECIPE = 1
 
@@ -80,17 +86,17 @@ def _version(candidate: str) -> str | None:
     return done.stdout.strip() or None
 
 
-def bytecode_tag() -> str:
+def bytecode_tag(mode: str) -> str:
     """Part of an asset's hash and cache key: whether it carries bytecode, which compiler
-    wrote it and how, so that a change to any of them is a new asset."""
+    wrote it and how (`mode`: CHECKED or UNCHECKED), so that a change to any is a new asset."""
     if bytecode_python() is None:
         return "no-pyc"
     found = _interpreter()
     version = found[1] if found is not None else "?"
-    return f"pyc-{version}-{INVALIDATION_MODE}-r{RECIPE}"
+    return f"pyc-{version}-{mode}-r{RECIPE}"
 
 
-def compile_tree(directory: Path, runtime_path: str) -> bool:
+def compile_tree(directory: Path, runtime_path: str, mode: str) -> bool:
     """Write checked-hash bytecode beside every module under `directory`, its tracebacks
     naming the module where Lambda mounts it (`runtime_path`, e.g. /var/task). False if there
     is no interpreter to do it."""
@@ -106,7 +112,7 @@ def compile_tree(directory: Path, runtime_path: str) -> bool:
             "-j",
             "0",
             "--invalidation-mode",
-            INVALIDATION_MODE,
+            mode,
             "-s",
             str(directory),
             "-p",

@@ -19,7 +19,7 @@ import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
-from stacks.bytecode import bytecode_tag, compile_tree
+from stacks.bytecode import CHECKED, bytecode_tag, compile_tree
 from stacks.layer_bundling import LAMBDA_RUNTIME
 
 LAMBDAS_DIR = Path(__file__).resolve().parents[1] / "lambdas"
@@ -42,7 +42,7 @@ def asset_files(source: Path) -> list[Path]:
 
 def code_hash(source: Path) -> str:
     """The asset hash: each copied file's path and content, and the bytecode written."""
-    digest = hashlib.sha256(bytecode_tag().encode())
+    digest = hashlib.sha256(bytecode_tag(CHECKED).encode())
     for path in asset_files(source):
         digest.update(path.relative_to(source).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
@@ -62,7 +62,7 @@ class LocalCodeBundling:
             target = out / path.relative_to(self._source)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
-        compile_tree(out, "/var/task")
+        compile_tree(out, "/var/task", CHECKED)  # editable in the console: checked
         return True
 
 

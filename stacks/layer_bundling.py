@@ -29,7 +29,7 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from stacks.bytecode import LAMBDA_PYTHON_VERSION, bytecode_tag, compile_tree
+from stacks.bytecode import LAMBDA_PYTHON_VERSION, UNCHECKED, bytecode_tag, compile_tree
 
 # The layer's ABI and the functions' runtime must agree: pydantic-core is a compiled wheel.
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -45,7 +45,7 @@ def requirements_key(requirements: Path) -> str:
     """Cache key and asset hash: the requirements content, the target platform, the bytecode."""
     digest = hashlib.sha256()
     digest.update(requirements.read_bytes())
-    digest.update(f"{PIP_PLATFORM}|cp{LAMBDA_PYTHON_VERSION}|{bytecode_tag()}".encode())
+    digest.update(f"{PIP_PLATFORM}|cp{LAMBDA_PYTHON_VERSION}|{bytecode_tag(UNCHECKED)}".encode())
     return digest.hexdigest()[:32]
 
 
@@ -88,7 +88,8 @@ def build_cached_layer(requirements: Path, cache_root: Path) -> Path:
                 f"pip could not build the Lambda layer from {requirements} "
                 f"(exit {completed.returncode}):\n{completed.stderr.strip()[-4000:]}"
             )
-        compile_tree(staging / "python", "/opt/python")  # where Lambda mounts a layer's python/
+        # Where Lambda mounts a layer's python/; unchecked: a layer version is immutable.
+        compile_tree(staging / "python", "/opt/python", UNCHECKED)
         try:
             staging.rename(cached)
         except OSError:

@@ -14,7 +14,8 @@ from this machine's interpreter and packages (the assets' 3.12 arm64 build canno
   (the top-level names in the synthesized layer), from the virtualenv;
 - "no bytecode": both without bytecode, nothing written (PYTHONDONTWRITEBYTECODE), as the
   assets were before they carried it;
-- "bytecode": both compiled as the assets are (checked-hash), by this interpreter.
+- "bytecode": both compiled as the assets are (the code checked-hash, the layer
+  unchecked-hash), by this interpreter.
 
 The bare handler is the same in both: boto3 from the virtualenv, with its bytecode, as a bare
 handler uses the runtime's. Durations are reported, never asserted.
@@ -79,13 +80,12 @@ def deployed_layout(*, bytecode: bool) -> Iterator[CodeDirs]:
             for root in found:
                 _link_tree(SITE_PACKAGES, code.opt, _package_files(root))
         if bytecode:
-            for directory in (code.task, code.opt):
-                compileall.compile_dir(
-                    directory,
-                    quiet=1,
-                    workers=0,
-                    invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
-                )
+            modes = py_compile.PycInvalidationMode
+            for directory, mode in (
+                (code.task, modes.CHECKED_HASH),
+                (code.opt, modes.UNCHECKED_HASH),
+            ):
+                compileall.compile_dir(directory, quiet=1, workers=0, invalidation_mode=mode)
         yield code
 
 

@@ -16,11 +16,19 @@ from aws_cdk import App, Stack
 from aws_cdk.assertions import Annotations, Match
 
 import stacks.bytecode
-from stacks.bytecode import bytecode_python, bytecode_tag, warn_without_bytecode
+from stacks.bytecode import (
+    CHECKED,
+    UNCHECKED,
+    bytecode_python,
+    bytecode_tag,
+    warn_without_bytecode,
+)
 from stacks.function_code import LAMBDAS_DIR, LocalCodeBundling, asset_files, code_hash
 from stacks.layer_bundling import requirements_key
+from tests.infra.synth import Synthesized
 
 CHECKED_HASH = 0b11  # PEP 552: bit 0 hash-based, bit 1 check_source
+UNCHECKED_HASH = 0b01
 
 
 def _python312() -> str:
@@ -81,7 +89,7 @@ def test_the_asset_hash_follows_the_files_and_the_bytecode(
     assert changed != first
 
     monkeypatch.setattr(stacks.bytecode, "bytecode_python", lambda: None)
-    assert bytecode_tag() == "no-pyc"
+    assert bytecode_tag(CHECKED) == bytecode_tag(UNCHECKED) == "no-pyc"
     assert code_hash(tmp_path) != changed, "an asset without bytecode has a hash of its own"
     requirements = tmp_path / "requirements.txt"
     without = requirements_key(requirements)
@@ -147,4 +155,18 @@ def test_the_tag_names_the_compiler_release_and_the_recipe() -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    assert bytecode_tag() == f"pyc-{version}-checked-hash-r{stacks.bytecode.RECIPE}"
+    recipe = stacks.bytecode.RECIPE
+    assert bytecode_tag(CHECKED) == f"pyc-{version}-checked-hash-r{recipe}"
+    assert bytecode_tag(UNCHECKED) == f"pyc-{version}-unchecked-hash-r{recipe}"
+
+
+def test_the_synthesized_assets_carry_the_bytecode_they_promise(synthesized: Synthesized) -> None:
+    """The stack as `cdk synth` writes it: the function code checked against its source, the
+    layer (an immutable version) not."""
+    python = _python312()
+    [code] = synthesized.outdir.glob(
+        "asset.*/saga/handlers/__pycache__/issue_refund.cpython-312.pyc"
+    )
+    [layer] = synthesized.outdir.glob("asset.*/python/pydantic/__pycache__/main.cpython-312.pyc")
+    assert _compiled_as(python, code) == (CHECKED_HASH, "/var/task/saga/handlers/issue_refund.py")
+    assert _compiled_as(python, layer) == (UNCHECKED_HASH, "/opt/python/pydantic/main.py")
