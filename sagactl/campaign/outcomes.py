@@ -69,6 +69,12 @@ def classify(execution: Mapping[str, Any]) -> str:
     return f"{status}@{execution.get('last_state')}"
 
 
+def _redrives_folded(path: list[str]) -> list[str]:
+    """The path with each state a redrive entered again folded into one: a redrive resumes at
+    the state that failed, so it is entered twice in a row (the saga has no loop of one state)."""
+    return [state for i, state in enumerate(path) if i == 0 or path[i - 1] != state]
+
+
 class OutcomeChecker:
     def __init__(
         self, run: CaseRun, budget: int, checks: Checks, last_seen: Mapping[str, Any]
@@ -101,7 +107,8 @@ class OutcomeChecker:
                 output = execution["output"] or {}
                 check(
                     "duplicate_has_no_effect",
-                    execution["path"] == ["ValidateCase", "NewOrDuplicate", "DuplicateCase"]
+                    _redrives_folded(execution["path"])
+                    == ["ValidateCase", "NewOrDuplicate", "DuplicateCase"]
                     and output.get("original_execution_arn") == owner
                     and arn != owner,
                     f"{snap.label}: {name} path {execution['path']} points at "
@@ -219,7 +226,7 @@ class OutcomeChecker:
         error = execution.get("error")
         check(
             "rejected_at_validation",
-            execution["path"] == ["ValidateCase", "RejectCase"],
+            _redrives_folded(execution["path"]) == ["ValidateCase", "RejectCase"],
             f"{snap.label}: {execution['name']} {error} path {execution['path']}",
         )
         duplicate = self.run.plan.duplicate or {}

@@ -123,3 +123,33 @@ def test_an_outcome_recorded_whose_answer_was_lost_is_resumable(local_aws: Local
     assert (after["status"], (after["output"] or {}).get("outcome")) == ("SUCCEEDED", "COMPLETED")
     assert (len(redriven.refunds), len(redriven.shipments)) == (1, 1)
     assert check_case(run, budget=8).violations == []
+
+
+def test_a_rejection_after_a_redrive_of_a_throttled_validation_is_a_rejection(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 3115, shrunk: a case changed after its approval, whose ValidateCase
+    is throttled (before it runs) past its retries: FAILED at ValidateCase, nothing recorded.
+    The redrive validates it and rejects it (ApprovalMismatch), entering ValidateCase a second
+    time. The checker wanted the path of a first-try rejection exactly (the oracle, once more)."""
+    case = _case("case-rejected-on-redrive", {})
+    case["refund"] = {**case["refund"], "amount_minor": case["refund"]["amount_minor"] + 1}
+    throttled = {"kind": "invoke_error", "tool": "ValidateCase"}
+    plan = CasePlan(
+        seed=1,
+        index=3115,
+        case=case,
+        expect_rejection="ApprovalMismatch",
+        nemeses=[{**throttled, "error": "Lambda.TooManyRequestsException", "skip": 0, "count": 4}],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed, redriven = run.snapshots[0], run.snapshots[-1]
+    first = closed.executions[run.owner_arn or ""]
+    assert (first["status"], first["last_state"]) == ("FAILED", "ValidateCase")
+    assert closed.case_record is None
+    after = redriven.executions[run.owner_arn or ""]
+    assert after["path"] == ["ValidateCase", "ValidateCase", "RejectCase"]
+    assert (after["status"], after["error"]) == ("FAILED", "ApprovalMismatch")
+    assert (redriven.refunds, redriven.shipments, redriven.reservations) == ([], [], [])
+    assert check_case(run, budget=8).violations == []
