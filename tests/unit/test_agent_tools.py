@@ -11,6 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ReadTimeoutError
 from jsonschema import Draft202012Validator
 from moto import mock_aws
 
@@ -20,7 +21,8 @@ from saga.agent.tools import AgentTools, ErrorCode, ToolError, agent_case_id
 from saga.approvals import ApprovalVerifier, KmsPublicKeys, forget_public_keys, parse_trusted_keys
 from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
-from sagactl.local.approval_keys import sign_locally
+from saga.dynamodb import to_item
+from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from sagactl.local.tables import StackTables
 from tests.tools_harness import (
     APPROVAL_KEYS_JSON,
@@ -234,3 +236,137 @@ def test_a_service_that_does_not_answer_is_unavailable(tools: AgentTools) -> Non
     error = refused(broken, "propose_replacement", PROPOSAL)
     assert error.code is ErrorCode.UNAVAILABLE
     assert "Traceback" not in error.message and "same arguments" in error.message
+
+
+# --- a case that started stays answered as started (review: a retry must never be told "nothing
+# was started" about a running case, or the agent's natural next step is a second case) --------
+NOW = 1_900_000_000.0  # 2030-03-17T17:46:40Z
+
+
+def _at(tools: AgentTools, now: list[float]) -> AgentTools:
+    return AgentTools(**{**tools.__dict__, "clock": lambda: now[0]})
+
+
+def test_a_retried_start_after_the_start_deadline_answers_the_running_execution(
+    tools: AgentTools,
+) -> None:
+    now = [NOW]
+    agent = _at(tools, now)
+    case_id = agent.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(agent, case_id, start_by="2030-03-17T18:00:00Z")
+    first = agent.call("start_replacement", {"case_id": case_id})
+    now[0] = NOW + 86_400  # the answer was lost; the agent retries the next day
+
+    again = agent.call("start_replacement", {"case_id": case_id})
+
+    assert (first["started"], again["started"]) == (True, False)
+    assert again["execution_arn"] == first["execution_arn"]
+    assert len(executions(agent)) == 1
+
+
+def test_a_start_whose_answer_was_lost_is_found_by_a_retry_after_the_deadline(
+    tools: AgentTools,
+) -> None:
+    now = [NOW]
+    agent = _at(tools, now)
+    case_id = agent.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(agent, case_id, start_by="2030-03-17T19:00:00Z")
+    real_start = tools.stepfunctions.start_execution
+
+    def started_but_answer_lost(**kwargs: Any) -> Any:
+        real_start(**kwargs)
+        raise ReadTimeoutError(endpoint_url="https://states.us-east-1.amazonaws.com")
+
+    tools.stepfunctions.start_execution = started_but_answer_lost
+    assert refused(agent, "start_replacement", {"case_id": case_id}).code is ErrorCode.UNAVAILABLE
+    tools.stepfunctions.start_execution = real_start
+    now[0] = NOW + 2 * 3600  # past the deadline by the time the agent retries
+
+    again = agent.call("start_replacement", {"case_id": case_id})
+
+    assert again["started"] is False and again["status"] == "RUNNING"
+    assert len(executions(agent)) == 1
+
+
+def test_a_retried_start_after_a_key_rotation_answers_the_running_execution(
+    tools: AgentTools,
+) -> None:
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(tools, case_id)
+    first = tools.call("start_replacement", {"case_id": case_id})
+    create_local_key(boto3.client("kms"), tenant="acme", approver="supervisor@acme", generation=2)
+    keys = json.loads(APPROVAL_KEYS_JSON)
+    keys["acme"]["supervisor@acme"] = {
+        "current": local_key_arn("acme", "supervisor@acme", 2),
+        "retired": [local_key_arn("acme", "supervisor@acme", 1)],
+    }
+    verifier = ApprovalVerifier(
+        parse_trusted_keys(json.dumps(keys)), KmsPublicKeys(lambda: boto3.client("kms"))
+    )
+    rotated = AgentTools(**{**tools.__dict__, "approvals": verifier})
+
+    again = rotated.call("start_replacement", {"case_id": case_id})
+
+    assert (again["started"], again["execution_arn"]) == (False, first["execution_arn"])
+    assert len(executions(tools)) == 1
+
+
+def test_a_case_whose_execution_was_forgotten_is_answered_from_its_record(
+    tools: AgentTools,
+) -> None:
+    """Step Functions forgets an execution 90 days after it closed; the case record (no TTL)
+    still says COMPLETED: get answers COMPLETED, start starts nothing and verifies nothing."""
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(tools, case_id, start_by="2020-01-01T00:00:00Z")  # long passed, and irrelevant now
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    boto3.client("dynamodb").put_item(
+        TableName=tools.cases.table_name,
+        Item=to_item(
+            {
+                "case_id": case_id,
+                "tenant_id": "acme",
+                "digest": draft["digest"],
+                "outcome": "COMPLETED",
+                "execution_arn": f"{tools.state_machine_arn}:forgotten".replace(
+                    ":stateMachine:", ":execution:"
+                ),
+            }
+        ),
+    )
+
+    assert tools.call("get_replacement", {"case_id": case_id})["status"] == "COMPLETED"
+    started = tools.call("start_replacement", {"case_id": case_id})
+    assert (started["status"], started["started"]) == ("COMPLETED", False)
+    assert executions(tools) == []
+
+
+UNUSUAL_ARGUMENTS = [
+    ("amount_minor", float("nan")),
+    ("amount_minor", float("inf")),
+    ("amount_minor", 2000.0),
+    ("amount_minor", True),
+    ("amount_minor", 10**40),
+    ("quantity", 10**6),
+    ("request_id", "x" * 10_000),
+    ("request_id", "ticket\n1"),
+    ("currency", "XTS"),
+    ("sku", None),
+    ("address", "1 Main St"),
+    ("address", {**PROPOSAL["address"], "name": "A\u202eB"}),
+    ("address", {**PROPOSAL["address"], "name": "\ud800"}),
+    ("address", {**PROPOSAL["address"], "postal_code": "1\n"}),
+    ("address", {**PROPOSAL["address"], "tenant_id": "globex"}),
+    ("tenant_id", "globex"),
+    ("approval", {"approved_by": "supervisor@acme"}),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), UNUSUAL_ARGUMENTS)
+def test_unusual_arguments_are_typed_refusals_that_write_nothing(
+    tools: AgentTools, field: str, value: Any
+) -> None:
+    error = refused(tools, "propose_replacement", {**PROPOSAL, field: value})
+    assert error.code is ErrorCode.INVALID_REQUEST, error.message
+    assert "Traceback" not in error.message and len(error.message) < 2000
+    assert boto3.client("dynamodb").scan(TableName=tools.drafts.table_name)["Count"] == 0

@@ -165,13 +165,21 @@ class AgentTools:
     # --- start ---------------------------------------------------------------------------
     def start_replacement(self, request: CaseIdInput) -> dict[str, Any]:
         draft = self._draft(request.case_id)
-        case = self._approved_case(draft)
-        name = execution_name(case.case_id, case.approval.revision)
-        payload = canonical_json(case.to_json())
+        case_id = str(draft["case_id"])
+        _require_approval(draft)
+        name = execution_name(case_id, int(draft["revision"]))
         arn = self._execution_arn(name)
-        # Looked up first: Step Functions answers a repeat of an open execution's start with
-        # that execution, so only the lookup tells "started now" from "started before".
+        # Looked up before anything is verified: a case that started (or ran, its execution
+        # forgotten 90 days after it closed) is answered as it is. Verifying again could only
+        # mislead: its start deadline may have passed or its approver's key rotated since,
+        # and "nothing was started" would then be false. Step Functions also answers a repeat
+        # of an open execution's start with that execution: only the lookup tells "started now"
+        # from "started before".
         existing = self._describe(arn)
+        if existing is None and self._recorded(draft) is not None:
+            return {**self._status(draft), "started": False}
+        case = self._approved_case(draft) if existing is None else _draft_as_case(draft)
+        payload = canonical_json(case.to_json())
         started = existing is None
         if started:
             try:
@@ -185,8 +193,8 @@ class AgentTools:
         if existing is not None and not _same_json(str(existing.get("input") or ""), payload):
             raise ToolError(
                 ErrorCode.CONFLICT,
-                f"case {case.case_id}: execution {name} already ran another input; nothing "
-                "was started",
+                f"case {case.case_id}: execution {existing['name']} already ran another input; "
+                "nothing was started",
             )
         return {**self._status(draft), "started": started}
 
@@ -202,16 +210,17 @@ class AgentTools:
             )
         return draft
 
+    def _recorded(self, draft: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The case record of this draft (this tenant, these parameters), if the saga took it."""
+        record = self.cases.get(str(draft["case_id"]))
+        if record is None or record.get("tenant_id") != self.tenant_id:
+            return None
+        return record if record.get("digest") == draft["digest"] else None
+
     def _approved_case(self, draft: Mapping[str, Any]) -> Any:
         """The draft as a case whose signed approval verifies as ValidateCase verifies it;
         NOT_APPROVED otherwise (nothing started)."""
         case_id = str(draft["case_id"])
-        if not draft.get("approval"):
-            raise ToolError(
-                ErrorCode.NOT_APPROVED,
-                f"case {case_id} is not approved yet: {APPROVE_HINT.format(case_id=case_id)}; "
-                "then call start_replacement again",
-            )
         try:
             case = parse_case(draft_case(draft))
             verify_approval(case)
@@ -244,9 +253,17 @@ class AgentTools:
         summary["approved_by"] = approval.get("approved_by")
         name = execution_name(case_id, int(draft["revision"]))
         execution = self._describe(self._execution_arn(name))
-        if execution is None:
+        if execution is not None:
+            return {**summary, **self._execution_status(case_id, execution)}
+        record = self._recorded(draft)
+        if record is None:
             return {**summary, "status": "APPROVED", "next": "call start_replacement"}
-        return {**summary, **self._execution_status(case_id, execution)}
+        # Ran, and Step Functions has forgotten the execution (90 days after it closed).
+        owner_arn = str(record.get("execution_arn") or "")
+        owner = self._describe(owner_arn) if owner_arn else None
+        if owner is not None:
+            return {**summary, **self._execution_status(case_id, owner)}
+        return {**summary, **_recorded_status(record)}
 
     def _describe(self, arn: str) -> dict[str, Any] | None:
         try:
@@ -271,20 +288,16 @@ class AgentTools:
         if status == "SUCCEEDED" and outcome == "COMPLETED":
             return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
         if status == "SUCCEEDED" and outcome == "ESCALATED":
-            escalation = (record or {}).get("escalation") or {}
-            return {
-                "status": "ESCALATED",
-                "execution_arn": arn,
-                "reason": escalation.get("reason"),
-                "decision_needed": escalation.get("decision_needed"),
-                "next": "a person decides (sagactl escalations); do not propose it again",
-            }
-        if status == "SUCCEEDED":  # DUPLICATE: another execution owns the case
-            return {
-                "status": "COMPLETED" if outcome == "COMPLETED" else "RUNNING",
-                "execution_arn": (record or {}).get("execution_arn", arn),
-                "next": "poll get_replacement",
-            }
+            return _escalated_status(record or {}, arn)
+        owner_arn = str((record or {}).get("execution_arn") or "")
+        if status == "SUCCEEDED" and owner_arn and owner_arn != arn:
+            # DUPLICATE: another execution owns the case; what it did is the case's state.
+            owner = self._describe(owner_arn)
+            if owner is not None:
+                return self._execution_status(case_id, owner)
+            return _recorded_status(record or {})
+        if status == "SUCCEEDED":
+            return {"status": "RUNNING", "execution_arn": arn, "next": "poll get_replacement"}
         # FAILED, TIMED_OUT, ABORTED: rejected at validation (no record), or unfinished work.
         unfinished = outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")
         return {
@@ -317,6 +330,53 @@ class AgentTools:
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
+
+
+def _require_approval(draft: Mapping[str, Any]) -> None:
+    if not draft.get("approval"):
+        case_id = str(draft["case_id"])
+        raise ToolError(
+            ErrorCode.NOT_APPROVED,
+            f"case {case_id} is not approved yet: {APPROVE_HINT.format(case_id=case_id)}; "
+            "then call start_replacement again",
+        )
+
+
+def _draft_as_case(draft: Mapping[str, Any]) -> Any:
+    """The approved draft as the case its execution was started with (not verified again)."""
+    try:
+        return parse_case(draft_case(draft))
+    except InvalidRequest as exc:
+        raise ToolError(ErrorCode.CONFLICT, f"case {draft['case_id']}: {exc}") from None
+
+
+def _escalated_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
+    escalation = record.get("escalation") or {}
+    return {
+        "status": "ESCALATED",
+        "execution_arn": arn,
+        "reason": escalation.get("reason"),
+        "decision_needed": escalation.get("decision_needed"),
+        "next": "a person decides (sagactl escalations); do not propose it again",
+    }
+
+
+def _recorded_status(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A case taken by the saga whose owning execution Step Functions no longer describes
+    (90 days after it closed): what its case record says."""
+    arn = str(record.get("execution_arn") or "")
+    outcome = record.get("outcome")
+    if outcome == "COMPLETED":
+        return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
+    if outcome == "ESCALATED":
+        return _escalated_status(record, arn)
+    return {
+        "status": "FAILED",
+        "execution_arn": arn,
+        "error": None,
+        "redrive_pending": False,  # past the 14 days in which a redrive is possible
+        "next": "a person decides (sagactl escalations); do not propose it again",
+    }
 
 
 def _same_json(left: str, right: str) -> bool:
