@@ -242,6 +242,20 @@ class AgentGatewayTenantConfig(ContextSection):
         return self
 
 
+def _admit_a_common_token(a: AgentGatewayTenantConfig, b: AgentGatewayTenantConfig) -> bool:
+    """Whether one token can pass both authorizers: the same issuer, and for the client and the
+    audience each, either side unrestricted or a value both allow."""
+    if a.discovery_url != b.discovery_url:
+        return False
+
+    def overlap(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+        return not x or not y or bool(set(x) & set(y))
+
+    return overlap(a.allowed_clients, b.allowed_clients) and overlap(
+        a.allowed_audience, b.allowed_audience
+    )
+
+
 class AgentGatewayConfig(ContextSection):
     """The agent tools on Amazon Bedrock AgentCore Gateway (docs/design.md §10): off unless
     `enabled` (regions without AgentCore). One gateway, authorizer and target per tenant."""
@@ -402,6 +416,17 @@ class SagaConfig(ContextSection):
                     f"context 'agent_gateway.tenants.{tenant}' names no tenant of 'tenants' "
                     f"({sorted(self.tenants)})"
                 )
+        # The tenant is the gateway's: one token that two gateways admit acts for both tenants.
+        names = sorted(gateway.tenants)
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                if _admit_a_common_token(gateway.tenants[first], gateway.tenants[second]):
+                    raise refused(
+                        f"context 'agent_gateway.tenants': the gateways of {first!r} and "
+                        f"{second!r} could admit the same token (one issuer, and clients and "
+                        "audiences that are not disjoint): a token of one tenant would act "
+                        "for the other; give each tenant its own clients or audience"
+                    )
 
     def approver_keys(self, tenant: str, approver: str) -> ApproverKeyConfig:
         """How `approver` signs for `tenant` (the defaults: a key and a role the stack makes)."""

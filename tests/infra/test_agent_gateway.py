@@ -13,8 +13,10 @@ import pytest
 
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.agent.schemas import TOOL_NAMES
+from stacks.config import ConfigError, SagaConfig
 from tests.infra.synth import Synthesized, synthesize
 
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 AGENT_GATEWAY = {
     "enabled": True,
     "tenants": {
@@ -162,3 +164,34 @@ def test_the_flag_refuses_a_gateway_without_its_authorizer(tmp_path: Path) -> No
                 }
             },
         )
+
+
+SHARED_ISSUER = "https://idp.example.com/.well-known/openid-configuration"
+
+
+@pytest.mark.parametrize(
+    ("acme", "globex", "refused"),
+    [
+        ({"allowed_audience": ["agents"]}, {"allowed_audience": ["agents"]}, True),
+        ({"allowed_clients": ["a"]}, {"allowed_audience": ["g"]}, True),  # a's client, g's aud
+        ({"allowed_clients": ["a", "x"]}, {"allowed_clients": ["g", "x"]}, True),
+        ({"allowed_clients": ["a"]}, {"allowed_clients": ["g"]}, False),
+        ({"allowed_audience": ["a"]}, {"allowed_audience": ["g"]}, False),
+    ],
+)
+def test_two_gateways_of_one_issuer_must_not_admit_a_common_token(
+    acme: dict[str, Any], globex: dict[str, Any], refused: bool
+) -> None:
+    context = dict(json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"])
+    context["agent_gateway"] = {
+        "enabled": True,
+        "tenants": {
+            "acme": {"discovery_url": SHARED_ISSUER, **acme},
+            "globex": {"discovery_url": SHARED_ISSUER, **globex},
+        },
+    }
+    if refused:
+        with pytest.raises(ConfigError, match="could admit the same token"):
+            SagaConfig.from_mapping(context)
+    else:
+        assert set(SagaConfig.from_mapping(context).agent_gateway.tenants) == {"acme", "globex"}
