@@ -200,6 +200,8 @@ def command_approve_draft(args: argparse.Namespace) -> int:
     approver = args.approved_by or default_approver(target, str(draft["tenant_id"]))
     if not args.json:
         print("\n".join(describe_draft(draft, approver)))
+    elif not args.yes:  # stdout is for the JSON; whoever confirms still sees what they sign
+        print("\n".join(describe_draft(draft, approver)), file=sys.stderr)
     if not args.yes and not _confirmed("approve and sign this case?"):
         print("not approved: nothing signed or stored")
         return EXIT_REFUSED
@@ -219,7 +221,9 @@ def command_approve_draft(args: argparse.Namespace) -> int:
 def _confirmed(question: str) -> bool:
     if not sys.stdin.isatty():
         raise UsageError("cannot ask for confirmation without a terminal: pass --yes")
-    return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
+    # Asked on stderr: stdout may be carrying JSON (--json).
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    return input().strip().lower() in {"y", "yes"}
 
 
 def _instant(value: str, flag: str) -> str:
