@@ -28,7 +28,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
-from stacks.config import ApproverKeyConfig, SagaConfig
+from stacks.config import SagaConfig
+from stacks.config_sections import ApproverKeyConfig
 from stacks.constructs.common import acknowledge
 
 # What the account (and so IAM policies in it) may do with an approval key: manage it and read

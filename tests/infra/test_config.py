@@ -12,7 +12,8 @@ import pytest
 from saga.ledger import LedgerPolicy
 from saga.sandbox.payment_keys import PAYMENT_KEY_RETENTION_SECONDS
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
-from stacks.config import ConfigError, FunctionsConfig, SagaConfig, reject_dotted_overrides
+from stacks.config import ConfigError, SagaConfig, reject_dotted_overrides
+from stacks.config_sections import FunctionsConfig
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 

@@ -1,0 +1,176 @@
+"""The sections of the cdk context (stacks/config.py composes them into SagaConfig): the ledger,
+each approver's keys, the agent gateway, the functions, the workflow, monitoring. Each validates
+its own values; what involves two sections is SagaConfig's."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, get_args
+
+from pydantic import AfterValidator, BeforeValidator, model_validator
+
+from saga.settings import LogLevel
+from stacks.context import (
+    ContextSection,
+    boolean,
+    from_json,
+    invalid,
+    positive_int,
+    refused,
+    string_list,
+)
+
+_LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557}
+    | {2922, 3288, 3653}
+)
+
+
+def _log_retention(value: int) -> int:
+    if value not in _LOG_RETENTION_DAYS:
+        raise invalid(
+            f"must be one of CloudWatch's values {sorted(_LOG_RETENTION_DAYS)}, got {value}"
+        )
+    return value
+
+
+def _log_level(value: Any) -> str:
+    if value not in get_args(LogLevel):
+        raise invalid(f"must be DEBUG, INFO, WARNING or ERROR, got {value!r}")
+    return str(value)
+
+
+Count = Annotated[int, positive_int()]
+
+
+class LedgerConfig(ContextSection):
+    attempt_budget: Count
+    retention_days: Count
+    lease_margin_seconds: Count
+
+    @property
+    def retention_seconds(self) -> int:
+        return self.retention_days * 86_400
+
+
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$")
+
+
+def _kms_key_arn(value: Any) -> str:
+    if not isinstance(value, str) or not _KMS_KEY_ARN.match(value):
+        raise invalid(
+            f"must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), got {value!r}"
+        )
+    return value
+
+
+def _principal_arn(value: Any) -> str:
+    if not isinstance(value, str) or not _PRINCIPAL_ARN.match(value):
+        raise invalid(f"must be an IAM role or user ARN, got {value!r}")
+    return value
+
+
+KmsKeyArn = Annotated[str, BeforeValidator(_kms_key_arn)]
+
+
+class ApproverKeyConfig(ContextSection):
+    """How one approver of one tenant signs (`approval_keys."<tenant>/<approver>"`). Every
+    approver has its own asymmetric key: the stack creates it (and an approver role that may
+    sign with it) unless `key_arn` names one you bring; `principal` names who may sign with a
+    created key instead of the approver role; `retired_key_arns` are rotated-out keys whose
+    signatures still verify for cases already under way (never for a new case)."""
+
+    principal: Annotated[str, BeforeValidator(_principal_arn)] | None = None
+    key_arn: KmsKeyArn | None = None
+    retired_key_arns: tuple[KmsKeyArn, ...] = ()
+    # Rotating a created key: raise the generation. The stack then creates a new key for the
+    # approver and keeps the earlier generations as retired keys (nobody may sign with them;
+    # they still verify approvals of cases under way).
+    key_generation: Annotated[int, positive_int(100)] = 1
+    # The created approver role may be assumed only with MFA: approving is a person's act.
+    role_requires_mfa: Annotated[bool, BeforeValidator(boolean)] = True
+
+    @model_validator(mode="after")
+    def _one_way_to_sign(self) -> ApproverKeyConfig:
+        if self.key_arn is not None and (self.principal is not None or self.key_generation > 1):
+            raise refused(
+                "context 'approval_keys': with 'key_arn' (a key you bring) neither 'principal' "
+                "nor 'key_generation' applies: who may sign is that key's own policy"
+            )
+        return self
+
+
+_DISCOVERY_URL = re.compile(r"^https://[^\s]+/\.well-known/openid-configuration$")
+
+
+def _discovery_url(value: Any) -> str:
+    if not isinstance(value, str) or not _DISCOVERY_URL.match(value):
+        raise invalid(
+            "must be an OpenID Connect discovery URL "
+            f"(https://.../.well-known/openid-configuration), got {value!r}"
+        )
+    return value
+
+
+class AgentGatewayTenantConfig(ContextSection):
+    """Inbound authentication of one tenant's gateway (CUSTOM_JWT): whose tokens it accepts."""
+
+    discovery_url: Annotated[str, BeforeValidator(_discovery_url)]
+    allowed_clients: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ()
+    allowed_audience: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ()
+
+    @model_validator(mode="after")
+    def _restricted(self) -> AgentGatewayTenantConfig:
+        if not self.allowed_clients and not self.allowed_audience:
+            raise refused(
+                "context 'agent_gateway.tenants': each tenant's gateway must restrict "
+                "'allowed_clients' or 'allowed_audience' (else any token of the issuer passes)"
+            )
+        return self
+
+
+def admit_a_common_token(a: AgentGatewayTenantConfig, b: AgentGatewayTenantConfig) -> bool:
+    """Whether one token can pass both authorizers: the same issuer, and for the client and the
+    audience each, either side unrestricted or a value both allow."""
+    if a.discovery_url != b.discovery_url:
+        return False
+
+    def overlap(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+        return not x or not y or bool(set(x) & set(y))
+
+    return overlap(a.allowed_clients, b.allowed_clients) and overlap(
+        a.allowed_audience, b.allowed_audience
+    )
+
+
+class AgentGatewayConfig(ContextSection):
+    """The agent tools on Amazon Bedrock AgentCore Gateway (docs/design.md §10): off unless
+    `enabled` (regions without AgentCore). One gateway, authorizer and target per tenant."""
+
+    enabled: Annotated[bool, BeforeValidator(boolean)] = False
+    tenants: Annotated[dict[str, AgentGatewayTenantConfig], BeforeValidator(from_json)] = {}
+
+
+class FunctionsConfig(ContextSection):
+    timeout_seconds: Annotated[int, positive_int(900)]
+    memory_mb: Annotated[int, positive_int(10_240)]
+    log_retention_days: Annotated[int, positive_int(), AfterValidator(_log_retention)]
+    log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "INFO"
+
+
+class WorkflowConfig(ContextSection):
+    execution_timeout_minutes: Annotated[int, positive_int(525_600)]
+    # Shorter than the function timeout on purpose: a hung tool surfaces as States.Timeout
+    # (caught -> reconciliation) rather than as Lambda's own Sandbox.Timedout error.
+    lambda_task_timeout_seconds: Count
+    service_task_timeout_seconds: Count
+
+
+class MonitoringConfig(ContextSection):
+    # The sweeper alarms look at two intervals; an alarm's window is at most a day.
+    sweep_every_minutes: Annotated[int, positive_int(720)]
+    escalation_age_alarm_minutes: Count
+    # An open action whose lease ended longer ago than this is stuck (the workflow's own
+    # retries and reconciliation have had their chance).
+    stuck_grace_seconds: Count
