@@ -18,7 +18,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from saga.approvals import ApprovalVerifier, KmsPublicKeys, parse_trusted_keys
+from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
+from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client, kms_client
 from saga.cases import CaseRecords
 from saga.identity import Operation, action_id_for

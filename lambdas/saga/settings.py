@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from saga.approvals import ApproverKeys, parse_trusted_keys
+from saga.approval_keys import ApproverKeys, parse_trusted_keys
 
 if TYPE_CHECKING:
     from saga.ledger import LedgerPolicy

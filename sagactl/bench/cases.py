@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from saga.approvals import forget_public_keys
+from saga.approval_keys import forget_public_keys
 from sagactl.local.emulator import client_environment
 from sagactl.local.environment import StackSource, run_local
 from sagactl.metering import count_dynamodb_requests, count_requests

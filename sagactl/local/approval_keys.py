@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from saga.approval_keys import KEY_SPEC
 from saga.approvals import (
     APPROVER_TAG,
     GENERATION_TAG,
-    KEY_SPEC,
     SIGNING_ALGORITHM,
     TENANT_TAG,
     format_instant,

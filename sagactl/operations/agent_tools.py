@@ -9,7 +9,8 @@ function (its APPROVAL_KEYS), so a start is verified exactly as ValidateCase wil
 from __future__ import annotations
 
 from saga.agent.tools import AgentTools
-from saga.approvals import ApprovalVerifier, KmsPublicKeys
+from saga.approval_keys import KmsPublicKeys
+from saga.approvals import ApprovalVerifier
 from saga.cases import CaseRecords
 from sagactl.errors import UsageError
 from sagactl.operations.drafts import draft_store

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from saga.approvals import TrustedKeys
+from saga.approval_keys import TrustedKeys
 from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
 from sagactl.config import Tenants
 from sagactl.errors import NotFound, SagactlError, SweepFailed

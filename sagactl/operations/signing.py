@@ -18,13 +18,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from saga.approvals import (
-    SIGNING_ALGORITHM,
-    ApprovalVerifier,
-    KmsPublicKeys,
-    format_instant,
-    signed_message,
-)
+from saga.approval_keys import KmsPublicKeys
+from saga.approvals import SIGNING_ALGORITHM, ApprovalVerifier, format_instant, signed_message
 from saga.models import Case, approval_digest
 from sagactl.errors import NotAnApprover, NotFound, SagactlError, SigningRefused
 from sagactl.operations.functions import deployed_approval_keys

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from saga.approvals import ApprovalVerifier, KmsPublicKeys, accept_new_case, parse_trusted_keys
+from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
+from saga.approvals import ApprovalVerifier, accept_new_case
 from saga.models import parse_case
 from sagactl.errors import EXIT_USAGE, SigningRefused
 from sagactl.local.environment import LocalAws

@@ -41,7 +41,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from saga import clock as saga_clock
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.gateway import TARGET_DELIMITER
-from saga.approvals import forget_public_keys
+from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.emulator import LocalServer, client_environment

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from saga.approvals import ApprovalVerifier, forget_public_keys
+from saga.approval_keys import forget_public_keys
+from saga.approvals import ApprovalVerifier
 from saga.identity import Operation
 from saga.models import approval_digest
 from sagactl.local.approval_keys import sign_locally

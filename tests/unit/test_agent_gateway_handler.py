@@ -18,7 +18,7 @@ from moto import mock_aws
 from saga.agent.gateway import gateway_schema
 from saga.agent.schemas import input_schema
 from saga.agent.tools import agent_case_id
-from saga.approvals import forget_public_keys
+from saga.approval_keys import forget_public_keys
 from saga.handlers.agent_tools import handler as agent_tools_handler
 from sagactl.local.tables import StackTables
 from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables

@@ -18,7 +18,8 @@ from moto import mock_aws
 from saga.agent.drafts import DraftConflict, DraftStore, draft_case
 from saga.agent.schemas import TOOL_NAMES, input_schema, tool_definitions
 from saga.agent.tools import AgentTools, ErrorCode, ToolError, agent_case_id
-from saga.approvals import ApprovalVerifier, KmsPublicKeys, forget_public_keys, parse_trusted_keys
+from saga.approval_keys import KmsPublicKeys, forget_public_keys, parse_trusted_keys
+from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
 from saga.dynamodb import to_item

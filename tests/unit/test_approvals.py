@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
+from saga.approval_keys import ApproverKeys, forget_public_keys
 from saga.approvals import (
     RECORDED,
     ApprovalVerifier,
-    ApproverKeys,
     SignedApproval,
     accept_finishing,
     accept_forward,
     accept_new_case,
-    forget_public_keys,
     signed_message,
 )
 from saga.errors import ApprovalInvalid, AuthorizationDenied

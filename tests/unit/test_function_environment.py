@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga.approvals import ApproverKeys
+from saga.approval_keys import ApproverKeys
 from saga.ledger import LedgerPolicy
 from saga.models import parse_case
 from saga.settings import (

@@ -33,7 +33,8 @@ from pydantic import ValidationError
 from saga import clock as saga_clock
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.schemas import GET, INPUTS, PROPOSE, START, CaseIdInput, ProposeInput
-from saga.approvals import ApprovalKeyUnavailable, ApprovalVerifier, accept_new_case
+from saga.approval_keys import ApprovalKeyUnavailable
+from saga.approvals import ApprovalVerifier, accept_new_case
 from saga.cases import CaseRecords
 from saga.errors import (
     ApprovalInvalid,

@@ -26,7 +26,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 from saga import clock as saga_clock
-from saga.approvals import ApprovalVerifier, KmsPublicKeys
+from saga.approval_keys import KmsPublicKeys
+from saga.approvals import ApprovalVerifier
 from saga.aws import (
     downstream_dynamodb_client,
     dynamodb_client,
