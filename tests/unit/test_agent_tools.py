@@ -244,17 +244,21 @@ def test_a_service_that_does_not_answer_is_unavailable(tools: AgentTools) -> Non
 NOW = 1_900_000_000.0  # 2030-03-17T17:46:40Z
 
 
-def _at(tools: AgentTools, now: list[float]) -> AgentTools:
-    return AgentTools(**{**tools.__dict__, "clock": lambda: now[0]})
+def _approved_with_deadline(
+    tools: AgentTools, now: list[float], start_by: str
+) -> tuple[AgentTools, str]:
+    """The tools on a clock the test moves, and a case proposed and approved to start by then."""
+    agent = AgentTools(**{**tools.__dict__, "clock": lambda: now[0]})
+    case_id = agent.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(agent, case_id, start_by=start_by)
+    return agent, case_id
 
 
 def test_a_retried_start_after_the_start_deadline_answers_the_running_execution(
     tools: AgentTools,
 ) -> None:
     now = [NOW]
-    agent = _at(tools, now)
-    case_id = agent.call("propose_replacement", PROPOSAL)["case_id"]
-    approve(agent, case_id, start_by="2030-03-17T18:00:00Z")
+    agent, case_id = _approved_with_deadline(tools, now, "2030-03-17T18:00:00Z")
     first = agent.call("start_replacement", {"case_id": case_id})
     now[0] = NOW + 86_400  # the answer was lost; the agent retries the next day
 
@@ -269,9 +273,7 @@ def test_a_start_whose_answer_was_lost_is_found_by_a_retry_after_the_deadline(
     tools: AgentTools,
 ) -> None:
     now = [NOW]
-    agent = _at(tools, now)
-    case_id = agent.call("propose_replacement", PROPOSAL)["case_id"]
-    approve(agent, case_id, start_by="2030-03-17T19:00:00Z")
+    agent, case_id = _approved_with_deadline(tools, now, "2030-03-17T19:00:00Z")
     real_start = tools.stepfunctions.start_execution
 
     def started_but_answer_lost(**kwargs: Any) -> Any:
