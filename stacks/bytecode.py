@@ -6,7 +6,8 @@ dependencies (pydantic, Powertools, and the pinned boto3 that shadows the runtim
 saga package that makes a cold start about 4x a bare boto3 handler's instead of about 1.5x
 (`python -m sagactl.bench.deployed`, its two tables). So both assets carry
 `__pycache__/*.cpython-312.pyc`, compiled by a Python 3.12 interpreter (bytecode is specific to
-the minor version, not to the machine) as hash-based pycs (a zipped asset keeps no modification times to compare with):
+the minor version, not to the machine) as hash-based pycs (a zipped asset keeps no modification
+times to compare with):
 
 - the function code's are `checked-hash`: the runtime uses one when the hash of the source
   beside it matches, so a file edited after the synth (a hotfix in the Lambda console, which
@@ -15,10 +16,9 @@ the minor version, not to the machine) as hash-based pycs (a zipped asset keeps 
   built here, and checking would read and hash every module of pydantic, Powertools and
   botocore at each cold start (about 10 ms, `python -m sagactl.bench.deployed`).
 
-The interpreter is `$SAGA_BYTECODE_PYTHON`, else `python3.12` on the PATH or one pyenv installed.
-Without one the
-assets carry no bytecode (slower cold starts, same behaviour) and `cdk synth` says so; the
-asset hashes say which it is, so the two never share a hash.
+The interpreter is `$SAGA_BYTECODE_PYTHON`, else `python3.12` on the PATH or one pyenv
+installed. Without one the assets carry no bytecode (slower cold starts, same behaviour) and
+`cdk synth` says so; the asset hashes say which it is, so the two never share a hash.
 """
 
 from __future__ import annotations
