@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from saga import signatures
@@ -80,13 +80,13 @@ class PublicKeySource(Protocol):
 _KMS_TRANSIENT = {"ThrottlingException", "KMSInternalException", "DependencyTimeoutException"}
 
 
-@dataclass
 class KmsPublicKeys:
     """GetPublicKey through a KMS client made on first use (a container that never verifies
     never pays for the client), checking the key is what an approval key must be."""
 
-    client_factory: Callable[[], Any]
-    _client: Any = field(default=None, init=False, repr=False)
+    def __init__(self, client_factory: Callable[[], Any]) -> None:
+        self.client_factory = client_factory
+        self._client: Any = None
 
     def public_key(self, key_arn: str) -> bytes:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -122,11 +122,14 @@ def format_instant(moment: datetime) -> str:
 
 
 # --- verification --------------------------------------------------------------------------
-@dataclass(frozen=True)
 class ApprovalVerifier:
-    trusted: TrustedKeys
-    keys: PublicKeySource
-    function: str = ""
+    """Checks an approval's signature against the keys trusted for its tenant and approver
+    (`function` names the verifying function in the refusals it logs)."""
+
+    def __init__(self, trusted: TrustedKeys, keys: PublicKeySource, function: str = "") -> None:
+        self.trusted = trusted
+        self.keys = keys
+        self.function = function
 
     def verify(
         self, approval: SignedApproval, *, accept_retired: bool, now: datetime | None = None

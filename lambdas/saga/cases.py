@@ -84,11 +84,15 @@ class OwningExecution:
         return cls(arn, started if isinstance(started, str) else None)
 
 
-@dataclass(frozen=True)
 class CaseRecords:
-    client: DynamoDBClient
-    table_name: str
-    clock: Clock = saga_clock.now
+    """The cases table: one record per case, written by the saga's own steps."""
+
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, clock: Clock = saga_clock.now
+    ) -> None:
+        self.client = client
+        self.table_name = table_name
+        self.clock = clock
 
     def get(self, case_id: str) -> dict[str, Any] | None:
         try:

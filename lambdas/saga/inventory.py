@@ -11,7 +11,6 @@ key, and the stock given back, so the stock returns at most once (docs/design.md
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -34,12 +33,20 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
 class InventoryTables:
-    client: DynamoDBClient
-    inventory_table: str
-    reservations_table: str
-    clock: Clock = saga_clock.now
+    """The stock and reservations tables in this account (the inventory port)."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        inventory_table: str,
+        reservations_table: str,
+        clock: Clock = saga_clock.now,
+    ) -> None:
+        self.client = client
+        self.inventory_table = inventory_table
+        self.reservations_table = reservations_table
+        self.clock = clock
 
     def reserve(self, reservation: Reservation) -> StockWrite:
         quantity = {"N": str(reservation.quantity)}

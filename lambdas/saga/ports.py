@@ -106,6 +106,8 @@ class Receipt:
 # --- the payment provider ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RefundRequest:
+    """One refund as the tool asks the payment provider for it."""
+
     case_id: str
     business_ref: str  # the action id: what reconciliation looks the refund up by
     payment_reference: str
@@ -115,6 +117,8 @@ class RefundRequest:
 
 @dataclass(frozen=True)
 class RefundReceipt(Receipt):
+    """The payment provider's answer for one refund."""
+
     refund_id: str
     business_ref: str
     amount_minor: int
@@ -177,6 +181,8 @@ class PaymentProvider(Protocol):
 # --- the carrier ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ShipmentRequest:
+    """One shipment as the tool asks the carrier for it."""
+
     case_id: str
     business_ref: str  # the action id: the only handle on the shipment after a lost response
     address: Mapping[str, str] = field(hash=False)
@@ -186,6 +192,8 @@ class ShipmentRequest:
 
 @dataclass(frozen=True)
 class ShipmentReceipt(Receipt):
+    """The carrier's answer for one shipment."""
+
     shipment_id: str
     business_ref: str
     status: str
@@ -251,6 +259,8 @@ class StockWrite:
 
 @dataclass(frozen=True)
 class ReleaseRequest:
+    """The release of one reservation, applied once per release action."""
+
     case_id: str
     reservation_id: str
     released_by: str  # the release action's key: a release is applied once per key

@@ -11,7 +11,6 @@ A write the table did not answer is a TransientError: nothing is decided on it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -51,11 +50,15 @@ def draft_case(draft: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
 class DraftStore:
-    client: DynamoDBClient
-    table_name: str
-    clock: saga_clock.Clock = saga_clock.now
+    """The drafts table: what an agent proposed, one draft per case id."""
+
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, clock: saga_clock.Clock = saga_clock.now
+    ) -> None:
+        self.client = client
+        self.table_name = table_name
+        self.clock = clock
 
     def get(self, case_id: str) -> dict[str, Any] | None:
         try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -77,18 +76,28 @@ def agent_case_id(tenant_id: str, request_id: str) -> str:
     return f"{CASE_ID_PREFIX}{digest[:32]}"
 
 
-@dataclass(frozen=True)
 class AgentTools:
     """The three tools for one tenant, over the drafts and cases tables and the saga's state
     machine. `stepfunctions` is a boto3 Step Functions client."""
 
-    tenant_id: str
-    drafts: DraftStore
-    cases: CaseRecords
-    stepfunctions: Any
-    state_machine_arn: str
-    approvals: ApprovalVerifier
-    clock: Callable[[], float] = saga_clock.now
+    def __init__(
+        self,
+        *,
+        tenant_id: str,
+        drafts: DraftStore,
+        cases: CaseRecords,
+        stepfunctions: Any,
+        state_machine_arn: str,
+        approvals: ApprovalVerifier,
+        clock: Callable[[], float] = saga_clock.now,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.drafts = drafts
+        self.cases = cases
+        self.stepfunctions = stepfunctions
+        self.state_machine_arn = state_machine_arn
+        self.approvals = approvals
+        self.clock = clock
 
     def call(self, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """Run one tool by name: its result, or a ToolError (never another exception for a

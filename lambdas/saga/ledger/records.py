@@ -45,6 +45,8 @@ class LambdaContextLike(Protocol):
 
 @dataclass(frozen=True)
 class Attempt:
+    """One delivery of a task to a tool: the lease owner, its time left, its execution's start."""
+
     attempt_id: str  # lease owner; never the action identity
     remaining_seconds: float  # from the Lambda context; sizes the lease
     # When this delivery's execution started (redrives keep it): every delivery of the action
@@ -78,23 +80,31 @@ def _epoch(timestamp: str | None) -> float | None:
 # --- what a downstream says ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class EffectResult:
+    """What a forward effect returned: its business result and the downstream's own id."""
+
     result: dict[str, Any]  # JSON-able business result (replayed to duplicates)
     downstream_ref: str | None = None
 
 
 @dataclass(frozen=True)
 class Found:
+    """A lookup found the effect: its result, as the downstream reports it."""
+
     result: dict[str, Any]
     downstream_ref: str | None = None
 
 
 @dataclass(frozen=True)
 class Absent:
+    """A lookup proved the effect absent: nothing was done under this action."""
+
     pass
 
 
 @dataclass(frozen=True)
 class Undeterminable:
+    """A lookup could not tell whether the effect exists (the reason says why)."""
+
     reason: str
 
 
@@ -203,6 +213,8 @@ def _optional_float(value: Any) -> float | None:
 # --- what the ledger answers ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class ActionOutcome:
+    """A completed action as the ledger answers it to the tool (first run or replay)."""
+
     action_key: str
     status: str  # "COMPLETED"
     result: dict[str, Any]
@@ -234,6 +246,8 @@ class ReconcileAnswer(StrEnum):
 
 @dataclass(frozen=True)
 class ReconcileDecision:
+    """What reconciling an uncertain step decided, with the budget it was decided against."""
+
     decision: ReconcileAnswer
     reason: str
     outcome: ActionOutcome | None  # set when RESUME
@@ -261,6 +275,8 @@ class Resolution:
 # --- the policy: the lifetime attempt budget, the retention, how a lease is sized -----------------
 @dataclass(frozen=True)
 class LedgerPolicy:
+    """The attempt budget, the retention and how a lease is sized."""
+
     # Library defaults (tests, sagactl) are cdk.json's `ledger` values, pinned equal by
     # tests/infra/test_config.py; a deployed function gets them from its environment.
     attempt_budget: int = 8  # lifetime deliveries per action (claims + takeovers)

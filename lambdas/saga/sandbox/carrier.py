@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -39,15 +38,22 @@ REFERENCE_KIND: Final = "shipments"
 ADDRESS_FIELDS: Final = ("name", "line1", "city", "postal_code", "country")
 
 
-@dataclass
 class SandboxCarrierService:
     """The carrier's server side, backed by DynamoDB."""
 
-    client: DynamoDBClient
-    shipments_table: str
-    sandbox_table: str
-    clock: Clock = saga_clock.now
-    new_shipment_id: Callable[[], str] = field(default=lambda: f"shp_{uuid.uuid4().hex}")
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        shipments_table: str,
+        sandbox_table: str,
+        clock: Clock = saga_clock.now,
+        new_shipment_id: Callable[[], str] = lambda: f"shp_{uuid.uuid4().hex}",
+    ) -> None:
+        self.client = client
+        self.shipments_table = shipments_table
+        self.sandbox_table = sandbox_table
+        self.clock = clock
+        self.new_shipment_id = new_shipment_id
 
     def create_shipment(
         self,

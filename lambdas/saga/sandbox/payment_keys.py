@@ -77,14 +77,20 @@ class Claim:
     existing: dict[str, Any] | None
 
 
-@dataclass
 class PaymentKeys:
     """The idempotency-key items in the sandbox control table."""
 
-    client: DynamoDBClient
-    sandbox_table: str
-    retention_seconds: int
-    clock: Clock = saga_clock.now
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        sandbox_table: str,
+        retention_seconds: int,
+        clock: Clock = saga_clock.now,
+    ) -> None:
+        self.client = client
+        self.sandbox_table = sandbox_table
+        self.retention_seconds = retention_seconds
+        self.clock = clock
 
     def claim(
         self,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -69,24 +68,28 @@ def in_flight_item_key(business_ref: str) -> str:
     return f"inflight#{business_ref}"
 
 
-@dataclass
 class SandboxPaymentsService:
     """The provider's server side, backed by DynamoDB."""
 
-    client: DynamoDBClient
-    payments_table: str
-    sandbox_table: str
-    key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS
-    clock: Clock = saga_clock.now
-    new_refund_id: Callable[[], str] = field(default=lambda: f"re_{uuid.uuid4().hex}")
-    _keys: PaymentKeys = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.key_retention_seconds <= 0:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        *,
+        payments_table: str,
+        sandbox_table: str,
+        key_retention_seconds: int = PAYMENT_KEY_RETENTION_SECONDS,
+        clock: Clock = saga_clock.now,
+        new_refund_id: Callable[[], str] = lambda: f"re_{uuid.uuid4().hex}",
+    ) -> None:
+        if key_retention_seconds <= 0:
             raise ValueError("key_retention_seconds must be positive")
-        self._keys = PaymentKeys(
-            self.client, self.sandbox_table, self.key_retention_seconds, clock=self.clock
-        )
+        self.client = client
+        self.payments_table = payments_table
+        self.sandbox_table = sandbox_table
+        self.key_retention_seconds = key_retention_seconds
+        self.clock = clock
+        self.new_refund_id = new_refund_id
+        self._keys = PaymentKeys(client, sandbox_table, key_retention_seconds, clock=clock)
 
     # --- refunds ----------------------------------------------------------------------------
     def create_refund(

@@ -36,6 +36,8 @@ ESCALATION_KIND = "STUCK_ACTION"
 
 @dataclass(frozen=True)
 class StuckAction:
+    """An open action whose lease ran out longer ago than the grace allows."""
+
     action_key: str
     status: str
     lease_expires_at: float
@@ -83,6 +85,8 @@ class StuckAction:
 
 @dataclass(frozen=True)
 class SweepReport:
+    """What one sweep found and how many it escalated."""
+
     stuck: tuple[StuckAction, ...]
     escalated: int
 

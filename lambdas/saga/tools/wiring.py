@@ -110,9 +110,12 @@ def sandbox_carrier(
     )
 
 
-@dataclass
 class Runtime:
-    env: FunctionEnvironment
+    """What a handler is wired with: its validated environment, and the clients, tables and
+    ports built from it on first use (kept for the container's life)."""
+
+    def __init__(self, env: FunctionEnvironment) -> None:
+        self.env = env
 
     @classmethod
     def from_env(cls, model: type[FunctionEnvironment]) -> Runtime:
@@ -243,5 +246,9 @@ class Runtime:
 
 @dataclass(frozen=True)
 class StepLookup:
+    """How the reconcile tool looks one step's effect up, and for how long after a first
+    possible dispatch an "absent" still allows a re-attempt (None: the lookup sees every
+    request, so "absent" is proof)."""
+
     find: Callable[[], Reconciliation]
     reattempt_window_seconds: float | None = None
