@@ -26,7 +26,9 @@ from saga.identity import Operation, action_id_for
 from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord, Reconciliation
 from saga.models import Case, ReconcileResult, Step, StepResult, parse_case
-from saga.ports import Carrier, Inventory, PaymentProvider
+from saga.ports.carrier import Carrier
+from saga.ports.inventory import Inventory
+from saga.ports.payments import PaymentProvider
 from saga.sandbox.carrier import SandboxCarrier
 from saga.sandbox.faults import FaultInjector, FaultSource, NoFaults
 from saga.sandbox.inventory import DEFAULT_STOCK, SandboxInventory, seed_inventory

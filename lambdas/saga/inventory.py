@@ -19,7 +19,7 @@ from saga import clock as saga_clock
 from saga.clock import Clock, now_iso
 from saga.dynamodb import TRANSACTION_CANCELLED, TransactWriteItem, error_code
 from saga.errors import OutcomeUnknown, OutOfStock, ReservationNotHeld, SagaError, TransientError
-from saga.ports import (
+from saga.ports.inventory import (
     RESERVATION_HELD,
     RESERVATION_RELEASED,
     ReleaseRequest,

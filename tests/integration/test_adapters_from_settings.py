@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from saga.ports import DownstreamTimeout, RefundRequest, ShipmentRequest
+from saga.ports import DownstreamTimeout
+from saga.ports.carrier import ShipmentRequest
+from saga.ports.payments import RefundRequest
 from saga.settings import ConfigurationError, CreateShipmentEnvironment, IssueRefundEnvironment
 from saga.tools.wiring import sandbox_carrier, sandbox_payment_provider
 from tests.tables import SandboxTables

@@ -10,7 +10,8 @@ from saga.cases import OwningExecution
 from saga.errors import OutcomeUnknown
 from saga.identity import Operation, action_request
 from saga.models import approval_digest
-from saga.ports import DownstreamConflict, RefundRequest
+from saga.ports import DownstreamConflict
+from saga.ports.payments import RefundRequest
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import reconcile_refund
 from sagactl.local.tables import StackTables

@@ -15,7 +15,8 @@ from saga.identity import Operation, action_request
 from saga.inventory import InventoryTables
 from saga.ledger import Attempt, LedgerStatus
 from saga.models import Case
-from saga.ports import RefundReceipt, Reservation
+from saga.ports.inventory import Reservation
+from saga.ports.payments import RefundReceipt
 from saga.sandbox.calls import read_references
 from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.tools.reconcile import reconcile_action

@@ -11,9 +11,8 @@ from saga.ports import (
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
-    ShipmentReceipt,
-    ShipmentRequest,
 )
+from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
 from saga.sandbox.carrier import SandboxCarrier
 from tests.tables import SandboxTables
 from tests.tools_harness import ADDRESS

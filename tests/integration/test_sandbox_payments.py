@@ -15,9 +15,8 @@ from saga.ports import (
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
-    RefundReceipt,
-    RefundRequest,
 )
+from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payment_keys import (
     IN_FLIGHT_LOCK_SECONDS,

@@ -16,8 +16,8 @@ from saga.ports import (
     DownstreamNotDispatched,
     DownstreamRejected,
     DownstreamTimeout,
-    RefundReceipt,
 )
+from saga.ports.payments import RefundReceipt
 from saga.sandbox.calls import classify_failure
 from saga.sandbox.payment_keys import ProviderResponse
 from saga.sandbox.payment_provider import _receipt_or_raise

@@ -24,11 +24,9 @@ from saga.ports import (
     DownstreamRejected,
     DownstreamTimeout,
     DownstreamUnavailable,
-    RefundReceipt,
-    RefundRequest,
-    ShipmentReceipt,
-    ShipmentRequest,
 )
+from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
+from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.tools.refund import reconcile_refund
 from saga.tools.ship import reconcile_shipment
 from sagactl.local.tables import StackTables

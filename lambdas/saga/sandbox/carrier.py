@@ -20,7 +20,8 @@ from saga import formats
 from saga.clock import Clock
 from saga.dynamodb import to_item
 from saga.fault_plan import LOSE_RESPONSE, REJECT
-from saga.ports import DownstreamRejected, ShipmentReceipt, ShipmentRequest
+from saga.ports import DownstreamRejected
+from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
 from saga.sandbox.calls import (
     append_reference_update,
     classify_failure,

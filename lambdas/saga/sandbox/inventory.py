@@ -22,7 +22,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga.errors import OutcomeUnknown, OutOfStock, ReservationNotHeld, SagaError, TransientError
 from saga.fault_plan import FAIL_BEFORE_COMMIT, LOSE_RESPONSE, REJECT, TIMEOUT, UNAVAILABLE
 from saga.identity import Operation
-from saga.ports import DownstreamUnavailable, Inventory, ReleaseRequest, Reservation, StockWrite
+from saga.ports import DownstreamUnavailable
+from saga.ports.inventory import Inventory, ReleaseRequest, Reservation, StockWrite
 from saga.sandbox.faults import FaultSource
 
 if TYPE_CHECKING:

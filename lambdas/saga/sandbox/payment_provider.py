@@ -18,9 +18,8 @@ from saga.ports import (
     DownstreamKeyMismatch,
     DownstreamRejected,
     DownstreamTimeout,
-    RefundReceipt,
-    RefundRequest,
 )
+from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.sandbox.faults import SandboxAdapter
 from saga.sandbox.payment_keys import DOWNSTREAM, PAYMENT_KEY_RETENTION_SECONDS, ProviderResponse
 from saga.sandbox.payments import SandboxPaymentsService

@@ -12,13 +12,8 @@ from saga.errors import OutcomeUnknown, RefundRejected, SagaError
 from saga.identity import ActionRequest, Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.ports import (
-    DownstreamError,
-    DownstreamKeyMismatch,
-    DownstreamRejected,
-    PaymentProvider,
-    RefundRequest,
-)
+from saga.ports import DownstreamError, DownstreamKeyMismatch, DownstreamRejected
+from saga.ports.payments import PaymentProvider, RefundRequest
 from saga.tools.downstream import dispatch, reconcile_by_reference, unanswered_call_error
 
 

@@ -29,7 +29,8 @@ from saga.ledger import (
     Undeterminable,
 )
 from saga.models import Case, StepResult, approval_digest
-from saga.ports import RESERVATION_RELEASED, DownstreamError, Inventory, ReleaseRequest, Reservation
+from saga.ports import DownstreamError
+from saga.ports.inventory import RESERVATION_RELEASED, Inventory, ReleaseRequest, Reservation
 
 # A forward ship action in one of these states may have consumed the reserved stock.
 _SHIP_STATES_THAT_BLOCK_RELEASE = frozenset(

@@ -12,7 +12,8 @@ from __future__ import annotations
 from saga.identity import Operation, action_request, reservation_id
 from saga.ledger import Absent, ActionLedger, Attempt, Found, Reconciliation, Undeterminable
 from saga.models import Case, StepResult
-from saga.ports import DownstreamError, Inventory, Reservation
+from saga.ports import DownstreamError
+from saga.ports.inventory import Inventory, Reservation
 
 
 def reserve_stock(

@@ -12,7 +12,8 @@ from saga.errors import SagaError, ShipmentRejected
 from saga.identity import ActionRequest, Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
 from saga.models import Case, StepResult
-from saga.ports import Carrier, DownstreamError, DownstreamRejected, ShipmentRequest
+from saga.ports import DownstreamError, DownstreamRejected
+from saga.ports.carrier import Carrier, ShipmentRequest
 from saga.tools.downstream import dispatch, reconcile_by_reference, unanswered_call_error
 
 

@@ -58,7 +58,9 @@ if TYPE_CHECKING:
     from saga.cases import CaseRecords
     from saga.ledger import ActionLedger, Reconciliation
     from saga.models import Case, Step
-    from saga.ports import Carrier, Inventory, PaymentProvider
+    from saga.ports.carrier import Carrier
+    from saga.ports.inventory import Inventory
+    from saga.ports.payments import PaymentProvider
     from saga.sandbox.carrier import SandboxCarrier
     from saga.sandbox.faults import FaultSource
     from saga.sandbox.payment_provider import SandboxPaymentProvider
