@@ -7,7 +7,9 @@ address line), always as INVALID_REQUEST naming the field, before anything is wr
 Descriptions are written for a model: what the value is, where it comes from, what not to do.
 """
 
-from __future__ import annotations
+# Annotations are evaluated as the classes are created (no `from __future__ import annotations`):
+# pydantic evaluates every field annotation of a model anyway, and a postponed one is first
+# compiled back from its string (about 3 ms of a cold start over the case and payload models).
 
 from typing import Annotated, Any
 
