@@ -25,8 +25,7 @@ def count_dynamodb_requests(client: Any | None = None) -> AbstractContextManager
 def count_requests(service: str, client: Any | None = None) -> Iterator[Counter[str]]:
     """Counts the API calls to `service` (its signing name: "dynamodb", "kms") made inside the
     block, by operation: the calls of `client` (its botocore `before-call` events), or without
-    one, of every botocore client in this process (the local AWS's handlers build their own;
-    the tools' trimmed `saga-kms` client signs as kms, so it counts as kms)."""
+    one, of every botocore client in this process (the local AWS's handlers build their own)."""
     counts: Counter[str] = Counter()
     lock = threading.Lock()
 

@@ -1,15 +1,17 @@
-"""Write the trimmed botocore models the tools' clients load (lambdas/saga/botocore_models).
+"""Write botocore's data reduced to what the Lambda code calls (lambdas/saga/botocore_models).
 
     python -m sagactl.trim_models          (rewrites the files; a test checks they are current)
 
-Making a client from botocore's own model parses its JSON, most of it documentation and
-operations the tools never call: about 35 ms of CPU at every cold start for KMS (the tools call
-GetPublicKey), about 6 ms for DynamoDB (the tools call six operations). So the Lambda package
-carries those operations' models, documentation removed, as the services `saga-kms` and
-`saga-dynamodb` (their own names, so that no other client in the process, such as sagactl's or a
-test's full client, ever loads them); their metadata is the original's, so they sign, resolve
-endpoints and name their botocore events (`before-call.dynamodb.PutItem`) exactly as the
-original, and saga.aws.endpoint_url gives them the original's AWS_ENDPOINT_URL(_<SERVICE>).
+Making a client from botocore's own data lists its ~400 service directories, parses the 1.2 MB
+endpoints.json and the service's whole model, most of it documentation and operations the
+Lambda code never calls: about 55 ms of CPU for a cold start's first DynamoDB client, 35 ms
+more for KMS. So the Lambda package carries, for each service it calls, the model of the
+operations it calls (documentation removed; name, metadata and endpoint rules botocore's own),
+and the root data botocore reads for a client: `partitions.json`,
+`sdk-default-configuration.json` and `_retry.json` as botocore has them, `endpoints.json` with
+every partition as botocore has it but only these services' entries. saga.aws makes the Lambda
+code's clients from a session whose loader reads this directory alone (about 13 ms for a first
+client); no other session in the process sees it.
 """
 
 from __future__ import annotations
@@ -24,14 +26,13 @@ from botocore.loaders import Loader
 from sagactl.paths import PROJECT_ROOT
 
 MODELS_DIR = PROJECT_ROOT / "lambdas" / "saga" / "botocore_models"
-TRIMMED: dict[str, tuple[str, tuple[str, ...]]] = {
-    # service name in the package -> (botocore's service, the operations kept)
-    "saga-kms": ("kms", ("GetPublicKey",)),
-    # Every DynamoDB operation lambdas/saga calls (tests/unit/test_aws_clients.py checks the list).
-    "saga-dynamodb": (
-        "dynamodb",
-        ("DeleteItem", "GetItem", "PutItem", "Query", "TransactWriteItems", "UpdateItem"),
-    ),
+# botocore's service -> the operations kept: every one lambdas/saga calls
+# (tests/unit/test_aws_clients.py scans the code for the calls).
+TRIMMED: dict[str, tuple[str, ...]] = {
+    "dynamodb": ("DeleteItem", "GetItem", "PutItem", "Query", "TransactWriteItems", "UpdateItem"),
+    "kms": ("GetPublicKey",),
+    "sqs": ("SendMessage",),  # the sweeper's escalations
+    "stepfunctions": ("DescribeExecution", "GetExecutionHistory", "StartExecution"),  # agent tools
 }
 _DOCUMENTATION = frozenset({"documentation", "documentationUrl"})
 
@@ -79,13 +80,46 @@ def _undocumented(value: Any) -> Any:
     return value
 
 
+# botocore's root data a client reads, copied as they are (endpoints.json is reduced).
+ROOT_DATA = ("partitions", "sdk-default-configuration", "_retry")
+
+
+def trimmed_endpoints(services: set[str]) -> dict[str, Any]:
+    """botocore's endpoints.json: every partition and its regions, the given services only."""
+    endpoints: dict[str, Any] = Loader().load_data("endpoints")
+    return {
+        **endpoints,
+        "partitions": [
+            {
+                **partition,
+                "services": {
+                    name: entry for name, entry in partition["services"].items() if name in services
+                },
+            }
+            for partition in endpoints["partitions"]
+        ],
+    }
+
+
 def expected_files() -> dict[Path, str]:
     """Each file of the trimmed models and its content, from the installed botocore."""
     files: dict[Path, str] = {}
     loader = Loader()
-    for name, (service, operations) in TRIMMED.items():
+    for name in ROOT_DATA:
+        files[MODELS_DIR / f"{name}.json"] = (
+            json.dumps(loader.load_data(name), sort_keys=True) + "\n"
+        )
+    # The legacy endpoint data is keyed by endpoint prefix (the original service's).
+    prefixes = {
+        loader.load_service_model(service, "service-2")["metadata"]["endpointPrefix"]
+        for service in TRIMMED
+    }
+    files[MODELS_DIR / "endpoints.json"] = (
+        json.dumps(trimmed_endpoints(prefixes), sort_keys=True) + "\n"
+    )
+    for service, operations in TRIMMED.items():
         model = trimmed_model(service, operations)
-        directory = MODELS_DIR / name / model["metadata"]["apiVersion"]
+        directory = MODELS_DIR / service / model["metadata"]["apiVersion"]
         files[directory / "service-2.json"] = json.dumps(model, indent=1, sort_keys=True) + "\n"
         rules = loader.load_service_model(service, "endpoint-rule-set-1")
         files[directory / "endpoint-rule-set-1.json"] = json.dumps(rules, sort_keys=True) + "\n"
@@ -110,7 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["MODELS_DIR", "expected_files", "trimmed_model", "write"]
+__all__ = [
+    "MODELS_DIR",
+    "ROOT_DATA",
+    "expected_files",
+    "trimmed_endpoints",
+    "trimmed_model",
+    "write",
+]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -105,8 +105,7 @@ FIRST_CLIENTS: Mapping[str, str] = {
     ),
     "record_outcome": _parsed("OutcomePayload", "OutcomeResult") + _RUNTIME + _APPROVALS,
     "sweep_stuck_actions": (
-        "from saga.aws import dynamodb_client\ndynamodb_client()\n"
-        "module.boto3.client('sqs', config=module.SQS_CONFIG)\n"
+        "from saga.aws import dynamodb_client, sqs_client\ndynamodb_client()\nsqs_client()\n"
     ),
     # A tool call carries arguments, not a case: the verifier's client, the tables, the start.
     "agent_tools": (

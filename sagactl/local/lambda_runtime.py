@@ -335,7 +335,7 @@ def _record_call(client: Any, operation: str, params: Mapping[str, Any]) -> None
     function_name = _RUNNING_FUNCTION.get()
     if function_name is None or not _ACTIVE_RECORDINGS:
         return  # not a handler's call (the test, the executor, moto itself)
-    # The signing name: a trimmed model (saga-kms, saga/aws.py) is the service it signs for.
+    # The signing name: the service IAM knows ("states" for Step Functions).
     call = AwsCall(function_name, client.meta.service_model.signing_name, operation, params)
     for calls in _ACTIVE_RECORDINGS:
         calls.append(call)

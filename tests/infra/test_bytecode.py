@@ -67,7 +67,7 @@ def test_the_function_code_carries_checked_312_bytecode_naming_var_task(tmp_path
     # Only 3.12 bytecode: none of the developer's own, no caches, no layer requirements.
     assert [p for p in tmp_path.rglob("*.pyc") if ".cpython-312." not in p.name] == []
     assert not (tmp_path / "requirements.txt").exists()
-    assert (tmp_path / "saga/botocore_models/saga-dynamodb/2012-08-10/service-2.json").is_file()
+    assert (tmp_path / "saga/botocore_models/dynamodb/2012-08-10/service-2.json").is_file()
 
 
 def test_the_asset_hash_follows_the_files_and_the_bytecode(

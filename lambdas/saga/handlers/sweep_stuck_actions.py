@@ -7,21 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
 
-from saga.aws import dynamodb_client
+from saga.aws import dynamodb_client, sqs_client
 from saga.coldstart import resumed_collection
 from saga.observability import logger, metrics
 from saga.settings import SweepStuckActionsEnvironment
 from saga.tools.sweeper import StuckActionSweeper
-
-# Sending an escalation twice is harmless (messages carry a stable escalation_id).
-SQS_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5
-)
 
 
 @resumed_collection
@@ -31,7 +24,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     env = SweepStuckActionsEnvironment.from_env()
     sweeper = StuckActionSweeper(
         dynamodb=dynamodb_client(),
-        sqs=boto3.client("sqs", config=SQS_CONFIG),
+        sqs=sqs_client(),
         ledger_table=env.ledger_table,
         escalation_queue_url=env.escalation_queue_url,
         grace_seconds=env.stuck_grace_seconds,
