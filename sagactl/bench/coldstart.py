@@ -229,9 +229,11 @@ class CodeDirs:
     opt: Path
 
 
-def _environment(
+def child_environment(
     subject: str, function: Function | None, code: CodeDirs | None = None
 ) -> dict[str, str]:
+    """The subject's fresh interpreter's environment: Lambda's runtime part, the function's own,
+    fake credentials, no developer configuration."""
     keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "SYSTEMROOT"}}
     own = function.environment if function is not None else {}
     env = {**keep, **LAMBDA_RUNTIME_ENVIRONMENT, **own}
@@ -283,7 +285,7 @@ def run_cold_start(
     done = subprocess.run(
         [sys.executable, "-c", child_code(subject, function)],
         cwd=cwd,
-        env=_environment(subject, function, code),
+        env=child_environment(subject, function, code),
         capture_output=True,
         text=True,
         check=False,

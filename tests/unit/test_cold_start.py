@@ -3,6 +3,7 @@ way `make bench` measures it (sagactl/bench/coldstart.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from sagactl.bench.coldstart import (
     ColdStartRun,
     Function,
     bare_handler_dir,
+    child_code,
+    child_environment,
     function_environments,
     run_cold_start,
 )
@@ -60,6 +63,41 @@ def test_a_handler_cold_start_imports_no_tracing_sdk_and_a_bounded_number_of_mod
     assert "boto3" in run.modules and "pydantic" in run.modules  # it did import the handler
     extra = run.modules - bare.modules
     assert len(extra) <= EXTRA_MODULES_BOUND, sorted(extra)
+
+
+# Every botocore data file a cold start opens, by an audit hook installed before the import.
+_AUDIT_OPENS = """
+import sys
+_opened = []
+def _audit(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0].endswith(".json"):
+        _opened.append(args[0])
+sys.addaudithook(_audit)
+"""
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_cold_start_reads_only_the_packages_reduced_botocore_data(
+    handler: str, functions: dict[str, Function]
+) -> None:
+    """saga.aws: every client of the Lambda code reads botocore_models/, never botocore's own
+    data (its ~400 service directories listed, its 1.2 MB endpoints.json parsed)."""
+    code = _AUDIT_OPENS + child_code(handler, functions[handler])
+    code += "\nprint(json.dumps(sorted(set(_opened))))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=LAMBDAS_DIR,
+        env=child_environment(handler, functions[handler]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    opened = json.loads(done.stdout.strip().splitlines()[-1])
+    trimmed = str(LAMBDAS_DIR / "saga" / "botocore_models")
+    botocore_data = [path for path in opened if "botocore_models" not in path]
+    assert botocore_data == []
+    assert any(path.startswith(trimmed) and path.endswith("endpoints.json") for path in opened)
 
 
 _PROBE = """
