@@ -3,7 +3,7 @@
 Lambda's code directories (/var/task, /opt) are read-only: a module without bytecode beside it
 is compiled from source on every cold start and the result thrown away. For this package's
 dependencies (pydantic, Powertools, and the pinned boto3 that shadows the runtime's) and the
-saga package that makes a cold start about 4x a bare boto3 handler's instead of about 1.5x
+saga package that makes a cold start about 4x a bare boto3 handler's instead of about 1.3x
 (`python -m sagactl.bench.deployed`, its two tables). So both assets carry
 `__pycache__/*.cpython-312.pyc`, compiled by a Python 3.12 interpreter (bytecode is specific to
 the minor version, not to the machine) as hash-based pycs (a zipped asset keeps no modification
@@ -136,7 +136,7 @@ NO_BYTECODE = (
     f"No Python {LAMBDA_PYTHON_VERSION} interpreter found (set {ENVIRONMENT_VARIABLE} or put "
     f"python{LAMBDA_PYTHON_VERSION} on the PATH): the Lambda assets carry no bytecode, and every "
     "cold start compiles the saga package and its dependencies from source (about 4x a bare "
-    "boto3 handler's cold start instead of about 1.5x: python -m sagactl.bench.deployed)."
+    "boto3 handler's cold start instead of about 1.3x: python -m sagactl.bench.deployed)."
 )
 
 
