@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import botocore.session
@@ -42,20 +42,85 @@ LEDGER_CONFIG = Config(
 )
 
 
+KMS_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3},  # GetPublicKey reads: safe to repeat
+    connect_timeout=2.0,
+    read_timeout=5.0,
+)
+
+
+SFN_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
+)
+
+
+# Sending an escalation twice is harmless (messages carry a stable escalation_id).
+SQS_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
+)
+
+
+@lru_cache(maxsize=8)
+def downstream_config(timeout_seconds: float) -> Config:
+    """Config for a side-effecting downstream call: one attempt, bounded connect/read time (one
+    object per timeout: a client is cached per configuration)."""
+    if timeout_seconds <= 0:
+        raise ValueError(f"downstream timeout must be positive, got {timeout_seconds}")
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 1},
+        connect_timeout=timeout_seconds,
+        read_timeout=timeout_seconds,
+    )
+
+
 def dynamodb_client() -> DynamoDBClient:
     """A low-level DynamoDB client for the ledger and the tables written next to it."""
-    return _client(None)
+    return cast("DynamoDBClient", _client("dynamodb", LEDGER_CONFIG))
 
 
 def downstream_dynamodb_client(timeout_seconds: float) -> DynamoDBClient:
     """A DynamoDB client for a side-effecting downstream call (the sandbox providers)."""
-    return _client(timeout_seconds)
+    return cast("DynamoDBClient", _client("dynamodb", downstream_config(timeout_seconds)))
 
 
-def _client(downstream_timeout: float | None) -> DynamoDBClient:
+def kms_client() -> Any:
+    """A KMS client for GetPublicKey (saga.approvals), made when first needed."""
+    return _client("kms", KMS_CONFIG)
+
+
+def stepfunctions_client() -> SFNClient:
+    """Step Functions for the agent tools: StartExecution is idempotent by name and input, and
+    DescribeExecution a read, so the standard retries are safe."""
+    return cast("SFNClient", _client("stepfunctions", SFN_CONFIG))
+
+
+def sqs_client() -> SQSClient:
+    """SQS for the sweeper's escalations."""
+    return cast("SQSClient", _client("sqs", SQS_CONFIG))
+
+
+def _client(service: str, config: Config) -> Any:
     # Keyed by the endpoint and region too: the local emulator runs every function in one
     # process, and a client must never keep another endpoint.
-    return _cached_client(downstream_timeout, endpoint_url("dynamodb"), _region())
+    endpoint = endpoint_url(_ENDPOINT_VARIABLE_NAMES.get(service, service))
+    return _cached_client(service, config, endpoint, _region())
+
+
+@lru_cache(maxsize=16)
+def _cached_client(service: str, config: Config, endpoint: str | None, region: str | None) -> Any:
+    """One client per service, configuration, endpoint and region for the life of the process:
+    a Lambda container makes it on its first invocation and reuses it (about 5 ms saved per
+    client per invocation)."""
+    return _session_for(service).client(
+        service,  # type: ignore[call-overload]  # one of the four the package carries
+        config=config,
+        endpoint_url=endpoint,
+        region_name=region,
+    )
+
+
+# The per-service endpoint variable is named by the service id (AWS_ENDPOINT_URL_SFN).
+_ENDPOINT_VARIABLE_NAMES = {"stepfunctions": "sfn"}
 
 
 def endpoint_url(service: str) -> str | None:
@@ -74,25 +139,6 @@ def _region() -> str | None:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
 
 
-@lru_cache(maxsize=16)
-def _cached_client(
-    downstream_timeout: float | None, endpoint: str | None, region: str | None
-) -> DynamoDBClient:
-    """One client per configuration for the life of the process: a Lambda container makes it
-    on its first invocation and reuses it (about 5 ms saved per client per invocation)."""
-    config = LEDGER_CONFIG if downstream_timeout is None else downstream_config(downstream_timeout)
-    return _session_for("dynamodb").client(
-        "dynamodb", config=config, endpoint_url=endpoint, region_name=region
-    )
-
-
-KMS_CONFIG = Config(
-    retries={"mode": "standard", "total_max_attempts": 3},  # GetPublicKey reads: safe to repeat
-    connect_timeout=2.0,
-    read_timeout=5.0,
-)
-
-
 # botocore's data reduced to what the Lambda code calls (sagactl/trim_models.py writes it): each
 # service's model with only the operations called, and the root data botocore reads for a
 # client, endpoints.json reduced to these services. The Lambda code's clients come from a
@@ -102,18 +148,6 @@ KMS_CONFIG = Config(
 # endpoint rules are botocore's: the clients sign, resolve endpoints, retry and name their
 # events (`before-call.dynamodb.PutItem`) as botocore's own.
 TRIMMED_MODELS = Path(__file__).resolve().parent / "botocore_models"
-
-
-def kms_client() -> Any:
-    """A KMS client for GetPublicKey (saga.approvals), made when first needed."""
-    return _cached_kms(endpoint_url("kms"), _region())
-
-
-@lru_cache(maxsize=4)
-def _cached_kms(endpoint: str | None, region: str | None) -> Any:
-    return _session_for("kms").client(
-        "kms", config=KMS_CONFIG, endpoint_url=endpoint, region_name=region
-    )
 
 
 def _session_for(service: str) -> boto3.session.Session:
@@ -155,53 +189,6 @@ class _TrimmedDataLoader(Loader):
     from botocore's (tests/unit/test_aws_clients.py compares them in every partition)."""
 
     BUILTIN_DATA_PATH = str(TRIMMED_MODELS)
-
-
-SFN_CONFIG = Config(
-    retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
-)
-
-
-def stepfunctions_client() -> SFNClient:
-    """Step Functions for the agent tools: StartExecution is idempotent by name and input, and
-    DescribeExecution a read, so the standard retries are safe."""
-    return _cached_sfn(endpoint_url("sfn"), _region())
-
-
-@lru_cache(maxsize=4)
-def _cached_sfn(endpoint: str | None, region: str | None) -> SFNClient:
-    return _session_for("stepfunctions").client(
-        "stepfunctions", config=SFN_CONFIG, endpoint_url=endpoint, region_name=region
-    )
-
-
-# Sending an escalation twice is harmless (messages carry a stable escalation_id).
-SQS_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
-)
-
-
-def sqs_client() -> SQSClient:
-    """SQS for the sweeper's escalations."""
-    return _cached_sqs(endpoint_url("sqs"), _region())
-
-
-@lru_cache(maxsize=4)
-def _cached_sqs(endpoint: str | None, region: str | None) -> SQSClient:
-    return _session_for("sqs").client(
-        "sqs", config=SQS_CONFIG, endpoint_url=endpoint, region_name=region
-    )
-
-
-def downstream_config(timeout_seconds: float) -> Config:
-    """Config for a side-effecting downstream call: one attempt, bounded connect/read time."""
-    if timeout_seconds <= 0:
-        raise ValueError(f"downstream timeout must be positive, got {timeout_seconds}")
-    return Config(
-        retries={"mode": "standard", "total_max_attempts": 1},
-        connect_timeout=timeout_seconds,
-        read_timeout=timeout_seconds,
-    )
 
 
 __all__ = [
