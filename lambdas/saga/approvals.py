@@ -123,8 +123,9 @@ def format_instant(moment: datetime) -> str:
 
 # --- verification --------------------------------------------------------------------------
 class ApprovalVerifier:
-    """Checks an approval's signature against the keys trusted for its tenant and approver
-    (`function` names the verifying function in the refusals it logs)."""
+    """Checks an approval's signature against the keys trusted for its tenant and approver.
+    `function` scopes the cache of public keys: each function fetches a key once, as its own
+    container would, also where the local AWS runs every function in one process."""
 
     def __init__(self, trusted: TrustedKeys, keys: PublicKeySource, function: str = "") -> None:
         self.trusted = trusted
