@@ -10,12 +10,12 @@ Each port is a module with its request and receipt types (`saga.ports.payments`,
 `saga.ports.carrier`, `saga.ports.inventory`: a function imports the one port it calls, not the
 three, as each value type costs its cold start about 0.4 ms); what every remote call can end in
 is here. The sandbox (saga.sandbox) implements each port with switchable faults; a real provider
-or carrier implements the same Protocol (see `PaymentProvider` for a sketch of Stripe's).
+or carrier implements the same Protocol (see `saga.ports.payments.PaymentProvider` for a
+sketch of Stripe's).
 
 What a call to a remote downstream can end in, as its adapter reports it (the tools map these to
 saga.errors, docs/design.md §4; on a lookup every one of them means "no answer": only a returned
-list
-is evidence):
+list is evidence):
 
 | error                     | the caller knows                              | tool maps it to     |
 |---------------------------|-----------------------------------------------|---------------------|
@@ -28,9 +28,8 @@ is evidence):
 | `DownstreamKeyMismatch`   | same idempotency key, other parameters        | `OutcomeUnknown`    |
 
 The inventory is not remote: its writes commit in the ledger's own transaction (docs/design.md
-§3.9),
-so its port answers in the workflow's errors directly (the ledger records a refusal); only its
-lookups, like every port's, raise a DownstreamError when they cannot answer.
+§3.9), so its port answers in the workflow's errors directly (the ledger records a refusal);
+only its lookups, like every port's, raise a DownstreamError when they cannot answer.
 """
 
 from __future__ import annotations
