@@ -80,7 +80,8 @@ def dynamodb_client() -> DynamoDBClient:
 
 def downstream_dynamodb_client(timeout_seconds: float) -> DynamoDBClient:
     """A DynamoDB client for a side-effecting downstream call (the sandbox providers)."""
-    return cast("DynamoDBClient", _client("dynamodb", downstream_config(timeout_seconds)))
+    config = downstream_config(float(timeout_seconds))  # 1 and 1.0: one cached Config, one client
+    return cast("DynamoDBClient", _client("dynamodb", config))
 
 
 def kms_client() -> Any:

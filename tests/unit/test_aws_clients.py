@@ -24,6 +24,7 @@ def test_clients_are_made_once_per_configuration_and_endpoint(
 
     assert dynamodb_client() is ledger  # reused across invocations of a warm container
     assert downstream_dynamodb_client(5.0) is downstream
+    assert downstream_dynamodb_client(5) is downstream  # an int timeout is the same configuration
     assert downstream is not ledger
     # botocore's Config sets its options as attributes at run time; the stubs do not list them.
     ledger_config: Any = ledger.meta.config
