@@ -7,3 +7,4 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = PROJECT_ROOT / "examples"  # ready, approved case files, one per scenario
 CDK_JSON = PROJECT_ROOT / "cdk.json"  # the one place for policy values
+LOCAL_STATE_DIR = PROJECT_ROOT / ".local"  # `sagactl local up`: outputs, pid, env, logs
