@@ -17,16 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from saga.approvals import format_instant, parse_instant, require_signature
-from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.approvals import format_instant, parse_instant
+from saga.errors import ApprovalInvalid, AuthorizationDenied, InvalidRequest
 from saga.fault_plan import DOWNSTREAMS
-from saga.models import Case, parse_case, verify_approval, with_approval_digest
+from saga.models import Case, parse_case, with_approval_digest
 from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
     add_command,
     add_json_argument,
     add_target_arguments,
+    check_case_file,
     positive_int,
     read_case_file,
     resolve_target,
@@ -241,19 +242,13 @@ def _instant(value: str, flag: str) -> str:
 def command_check(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
     tenants = tenants_for(args)
-    # In ValidateCase's order: the fields, who approved, the digest, then the signature.
-    try:
-        case = parse_case(raw)
-        check_authorized(case, tenants, source=str(args.file))
-        verify_approval(case)
-        require_signature(case)
-        signature = (
-            verify_deployed_signature(resolve_target(args), case)
-            if args.deployed
-            else "signed (the signature is verified with the deployed keys: --deployed)"
-        )
-    except (InvalidRequest, ApprovalMismatch, ApprovalInvalid, AuthorizationDenied) as exc:
-        raise InvalidCaseFile(f"{args.file}: {exc}") from None
+    case = check_case_file(raw, tenants, str(args.file))
+    signature = "signed (the signature is verified with the deployed keys: --deployed)"
+    if args.deployed:  # the last check, as in ValidateCase
+        try:
+            signature = verify_deployed_signature(resolve_target(args), case)
+        except (ApprovalInvalid, AuthorizationDenied) as exc:
+            raise InvalidCaseFile(f"{args.file}: {exc}") from None
     if args.json:
         emit_json(
             {
