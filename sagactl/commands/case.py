@@ -39,6 +39,7 @@ from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError
 from sagactl.operations.drafts import approve_draft, default_approver, open_draft
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import sign_case, verify_deployed_signature
+from sagactl.paths import LOCAL_STATE_DIR, display_path
 from sagactl.views.draft import describe_draft
 
 
@@ -119,9 +120,9 @@ def _write(case: dict[str, Any], output: str, *, force: bool) -> str:
         return "stdout"
     path = Path(output)
     if path.exists() and not force:
-        raise UsageError(f"{path} exists: pass --force to overwrite it")
+        raise UsageError(f"{display_path(path)} exists: pass --force to overwrite it")
     write_json_file(path, case)
-    return str(path)
+    return display_path(path)
 
 
 def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
@@ -143,9 +144,11 @@ def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
 
 def command_new(args: argparse.Namespace) -> int:
     case = approve(case_from_args(args), tenants_for(args), source="case")
-    written_to = _write(case, args.output, force=args.force)
+    # By default under .local/ (ignored by git), not the working directory.
+    output = args.output or str(LOCAL_STATE_DIR / f"{case['case_id']}.json")
+    written_to = _write(case, output, force=args.force)
     summary = _approval_summary(case, written_to)
-    if args.output == "-":
+    if output == "-":
         return 0
     if args.json:
         emit_json(summary)
@@ -187,7 +190,7 @@ def command_approve(args: argparse.Namespace) -> int:
         print(
             f"approved case {approved['case_id']} revision {summary['revision']} as "
             f"{summary['approved_by']}, signed with {summary['key_id']}: {summary['digest']} "
-            f"({written_to})"
+            f"({written_to}){_deadline(summary.get('start_by'))}"
         )
     return 0
 
@@ -214,9 +217,19 @@ def command_approve_draft(args: argparse.Namespace) -> int:
         print(
             f"approved case {args.case} revision {approval['revision']} as {approver}, signed "
             f"with {approval['key_id']}: {approval['digest']}; the agent can start it now "
-            "(start_replacement)"
+            f"(start_replacement){_deadline(approval.get('start_by'))}"
         )
     return 0
+
+
+def _deadline(start_by: str | None) -> str:
+    """What a signed start deadline means, said where the approval is made (§9)."""
+    if not start_by:
+        return ""
+    return (
+        f"\nsigned start deadline: {start_by} (it must start by then; compensations and "
+        "redrives later are not refused for it)"
+    )
 
 
 def _confirmed(question: str) -> bool:
@@ -326,7 +339,11 @@ def register(subparsers: Subparsers) -> None:
         help="sandbox fault, repeatable, consumed in order per downstream "
         f"({', '.join(DOWNSTREAMS)}), e.g. refund=lose_response",
     )
-    new.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    new.add_argument(
+        "-o",
+        "--output",
+        help="file to write (default: .local/<case id>.json in the clone; - for stdout)",
+    )
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     add_json_argument(new)
     _add_tenant_source(new)

@@ -40,7 +40,7 @@ from sagactl.local.process import (
     write_env_file,
     write_pid_file,
 )
-from sagactl.paths import LOCAL_STATE_DIR
+from sagactl.paths import LOCAL_STATE_DIR, display_path
 from sagactl.target import OUTPUTS_ENV
 
 logger = logging.getLogger("sagactl.local")
@@ -91,14 +91,6 @@ def _listen_error(host: str, port: int, exc: OSError) -> LocalCommandError:
     if exc.errno == errno.EADDRINUSE:
         reason += " (another program holds the port: stop it, or pass --port)"
     return LocalCommandError(f"cannot listen on {host}:{port}: {reason}")
-
-
-def _display_path(path: Path) -> str:
-    """The path as a user would type it from here (relative when under the working directory)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def command_up(args: argparse.Namespace) -> int:
@@ -167,11 +159,11 @@ def _serve(
             f"{len(provisioned.rules)} EventBridge rule(s)",
             file=sys.stderr,
         )
-        print(f"outputs: {_display_path(outputs_path)}", file=sys.stderr)
+        print(f"outputs: {display_path(outputs_path)}", file=sys.stderr)
         if handler_log is not None:
-            print(f"handler logs: {_display_path(handler_log)}", file=sys.stderr)
+            print(f"handler logs: {display_path(handler_log)}", file=sys.stderr)
         print(
-            f"in another shell: source {shlex.quote(_display_path(env_path))}   "
+            f"in another shell: source {shlex.quote(display_path(env_path))}   "
             '(or: eval "$(sagactl local env)")',
             file=sys.stderr,
         )
@@ -224,7 +216,7 @@ def command_env(args: argparse.Namespace) -> int:
     path = env_file(state_dir)
     if running is None or not path.exists():
         raise LocalCommandError(
-            f"no local AWS is running (none in {_display_path(state_dir)}): start one with "
+            f"no local AWS is running (none in {display_path(state_dir)}): start one with "
             "`sagactl local up`"
         )
     sys.stdout.write(path.read_text(encoding="utf-8"))

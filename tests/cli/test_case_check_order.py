@@ -56,12 +56,11 @@ ORDER = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("edit", "error", "reason"), ORDER, ids=lambda v: getattr(v, "__name__", "")
-)
+@pytest.mark.parametrize("refusal", ORDER, ids=[edit.__name__.strip("_") for edit, _, _ in ORDER])
 def test_case_check_start_and_validate_case_give_the_same_first_reason(
-    saga: LocalAws, sagactl: Sagactl, tmp_path: Path, edit: Edit, error: str, reason: str
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path, refusal: tuple[Edit, str, str]
 ) -> None:
+    edit, error, reason = refusal
     case = json.loads(example("happy-path").read_text(encoding="utf-8"))
     edit(case)
     case_file = tmp_path / "case.json"
