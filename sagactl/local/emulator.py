@@ -36,7 +36,13 @@ from collections.abc import Callable
 from typing import Any
 
 from sagactl.local.choice_assign import install_choice_state_assign
-from sagactl.local.clock import LOCAL_CLOCK, ClockEndpoint, LocalClock, install_local_clock
+from sagactl.local.clock import (
+    LOCAL_CLOCK,
+    SCHEDULED_RULES_EFFECT,
+    ClockEndpoint,
+    LocalClock,
+    install_local_clock,
+)
 from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
@@ -329,7 +335,7 @@ class LocalServer:
         os.environ["MOTO_PORT"] = str(self.port)
         configure_runtime(self.endpoint, self.region)
         if self.scheduler is not None:
-            self.scheduler.start()
+            self.start_schedules(self.scheduler)
         logger.info("local AWS listening on %s", self.endpoint)
         return self.endpoint
 
@@ -346,9 +352,20 @@ class LocalServer:
         moto_api_backend.reset()
         LOCAL_CLOCK.reset()
 
-    def stop(self) -> None:
+    def start_schedules(self, scheduler: RuleScheduler) -> None:
+        """Fire the scheduled rules: on `scheduler`'s thread as time passes, and at once for
+        each rule whose period an advance of the clock passed (its listener)."""
+        self.scheduler = scheduler
+        scheduler.start()
+        LOCAL_CLOCK.on_advance(SCHEDULED_RULES_EFFECT, scheduler.on_clock_advance)
+
+    def stop_schedules(self) -> None:
         if self.scheduler is not None:
+            LOCAL_CLOCK.remove_listener(SCHEDULED_RULES_EFFECT)
             self.scheduler.stop()
+
+    def stop(self) -> None:
+        self.stop_schedules()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
