@@ -164,7 +164,7 @@ def _serve(
             print(f"handler logs: {display_path(handler_log)}", file=sys.stderr)
         print(
             f"in another shell: source {shlex.quote(display_path(env_path))}   "
-            '(or: eval "$(sagactl local env)")',
+            f'(or: eval "$({env_command(state_dir)})")',
             file=sys.stderr,
         )
         print("then, for example: sagactl start examples/happy-path.json", file=sys.stderr)
@@ -175,6 +175,13 @@ def _serve(
             lambda deleted: logger.info("TTL deleted %s", deleted_text(deleted)),
         )
         print("stopping the local AWS", file=sys.stderr)
+
+
+def env_command(state_dir: Path) -> str:
+    """The `sagactl local env` that prints this state directory's environment."""
+    if state_dir.resolve() == DEFAULT_STATE_DIR.resolve():
+        return "sagactl local env"
+    return f"sagactl local --state-dir {shlex.quote(display_path(state_dir))} env"
 
 
 def client_environment_of(local: Any, outputs_path: Path) -> dict[str, str]:
