@@ -23,9 +23,7 @@ $(STAMP): requirements.txt requirements-dev.txt lambdas/requirements.txt pyproje
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
-	@node -e 'if (+process.versions.node.split(".")[0] < 22) { console.error("Node.js " + \
-		process.version + " is too old: the CDK CLI and jsii need Node.js 22 or later"); \
-		process.exit(1) }'
+	@node -e 'const v = process.version; if (+v.slice(1).split(".")[0] < 22) { console.error(`Node.js $${v} is too old: the CDK CLI and jsii need Node.js 22 or later`); process.exit(1) }'
 	touch $@
 
 lint: venv
