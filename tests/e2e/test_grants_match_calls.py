@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from copy import deepcopy
@@ -34,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto.awslambda.models import LambdaFunction
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 
@@ -50,6 +48,7 @@ from sagactl.local.lambda_runtime import AwsCall, recording_aws_calls
 from sagactl.local.template import load_template
 from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
+from tests.e2e.held_functions import validate_case_held
 from tests.e2e.test_saga_paths import complete_under_another_approval
 from tests.infra.synth import Synthesized, synthesize
 from tests.infra.test_agent_gateway import AGENT_GATEWAY
@@ -379,28 +378,6 @@ def next_transaction_fails(
     with monkeypatch.context() as patch:
         patch.setattr(DynamoDBBackend, "transact_write_items", failing_once)
         yield answered
-
-
-@contextmanager
-def validate_case_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """ValidateCase's invokes wait (outside the runtime's invoke lock) until the block ends: an
-    execution started meanwhile stays RUNNING at ValidateCase. Yields the event set once one
-    waits."""
-    waiting, released = threading.Event(), threading.Event()
-    original = LambdaFunction._invoke_lambda
-
-    def held(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
-        if "ValidateCase" in function.function_name and not released.is_set():
-            waiting.set()
-            released.wait(timeout=120)
-        return original(function, event)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(LambdaFunction, "_invoke_lambda", held)
-        try:
-            yield waiting
-        finally:
-            released.set()
 
 
 def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str, Any]) -> Any:
