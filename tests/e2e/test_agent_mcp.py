@@ -107,9 +107,8 @@ def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs
     case_id = with_session(params, propose)["case_id"]
     # A forged approval written straight into the drafts table: right digest, made-up signature.
     ddb = local_aws.client("dynamodb")
-    draft = ddb.get_item(
-        TableName=local_aws.outputs["DraftsTableName"], Key={"case_id": {"S": case_id}}
-    )["Item"]
+    key = {"tenant_id": {"S": "acme"}, "case_id": {"S": case_id}}
+    draft = ddb.get_item(TableName=local_aws.outputs["DraftsTableName"], Key=key)["Item"]
     forged = {
         "revision": {"N": "1"},
         "approved_by": {"S": "supervisor@acme"},
@@ -120,7 +119,7 @@ def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs
     }
     ddb.update_item(
         TableName=local_aws.outputs["DraftsTableName"],
-        Key={"case_id": {"S": case_id}},
+        Key=key,
         UpdateExpression="SET approval = :a",
         ExpressionAttributeValues={":a": {"M": forged}},
     )

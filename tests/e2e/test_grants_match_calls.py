@@ -100,6 +100,7 @@ class Names:
             synth.logical_id(stack.tables.ledger): "table:ledger",
             synth.logical_id(stack.tables.cases): "table:cases",
             synth.logical_id(stack.tables.drafts): "table:drafts",
+            synth.logical_id(stack.tables.legacy_drafts): "table:legacy-drafts",
             synth.logical_id(stack.tables.inventory): "table:inventory",
             synth.logical_id(stack.tables.reservations): "table:reservations",
             synth.logical_id(stack.escalation.queue): "queue:escalation",
@@ -402,7 +403,11 @@ def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str
 
 def approve_proposed(local: LocalAws, case_id: str, approver: str) -> None:
     """What `sagactl case approve --case` stores on the draft (signed with the local key)."""
-    drafts = DraftStore(local.client("dynamodb"), local.outputs["DraftsTableName"])
+    drafts = DraftStore(
+        local.client("dynamodb"),
+        local.outputs["DraftsTableName"],
+        legacy_table_name=local.outputs["LegacyDraftsTableName"],
+    )
     draft = drafts.get(case_id)
     assert draft is not None
     case = draft_case(draft)

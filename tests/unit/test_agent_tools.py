@@ -17,12 +17,13 @@ from moto import mock_aws
 
 from saga.agent.drafts import DraftConflict, DraftStore, draft_case
 from saga.agent.schemas import TOOL_NAMES, input_schema, tool_definitions
-from saga.agent.tools import AgentTools, ErrorCode, ToolError, agent_case_id
+from saga.agent.tools import AgentTools, ErrorCode, ToolError
 from saga.approval_keys import KmsPublicKeys, forget_public_keys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
 from saga.dynamodb import to_item
+from saga.identity import agent_case_id
 from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from sagactl.local.tables import StackTables
 from tests.tools_harness import (
@@ -52,7 +53,11 @@ def tools(stack_tables: StackTables) -> Iterator[AgentTools]:
         )["stateMachineArn"]
         yield AgentTools(
             tenant_id="acme",
-            drafts=DraftStore(client, TABLE_NAMES["DRAFTS_TABLE"]),
+            drafts=DraftStore(
+                client,
+                TABLE_NAMES["DRAFTS_TABLE"],
+                legacy_table_name=TABLE_NAMES["LEGACY_DRAFTS_TABLE"],
+            ),
             cases=CaseRecords(client, TABLE_NAMES["CASES_TABLE"]),
             stepfunctions=sfn,
             state_machine_arn=machine,
@@ -233,7 +238,8 @@ def test_an_expired_start_deadline_is_not_approved(tools: AgentTools) -> None:
 
 
 def test_a_service_that_does_not_answer_is_unavailable(tools: AgentTools) -> None:
-    broken = AgentTools(**{**tools.__dict__, "drafts": DraftStore(tools.drafts.client, "nope")})
+    nowhere = DraftStore(tools.drafts.client, "nope", legacy_table_name="nope")
+    broken = AgentTools(**{**tools.__dict__, "drafts": nowhere})
     error = refused(broken, "propose_replacement", PROPOSAL)
     assert error.code is ErrorCode.UNAVAILABLE
     assert "Traceback" not in error.message and "same arguments" in error.message
