@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,16 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import ClientSession
 
+from saga.agent.drafts import draft_case
 from saga.approvals import signed_message
+from saga.dynamodb import from_item
 from saga.identity import sha256_hex
-from sagactl.local.approval_keys import local_key_arn, local_private_key
+from sagactl.local.approval_keys import local_key_arn, local_private_key, sign_locally
 from sagactl.local.environment import LocalAws
+from tests import legacy_drafts
 from tests.cli.sagactl_helpers import Sagactl
 from tests.e2e.held_functions import function_held
-from tests.e2e.mcp_agent import call, count, server, with_session
+from tests.e2e.mcp_agent import call, count, follow, server, with_session
 from tests.tools_harness import ADDRESS, SIGNED_AT, agent_proposal
 
 # How far globex's case under acme's id gets -> the ticket acme's agent works.
@@ -136,7 +140,7 @@ def assert_conflicts_only(answers: dict[str, dict[str, Any]]) -> None:
         assert answer.get("error", {}).get("code") == "CONFLICT", (asked, answer)
         message = answer["error"]["message"]
         assert "new request_id" in message, (asked, message)
-        for secret in ("globex", "gx-", "pay-globex", "999", "EUR", "IssueRefund"):
+        for secret in ("globex", "gx-", "EUR", "ValidateCase", "IssueRefund", "COMPLETED"):
             assert secret not in message, (asked, message)
 
 
@@ -178,5 +182,150 @@ def test_another_tenants_case_under_the_id_acmes_agent_gets_is_a_conflict(
         assert count(local_aws, "PaymentsTableName", case_id) == 0
         assert count(local_aws, "ShipmentsTableName", case_id) == 0
         assert count(local_aws, "CasesTableName", case_id) == 0
+        assert count(local_aws, "LedgerTableName", case_id) == 0
     # After globex's executions ended, acme's agent is still told the conflict.
     assert_conflicts_only(with_session(acme, get_and_start_each(ids)))
+
+
+def payments_of(local: LocalAws, payment_reference: str) -> int:
+    items = local.client("dynamodb").scan(
+        TableName=local.outputs["PaymentsTableName"],
+        FilterExpression="payment_reference = :r",
+        ExpressionAttributeValues={":r": {"S": payment_reference}},
+        ConsistentRead=True,
+    )["Items"]
+    return len(items)
+
+
+def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
+    local_aws: LocalAws,
+    outputs: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Drafts written by the code before ids carried the tenant (tests/legacy_drafts.py, into
+    the old table under the old key): a retried proposal gets its old draft, never a second;
+    the old draft is approved, started and followed to COMPLETED. Old ids carry no tenant, so
+    globex can run its own case under acme's old ids (completed, held running, escalated):
+    acme's agent is told CONFLICT, never globex's state."""
+    client, legacy_table = local_aws.client("dynamodb"), local_aws.outputs["LegacyDraftsTableName"]
+    retried = agent_proposal("7200")
+    old_id = legacy_drafts.propose(client, legacy_table, "acme", retried)
+    ids = {
+        kind: legacy_drafts.propose(client, legacy_table, "acme", agent_proposal(ticket))
+        for kind, ticket in TICKETS.items()
+    }
+    for case_id in ids.values():  # approved by the old code, before the upgrade
+        approve_as_before(client, legacy_table, case_id)
+    acme = server(local_aws, outputs, "acme")
+
+    async def retry(session: ClientSession) -> list[dict[str, Any]]:
+        again = await call(session, "propose_replacement", **retried)
+        changed = await call(session, "propose_replacement", **{**retried, "amount_minor": 1})
+        return [again, changed]
+
+    again, changed = with_session(acme, retry)
+    assert (again["case_id"], again["created"], again["status"]) == (
+        old_id,
+        False,
+        "APPROVAL_PENDING",
+    )
+    assert changed["error"]["code"] == "CONFLICT"
+    assert client.scan(TableName=local_aws.outputs["DraftsTableName"])["Count"] == 0
+    approve(capsys, outputs, old_id)  # today's sagactl, on the old draft where it is
+
+    async def start_and_follow(session: ClientSession) -> list[dict[str, Any]]:
+        started = await call(session, "start_replacement", case_id=old_id)
+        return [started, *await follow(session, old_id)]
+
+    started, *polled = with_session(acme, start_and_follow)
+    assert started["started"] is True and polled[-1]["status"] == "COMPLETED", polled[-1]
+    assert payments_of(local_aws, retried["payment_reference"]) == 1
+
+    arns, answers = run_globex_under(
+        local_aws,
+        ids,
+        monkeypatch,
+        "IssueRefund",
+        lambda: with_session(acme, get_and_start_each(ids)),
+    )
+    assert_conflicts_only(answers)
+    sfn = local_aws.client("stepfunctions")
+    outcomes = {
+        kind: json.loads(sfn.describe_execution(executionArn=arn)["output"])["outcome"]
+        for kind, arn in arns.items()
+    }
+    assert outcomes == {"completed": "COMPLETED", "escalated": "ESCALATED", "running": "COMPLETED"}
+    for kind, ticket in TICKETS.items():
+        assert payments_of(local_aws, agent_proposal(ticket)["payment_reference"]) == 0, kind
+    assert payments_of(local_aws, GLOBEX_PAYMENT.format(ticket=TICKETS["completed"])) == 1
+    assert_conflicts_only(with_session(acme, get_and_start_each(ids)))
+
+    async def globex_looks(session: ClientSession) -> dict[str, Any]:
+        return await call(session, "get_replacement", case_id=old_id)
+
+    assert with_session(server(local_aws, outputs, "globex"), globex_looks)["error"]["code"] == (
+        "NOT_FOUND"
+    )
+
+
+def approve_as_before(client: Any, table: str, case_id: str) -> None:
+    """supervisor@acme's approval, stored by the code before the upgrade."""
+    item = client.get_item(TableName=table, Key={"case_id": {"S": case_id}})["Item"]
+    draft = from_item(item)
+    case = draft_case(draft)
+    case["approval"]["approved_by"] = "supervisor@acme"
+    signed = sign_locally(case)["approval"]
+    legacy_drafts.approve(client, table, case_id, draft["digest"], signed)
+
+
+def test_agent_case_ids_of_tenants_never_meet(
+    local_aws: LocalAws, outputs: Path, tmp_path: Path
+) -> None:
+    """acme, acme-eu (whose id extends acme's) and a tenant with a 63-character id propose the
+    same request id: three cases, each id naming its tenant, each draft under its tenant in the
+    drafts table, each invisible to the others. The stack's outputs are given the two extra
+    tenants (the server serves the tenants the outputs name; nothing here is started)."""
+    longest = "t" * 63
+    stack = json.loads(outputs.read_text())
+    keys = json.loads(stack["ApprovalKeys"])
+    for tenant in ("acme-eu", longest):
+        keys[tenant] = {f"ops@{tenant}": keys["acme"]["supervisor@acme"]}
+    wider = tmp_path / "wider-outputs.json"
+    wider.write_text(json.dumps({**stack, "ApprovalKeys": json.dumps(keys)}))
+    tenants = ("acme", "acme-eu", longest)
+
+    ids: dict[str, str] = {}
+    seen: dict[str, dict[str, str]] = {}
+
+    def propose_then_look(tenant: str) -> Any:
+        """Propose, then get every case proposed so far (this tenant's own included)."""
+
+        async def body(session: ClientSession) -> None:
+            if tenant not in ids:
+                proposed = await call(session, "propose_replacement", **agent_proposal("7300"))
+                assert proposed["created"] is True, proposed
+                ids[tenant] = str(proposed["case_id"])
+            for other, case_id in ids.items():
+                answer = await call(session, "get_replacement", case_id=case_id)
+                code = answer["error"]["code"] if "error" in answer else answer["status"]
+                seen.setdefault(tenant, {})[other] = code
+
+        return body
+
+    for tenant in (*tenants, "acme"):  # acme looks again once the others proposed
+        with_session(server(local_aws, wider, tenant), propose_then_look(tenant))
+    assert len(set(ids.values())) == 3
+    for tenant, case_id in ids.items():
+        assert case_id.startswith(f"agt_{tenant}_") and len(case_id) <= 80, case_id
+        for other, code in seen[tenant].items():  # its own case, and the others' it looked at
+            assert code == ("APPROVAL_PENDING" if other == tenant else "NOT_FOUND"), (tenant, other)
+    assert set(seen["acme"]) == set(tenants) and set(seen[longest]) == set(tenants)
+    ddb = local_aws.client("dynamodb")
+    for tenant, case_id in ids.items():
+        own = ddb.query(
+            TableName=local_aws.outputs["DraftsTableName"],
+            KeyConditionExpression="tenant_id = :t",
+            ExpressionAttributeValues={":t": {"S": tenant}},
+        )["Items"]
+        assert [item["case_id"]["S"] for item in own] == [case_id]
