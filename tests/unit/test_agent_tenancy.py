@@ -103,11 +103,18 @@ def test_a_draft_is_stored_under_its_tenant_first(tools: AgentTools) -> None:
     assert stored["Item"]["request_id"] == {"S": PROPOSAL["request_id"]}
 
 
-def test_another_tenants_agent_case_id_is_not_found_without_a_read(tools: AgentTools) -> None:
+def test_another_tenants_agent_case_id_is_not_found_without_a_read(
+    tools: AgentTools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not even read: an IAM condition on the drafts' leading key may scope a tenant's
+    principal to its own drafts, and the answer must stay NOT_FOUND then."""
     case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
     globex = AgentTools(**{**tools.__dict__, "tenant_id": "globex"})
+    reads: list[str] = []
+    monkeypatch.setattr(globex.drafts, "get", reads.append)
     assert refused(globex, "get_replacement", {"case_id": case_id}).code is ErrorCode.NOT_FOUND
     assert refused(globex, "start_replacement", {"case_id": case_id}).code is ErrorCode.NOT_FOUND
+    assert reads == []
 
 
 def test_two_requests_that_share_a_code_are_a_conflict_never_one_case(tools: AgentTools) -> None:
@@ -240,6 +247,7 @@ def test_an_old_draft_approved_before_the_upgrade_starts(tools: AgentTools) -> N
 
 
 def test_another_tenants_old_draft_is_not_found(tools: AgentTools) -> None:
+    """An old id names no tenant: the draft is read, and its tenant decides."""
     old_id = _legacy(tools, tenant="globex")
     for tool in ("get_replacement", "start_replacement"):
         assert refused(tools, tool, {"case_id": old_id}).code is ErrorCode.NOT_FOUND

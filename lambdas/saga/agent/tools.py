@@ -59,6 +59,7 @@ from saga.errors import (
 )
 from saga.identity import (
     agent_case_id,
+    agent_namespace,
     canonical_json,
     is_legacy_agent_case_id,
     legacy_agent_case_id,
@@ -198,8 +199,11 @@ class AgentTools:
 
     # --- the draft -----------------------------------------------------------------------
     def _draft(self, case_id: str) -> dict[str, Any]:
-        draft = self.drafts.get(case_id)
-        # Another tenant's draft is as absent as a missing one: nothing about it is told.
+        # Another tenant's draft is as absent as a missing one: nothing about it is told, and
+        # another tenant's agent case id is not even read (its key is that tenant's).
+        owner = agent_namespace(case_id)
+        theirs = owner is not None and owner != self.tenant_id
+        draft = None if theirs else self.drafts.get(case_id)
         if draft is None or draft.get("tenant_id") != self.tenant_id:
             raise ToolError(
                 ErrorCode.NOT_FOUND,
