@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
 
 from saga.agent.drafts import draft_case
 from saga.approvals import signed_message
@@ -116,10 +116,15 @@ def get_and_start_each(ids: dict[str, str]) -> Any:
 
 
 def run_globex_under(
-    local: LocalAws, ids: dict[str, str], monkeypatch: pytest.MonkeyPatch, hold: str, ask: Any
+    local: LocalAws,
+    ids: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    hold: str,
+    acme: StdioServerParameters,
 ) -> tuple[dict[str, str], Any]:
     """Globex's cases under `ids`: the completed and escalated ones run to their end, the
-    running one is held at `hold` while `ask()` runs; (execution ARNs, what `ask` returned)."""
+    running one is held at `hold` while acme's agent gets and starts each of `ids`;
+    (globex's execution ARNs, acme's answers)."""
     arns: dict[str, str] = {}
     for kind in ("completed", "escalated"):
         arns[kind] = local.start_case(globex_case(ids[kind], TICKETS[kind], kind))
@@ -129,7 +134,7 @@ def run_globex_under(
             globex_case(ids["running"], TICKETS["running"], "running")
         )
         assert waiting.wait(timeout=60), f"globex's case never reached {hold}"
-        asked = ask()
+        asked = with_session(acme, get_and_start_each(ids))
     local.wait_for_execution(arns["running"])
     return arns, asked
 
@@ -163,13 +168,7 @@ def test_another_tenants_case_under_the_id_acmes_agent_gets_is_a_conflict(
     for case_id in ids.values():
         approve(capsys, outputs, case_id)
 
-    arns, answers = run_globex_under(
-        local_aws,
-        ids,
-        monkeypatch,
-        "ValidateCase",
-        lambda: with_session(acme, get_and_start_each(ids)),
-    )
+    arns, answers = run_globex_under(local_aws, ids, monkeypatch, "ValidateCase", acme)
 
     assert_conflicts_only(answers)
     sfn = local_aws.client("stepfunctions")
@@ -242,13 +241,7 @@ def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
     assert started["started"] is True and polled[-1]["status"] == "COMPLETED", polled[-1]
     assert payments_of(local_aws, retried["payment_reference"]) == 1
 
-    arns, answers = run_globex_under(
-        local_aws,
-        ids,
-        monkeypatch,
-        "IssueRefund",
-        lambda: with_session(acme, get_and_start_each(ids)),
-    )
+    arns, answers = run_globex_under(local_aws, ids, monkeypatch, "IssueRefund", acme)
     assert_conflicts_only(answers)
     sfn = local_aws.client("stepfunctions")
     outcomes = {
@@ -267,6 +260,13 @@ def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
     assert with_session(server(local_aws, outputs, "globex"), globex_looks)["error"]["code"] == (
         "NOT_FOUND"
     )
+    # sagactl against a stack deployed before drafts were keyed by tenant: it says what to do.
+    before = {k: v for k, v in json.loads(outputs.read_text()).items() if "Legacy" not in k}
+    outputs.write_text(json.dumps(before))
+    refused = Sagactl(capsys)(
+        "case", "approve", "--case", old_id, "--yes", "--outputs", str(outputs)
+    )
+    assert refused.code != 0 and "predates drafts keyed by tenant" in refused.err, refused.err
 
 
 def approve_as_before(client: Any, table: str, case_id: str) -> None:
