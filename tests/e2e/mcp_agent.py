@@ -37,11 +37,12 @@ def with_session(params: StdioServerParameters, body: Session) -> Any:
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
-    """The tool's structured result, or {"error": {"code", "message"}} for a tool error."""
+    """The tool's structured result, or {"error": {"code", "message"}} for a tool error (a
+    FAILED status has an `error` too: the execution's, a string)."""
     result = await session.call_tool(tool, arguments)
     structured = result.structured_content
     assert isinstance(structured, dict), result
-    assert result.is_error == ("error" in structured), result
+    assert result.is_error == isinstance(structured.get("error"), dict), result
     text = result.content[0].text  # type: ignore[union-attr]
     assert "Traceback" not in text
     return structured
@@ -54,7 +55,7 @@ async def follow(session: ClientSession, case_id: str) -> list[dict[str, Any]]:
     for _ in range(600):
         status = await call(session, "get_replacement", case_id=case_id)
         seen.append(status)
-        if status.get("status") in ("COMPLETED", "ESCALATED", "FAILED") or "error" in status:
+        if status.get("status") in ("COMPLETED", "ESCALATED", "FAILED", None):
             break
         await anyio.sleep(0.1)
     return seen

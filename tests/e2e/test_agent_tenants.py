@@ -142,8 +142,9 @@ def run_globex_under(
 def assert_conflicts_only(answers: dict[str, dict[str, Any]]) -> None:
     """Every answer is a CONFLICT that says what to do and tells nothing of globex's case."""
     for asked, answer in answers.items():
-        assert answer.get("error", {}).get("code") == "CONFLICT", (asked, answer)
-        message = answer["error"]["message"]
+        error = answer.get("error")
+        assert isinstance(error, dict) and error["code"] == "CONFLICT", (asked, answer)
+        message = error["message"]
         assert "new request_id" in message, (asked, message)
         for secret in ("globex", "gx-", "EUR", "ValidateCase", "IssueRefund", "COMPLETED"):
             assert secret not in message, (asked, message)
