@@ -84,11 +84,10 @@ class DraftRecords:
 
     def execution_arn(self, draft: Mapping[str, Any]) -> str:
         """The ARN of the execution named as every start names the draft's case (§2)."""
-        name = execution_name(str(draft["case_id"]), int(draft["revision"]))
         prefix, marker, machine = self.state_machine_arn.partition(":stateMachine:")
         if not marker:
             raise ToolError(ErrorCode.UNAVAILABLE, "the server's state machine ARN is malformed")
-        return f"{prefix}:execution:{machine}:{name}"
+        return f"{prefix}:execution:{machine}:{draft_execution_name(draft)}"
 
     def describe(self, arn: str) -> dict[str, Any] | None:
         if not arn:
@@ -99,6 +98,10 @@ class DraftRecords:
             if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
                 raise
             return None
+
+
+def draft_execution_name(draft: Mapping[str, Any]) -> str:
+    return execution_name(str(draft["case_id"]), int(draft["revision"]))
 
 
 def draft_as_case(draft: Mapping[str, Any]) -> Case:

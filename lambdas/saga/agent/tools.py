@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from saga import clock as saga_clock
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.errors import ErrorCode, ToolError
-from saga.agent.owned import DraftRecords, started_input
+from saga.agent.owned import DraftRecords, draft_execution_name, started_input
 from saga.agent.schemas import GET, INPUTS, PROPOSE, START, CaseIdInput, ProposeInput
 from saga.agent.status import (
     APPROVE_HINT,
@@ -184,11 +184,10 @@ class AgentTools:
         started = records.execution(draft) is None and records.record(draft) is None
         if started:
             self._verify_approval(draft)
-            arn = records.execution_arn(draft)
             try:
                 self.stepfunctions.start_execution(
                     stateMachineArn=self.state_machine_arn,
-                    name=arn.rsplit(":", 1)[-1],
+                    name=draft_execution_name(draft),
                     input=started_input(draft),
                 )
             except ClientError as exc:
