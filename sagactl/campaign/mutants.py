@@ -197,6 +197,63 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if old.get("digest") != digest:',
         "        if False:",
     ),
+    Mutant(
+        "agent-status-execution",
+        "an agent's status comes only from the execution started with its draft's case (§10)",
+        "lambdas/saga/agent/owned.py",
+        '        if not _same_json(str(execution.get("input") or ""), started_input(draft)):',
+        "        if False:",
+    ),
+    Mutant(
+        "agent-status-record-tenant",
+        "an agent's status comes only from a case record of its tenant (§10)",
+        "lambdas/saga/agent/owned.py",
+        '        if record.get("tenant_id") != self.tenant_id or record.get("digest") != draft',
+        '        if record.get("digest") != draft',
+    ),
+    Mutant(
+        "agent-status-owner",
+        "an agent's status comes only from an owning execution of its tenant and digest (§10)",
+        "lambdas/saga/agent/owned.py",
+        '            and approval_digest(case) == draft["digest"]',
+        "            or True",
+    ),
+    Mutant(
+        "agent-draft-tenant",
+        "an agent sees no draft of another tenant (§10)",
+        "lambdas/saga/agent/tools.py",
+        "        draft = None if theirs else self.drafts.get(case_id)\n"
+        '        if draft is None or draft.get("tenant_id") != self.tenant_id:',
+        "        draft = None if theirs else self.drafts.get(case_id)\n        if draft is None:",
+    ),
+    Mutant(
+        "agent-draft-namespace",
+        "an agent does not read another tenant's drafts (§10)",
+        "lambdas/saga/agent/tools.py",
+        "        theirs = owner is not None and owner != self.tenant_id",
+        "        theirs = False",
+    ),
+    Mutant(
+        "agent-legacy-lookup",
+        "a proposal after the upgrade finds the request's draft from before it (§10)",
+        "lambdas/saga/agent/tools.py",
+        "        draft = self._legacy_draft(request.request_id)",
+        "        draft = None",
+    ),
+    Mutant(
+        "agent-one-draft-starts",
+        "a request with drafts in both id forms starts only the older one (§10)",
+        "lambdas/saga/agent/tools.py",
+        "        if older is not None:",
+        "        if False:",
+    ),
+    Mutant(
+        "agent-case-id-tenant",
+        "no other tenant's case runs under an agent case id (§10)",
+        "lambdas/saga/models.py",
+        "        if owner is not None and owner != tenant_id:",
+        "        if False:",
+    ),
 )
 
 

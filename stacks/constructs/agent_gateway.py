@@ -9,9 +9,9 @@ claims, so the tenant is taken from the target the call came through (AGENT_TARG
 configuration); a gateway per tenant keeps one tenant's callers from reaching another
 tenant's target, which every caller of a shared gateway could list and call.
 
-Least privilege: the function may read and write drafts, read cases, read the approval keys'
-public halves, start executions of the saga's state machine and read them; never kms:Sign.
-The gateways' role may only invoke that function.
+Least privilege: the function may read and write drafts (only read the legacy drafts), read
+cases, read the approval keys' public halves, start executions of the saga's state machine and
+read them; never kms:Sign. The gateways' role may only invoke that function.
 """
 
 from __future__ import annotations
@@ -39,7 +39,12 @@ AGENT_TOOLS_SPEC = ToolSpec(
     "saga.handlers.agent_tools.handler",
     "agent-tools",
     "Agent tools behind AgentCore Gateway: propose, get and start a replacement",
-    (TableAccess("drafts", (GET, PUT)), TableAccess("cases", (GET,))),
+    (
+        TableAccess("drafts", (GET, PUT)),
+        # GetItem only: drafts proposed before ids carried the tenant are looked up first.
+        TableAccess("legacy_drafts", (GET,)),
+        TableAccess("cases", (GET,)),
+    ),
     AgentToolsEnvironment,
 )
 START_ACTIONS = ("states:StartExecution",)
