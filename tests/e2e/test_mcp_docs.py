@@ -224,7 +224,7 @@ def test_the_documented_python_client_runs_against_the_http_server(
         "get_replacement read-only",
         "start_replacement writes",
     ]
-    assert re.fullmatch(r"agt-[0-9a-f]{32} APPROVAL_PENDING", done.stdout.splitlines()[3])
+    assert re.fullmatch(r"agt_acme_[a-z2-7]{12} APPROVAL_PENDING", done.stdout.splitlines()[3])
 
 
 def test_a_busy_port_says_pass_port_and_exits_1(outputs: Path) -> None:
