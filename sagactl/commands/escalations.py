@@ -158,7 +158,9 @@ def _notification_lines(view: EscalationView) -> list[str]:
 
 def _summary_line(action: dict[str, Any]) -> str:
     ref = f" ref {action['downstream_ref']}" if action.get("downstream_ref") else ""
-    return f"  {action['step']:<8} {action['status']} {action['action_key']}{ref}"
+    source = action.get("source")
+    seen = f" (from the {source})" if source and source != "ledger" else ""
+    return f"  {action['step']:<8} {action['status']} {action['action_key']}{ref}{seen}"
 
 
 def _open_action_lines(view: EscalationView, now: float) -> list[str]:
@@ -211,8 +213,8 @@ def resolve_lines(report: ResolveReport) -> list[str]:
     lines = [f"resolved case {report.case_id}", *_resolution_lines(report.resolution)[2:]]
     if report.settled:
         lines.append(
-            "            each keeps its status; the sweeper no longer reports it and no "
-            "delivery dispatches it again"
+            "            each keeps its status (one with no record gets a SETTLED one); the "
+            "sweeper no longer reports it and no delivery dispatches it again"
         )
     queue = report.queue
     if queue is None:

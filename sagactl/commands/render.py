@@ -161,11 +161,25 @@ def _escalation_lines(view: CaseView) -> list[str]:
 
 
 def _outcome_note(view: CaseView) -> str:
-    if view.outcome == "COMPENSATION_PENDING" and view.status == "FAILED":
-        return " (a compensation did not finish: `sagactl redrive` reruns it)"
+    """What comes next, as `redrive` and `escalations` would say it (one verdict for all)."""
+    resolution = view.resolution
+    if resolution is not None:
+        return (
+            f" (resolved by {resolution.get('by')} at {resolution.get('at')}: a person's "
+            f"decision is final; `sagactl escalations show {view.case_id}`)"
+        )
     if view.status == "RUNNING":
         return " (the execution is still running)"
-    return ""
+    unfinished = view.outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")
+    if view.redrive is None or not unfinished:
+        return ""
+    work = "a compensation" if view.outcome == "COMPENSATION_PENDING" else "the saga"
+    if view.redrive["can_help"]:
+        return f" ({work} did not finish: `sagactl redrive {view.case_id}` reruns it)"
+    return (
+        f" ({work} did not finish and a redrive cannot help: {view.redrive['reason']}; settle "
+        f"it by hand and resolve it: `sagactl escalations show {view.case_id}`)"
+    )
 
 
 def _compact(item: Any) -> str:

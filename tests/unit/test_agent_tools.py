@@ -344,6 +344,48 @@ def test_a_case_whose_execution_was_forgotten_is_answered_from_its_record(
     assert executions(tools) == []
 
 
+@pytest.mark.parametrize("forgotten", [False, True])
+def test_a_resolved_case_answers_the_persons_decision(
+    tools: AgentTools, forgotten: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `sagactl escalations resolve`, the agent learns the decision (and that it is
+    final), not "ESCALATED ... a person decides": from the owning execution's case record, and
+    from the record alone once Step Functions forgot the execution."""
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(tools, case_id)
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    arn = f"{tools.state_machine_arn}:{case_id}".replace(":stateMachine:", ":execution:")
+    decision = {
+        "by": "ops@acme",
+        "decision": "refunded by bank transfer",
+        "at": "2026-12-01T09:00:00Z",
+    }
+    boto3.client("dynamodb").put_item(
+        TableName=tools.cases.table_name,
+        Item=to_item(
+            {
+                "case_id": case_id,
+                "tenant_id": "acme",
+                "digest": draft["digest"],
+                "outcome": "ESCALATED",
+                "execution_arn": arn,
+                "escalation": {"reason": "OUTCOME_UNCERTAIN"},
+                "resolution": {**decision, "settled_actions": []},
+            }
+        ),
+    )
+    succeeded = {"executionArn": arn, "status": "SUCCEEDED"}
+    monkeypatch.setattr(tools, "_describe", lambda _: None if forgotten else succeeded)
+
+    answer = tools.call("get_replacement", {"case_id": case_id})
+
+    assert answer["status"] == "RESOLVED"
+    assert answer["resolution"] == decision
+    assert answer["outcome"] == "ESCALATED" and answer["execution_arn"] == arn
+    assert "a person decided" in answer["next"]
+
+
 UNUSUAL_ARGUMENTS = [
     ("amount_minor", float("nan")),
     ("amount_minor", float("inf")),

@@ -295,6 +295,8 @@ class AgentTools:
             }
         record = self.cases.get(case_id)
         outcome = record.get("outcome") if record else None
+        if record is not None and isinstance(record.get("resolution"), Mapping):
+            return _resolved_status(record, arn)
         if status == "SUCCEEDED" and outcome == "COMPLETED":
             return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
         if status == "SUCCEEDED" and outcome == "ESCALATED":
@@ -371,11 +373,26 @@ def _escalated_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
     }
 
 
+def _resolved_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
+    """A person decided the case (docs/design.md §5): the decision is the answer, whatever
+    the automation recorded, and it is final."""
+    resolution = record["resolution"]
+    return {
+        "status": "RESOLVED",
+        "execution_arn": arn,
+        "outcome": record.get("outcome"),
+        "resolution": {name: resolution.get(name) for name in ("decision", "by", "at")},
+        "next": "nothing: a person decided the case; do not propose it again",
+    }
+
+
 def _recorded_status(record: Mapping[str, Any]) -> dict[str, Any]:
     """A case taken by the saga whose owning execution Step Functions no longer describes
     (90 days after it closed): what its case record says."""
     arn = str(record.get("execution_arn") or "")
     outcome = record.get("outcome")
+    if isinstance(record.get("resolution"), Mapping):
+        return _resolved_status(record, arn)
     if outcome == "COMPLETED":
         return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
     if outcome == "ESCALATED":
