@@ -1,4 +1,4 @@
-"""`sagactl ledger ACTION_KEY | --case CASE` and `sagactl stuck`: read the action ledger.
+"""`sagactl ledger ACTION_KEY | --case CASE`, `sagactl stuck` and `keep-open-actions`: the ledger.
 
 A case's action keys are derived, never looked up (saga.identity):
 `<tenant>#reserve#<case>.reserve`, `#refund#`, `#ship#`, and the compensation
@@ -6,8 +6,9 @@ A case's action keys are derived, never looked up (saga.identity):
 is none). `stuck` lists the open actions on the ledger's sparse `open-actions` index whose lease
 ended more than --grace seconds ago (IN_PROGRESS nobody holds, or UNKNOWN), with the sweeper's
 own query. `keep-open-actions` is the one-off step after upgrading to the rule that an open
-record never expires (docs/design.md §3.7): it removes the retention (`expires_at`) from the
-records open today, read from the same index (sagactl.operations.retention).
+record never expires (only a COMPLETED or FAILED record keeps a retention): it removes the TTL
+attribute (`expires_at`) from the records open today, read from the same index, each write
+conditional on the record still being open; safe to run again.
 """
 
 from __future__ import annotations

@@ -127,3 +127,38 @@ def test_every_kind_of_open_action_outlives_the_retention_until_a_person_settles
     for key in OPEN:
         record = _ledger(saga, key)
         assert record is not None and "resolution" in record and "expires_at" not in record
+
+
+def test_keep_open_actions_removes_the_retention_the_previous_version_gave_open_records(
+    saga: LocalAws, sagactl: Sagactl
+) -> None:
+    """The one-off upgrade step: records open today lose their `expires_at` (read from the
+    `open-actions` index); closed ones keep it; a dry run and a second run change nothing."""
+    run_example(sagactl, saga, "carrier-unavailable")  # ship UNKNOWN, refund COMPLETED
+    ddb = saga.client("dynamodb")
+    table = saga.outputs["LedgerTableName"]
+    refund_key = f"acme#refund#{CARRIER}.refund"
+    expiry = {"N": str(int(saga.clock.now()) + 30 * DAY)}
+    ddb.update_item(  # as the previous version left it: a retention on an open record
+        TableName=table,
+        Key={"action_key": {"S": SHIP_KEY}},
+        UpdateExpression="SET expires_at = :at",
+        ExpressionAttributeValues={":at": expiry},
+    )
+    closed = _ledger(saga, refund_key)
+    assert closed is not None and "expires_at" in closed
+
+    dry = sagactl("keep-open-actions", "--dry-run", "--json").json()
+    assert (dry["open_records"], dry["retention_removed"]) == (1, [SHIP_KEY])
+    ship = _ledger(saga, SHIP_KEY)
+    assert ship is not None and ship["expires_at"] == expiry  # a dry run writes nothing
+
+    kept = sagactl("keep-open-actions")
+    assert kept.code == 0, kept.err
+    assert "1 open action(s); kept 1 that still carried a retention" in kept.out
+    ship = _ledger(saga, SHIP_KEY)
+    assert ship is not None and "expires_at" not in ship
+    assert ship["status"]["S"] == "UNKNOWN" and ship["open_status"]["S"] == "UNKNOWN"
+    assert _ledger(saga, refund_key) == closed  # a closed record keeps its retention
+    again = sagactl("keep-open-actions", "--json").json()
+    assert (again["open_records"], again["retention_removed"]) == (1, [])
