@@ -170,12 +170,7 @@ def _open_action_lines(view: EscalationView, now: float) -> list[str]:
         lines.append(f"  {action['step']:<8} {action['action_key']}")
         record = records.get(action["action_key"])
         if record:
-            lines += record_lines(record, now=now)
-            if record.get("resolution"):
-                resolution = record["resolution"]
-                lines.append(
-                    f"    settled         by {resolution.get('by')} at {resolution.get('at')}"
-                )
+            lines += record_lines(record, now=now)  # with who settled it, when it is
     return lines
 
 

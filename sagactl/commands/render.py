@@ -63,6 +63,9 @@ def record_lines(record: dict[str, Any], indent: str = "    ", *, now: float) ->
     if record.get("error"):
         error = record["error"]
         lines.append(f"{indent}error           {error.get('type')}: {error.get('message')}")
+    resolution = record.get("resolution")
+    if resolution:
+        lines.append(f"{indent}settled         by {resolution.get('by')} at {resolution.get('at')}")
     return lines
 
 
@@ -136,7 +139,11 @@ def _compensation_lines(view: CaseView) -> list[str]:
     lines = [f"  {_compact(item)}" for item in view.compensations]
     for action in view.actions:
         record = action.record
-        if action.step == "release" and record and record.get("status") != "COMPLETED":
+        if (
+            action.step == "release"
+            and record
+            and record.get("status") not in ("COMPLETED", "SETTLED")
+        ):
             lines.append(
                 f"  {record.get('status')} {action.action_key} (unfinished: attempts "
                 f"{record.get('attempts')}/{view.attempt_budget})"

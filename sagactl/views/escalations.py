@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga.cases import CaseOutcome
-from saga.ledger import OPEN_STATUSES
+from saga.ledger import OPEN_STATUSES, LedgerStatus
 from saga.models import CASE_ID_PATTERN, TENANT_ID_PATTERN
 from sagactl.errors import UsageError
 from sagactl.views.case import ActionView
@@ -237,10 +237,13 @@ class EscalationView:
 
     @property
     def compensations(self) -> list[dict[str, Any]]:
+        """The release, as far as one ran (a SETTLED record is a decision, not a release)."""
         return [
             _action_json(action)
             for action in self.actions
-            if action.step not in FORWARD_STEPS and action.record
+            if action.step not in FORWARD_STEPS
+            and action.record
+            and action.record["status"] != LedgerStatus.SETTLED
         ]
 
     @property

@@ -401,7 +401,11 @@ def test_a_case_whose_action_a_live_attempt_holds_is_not_resolved(
 
 @pytest.mark.parametrize(
     ("example", "settled"),
-    [("carrier-unavailable", [SHIP_KEY]), ("shipment-rejected", [])],  # with and without
+    [
+        # the open ship action, and the release that had no record (a SETTLED one now)
+        ("carrier-unavailable", [SHIP_KEY, "acme#release#case-carrier-unavailable.reserve"]),
+        ("shipment-rejected", []),  # every action closed: nothing to settle
+    ],
 )
 def test_two_people_resolving_at_once_record_exactly_one_decision(
     saga: LocalAws, sagactl: Sagactl, example: str, settled: list[str]
