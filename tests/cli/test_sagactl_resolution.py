@@ -98,7 +98,8 @@ def test_after_a_resolution_no_redrive_makes_an_effect_or_a_message(
     faults: dict[str, list[str]],
     before: dict[str, int],
 ) -> None:
-    arn = _stopped(saga, _case(case_id, **faults))
+    case = _case(case_id, **faults)
+    arn = _stopped(saga, case)
     effects = _effects(saga, case_id)
     assert {k: v for k, v in effects.items() if k != "stock"} == before
     assert (
@@ -140,6 +141,13 @@ def test_after_a_resolution_no_redrive_makes_an_effect_or_a_message(
     # Nobody is told of a refused rerun: no message for a decision already made.
     assert [m for m in _queue(saga) if m.get("case_id") == case_id] == []
     assert sagactl("escalations", "--json").json()["escalations"] == []
+
+    # A new execution of the resolved case is a DUPLICATE, as it always was (§8).
+    duplicate = saga.wait_for_execution(saga.start_case(case, name=f"{case_id}-again"))
+    assert duplicate["status"] == "SUCCEEDED"
+    assert json.loads(duplicate["output"])["outcome"] == "DUPLICATE"
+    assert _effects(saga, case_id) == effects
+    assert get_item(saga, "CasesTableName", {"case_id": {"S": case_id}}) == record
 
 
 def test_a_late_delivery_past_its_gate_when_the_case_is_resolved_reserves_nothing(
