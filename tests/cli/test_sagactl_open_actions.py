@@ -16,7 +16,7 @@ import contextlib
 from typing import Any
 
 from saga.identity import Operation, action_request
-from saga.ledger import ActionLedger, Attempt, EffectResult, LedgerPolicy
+from saga.ledger import ActionLedger, Attempt, EffectResult, LedgerPolicy, Reconciliation
 from saga.models import parse_case
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
@@ -43,6 +43,10 @@ def _die() -> EffectResult:
     raise WorkerDied
 
 
+def _no_lookup() -> Reconciliation:
+    raise AssertionError("a released lease is resumed without a lookup")
+
+
 def _abandoned_refund(local: LocalAws) -> None:
     """IssueRefund's attempts all fail before sending (the execution stops FAILED, the refund's
     lease given back); then a late delivery takes the refund over and dies holding it."""
@@ -57,7 +61,7 @@ def _abandoned_refund(local: LocalAws) -> None:
     )
     request = action_request(parse_case(case), Operation.REFUND)
     with contextlib.suppress(WorkerDied):
-        ledger.execute(request, Attempt("late-delivery", 30), effect=_die, reconcile=_die)
+        ledger.execute(request, Attempt("late-delivery", 30), effect=_die, reconcile=_no_lookup)
 
 
 def _ledger(local: LocalAws, key: str) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import saga.handlers.reserve_stock as reserve_module
+from saga.approvals import accept_forward
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from sagactl.operations.escalations import resolve
@@ -160,7 +161,7 @@ def test_a_late_delivery_past_its_gate_when_the_case_is_resolved_reserves_nothin
     arn = _stopped(saga, _case(case_id, reserve=["fail_before_commit"] * DELIVERIES))
     stock = _effects(saga, case_id)["stock"]
     target = local_target_from_outputs(saga.outputs)
-    real_gate = reserve_module.accept_forward
+    real_gate = accept_forward
     resolved: list[str] = []
 
     def gate_then_resolve(*args: Any) -> str:

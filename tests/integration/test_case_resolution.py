@@ -106,9 +106,13 @@ def test_a_delivery_past_its_gate_when_the_case_is_resolved_dispatches_nothing(
 
     accept_forward(env.approvals, case.signed_approval(), env.cases)  # the gate: passes
     settled = _resolve(env, case)  # the person decides while the delivery is between
-    run = {"reserve": env.reserve, "refund": env.issue_refund, "ship": env.create_shipment}[step]
+    runs: dict[str, Callable[[Case], Any]] = {
+        "reserve": env.reserve,
+        "refund": env.issue_refund,
+        "ship": env.create_shipment,
+    }
     with pytest.raises(ActionSettled, match="settled by ops@acme"):
-        run(case)
+        runs[step](case)
 
     keys = case_action_keys(case.tenant_id, case.case_id)
     assert settled == [keys[op] for op in ("reserve", "refund", "ship", "release")]
