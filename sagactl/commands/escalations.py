@@ -108,7 +108,7 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
     if view.resolution:
         lines += _resolution_lines(view.resolution)
     lines += ["", "execution:", *_execution_lines(view.execution)]
-    lines += ["", "confirmed effects (ledger):"]
+    lines += ["", "confirmed effects (the ledger; once its records expired, the execution):"]
     lines += [_summary_line(action) for action in view.confirmed_effects] or ["  none"]
     lines += ["", "compensations (ledger):"]
     lines += [_summary_line(action) for action in view.compensations] or ["  none"]
