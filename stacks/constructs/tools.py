@@ -233,6 +233,7 @@ def environment_values(
         "approval_keys": approval_keys.trusted_keys(),
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
+        "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,
         **{table_field(key): table.table_name for key, table in tables.items()},
     }
 
