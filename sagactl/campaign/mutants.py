@@ -147,10 +147,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "provider.refund(refund, idempotency_key=request.digest)",
     ),
     Mutant(
-        "catch-lambda-unknown",
-        "a refund step that died goes to reconciliation (§4)",
+        "catch-lambda-crash",
+        "a refund step that died goes to reconciliation, whatever Lambda names it (§4)",
         "statemachines/replacement_order.asl.json",
-        '            "States.Timeout",\n            "Lambda.Unknown"\n          ],\n'
+        '            "States.Timeout",\n            "@LambdaCrash"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',
         '            "States.Timeout"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',

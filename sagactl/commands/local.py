@@ -27,6 +27,7 @@ from sagactl.commands.local_common import (
     guarded_local,
 )
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
+from sagactl.local.lambda_errors import CrashNaming
 from sagactl.local.process import (
     is_local_server,
     pid_file,
@@ -109,7 +110,13 @@ def command_up(args: argparse.Namespace) -> int:
             "stop it with `sagactl local down`"
         )
     # The port first: a busy one is reported at once, before seconds of synthesis.
-    server = LocalServer(args.host, args.port, time_scale=args.time_scale, run_schedules=True)
+    server = LocalServer(
+        args.host,
+        args.port,
+        time_scale=args.time_scale,
+        run_schedules=True,
+        crash_errors=args.crash_errors,
+    )
     started = time.perf_counter()
     try:
         server.start()
@@ -269,6 +276,15 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=DEFAULT_TTL_SWEEP_SECONDS,
         help="delete TTL-expired items this often (default %(default)s; 0: only when the "
         "clock is advanced)",
+    )
+    up.add_argument(
+        "--crash-errors",
+        type=CrashNaming,
+        choices=list(CrashNaming),
+        default=None,
+        help="the error a function that died answers: current (Sandbox.Timedout, "
+        "Runtime.ExitError, Runtime.OutOfMemory) or lambda-unknown (none: Lambda.Unknown, what "
+        "Step Functions' guide documents); default: $SAGA_LOCAL_CRASH_ERRORS, else current",
     )
     up.add_argument("--verbose", action="store_true", help="debug logging")
 

@@ -10,7 +10,9 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_definition_validation()`: Create/UpdateStateMachine refuse a definition whose JSONata
   the reference parser (jsonata-js) rejects, as AWS does; ValidateStateMachineDefinition answers;
 - `install_choice_state_assign()`: a Choice state's own Assign applies whatever rule matches;
-- `install_lambda_unknown_mapping()`: a function that died answers Lambda.Unknown, as on AWS;
+- `install_lambda_unknown_mapping()`: an answer without an error type is Lambda.Unknown, as on
+  AWS (a function that died answers its own error type unless the server is started with
+  `crash_errors=CrashNaming.LAMBDA_UNKNOWN`: sagactl.local.lambda_errors);
 - `install_local_clock()`: one movable clock (sagactl/local/clock.py) for the Lambda code and
   moto's Step Functions timestamps;
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
@@ -40,7 +42,7 @@ from sagactl.local.clock import LOCAL_CLOCK, ClockEndpoint, LocalClock, install_
 from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
-from sagactl.local.lambda_errors import install_lambda_unknown_mapping
+from sagactl.local.lambda_errors import CrashNaming, install_lambda_unknown_mapping
 from sagactl.local.lambda_runtime import (
     FAKE_CREDENTIALS,
     RuntimeSettings,
@@ -259,7 +261,8 @@ class LocalServer:
     port=0 picks a free port. The server shares this process's moto backends, so in-process
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
     `run_schedules` fires the scheduled EventBridge rules (off by default: a test's queue
-    should hold only what the test caused).
+    should hold only what the test caused). `crash_errors` names a function that died (default:
+    $SAGA_LOCAL_CRASH_ERRORS, else current names: sagactl.local.lambda_errors).
     """
 
     def __init__(
@@ -270,6 +273,7 @@ class LocalServer:
         region: str = DEFAULT_REGION,
         time_scale: float | None = None,
         run_schedules: bool = False,
+        crash_errors: CrashNaming | None = None,
     ) -> None:
         if not host.startswith("127.") and host not in ("localhost", "::1"):
             raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
@@ -277,6 +281,7 @@ class LocalServer:
         self.requested_port = port
         self.region = region
         self.time_scale = time_scale
+        self.crash_errors = crash_errors
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -327,7 +332,7 @@ class LocalServer:
         self._previous = (os.environ.get("MOTO_PORT"), current_runtime())
         # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
-        configure_runtime(self.endpoint, self.region)
+        configure_runtime(self.endpoint, self.region, self.crash_errors)
         if self.scheduler is not None:
             self.scheduler.start()
         logger.info("local AWS listening on %s", self.endpoint)
