@@ -18,6 +18,8 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
   (`delete_expired_items_now()` sweeps on demand);
 - `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
+- `install_dynamodb_validation()`: DynamoDB's request validation for the operations the code
+  uses (unused expression values and names, keys, enums...: sagactl.local.dynamodb_validation);
 - `install_execution_name_validation()`: StartExecution refuses names Step Functions refuses;
 - `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
@@ -40,6 +42,7 @@ from typing import Any
 from sagactl.local.choice_assign import install_choice_state_assign
 from sagactl.local.clock import LOCAL_CLOCK, ClockEndpoint, LocalClock, install_local_clock
 from sagactl.local.definition_validation import install_definition_validation
+from sagactl.local.dynamodb_validation import install_dynamodb_validation
 from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
 from sagactl.local.lambda_errors import CrashNaming, install_lambda_unknown_mapping
@@ -76,6 +79,7 @@ __all__ = [
     "delete_expired_items_now",
     "enable_step_functions_execution",
     "install_dynamodb_atomicity",
+    "install_dynamodb_validation",
     "install_hooks",
     "install_inprocess_lambda",
     "install_jsonata_evaluator",
@@ -224,6 +228,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_local_clock()
     install_ttl_deletion()
     install_transaction_tokens()
+    install_dynamodb_validation()  # after the token contract: a refused request binds no token
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
     install_execution_name_validation()
