@@ -197,6 +197,15 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if old.get("digest") != digest:',
         "        if False:",
     ),
+    Mutant(
+        "unused-expression-value",
+        "a claim is a request DynamoDB accepts: no expression value its condition does not use "
+        "(§7: moto alone accepts one on PutItem)",
+        "lambdas/saga/ledger/items.py",
+        '        return {"ConditionExpression": CLAIM_CONDITION}',
+        '        return {"ConditionExpression": CLAIM_CONDITION, '
+        '"ExpressionAttributeValues": {":new": {"S": "IN_PROGRESS"}}}',
+    ),
 )
 
 
