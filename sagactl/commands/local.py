@@ -14,8 +14,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sagactl.commands.common import add_command
 from sagactl.commands.demo import register_demo
@@ -26,8 +27,13 @@ from sagactl.commands.local_common import (
     deleted_text,
     guarded_local,
 )
-from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
-from sagactl.local.lambda_errors import CrashNaming
+from sagactl.local.emulator import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    sweep_ttl_until,
+    time_scale_from_env,
+)
+from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env
 from sagactl.local.process import (
     is_local_server,
     pid_file,
@@ -46,6 +52,7 @@ DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
+T = TypeVar("T")
 
 
 def export_lines(environment: dict[str, str]) -> list[str]:
@@ -98,6 +105,16 @@ def _display_path(path: Path) -> str:
         return str(path)
 
 
+def _or_from_env(given: T | None, from_env: Callable[[], T]) -> T:
+    """The option's value, else its environment variable's, which must be valid."""
+    if given is not None:
+        return given
+    try:
+        return from_env()
+    except ValueError as exc:
+        raise LocalCommandError(str(exc)) from None
+
+
 def command_up(args: argparse.Namespace) -> int:
     from sagactl.local.emulator import LocalServer
 
@@ -113,9 +130,9 @@ def command_up(args: argparse.Namespace) -> int:
     server = LocalServer(
         args.host,
         args.port,
-        time_scale=args.time_scale,
+        time_scale=_or_from_env(args.time_scale, time_scale_from_env),
         run_schedules=True,
-        crash_errors=args.crash_errors,
+        crash_errors=_or_from_env(args.crash_errors, crash_naming_from_env),
     )
     started = time.perf_counter()
     try:

@@ -185,7 +185,7 @@ class _ScaledRetryClock:
 _retry_clock = _ScaledRetryClock()
 
 
-def _time_scale_from_env() -> float:
+def time_scale_from_env() -> float:
     raw = os.environ.get(TIME_SCALE_ENV, "1")
     try:
         scale = float(raw)
@@ -204,7 +204,7 @@ def set_retry_time_scale(scale: float | None = None) -> None:
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
     if scale is None:
-        scale = _time_scale_from_env()
+        scale = time_scale_from_env()
     if scale < 0:
         raise ValueError(f"retry time scale must be >= 0, got {scale}")
     _retry_clock.scale = scale

@@ -103,3 +103,22 @@ def test_local_up_passes_crash_errors_to_the_local_aws(
     assert parse(["local", "up"]).crash_errors is None  # then $SAGA_LOCAL_CRASH_ERRORS decides
     with pytest.raises(SystemExit):
         parse(["local", "up", "--crash-errors", "unknown"])
+
+
+@pytest.mark.parametrize(
+    ("variable", "message"),
+    [
+        (CRASH_ERRORS_ENV, "SAGA_LOCAL_CRASH_ERRORS must be one of current, lambda-unknown"),
+        ("SAGA_LOCAL_TIME_SCALE", "SAGA_LOCAL_TIME_SCALE must be a number >= 0"),
+    ],
+)
+def test_local_up_refuses_a_bad_environment_variable_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, variable: str, message: str
+) -> None:
+    started: list[bool] = []
+    monkeypatch.setattr(sagactl.local.emulator, "LocalServer", lambda *a, **k: started.append(True))
+    monkeypatch.setenv(variable, "bad")
+    args = build_parser().parse_args(["local", "--state-dir", str(tmp_path), "up"])
+    with pytest.raises(LocalCommandError, match=message):
+        command_up(args)
+    assert started == []  # nothing was started
