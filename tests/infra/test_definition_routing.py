@@ -8,16 +8,19 @@ scenario would show, checked on every state at once.
 - the compensation has no Catch for those: retries, then FAILED at that task (redrivable);
 - every Catch and Retry handles the names of a function that died all alike, or none of them;
 - every Lambda task retries the invoke-level faults AWS recommends retrying;
-- a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward.
+- a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward;
+- the shipment ends the execution with the case's outcome (written with it).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
+from saga.errors import DUPLICATE_OF_EXECUTION
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 from stacks.workflow_policy import is_lambda_task, iter_states
 from tests.infra.synth import Synthesized
@@ -105,13 +108,52 @@ def test_every_lambda_task_retries_the_invoke_level_faults(
 def test_a_duplicate_execution_ends_succeeded_before_any_effect(
     states: dict[str, dict[str, Any]],
 ) -> None:
-    assert states["ValidateCase"]["Next"] == "NewOrDuplicate"
-    choice = states["NewOrDuplicate"]
-    assert choice["Choices"] == [{"Condition": "{% $duplicate %}", "Next": "DuplicateCase"}]
-    assert choice["Default"] == "ReserveStock"
-    duplicate = states["DuplicateCase"]
-    assert duplicate["Type"] == "Succeed"
-    assert "'outcome': 'DUPLICATE'" in duplicate["Output"]
+    """DuplicateExecution is caught from ValidateCase to a Succeed state (the happy path enters
+    no state for it), never retried, and nothing but ValidateCase raises it."""
+    validate = states["ValidateCase"]
+    assert validate["Next"] == "ReserveStock"
+    (caught,) = [c for c in validate["Catch"] if "DuplicateExecution" in c["ErrorEquals"]]
+    assert (caught["ErrorEquals"], caught["Next"]) == (["DuplicateExecution"], "DuplicateCase")
+    assert "'outcome': 'DUPLICATE'" in caught["Output"]
+    assert f"'{DUPLICATE_OF_EXECUTION}'" in caught["Output"]
+    assert states["DuplicateCase"] == {"Type": "Succeed", "Comment": ANY}
+    for name, state in states.items():
+        retried = {e for retrier in state.get("Retry", []) for e in retrier["ErrorEquals"]}
+        assert "DuplicateExecution" not in retried, name
+        if name != "ValidateCase":
+            assert all("DuplicateExecution" not in c["ErrorEquals"] for c in state.get("Catch", []))
+
+
+def test_the_shipment_ends_the_execution_with_the_case_outcome(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """The case record's COMPLETED is written with the shipment (docs/design.md §5.4), so the
+    last step ends the execution with the §8 output; RecordOutcome remains for the paths that
+    escalate, compensate or reconcile. A case record that refuses it ends the execution FAILED
+    there (CaseRecordRefused is neither retried nor caught)."""
+    ship = states["CreateShipment"]
+    assert ship.get("End") is True and "Next" not in ship and "Assign" not in ship
+    assert ship["Output"].startswith("{% {'case_id': $case.case_id, 'outcome': 'COMPLETED', ")
+    handled = {
+        error for handler in (*ship["Retry"], *ship["Catch"]) for error in handler["ErrorEquals"]
+    }
+    assert not handled & {"CaseRecordRefused", "States.ALL", "States.TaskFailed"}
+    into_record_outcome = sorted(
+        {
+            name
+            for name, state in states.items()
+            for target in _targets(state)
+            if target == "RecordOutcome"
+        }
+    )
+    assert into_record_outcome == ["AfterReconcile", "Escalate"]
+
+
+def _targets(state: dict[str, Any]) -> list[str]:
+    found = [state.get("Next"), state.get("Default")]
+    found += [rule.get("Next") for rule in state.get("Choices", [])]
+    found += [catcher.get("Next") for catcher in state.get("Catch", [])]
+    return [target for target in found if target]
 
 
 def test_a_rejection_while_reconciling_releases_only_this_cases_reservation(

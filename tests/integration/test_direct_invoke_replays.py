@@ -14,7 +14,12 @@ import pytest
 
 from saga import clock
 from saga.approvals import format_instant
-from saga.errors import ApprovalInvalid, AuthorizationDenied, ReservationNotHeld
+from saga.errors import (
+    ApprovalInvalid,
+    AuthorizationDenied,
+    DuplicateExecution,
+    ReservationNotHeld,
+)
 from saga.handlers import (
     create_shipment,
     issue_refund,
@@ -178,14 +183,13 @@ def test_an_accepted_case_validated_again_after_its_deadline_goes_on(
     case = _signed_with_deadline("case-ontime")
     local_clock(0)
     first = _validate(case, EXECUTION, started=None)
-    assert not first.get("duplicate")
+    assert first["case"]["case_id"] == "case-ontime"
 
     local_clock(3 * 86400)
     again = _validate(case, EXECUTION, started=None)
-    assert not again.get("duplicate")
-    duplicate = _validate(case, OTHER_EXECUTION, started=None)
-    assert duplicate["duplicate"] is True
-    assert duplicate["original_execution_arn"] == EXECUTION
+    assert again == first
+    with pytest.raises(DuplicateExecution, match=f"duplicate of execution {EXECUTION} "):
+        _validate(case, OTHER_EXECUTION, started=None)
 
     record = env.case_record("case-ontime")
     assert record is not None

@@ -59,9 +59,24 @@ def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -
 
 
 def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
+    """The case record says COMPLETED with the shipment: nothing to release."""
     case = make_case()
     env.reserve(case)
     env.create_shipment(case)
+    with pytest.raises(ReservationNotHeld, match="the case is COMPLETED"):
+        env.release(case)
+    assert env.available("SKU-RED-MUG") == 99
+
+
+def test_release_after_a_shipment_reconciliation_found_is_refused(env: ToolsEnv) -> None:
+    """A shipment reconciliation found is COMPLETED in the ledger while the case record is under
+    way until RecordOutcome: the ledger's record keeps the stock reserved."""
+    case = make_case(faults={"shipment": ["lose_response"]})
+    env.reserve(case)
+    with pytest.raises(OutcomeUnknown):
+        env.create_shipment(case)
+    assert env.reconcile(case, "ship").decision == "RESUME"
+    assert env.case_record(case.case_id)["outcome"] == "IN_PROGRESS"  # type: ignore[index]
     with pytest.raises(ReservationNotHeld, match="shipment action is COMPLETED"):
         env.release(case)
     assert env.available("SKU-RED-MUG") == 99

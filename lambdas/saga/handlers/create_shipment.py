@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_forward
@@ -25,12 +26,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(CreateShipmentEnvironment)
-    accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())
+    cases = runtime.cases()
+    accept_forward(runtime.approvals, case.signed_approval(), cases)
     result = create_shipment(
         case,
         Attempt.of_delivery(payload.attempt, context),
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
         carrier=runtime.carrier(case),
+        cases=cases,
     )
+    # The case record says COMPLETED with the shipment: the saga's business outcome, counted
+    # where it is written (RecordOutcome counts the cases it records).
+    metrics.add_metric(name="CasesCompleted", unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")

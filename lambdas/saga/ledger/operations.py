@@ -51,6 +51,7 @@ from saga.ledger.records import (
     OPEN_STATUSES,
     ActionOutcome,
     Attempt,
+    CompanionWrite,
     EffectResult,
     LedgerPolicy,
     LedgerRecord,
@@ -116,6 +117,7 @@ class ActionLedger:
         effect: Callable[[], EffectResult],
         reconcile: Callable[[], Reconciliation],
         reattempt_window_seconds: float | None = None,
+        companion: CompanionWrite | None = None,
     ) -> ActionOutcome:
         """Run `effect` at most once for the action, or replay / reject per docs/design.md §3.
 
@@ -132,6 +134,12 @@ class ActionLedger:
         No record is proof of no earlier delivery only while none can have expired: in an
         execution older than the retention, a fresh claim is looked up first as well. With the
         budget spent, the action is only looked up (never dispatched): found -> COMPLETED.
+
+        `companion`: another table's write that says what the completion means there (the case
+        record's COMPLETED, §3.11): written in one transaction with the COMPLETED record this
+        delivery writes, after the record when the outcome was recorded before (a replay), and
+        never before it; its failed condition is raised as its `refused` error once the record
+        is written.
         """
         return self._external.execute(
             request,
@@ -139,6 +147,7 @@ class ActionLedger:
             effect=effect,
             reconcile=reconcile,
             reattempt_window_seconds=reattempt_window_seconds,
+            companion=companion,
         )
 
     def execute_transaction(

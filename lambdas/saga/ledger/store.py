@@ -19,14 +19,18 @@ that could not be recorded is OutcomeUnknown.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.dynamodb import (
+    TRANSACTION_CANCELLED,
     TransactWriteItem,
+    cancellation_reasons,
     client_request_token,
     condition_failed_item,
+    error_code,
+    from_item,
     is_condition_failure,
     number,
     to_attr,
@@ -39,6 +43,7 @@ from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
     CLOSED_STATUSES,
     Attempt,
+    CompanionWrite,
     Found,
     LedgerPolicy,
     LedgerRecord,
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 _OWNED = "#owner = :me AND #status = :in_progress"
+_CONDITION_CHECK = "ConditionalCheckFailed"  # a transaction item's cancellation reason
 # Appended to the SET of every update that leaves a record open (§3.7).
 _OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
 
@@ -60,6 +66,16 @@ class LeaseLost(Exception):
     def __init__(self, message: str, current: LedgerRecord | None) -> None:
         super().__init__(message)
         self.current = current
+
+
+class NotCommitted(Exception):
+    """A transaction with a companion write wrote nothing, though this delivery still owns the
+    record: the companion's condition failed (`item`: that table's item as it is) or DynamoDB
+    cancelled it for another reason (a conflict, throttling: `item` None)."""
+
+    def __init__(self, item: dict[str, Any] | None) -> None:
+        super().__init__("the transaction was cancelled; nothing was written")
+        self.item = item
 
 
 class LedgerStore:
@@ -228,7 +244,111 @@ class LedgerStore:
         LeaseLost when another delivery owns the record, OutcomeUnknown when the write failed
         otherwise (the record stays open; a later delivery takes it over and reconciles).
         """
+        update = self._outcome_update(
+            request,
+            attempt,
+            status,
+            self.clock(),
+            result=result,
+            downstream_ref=downstream_ref,
+            error=error,
+            dispatched_at=dispatched_at,
+        )
+        try:
+            response = self.client.update_item(
+                **update,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise _unrecorded(request, status, exc) from exc
+            current = _record_or_none(condition_failed_item(exc))
+            if current and current.owner == attempt.attempt_id and current.status is status:
+                return current  # our own write, retried by the SDK after a lost response
+            raise _lease_lost(request, attempt, status, current) from exc
+        except BotoCoreError as exc:
+            raise _unrecorded(request, status, exc) from exc
+        return LedgerRecord.from_item(response["Attributes"])
+
+    def complete_with(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        companion: CompanionWrite,
+        *,
+        result: dict[str, Any],
+        downstream_ref: str | None,
+    ) -> float:
+        """COMPLETED (as `finish` writes it) and the companion's update in ONE TransactWriteItems
+        (docs/design.md §3.11); the time written. Raises LeaseLost when another delivery owns the
+        record (nothing written), NotCommitted when the transaction wrote nothing for another
+        reason (the companion's condition: its `item` is that table's item; a conflict or
+        throttling: None), OutcomeUnknown when DynamoDB did not answer (committed or not)."""
         now = self.clock()
+        update = self._outcome_update(
+            request,
+            attempt,
+            LedgerStatus.COMPLETED,
+            now,
+            result=result,
+            downstream_ref=downstream_ref,
+        )
+        completion = cast(
+            "TransactWriteItem",
+            {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+        )
+        try:
+            self.transact([completion, companion.update])
+        except ClientError as exc:
+            if error_code(exc) != TRANSACTION_CANCELLED:
+                raise _unrecorded(request, LedgerStatus.COMPLETED, exc) from exc
+            reasons = [*cancellation_reasons(exc), {}, {}]
+            if reasons[0].get("Code") == _CONDITION_CHECK:
+                current = _record_or_none(reasons[0].get("Item"))
+                raise _lease_lost(request, attempt, LedgerStatus.COMPLETED, current) from exc
+            refused = reasons[1].get("Code") == _CONDITION_CHECK
+            raise NotCommitted(
+                from_item(reasons[1].get("Item") or {}) if refused else None
+            ) from exc
+        except BotoCoreError as exc:
+            raise _unrecorded(request, LedgerStatus.COMPLETED, exc) from exc
+        return now
+
+    def write_companion(self, companion: CompanionWrite) -> None:
+        """The companion's update alone (after the COMPLETED record): raises its `refused` error
+        when its condition fails, TransientError when the table did not answer (the record is
+        written: a repeat replays it and writes this again)."""
+        update = dict(companion.update["Update"])
+        table = update.pop("TableName")
+        try:
+            self.client.update_item(TableName=table, **update)  # type: ignore[arg-type]
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                old = condition_failed_item(exc)
+                raise companion.refused(from_item(old) if old else None) from exc
+            raise TransientError(
+                f"write to {table} after the action completed failed: {exc}"
+            ) from exc
+        except BotoCoreError as exc:
+            raise TransientError(
+                f"write to {table} after the action completed failed: {exc}"
+            ) from exc
+
+    def _outcome_update(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        status: LedgerStatus,
+        now: float,
+        *,
+        result: dict[str, Any] | None = None,
+        downstream_ref: str | None = None,
+        error: dict[str, str] | None = None,
+        dispatched_at: float | None = None,
+    ) -> dict[str, Any]:
+        """The UpdateItem of an outcome (its table, key, expressions), conditional on this
+        attempt owning the IN_PROGRESS record; a closed outcome carries the retention (§3.7)."""
         values: dict[str, Any] = {
             ":me": {"S": attempt.attempt_id},
             ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
@@ -261,33 +381,14 @@ class LedgerStore:
             values[":error"] = to_attr(error or {})
             sets += ["#error = :error", "open_status = :status", "lease_expires_at = :now"]
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key={"action_key": {"S": request.key}},
-                UpdateExpression=expression,
-                ConditionExpression=_OWNED,
-                ExpressionAttributeNames=names(expression, _OWNED),
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise _unrecorded(request, status, exc) from exc
-            current = _record_or_none(condition_failed_item(exc))
-            if current and current.owner == attempt.attempt_id and current.status is status:
-                return current  # our own write, retried by the SDK after a lost response
-            raise LeaseLost(
-                f"lease lost on {request.key}: now "
-                f"{current.status.value if current else 'gone'}, owner "
-                f"{current.owner if current else None}; the {status.value} outcome of attempt "
-                f"{attempt.attempt_id} was not recorded and is left to reconciliation",
-                current,
-            ) from exc
-        except BotoCoreError as exc:
-            raise _unrecorded(request, status, exc) from exc
-        return LedgerRecord.from_item(response["Attributes"])
+        return {
+            "TableName": self.table_name,
+            "Key": {"action_key": {"S": request.key}},
+            "UpdateExpression": expression,
+            "ConditionExpression": _OWNED,
+            "ExpressionAttributeNames": names(expression, _OWNED),
+            "ExpressionAttributeValues": values,
+        }
 
     def release(self, request: ActionRequest, attempt: Attempt) -> LedgerEvent:
         """Give the lease up after a TransientError: this delivery sent nothing.
@@ -436,6 +537,18 @@ class LedgerStore:
 
 def _record_or_none(item: Any) -> LedgerRecord | None:
     return LedgerRecord.from_item(item) if item else None
+
+
+def _lease_lost(
+    request: ActionRequest, attempt: Attempt, status: LedgerStatus, current: LedgerRecord | None
+) -> LeaseLost:
+    return LeaseLost(
+        f"lease lost on {request.key}: now "
+        f"{current.status.value if current else 'gone'}, owner "
+        f"{current.owner if current else None}; the {status.value} outcome of attempt "
+        f"{attempt.attempt_id} was not recorded and is left to reconciliation",
+        current,
+    )
 
 
 def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) -> OutcomeUnknown:

@@ -14,7 +14,7 @@ from typing import Any
 from saga import clock as saga_clock
 from saga.approvals import ApprovalVerifier, accept_new_case
 from saga.cases import CaseRecords, OwningExecution
-from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.errors import ApprovalInvalid, AuthorizationDenied, DuplicateExecution
 from saga.identity import Operation, action_request
 from saga.models import (
     ActionRef,
@@ -62,8 +62,8 @@ def validate_case(
     execution: OwningExecution,
     approvals: ApprovalVerifier,
 ) -> ValidateResult:
-    """The validated case; `duplicate` when another execution already owns this case (its own
-    retries and redrives pass: the case record binds the owning execution)."""
+    """The validated case; DuplicateExecution when another execution already owns this case
+    (its own retries and redrives pass: the case record binds the owning execution)."""
 
     def verify_signature(case: Case) -> None:
         try:
@@ -81,12 +81,8 @@ def validate_case(
     owner = cases.create(case, digest, execution)
     if owner == execution:
         return ValidateResult(case=case.to_json(), actions=case_actions(case))
-    return ValidateResult(
-        case=case.to_json(),
-        actions=case_actions(case),
-        duplicate=True,
-        original_execution_arn=owner.arn if owner is not None else None,
-    )
+    # Nothing is dispatched: the workflow ends SUCCEEDED with the DUPLICATE outcome (§5.4).
+    raise DuplicateExecution.of(case.case_id, owner.arn if owner is not None else None)
 
 
 def case_actions(case: Case) -> CaseActions:
