@@ -9,7 +9,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.approvals import accept_forward
 from saga.coldstart import resumed_collection
+from saga.errors import CaseRecordRefused
 from saga.ledger import Attempt
+from saga.metric_names import CASE_RECORD_REFUSED
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import CreateShipmentEnvironment
@@ -28,14 +30,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     runtime = Runtime.from_env(CreateShipmentEnvironment)
     cases = runtime.cases()
     accept_forward(runtime.approvals, case.signed_approval(), cases)
-    result = create_shipment(
-        case,
-        Attempt.of_delivery(payload.attempt, context),
-        execution_arn=payload.attempt.execution,
-        ledger=runtime.ledger(),
-        carrier=runtime.carrier(case),
-        cases=cases,
-    )
+    try:
+        result = create_shipment(
+            case,
+            Attempt.of_delivery(payload.attempt, context),
+            execution_arn=payload.attempt.execution,
+            ledger=runtime.ledger(),
+            carrier=runtime.carrier(case),
+            cases=cases,
+        )
+    except CaseRecordRefused:
+        # The shipment is recorded in the ledger, not in the case record: counted and alarmed
+        # on, since the delivery's task may no longer be there to fail (an aborted or timed-out
+        # execution, docs/design.md §5.4).
+        metrics.add_metric(name=CASE_RECORD_REFUSED, unit=MetricUnit.Count, value=1)
+        raise
     # The case record says COMPLETED with the shipment: the saga's business outcome, counted
     # where it is written (RecordOutcome counts the cases it records).
     metrics.add_metric(name="CasesCompleted", unit=MetricUnit.Count, value=1)

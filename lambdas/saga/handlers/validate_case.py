@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from saga.cases import OwningExecution
 from saga.coldstart import resumed_collection
 from saga.errors import DuplicateExecution
+from saga.metric_names import CASES_DUPLICATE
 from saga.models import ValidatePayload, parse_model
 from saga.observability import logger, metrics
 from saga.settings import ValidateCaseEnvironment
@@ -36,7 +37,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         # function error still counts in Lambda's Errors metric: this count is what the
         # dashboard takes out of it, and this line says so in the log next to the runtime's
         # error record.
-        metrics.add_metric(name="CasesDuplicate", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=CASES_DUPLICATE, unit=MetricUnit.Count, value=1)
         logger.info("duplicate execution: nothing done", extra={"duplicate": duplicate.message})
         raise
     metrics.add_metric(name="CasesAccepted", unit=MetricUnit.Count, value=1)

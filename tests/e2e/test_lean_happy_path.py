@@ -1,0 +1,171 @@
+"""The lean happy path through the real state machine (docs/design.md §1, §4, §5.4): a duplicate
+is a Catch of ValidateCase's typed error, the case record says COMPLETED with the shipment, a
+case record that refuses it ends the execution FAILED and reported with the shipment recorded,
+and a forward step whose answer is lost is reconciled from what its Catch kept."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from saga.cases import CaseRecords
+from saga.identity import Operation, case_action_keys
+from saga.inventory import InventoryTables
+from saga.ledger import ActionLedger, LedgerPolicy, Resolution
+from saga.sandbox.carrier import SandboxCarrierService
+from sagactl.local.approval_keys import sign_locally
+from sagactl.local.environment import LocalAws
+from sagactl.local.lambda_runtime import SimulatedCrash
+from stacks.lambda_errors import Death
+from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
+
+DECIDED = Resolution(by="ops@acme", decision="replacement sent by hand", at="2026-12-02T10:00:00Z")
+
+
+def case_named(case_id: str, **faults: list[str]) -> dict[str, Any]:
+    case = copy.deepcopy(load_example("happy-path"))
+    case["case_id"] = case_id
+    if faults:
+        case["sandbox"] = {"faults": faults}
+    return sign_locally(case)
+
+
+def test_a_case_recorded_before_records_named_their_execution_is_a_duplicate_of_none(
+    local_aws: LocalAws,
+) -> None:
+    """The Catch's Output reads the owner from DuplicateExecution's message; a record from
+    before executions were bound names none, and the output says so (null), as §8 allows."""
+    case = case_named("case-legacy-record")
+    local_aws.client("dynamodb").put_item(
+        TableName=local_aws.outputs["CasesTableName"],
+        Item={
+            "case_id": {"S": case["case_id"]},
+            "tenant_id": {"S": case["tenant_id"]},
+            "digest": {"S": case["approval"]["digest"]},
+            "outcome": {"S": "COMPLETED"},
+        },
+    )
+    saga = Saga(local_aws, case)
+
+    assert (saga.status, saga.path) == ("SUCCEEDED", ["ValidateCase", "DuplicateCase"])
+    assert saga.output == {
+        "case_id": "case-legacy-record",
+        "outcome": "DUPLICATE",
+        "original_execution_arn": None,
+    }
+    [failed] = saga.events("TaskFailed")  # what Lambda and the history show: a typed error
+    assert failed["taskFailedEventDetails"]["error"] == "DuplicateExecution"
+    assert saga.count_effects("PaymentsTableName") == 0
+    assert saga.escalations() == []
+
+
+def test_a_case_resolved_while_its_shipment_is_made_fails_there_with_the_shipment_recorded(
+    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The carrier made the parcel; before the delivery records it, a person's decision lands
+    on the case (a resolver whose clock ran past the delivery's lease: what sagactl writes).
+    The shipment's ledger record still says COMPLETED; the case record keeps the decision; the
+    execution ends FAILED at CreateShipment with CaseRecordRefused, neither retried nor caught,
+    and the failed-execution rule queues a message for a person."""
+    case = case_named("case-resolved-mid-shipment")
+    create = SandboxCarrierService.create_shipment
+    fired: list[str] = []
+
+    def create_then_resolved(self: SandboxCarrierService, **kwargs: Any) -> dict[str, Any]:
+        receipt = create(self, **kwargs)
+        if not fired:
+            fired.append(kwargs["business_ref"])
+            local_aws.clock.advance(120)  # the delivery's lease has run out by now
+            _resolve(local_aws, case)
+        return receipt
+
+    monkeypatch.setattr(SandboxCarrierService, "create_shipment", create_then_resolved)
+    saga = Saga(local_aws, case)
+
+    assert fired, "the shipment was never made"
+    assert (saga.status, saga.path) == ("FAILED", HAPPY_PATH)
+    [failed] = [e["taskFailedEventDetails"] for e in saga.events("TaskFailed")]
+    assert failed["error"] == "CaseRecordRefused"
+    assert "recorded COMPLETED in the ledger" in failed["cause"]
+    assert "resolved by ops@acme" in failed["cause"]
+    assert DECIDED.decision not in failed["cause"]
+    assert saga.count_effects("ShipmentsTableName") == 1
+    ship = saga.ledger(Operation.SHIP)
+    assert ship is not None and ship["status"]["S"] == "COMPLETED"
+    assert ship["resolution"]["M"]["by"]["S"] == "ops@acme"
+    assert saga.case_outcome() == "IN_PROGRESS"  # the automation's record, and the decision
+    [message] = saga.escalations()
+    assert (message["kind"], message["error"]) == ("EXECUTION_NOT_SUCCEEDED", "CaseRecordRefused")
+
+
+@pytest.mark.parametrize("step", ["reserve", "ship"])
+def test_a_forward_step_that_dies_after_its_effect_is_reconciled_from_what_its_catch_kept(
+    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """The function dies after its effect committed (a timeout): the Catch keeps `$reconciling`
+    and everything before it, ReconcileStep finds the effect, and the case completes; after
+    the shipment, RecordOutcome writes the case record the dead delivery could not."""
+    died: list[str] = []
+    if step == "reserve":
+        commit = InventoryTables.commit
+
+        def reserve_then_die(self: InventoryTables, write: Any) -> Any:
+            result = commit(self, write)  # the ledger record, the stock and the reservation
+            if not died:
+                died.append(step)
+                local_aws.clock.advance(120)
+                raise SimulatedCrash("after the reservation committed", Death.TIMED_OUT)
+            return result
+
+        monkeypatch.setattr(InventoryTables, "commit", reserve_then_die)
+    else:
+        create = SandboxCarrierService.create_shipment
+
+        def ship_then_die(self: SandboxCarrierService, **kwargs: Any) -> dict[str, Any]:
+            receipt = create(self, **kwargs)
+            if not died:
+                died.append(step)
+                local_aws.clock.advance(120)
+                raise SimulatedCrash("after the carrier made the parcel", Death.TIMED_OUT)
+            return receipt
+
+        monkeypatch.setattr(SandboxCarrierService, "create_shipment", ship_then_die)
+
+    saga = Saga(local_aws, case_named(f"case-died-at-{step}"))
+
+    assert died == [step]
+    assert (saga.status, saga.output["outcome"]) == ("SUCCEEDED", "COMPLETED")
+    reconcile = saga.task_payloads("ReconcileStep")
+    assert [payload["step"] for payload in reconcile] == [step]
+    # the reservation committed with its ledger record (replayed from it); the parcel was found
+    # at the carrier by its business reference (reconciled)
+    flag = "replayed" if step == "reserve" else "reconciled"
+    assert saga.output["steps"][step][flag] is True
+    assert set(saga.output["steps"]) == {"reserve", "refund", "ship"}
+    if step == "ship":
+        assert saga.path[-3:] == ["ReconcileStep", "AfterReconcile", "RecordOutcome"]
+    else:
+        assert saga.path[-1] == "CreateShipment"
+    assert saga.case_outcome() == "COMPLETED"
+    assert (
+        saga.count_effects("PaymentsTableName"),
+        saga.count_effects("ShipmentsTableName"),
+    ) == (1, 1)
+
+
+def _resolve(local: LocalAws, case: dict[str, Any]) -> None:
+    """A person's decision as `sagactl escalations resolve` writes it: the case record's
+    resolution and the settlement of every open action, in one transaction."""
+    client = local.client("dynamodb")
+    cases = CaseRecords(client, local.outputs["CasesTableName"], clock=local.clock.now)
+    ledger = ActionLedger(
+        local.outputs["LedgerTableName"], client, LedgerPolicy(), clock=local.clock.now
+    )
+    record = cases.get(case["case_id"])
+    assert record is not None
+    writes = ledger.settle_case_writes(
+        case_action_keys(case["tenant_id"], case["case_id"]), DECIDED, case_id=case["case_id"]
+    )
+    cases.resolve(record, DECIDED.to_record(), settle=[write for _, write in writes])
