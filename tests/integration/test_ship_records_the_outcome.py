@@ -254,13 +254,11 @@ def _cancel_next_transaction(
     def transact(self: LedgerStore, items: Any) -> None:
         if not cancelled:
             cancelled.append(1)
-            raise ClientError(
-                {
-                    "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
-                    "CancellationReasons": reasons,
-                },
-                "TransactWriteItems",
-            )
+            response: Any = {
+                "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+                "CancellationReasons": reasons,
+            }
+            raise ClientError(response, "TransactWriteItems")
         original(self, items)
 
     monkeypatch.setattr(LedgerStore, "transact", transact)
