@@ -227,6 +227,8 @@ class CaseRecordReader(Protocol):
 
 
 RECORDED = "case-record"  # accepted on the case record, not on a signature
+# accept_forward for the step whose completion completed the case: only a replay may be answered
+REPLAY_ONLY = "case-completed"
 
 
 def accept_new_case(
@@ -239,13 +241,22 @@ def accept_new_case(
 
 
 def accept_forward(
-    verifier: ApprovalVerifier, approval: SignedApproval, records: CaseRecordReader
+    verifier: ApprovalVerifier,
+    approval: SignedApproval,
+    records: CaseRecordReader,
+    *,
+    completes_case: bool = False,
 ) -> str:
     """ReserveStock, IssueRefund, CreateShipment: current or retired keys; no deadline; and a
     case record of exactly this case still under way. A signature is public and outlives the
     case: without the record, a direct invoke could carry out an approval ValidateCase never
     accepted (its start deadline passed) or replay a finished case once its ledger records
-    expired (a second refund)."""
+    expired (a second refund).
+
+    `completes_case`: the step whose completion writes the case record's COMPLETED
+    (CreateShipment, docs/design.md §3.11). A delivery of it that finds the record COMPLETED
+    (its own answer was lost, a redrive) gets REPLAY_ONLY: it may answer the recorded outcome,
+    never dispatch. Returns the key's ARN, or REPLAY_ONLY."""
     key_arn = verifier.verify(approval, accept_retired=True)
     from saga.cases import CaseOutcome, resolved_text  # saga.cases imports this module
 
@@ -256,6 +267,13 @@ def accept_forward(
         # against a delivery that read the record just before the decision is the ledger,
         # where the resolution settled every action of the case in the same transaction.
         raise ActionSettled(resolved_text(approval.case_id, resolution))
+    if (
+        completes_case
+        and _records_this_case(record, approval)
+        and record is not None
+        and record.get("outcome") == CaseOutcome.COMPLETED.value
+    ):
+        return REPLAY_ONLY
     if not (
         _records_this_case(record, approval)
         and record is not None

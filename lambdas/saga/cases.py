@@ -240,7 +240,7 @@ class CaseRecords:
 
     def completed_update(self, case: Case, digest: str, execution_arn: str) -> TransactWriteItem:
         """The case record's COMPLETED as one TransactWriteItems `Update`, written with the last
-        effect's ledger completion (docs/design.md §5.4): only on this case's record (its
+        effect's ledger completion (docs/design.md §3.11): only on this case's record (its
         digest), owned by `execution_arn`, under way or COMPLETED already (a repeat), and not
         resolved. `completion_refused` says what its failed condition means."""
         update: dict[str, Any] = {

@@ -64,7 +64,7 @@ DUPLICATE_OF_EXECUTION = "a duplicate of execution "
 
 
 class DuplicateExecution(SagaError):
-    """A new execution of a case another execution owns (docs/design.md §5.4): ValidateCase
+    """A new execution of a case another execution owns (docs/design.md §4.1): ValidateCase
     raises it before anything is dispatched, and the workflow catches it to the DuplicateCase
     Succeed state, whose output names the owner: so the happy path pays no state for it. Never
     retried. The message carries the owner's ARN after DUPLICATE_OF_EXECUTION, ended by a
@@ -85,7 +85,7 @@ class DuplicateExecution(SagaError):
 
 class CaseRecordRefused(SagaError):
     """The last effect happened and its ledger record says COMPLETED, but the case record refused
-    this execution's COMPLETED (docs/design.md §5.4): a person resolved the case, another
+    this execution's COMPLETED (docs/design.md §3.11): a person resolved the case, another
     execution owns it, or it ended otherwise meanwhile. Neither retried nor caught: the
     execution ends FAILED at the step, which the failed-execution rule reports (a person must
     learn of the effect); the case record keeps its outcome and resolution."""

@@ -3,7 +3,7 @@ one place for the functions that emit them and the alarms and dashboard that rea
 
 from __future__ import annotations
 
-# A new execution of a recorded case (saga.errors.DuplicateExecution, docs/design.md §5.4): not
+# A new execution of a recorded case (saga.errors.DuplicateExecution, docs/design.md §4.1): not
 # a failure, though Lambda counts it in ValidateCase's Errors; the dashboard takes it out of them.
 CASES_DUPLICATE = "CasesDuplicate"
 # An effect whose case record refused it (saga.errors.CaseRecordRefused): a person must learn of

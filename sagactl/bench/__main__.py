@@ -46,9 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     cold_starts = measure_cold_starts(args.runs)
     if args.json:
         document = {
-            "cases": [
-                {**asdict(c), "cost_per_million_usd": c.cost.per_million()} for c in cases
-            ],
+            "cases": [{**asdict(c), "cost_per_million_usd": c.cost.per_million()} for c in cases],
             "cold_starts": [asdict(c) for c in cold_starts],
         }
         print(json.dumps(document, indent=2))

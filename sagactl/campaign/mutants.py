@@ -281,6 +281,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:",
     ),
     Mutant(
+        "case-completed-with-shipment",
+        "every success path of the shipment leaves the case record COMPLETED (§3.11)",
+        "lambdas/saga/tools/ship.py",
+        "        companion=completed,\n",
+        "        companion=None,\n",
+    ),
+    Mutant(
+        "shipment-recorded-before-refusal",
+        "a case record that refuses never costs the shipment its ledger record (§3.11)",
+        "lambdas/saga/ledger/core.py",
+        "        except NotCommitted as cancelled:\n            written = self.finish(",
+        "        except NotCommitted as cancelled:\n"
+        "            if cancelled.item is not None:\n"
+        "                raise companion.refused(cancelled.item) from cancelled\n"
+        "            written = self.finish(",
+    ),
+    Mutant(
+        "completion-on-resolved-case",
+        "the shipment's COMPLETED never lands on a resolved case record (§3.10, §3.11)",
+        "lambdas/saga/cases.py",
+        '"outcome IN (:in_progress, :completed) AND attribute_not_exists(resolution)"',
+        '"outcome IN (:in_progress, :completed)"',
+    ),
+    Mutant(
+        "replay-only-ship-step",
+        "only the step that completed the case answers a replay once it is COMPLETED (§3.11)",
+        "lambdas/saga/approvals.py",
+        "    if (\n        completes_case\n        and _records_this_case(record, approval)",
+        "    if (\n        True\n        and _records_this_case(record, approval)",
+    ),
+    Mutant(
         "unused-expression-value",
         "a claim is a request DynamoDB accepts: no expression value its condition does not use "
         "(§7: moto alone accepts one on PutItem)",

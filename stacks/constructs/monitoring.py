@@ -165,7 +165,7 @@ class Monitoring(Construct):
             ),
             # A shipment its case record refused (a person resolved the case meanwhile, another
             # execution owns it): the execution may be gone (aborted, timed out), so the
-            # function's own count pages (docs/design.md §5.4).
+            # function's own count pages (docs/design.md §3.11).
             "CaseRecordRefused": self._alarm(
                 "CaseRecordRefusedAlarm",
                 self.case_record_refused,
@@ -261,7 +261,7 @@ class Monitoring(Construct):
     ) -> cw.IMetric:
         """A function's Errors; ValidateCase's less the duplicates it counted: a duplicate ends
         the execution SUCCEEDED through a Catch of its typed error, yet Lambda counts every
-        function error (docs/design.md §5.4)."""
+        function error (docs/design.md §4.1)."""
         errors = fn.metric_errors(period=_PERIOD, statistic="Sum", label=fid)
         if fid != VALIDATE_ID:
             return errors

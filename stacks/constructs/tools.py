@@ -144,7 +144,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("ledger", (PUT, UPDATE)),
             TableAccess("shipments", (PUT,)),
             # GetItem: as for a reservation; UpdateItem: the case record's COMPLETED, in the
-            # shipment's transaction (docs/design.md §5.4).
+            # shipment's transaction (docs/design.md §3.11).
             TableAccess("cases", (GET, UPDATE)),
             TableAccess("sandbox", (GET, UPDATE)),
         ),

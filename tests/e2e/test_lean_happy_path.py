@@ -1,4 +1,4 @@
-"""The lean happy path through the real state machine (docs/design.md §1, §4, §5.4): a duplicate
+"""The lean happy path through the real state machine (docs/design.md §1, §3.11, §4.1): a duplicate
 is a Catch of ValidateCase's typed error, the case record says COMPLETED with the shipment, a
 case record that refuses it ends the execution FAILED and reported with the shipment recorded,
 and a forward step whose answer is lost is reconciled from what its Catch kept."""

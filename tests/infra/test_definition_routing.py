@@ -127,7 +127,7 @@ def test_a_duplicate_execution_ends_succeeded_before_any_effect(
 def test_the_shipment_ends_the_execution_with_the_case_outcome(
     states: dict[str, dict[str, Any]],
 ) -> None:
-    """The case record's COMPLETED is written with the shipment (docs/design.md §5.4), so the
+    """The case record's COMPLETED is written with the shipment (docs/design.md §3.11), so the
     last step ends the execution with the §8 output; RecordOutcome remains for the paths that
     escalate, compensate or reconcile. A case record that refuses it ends the execution FAILED
     there (CaseRecordRefused is neither retried nor caught)."""

@@ -1,4 +1,4 @@
-"""The shipment carries the case's outcome (docs/design.md §5.4): every way CreateShipment
+"""The shipment carries the case's outcome (docs/design.md §3.11): every way CreateShipment
 succeeds leaves the case record COMPLETED, in one transaction with the ledger's completion where
 the delivery writes it; a case record that refuses it never costs the shipment its record."""
 

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from saga.approvals import accept_forward
+from saga.approvals import REPLAY_ONLY, accept_forward
 from saga.coldstart import resumed_collection
 from saga.errors import CaseRecordRefused
 from saga.ledger import Attempt
@@ -15,7 +15,7 @@ from saga.metric_names import CASE_RECORD_REFUSED
 from saga.models import ToolPayload, parse_model, verify_approval
 from saga.observability import logger, metrics
 from saga.settings import CreateShipmentEnvironment
-from saga.tools.ship import create_shipment
+from saga.tools.ship import create_shipment, replay_shipment
 from saga.tools.wiring import Runtime
 
 
@@ -29,7 +29,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(CreateShipmentEnvironment)
     cases = runtime.cases()
-    accept_forward(runtime.approvals, case.signed_approval(), cases)
+    accepted = accept_forward(runtime.approvals, case.signed_approval(), cases, completes_case=True)
+    if accepted == REPLAY_ONLY:
+        # The case record says COMPLETED with this shipment already (docs/design.md §3.11).
+        replayed = replay_shipment(
+            case,
+            execution_arn=payload.attempt.execution,
+            ledger=runtime.ledger(),
+            case_outcome="COMPLETED",
+        )
+        return replayed.model_dump(mode="json")
     try:
         result = create_shipment(
             case,
@@ -42,7 +51,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except CaseRecordRefused:
         # The shipment is recorded in the ledger, not in the case record: counted and alarmed
         # on, since the delivery's task may no longer be there to fail (an aborted or timed-out
-        # execution, docs/design.md §5.4).
+        # execution, docs/design.md §3.11).
         metrics.add_metric(name=CASE_RECORD_REFUSED, unit=MetricUnit.Count, value=1)
         raise
     # The case record says COMPLETED with the shipment: the saga's business outcome, counted

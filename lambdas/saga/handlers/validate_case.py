@@ -33,7 +33,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             approvals=runtime.approvals,
         )
     except DuplicateExecution as duplicate:
-        # Not a failure: the workflow catches it and ends SUCCEEDED (docs/design.md §5.4). A
+        # Not a failure: the workflow catches it and ends SUCCEEDED (docs/design.md §4.1). A
         # function error still counts in Lambda's Errors metric: this count is what the
         # dashboard takes out of it, and this line says so in the log next to the runtime's
         # error record.

@@ -44,7 +44,7 @@ from saga.dynamodb import TransactWriteItem
 from saga.errors import ActionPending, ActionSettled, BusinessRejection, SagaError
 from saga.identity import ActionRequest
 from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore
-from saga.ledger.decisions import settled_text
+from saga.ledger.decisions import Decision, settled_text
 from saga.ledger.items import settled_placeholder, settlement_update
 from saga.ledger.observer import LedgerObserver, PowertoolsObserver
 from saga.ledger.records import (
@@ -55,6 +55,7 @@ from saga.ledger.records import (
     EffectResult,
     LedgerPolicy,
     LedgerRecord,
+    LedgerStatus,
     ReconcileDecision,
     Reconciliation,
     Resolution,
@@ -215,6 +216,20 @@ class ActionLedger:
     def get(self, action_key: str) -> LedgerRecord | None:
         """Consistent read of one record, for tools and the CLI."""
         return self.store.get(action_key)
+
+    def recorded_completion(self, request: ActionRequest) -> ActionOutcome | None:
+        """The action's outcome if its record says COMPLETED for this request and no person
+        settled it (one consistent read, nothing written, nothing dispatched), else None."""
+        record = self.store.get(request.key)
+        if (
+            record is None
+            or record.status is not LedgerStatus.COMPLETED
+            or record.request_digest != request.digest
+            or record.resolution is not None
+        ):
+            return None
+        self.observer.on_decision(Decision.REPLAYED.value, request, record)
+        return ActionOutcome.of(record, replayed=True, reconciled=False)
 
     # --- a person's decision ---------------------------------------------------------------
     def settle(self, action_key: str, resolution: Resolution) -> LedgerRecord | None:

@@ -81,7 +81,7 @@ def validate_case(
     owner = cases.create(case, digest, execution)
     if owner == execution:
         return ValidateResult(case=case.to_json(), actions=case_actions(case))
-    # Nothing is dispatched: the workflow ends SUCCEEDED with the DUPLICATE outcome (§5.4).
+    # Nothing is dispatched: the workflow ends SUCCEEDED with the DUPLICATE outcome (§4.1).
     raise DuplicateExecution.of(case.case_id, owner.arn if owner is not None else None)
 
 
