@@ -65,6 +65,7 @@ def _outcome_failing(
     case_id: str,
     faults: dict[str, list[str]],
     error: str,
+    *,
     tool: str = "RecordOutcome",
 ) -> CaseRun:
     """Campaign seed 1, case `index`, shrunk: every invoke of `tool` (the one that writes the

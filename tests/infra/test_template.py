@@ -635,10 +635,10 @@ def test_alarms_dashboard_and_outputs(synthesized: Synthesized) -> None:
 def test_a_shipment_its_case_record_refused_pages_and_duplicates_are_no_tool_errors(
     synthesized: Synthesized,
 ) -> None:
-    """docs/design.md §3.11, §4.1: CreateShipment counts a shipment its case record refused, and that
-    count pages (the execution may be gone); a duplicate is ValidateCase's typed error, which
-    Lambda counts in Errors, so the dashboard shows ValidateCase's errors less the duplicates
-    it counted, and no alarm reads a tool's Errors."""
+    """docs/design.md §3.11, §4.1: CreateShipment counts a shipment its case record refused,
+    and that count pages (the execution may be gone); a duplicate is ValidateCase's typed
+    error, which Lambda counts in Errors, so the dashboard shows ValidateCase's errors less the
+    duplicates it counted, and no alarm reads a tool's Errors."""
     alarms = [a["Properties"] for a in synthesized.resources("AWS::CloudWatch::Alarm").values()]
     (refused,) = [a for a in alarms if a["MetricName"] == "CaseRecordRefused"]
     assert (refused["Namespace"], refused["Dimensions"]) == (
