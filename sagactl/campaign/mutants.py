@@ -65,7 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "owner-conditional-outcome",
         "outcome writes require owner = this delivery (§3.3)",
-        "lambdas/saga/ledger/store.py",
+        "lambdas/saga/ledger/outcome_writes.py",
         '_OWNED = "#owner = :me AND #status = :in_progress"',
         '_OWNED = "#owner = :me OR #status = :in_progress"',
     ),
@@ -79,7 +79,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "open-record-retention",
         "no open record carries a retention: TTL never deletes an unsettled action (§3.7)",
-        "lambdas/saga/ledger/store.py",
+        "lambdas/saga/ledger/outcome_writes.py",
         "        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None",
         "        return self.policy.expires_at(now)",
     ),

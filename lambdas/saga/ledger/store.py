@@ -1,14 +1,14 @@
 """The ledger table's conditional writes (docs/design.md §3.2, §3.3, §3.7, §3.10). Nothing is
-decided
-here: every write holds only while the record is as its caller saw it, and says what it found.
+decided here: every write holds only while the record is as its caller saw it, and says what
+it found.
 
 - the claim: one `PutItem` on `attribute_not_exists(action_key)`, ALL_OLD on failure (the
   old record is the whole answer, no second read);
 - a whole record over the one seen (a takeover inside a transaction, a recorded failure);
-- a takeover, an outcome (`finish`), a given-back lease (`release`): conditional updates on
-  the owner, the lease, the status and the attempt count;
+- a takeover: a conditional update on the owner, the lease, the status and the attempt count;
 - reconciliation's writes on the record as seen: found or unknown (`settle_seen`), a counted
-  RETRY, an escalation mark; a person's settlement.
+  RETRY, an escalation mark; a person's settlement;
+- a delivery's outcome and a given-back lease, and the retention rule: outcome_writes.py.
 
 Retention (§3.7): a write that closes a record (COMPLETED, FAILED) sets `expires_at`; every
 write that leaves it open (IN_PROGRESS, UNKNOWN) removes it, so an open record is never deleted
@@ -18,19 +18,13 @@ that could not be recorded is OutcomeUnknown.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.dynamodb import (
-    TRANSACTION_CANCELLED,
     TransactWriteItem,
-    cancellation_reasons,
-    client_request_token,
     condition_failed_item,
-    error_code,
-    from_item,
     is_condition_failure,
     number,
     to_attr,
@@ -39,59 +33,27 @@ from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import ActionRequest
 from saga.ledger.decisions import earlier_record_may_have_expired
 from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
-from saga.ledger.observer import LedgerEvent
+from saga.ledger.outcome_writes import (
+    LeaseLost,
+    NotCommitted,
+    OutcomeWrites,
+    record_or_none,
+)
 from saga.ledger.records import (
-    CLOSED_STATUSES,
     Attempt,
-    CompanionWrite,
     Found,
-    LedgerPolicy,
     LedgerRecord,
     LedgerStatus,
 )
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+__all__ = ["LeaseLost", "LedgerStore", "NotCommitted"]
 
-_OWNED = "#owner = :me AND #status = :in_progress"
-_CONDITION_CHECK = "ConditionalCheckFailed"  # a transaction item's cancellation reason
 # Appended to the SET of every update that leaves a record open (§3.7).
 _OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
 
 
-class LeaseLost(Exception):
-    """An outcome write found the record no longer held by this delivery: it wrote nothing.
-    `current` is the record as it is now (None: gone)."""
-
-    def __init__(self, message: str, current: LedgerRecord | None) -> None:
-        super().__init__(message)
-        self.current = current
-
-
-class NotCommitted(Exception):
-    """A transaction with a companion write wrote nothing, though this delivery still owns the
-    record: the companion's condition failed (`item`: that table's item as it is) or DynamoDB
-    cancelled it for another reason (a conflict, throttling: `item` None)."""
-
-    def __init__(self, item: dict[str, Any] | None) -> None:
-        super().__init__("the transaction was cancelled; nothing was written")
-        self.item = item
-
-
-class LedgerStore:
+class LedgerStore(OutcomeWrites):
     """The conditional reads and writes of one ledger table."""
-
-    def __init__(
-        self,
-        table_name: str,
-        client: DynamoDBClient,
-        policy: LedgerPolicy,
-        clock: Callable[[], float],
-    ) -> None:
-        self.table_name = table_name
-        self.client = client
-        self.policy = policy
-        self.clock = clock
 
     # --- reads -----------------------------------------------------------------------------------
     def get(self, action_key: str) -> LedgerRecord | None:
@@ -167,14 +129,6 @@ class LedgerStore:
             raise TransientError(f"ledger write for {key} failed: {exc}") from exc
         return None
 
-    def transact(self, transact_items: list[TransactWriteItem]) -> None:
-        """One TransactWriteItems whose token is a digest of its body (docs/design.md §3.9).
-        Raises what DynamoDB answered: the caller decides from the cancellation reasons."""
-        self.client.transact_write_items(
-            TransactItems=transact_items,
-            ClientRequestToken=client_request_token(transact_items),
-        )
-
     # --- a delivery's updates ------------------------------------------------------------------
     def take_over(
         self, request: ActionRequest, attempt: Attempt, old: LedgerRecord
@@ -212,7 +166,7 @@ class LedgerStore:
             if not is_condition_failure(exc):
                 # Nothing was taken over; the delivery is safe to repeat.
                 raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
-            current = _record_or_none(condition_failed_item(exc))
+            current = record_or_none(condition_failed_item(exc))
             if (
                 current is not None
                 and current.owner == attempt.attempt_id
@@ -226,201 +180,6 @@ class LedgerStore:
         except BotoCoreError as exc:
             raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
         return LedgerRecord.from_item(response["Attributes"]), None
-
-    def finish(
-        self,
-        request: ActionRequest,
-        attempt: Attempt,
-        status: LedgerStatus,
-        *,
-        result: dict[str, Any] | None = None,
-        downstream_ref: str | None = None,
-        error: dict[str, str] | None = None,
-        dispatched_at: float | None = None,
-    ) -> LedgerRecord:
-        """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record.
-
-        `dispatched_at`: this delivery (claimed then) may have reached the downstream. Raises
-        LeaseLost when another delivery owns the record, OutcomeUnknown when the write failed
-        otherwise (the record stays open; a later delivery takes it over and reconciles).
-        """
-        update = self._outcome_update(
-            request,
-            attempt,
-            status,
-            self.clock(),
-            result=result,
-            downstream_ref=downstream_ref,
-            error=error,
-            dispatched_at=dispatched_at,
-        )
-        try:
-            response = self.client.update_item(
-                **update,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise _unrecorded(request, status, exc) from exc
-            current = _record_or_none(condition_failed_item(exc))
-            if current and current.owner == attempt.attempt_id and current.status is status:
-                return current  # our own write, retried by the SDK after a lost response
-            raise _lease_lost(request, attempt, status, current) from exc
-        except BotoCoreError as exc:
-            raise _unrecorded(request, status, exc) from exc
-        return LedgerRecord.from_item(response["Attributes"])
-
-    def complete_with(
-        self,
-        request: ActionRequest,
-        attempt: Attempt,
-        companion: CompanionWrite,
-        *,
-        result: dict[str, Any],
-        downstream_ref: str | None,
-    ) -> float:
-        """COMPLETED (as `finish` writes it) and the companion's update in ONE TransactWriteItems
-        (docs/design.md §3.11); the time written. Raises LeaseLost when another delivery owns the
-        record (nothing written), NotCommitted when the transaction wrote nothing for another
-        reason (the companion's condition: its `item` is that table's item; a conflict or
-        throttling: None), OutcomeUnknown when DynamoDB did not answer (committed or not)."""
-        now = self.clock()
-        update = self._outcome_update(
-            request,
-            attempt,
-            LedgerStatus.COMPLETED,
-            now,
-            result=result,
-            downstream_ref=downstream_ref,
-        )
-        completion = cast(
-            "TransactWriteItem",
-            {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-        )
-        try:
-            self.transact([completion, companion.update])
-        except ClientError as exc:
-            if error_code(exc) != TRANSACTION_CANCELLED:
-                raise _unrecorded(request, LedgerStatus.COMPLETED, exc) from exc
-            reasons = [*cancellation_reasons(exc), {}, {}]
-            if reasons[0].get("Code") == _CONDITION_CHECK:
-                current = _record_or_none(reasons[0].get("Item"))
-                raise _lease_lost(request, attempt, LedgerStatus.COMPLETED, current) from exc
-            refused = reasons[1].get("Code") == _CONDITION_CHECK
-            raise NotCommitted(
-                from_item(reasons[1].get("Item") or {}) if refused else None
-            ) from exc
-        except BotoCoreError as exc:
-            raise _unrecorded(request, LedgerStatus.COMPLETED, exc) from exc
-        return now
-
-    def write_companion(self, companion: CompanionWrite) -> None:
-        """The companion's update alone (after the COMPLETED record): raises its `refused` error
-        when its condition fails, TransientError when the table did not answer (the record is
-        written: a repeat replays it and writes this again)."""
-        update = dict(companion.update["Update"])
-        table = update.pop("TableName")
-        try:
-            self.client.update_item(TableName=table, **update)  # type: ignore[arg-type]
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                old = condition_failed_item(exc)
-                raise companion.refused(from_item(old) if old else None) from exc
-            raise TransientError(
-                f"write to {table} after the action completed failed: {exc}"
-            ) from exc
-        except BotoCoreError as exc:
-            raise TransientError(
-                f"write to {table} after the action completed failed: {exc}"
-            ) from exc
-
-    def _outcome_update(
-        self,
-        request: ActionRequest,
-        attempt: Attempt,
-        status: LedgerStatus,
-        now: float,
-        *,
-        result: dict[str, Any] | None = None,
-        downstream_ref: str | None = None,
-        error: dict[str, str] | None = None,
-        dispatched_at: float | None = None,
-    ) -> dict[str, Any]:
-        """The UpdateItem of an outcome (its table, key, expressions), conditional on this
-        attempt owning the IN_PROGRESS record; a closed outcome carries the retention (§3.7)."""
-        values: dict[str, Any] = {
-            ":me": {"S": attempt.attempt_id},
-            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
-            ":status": {"S": status.value},
-            ":now": number(now),
-        }
-        sets = ["#status = :status", "updated_at = :now"]
-        if dispatched_at is not None:
-            values[":dispatched"] = number(dispatched_at)
-            sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
-        removes: list[str] = []
-        expiry = self._expiry(status, now)
-        if expiry is not None:
-            values[":expires"] = {"N": str(expiry)}
-            sets.append("expires_at = :expires")
-        else:
-            removes.append("expires_at")
-        if status is LedgerStatus.COMPLETED:
-            values[":result"] = to_attr(result or {})
-            sets.append("#result = :result")
-            removes += ["open_status", "#error"]
-            if downstream_ref is not None:
-                values[":ref"] = {"S": downstream_ref}
-                sets.append("downstream_ref = :ref")
-        elif status is LedgerStatus.FAILED:
-            values[":error"] = to_attr(error or {})
-            sets.append("#error = :error")
-            removes.append("open_status")
-        else:  # UNKNOWN stays open for the sweeper (GSI sorted by when it became unknown)
-            values[":error"] = to_attr(error or {})
-            sets += ["#error = :error", "open_status = :status", "lease_expires_at = :now"]
-        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        return {
-            "TableName": self.table_name,
-            "Key": {"action_key": {"S": request.key}},
-            "UpdateExpression": expression,
-            "ConditionExpression": _OWNED,
-            "ExpressionAttributeNames": names(expression, _OWNED),
-            "ExpressionAttributeValues": values,
-        }
-
-    def release(self, request: ActionRequest, attempt: Attempt) -> LedgerEvent:
-        """Give the lease up after a TransientError: this delivery sent nothing.
-
-        The record stays IN_PROGRESS (its `attempts` is the budget) with no owner and an expired
-        lease. The next delivery takes it over; it skips the lookup only if no earlier delivery
-        may have reached the downstream (no `first_dispatch_at`). A release that fails changes
-        nothing the caller reports: the lease simply runs out.
-        """
-        now = self.clock()
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"action_key": {"S": request.key}},
-                UpdateExpression=(
-                    "SET lease_expires_at = :now, updated_at = :now REMOVE #owner, expires_at"
-                ),
-                ConditionExpression=_OWNED,
-                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":me": {"S": attempt.attempt_id},
-                    ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
-                    ":now": number(now),
-                },
-            )
-        except ClientError as exc:
-            return (
-                LedgerEvent.LEASE_LOST if is_condition_failure(exc) else LedgerEvent.RELEASE_FAILED
-            )
-        except BotoCoreError:
-            return LedgerEvent.RELEASE_FAILED
-        return LedgerEvent.RELEASED
 
     # --- reconciliation's writes, on the record as seen ----------------------------------------
     def settle_seen(
@@ -529,32 +288,3 @@ class LedgerStore:
 
     def _seen_values(self, seen: LedgerRecord, now: float) -> dict[str, Any]:
         return {":seen_status": {"S": seen.status.value}, ":now": number(now)}
-
-    def _expiry(self, status: LedgerStatus, now: float) -> int | None:
-        """The one retention rule (§3.7): a closed record expires, an open one never does."""
-        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None
-
-
-def _record_or_none(item: Any) -> LedgerRecord | None:
-    return LedgerRecord.from_item(item) if item else None
-
-
-def _lease_lost(
-    request: ActionRequest, attempt: Attempt, status: LedgerStatus, current: LedgerRecord | None
-) -> LeaseLost:
-    return LeaseLost(
-        f"lease lost on {request.key}: now "
-        f"{current.status.value if current else 'gone'}, owner "
-        f"{current.owner if current else None}; the {status.value} outcome of attempt "
-        f"{attempt.attempt_id} was not recorded and is left to reconciliation",
-        current,
-    )
-
-
-def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) -> OutcomeUnknown:
-    """An outcome write that failed for another reason than ownership: the record stays open
-    (IN_PROGRESS) and a later delivery takes it over and reconciles."""
-    return OutcomeUnknown(
-        f"the {status.value} outcome of {request.key} could not be recorded ({exc}); "
-        "left to reconciliation"
-    )
