@@ -33,10 +33,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if accepted == REPLAY_ONLY:
         # The case record says COMPLETED with this shipment already (docs/design.md §3.11).
         replayed = replay_shipment(
-            case,
-            execution_arn=payload.attempt.execution,
-            ledger=runtime.ledger(),
-            case_outcome="COMPLETED",
+            case, execution_arn=payload.attempt.execution, ledger=runtime.ledger()
         )
         return replayed.model_dump(mode="json")
     try:

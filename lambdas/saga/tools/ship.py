@@ -50,9 +50,7 @@ def create_shipment(
     return StepResult.of(outcome)
 
 
-def replay_shipment(
-    case: Case, *, execution_arn: str, ledger: ActionLedger, case_outcome: str
-) -> StepResult:
+def replay_shipment(case: Case, *, execution_arn: str, ledger: ActionLedger) -> StepResult:
     """A delivery of CreateShipment for a case its shipment completed already (its answer was
     lost, the execution is redriven): the recorded shipment, read, never sent again; without
     one (a record past its retention) the case has ended and the delivery is refused."""
@@ -60,7 +58,7 @@ def replay_shipment(
     outcome = ledger.recorded_completion(request)
     if outcome is None:
         raise AuthorizationDenied(
-            f"case {case.case_id}: not a case under way (case record {case_outcome}) and no "
+            f"case {case.case_id}: not a case under way (case record COMPLETED) and no "
             f"recorded shipment {request.key} to answer: a forward step runs only in the "
             "execution ValidateCase accepted it for, until the case ends"
         )
