@@ -372,6 +372,7 @@ class ToolsEnv:
             "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),
             "PAYMENT_KEY_RETENTION_SECONDS": str(PAYMENT_KEY_RETENTION_SECONDS),
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
+            "ESCALATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tools",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
 

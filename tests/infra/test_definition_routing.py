@@ -99,7 +99,8 @@ def test_every_lambda_task_retries_the_invoke_level_faults(
     lambda_tasks = {
         name: s for name, s in states.items() if s["Type"] == "Task" and is_lambda_task(s)
     }
-    assert len(lambda_tasks) == 7
+    assert len(lambda_tasks) == 8  # every Task: Escalate is RecordOutcome's invocation too
+    assert set(lambda_tasks) == {n for n, s in states.items() if s["Type"] == "Task"}
     for name, state in lambda_tasks.items():
         retried = {error for retrier in state["Retry"] for error in retrier["ErrorEquals"]}
         assert set(LAMBDA_INVOKE_ERRORS) <= retried, name
@@ -146,7 +147,28 @@ def test_the_shipment_ends_the_execution_with_the_case_outcome(
             if target == "RecordOutcome"
         }
     )
-    assert into_record_outcome == ["AfterReconcile", "Escalate"]
+    assert into_record_outcome == ["AfterReconcile"]
+    record = states["RecordOutcome"]["Arguments"]["Payload"]
+    assert "'outcome': 'COMPLETED'" in record and "'escalation': null" in record
+
+
+def test_the_escalation_is_queued_by_a_function_that_refuses_a_resolved_case(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """Escalate invokes RecordOutcome, which writes the case record ESCALATED (refused with
+    ActionSettled once a person resolved the case, docs/design.md §3.10) before it queues
+    CASE_ESCALATED: no state sends to SQS itself, so a redrive of an execution stopped at
+    Escalate cannot message about a decided case. ActionSettled is neither retried nor caught
+    there, and the escalation ends the execution with RecordOutcome's output."""
+    escalate = states["Escalate"]
+    assert escalate["Arguments"]["FunctionName"] == "${RecordOutcomeFunctionArn}"
+    assert "'outcome': 'ESCALATED'" in escalate["Arguments"]["Payload"]
+    assert "'escalation': $escalation" in escalate["Arguments"]["Payload"]
+    assert (escalate.get("End"), escalate["Output"]) == (True, "{% $states.result.Payload %}")
+    assert "Catch" not in escalate
+    retried = {error for retrier in escalate["Retry"] for error in retrier["ErrorEquals"]}
+    assert "ActionSettled" not in retried and not retried & {"States.ALL", "States.TaskFailed"}
+    assert not [n for n, s in states.items() if "sqs:" in s.get("Resource", "")]
 
 
 def _targets(state: dict[str, Any]) -> list[str]:
