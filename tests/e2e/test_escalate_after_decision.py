@@ -45,12 +45,12 @@ def test_a_redrive_at_escalate_after_a_decision_sends_no_escalation(
     monkeypatch.setattr(SQSBackend, "send_message", send)  # the queue is back
     saga.redrive()
 
+    assert [m["kind"] for m in saga.escalations()] == []  # the rule skips ActionSettled too
     assert saga.status == "FAILED"
     assert saga.path[-1] == "Escalate"
     failed = saga.events("TaskFailed")[-1]["taskFailedEventDetails"]
     assert failed["error"] == "ActionSettled"
     assert "resolved by ops@acme" in failed["cause"] and DECIDED.decision not in failed["cause"]
-    assert saga.escalations() == []  # no CASE_ESCALATED, and the rule skips ActionSettled
     record = local_aws.client("dynamodb").get_item(
         TableName=local_aws.outputs["CasesTableName"],
         Key={"case_id": {"S": case["case_id"]}},
