@@ -13,8 +13,10 @@ from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.runner import REJECTIONS, CaseRun
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 
+# RecordOutcome's invocations: at RecordOutcome (a reconciled shipment) and at Escalate.
+OUTCOME_STATES = frozenset({"RecordOutcome", "Escalate"})
 FORWARD_STATES = frozenset(
-    {"ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", "RecordOutcome"}
+    {"ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", *OUTCOME_STATES}
 )
 RETRIED_OUT_ERRORS = frozenset({"TransientError", "ActionPending", *LAMBDA_INVOKE_ERRORS})
 ESCALATION_REASONS = frozenset(
@@ -51,7 +53,7 @@ def classify(execution: Mapping[str, Any]) -> str:
     # The release marked the case COMPENSATION_PENDING; only the outcome's record failed since.
     if (
         status == "FAILED"
-        and execution.get("last_state") == "RecordOutcome"
+        and execution.get("last_state") in OUTCOME_STATES
         and "ReleaseReservation" in execution.get("path", ())
     ):
         return "COMPENSATION_PENDING"
@@ -262,9 +264,10 @@ class OutcomeChecker:
             if kind == "COMPENSATION_PENDING"
             else ("IN_PROGRESS",)
         )
-        if state == "RecordOutcome":
-            # The record may already be written: an invoke that failed after the function ran.
-            outcomes += ("ESCALATED" if "Escalate" in execution["path"] else "COMPLETED",)
+        if state in OUTCOME_STATES:
+            # The record may already be written: an invoke that failed after the function ran
+            # (at Escalate: the record is written before the message is queued).
+            outcomes += ("ESCALATED" if state == "Escalate" else "COMPLETED",)
         if state == "CreateShipment":
             # The shipment's transaction writes COMPLETED (docs/design.md §3.11): an invoke that
             # failed after the function ran leaves it written.

@@ -86,8 +86,8 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
     local_aws: LocalAws,
 ) -> None:
     """Campaign seed 1, case 1142, shrunk: the carrier rejects the shipment, the reservation is
-    released (the case record says COMPENSATION_PENDING), then RecordOutcome is throttled past
-    its retries. The execution is FAILED with the compensation pending, which a redrive
+    released (the case record says COMPENSATION_PENDING), then RecordOutcome (invoked at
+    Escalate) is throttled past its retries. The execution is FAILED with the compensation pending, which a redrive
     finishes: an honest state the checker took for a forward failure with a disagreeing record
     (the product was right; the oracle was wrong)."""
     run = _outcome_failing(
@@ -100,7 +100,7 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
 
     closed, redriven = run.snapshots[0], run.snapshots[-1]
     first = closed.executions[run.owner_arn or ""]
-    assert (first["status"], first["last_state"]) == ("FAILED", "RecordOutcome")
+    assert (first["status"], first["last_state"]) == ("FAILED", "Escalate")  # RecordOutcome there
     assert first["error"] == "Lambda.TooManyRequestsException"
     assert (closed.case_record or {}).get("outcome") == "COMPENSATION_PENDING"
     assert classify(first) == "COMPENSATION_PENDING"

@@ -472,8 +472,8 @@ def duplicate_and_conflicting_starts(local: LocalAws) -> None:
 
 
 def under_way_before_signing(local: LocalAws) -> None:
-    expect(example("refund-rejected", "g-legacy-outcome"), "SUCCEEDED", "RecordOutcome")(local)
-    redeliver_unsigned(local, "g-legacy-outcome", "RecordOutcome")
+    expect(example("refund-rejected", "g-legacy-outcome"), "SUCCEEDED", "Escalate")(local)
+    redeliver_unsigned(local, "g-legacy-outcome", "Escalate")  # RecordOutcome there
     # A closed case releases nothing: the release is redelivered while its case is still
     # compensating (FAILED there; its sandbox has one timeout left, then answers).
     case = example("compensation-stuck", "g-legacy-release")

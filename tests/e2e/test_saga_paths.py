@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 HAPPY_PATH = ["ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment"]
 # How an escalated case ends, and the two places a reservation is released before it.
-ESCALATED_END = ["Escalate", "RecordOutcome"]
+ESCALATED_END = ["Escalate"]  # RecordOutcome invoked there: the record, then the message
 RELEASED_AT_REFUND = [*HAPPY_PATH[:3], "ReleaseReservation", *ESCALATED_END]
 RELEASED_AT_SHIPMENT = [*HAPPY_PATH, "ReleaseReservation", *ESCALATED_END]
 
@@ -280,7 +280,7 @@ def test_shipment_rejected_keeps_the_refund_releases_stock_and_escalates_once(
     messages = saga.escalations()
     assert len(messages) == 1
     assert messages[0]["reason"] == "SHIPMENT_REJECTED"
-    assert messages[0]["compensated"] == saga.output["compensations"][0]["action_key"]
+    assert messages[0]["compensated"] == [saga.output["compensations"][0]["action_key"]]
     refund_key = saga.output["steps"]["refund"]["action_key"]
     assert refund_key in [e["action_key"] for e in messages[0]["confirmed_effects"]]
 
@@ -302,7 +302,7 @@ def test_carrier_unavailable_escalates_with_the_shipment_unknown(local_aws: Loca
     saga = Saga(local_aws, load_example("carrier-unavailable"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path[-4:] == ["ReconcileStep", "AfterReconcile", "Escalate", "RecordOutcome"]
+    assert saga.path[-3:] == ["ReconcileStep", "AfterReconcile", "Escalate"]
     assert saga.output["outcome"] == "ESCALATED"
     assert saga.output["escalation"]["reason"] == "OUTCOME_UNCERTAIN"
     assert saga.output["escalation"]["step"] == "ship"
@@ -369,7 +369,7 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
 
     assert saga.status == "SUCCEEDED"
     assert saga.description["redriveCount"] == 1
-    assert saga.path[entered_before:] == ["ReleaseReservation", "Escalate", "RecordOutcome"]
+    assert saga.path[entered_before:] == ["ReleaseReservation", "Escalate"]
     assert saga.path[:entered_before].count("ReserveStock") == 1  # not rerun
     [redriven] = saga.events("ExecutionRedriven")
     assert redriven["executionRedrivenEventDetails"] == {"redriveCount": 1}
