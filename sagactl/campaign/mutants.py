@@ -312,6 +312,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if (\n        True\n        and _records_this_case(record, approval)",
     ),
     Mutant(
+        "escalate-before-the-record",
+        "the escalation message follows the case record's ESCALATED, whose write a person's "
+        "decision refuses: a redrive after the decision queues nothing (§3.10)",
+        "lambdas/saga/tools/outcome.py",
+        "    case = payload.case\n    cases.record_outcome(\n",
+        "    case = payload.case\n    if payload.outcome == \"ESCALATED\":\n"
+        "        escalations.send(escalation_message(payload, execution_arn))\n"
+        "    cases.record_outcome(\n",
+    ),
+    Mutant(
         "unused-expression-value",
         "a claim is a request DynamoDB accepts: no expression value its condition does not use "
         "(§7: moto alone accepts one on PutItem)",
