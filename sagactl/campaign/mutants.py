@@ -317,7 +317,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "decision refuses: a redrive after the decision queues nothing (§3.10)",
         "lambdas/saga/tools/outcome.py",
         "    case = payload.case\n    cases.record_outcome(\n",
-        "    case = payload.case\n    if payload.outcome == \"ESCALATED\":\n"
+        '    case = payload.case\n    if payload.outcome == "ESCALATED":\n'
         "        escalations.send(escalation_message(payload, execution_arn))\n"
         "    cases.record_outcome(\n",
     ),

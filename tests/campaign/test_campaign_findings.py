@@ -87,9 +87,9 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
 ) -> None:
     """Campaign seed 1, case 1142, shrunk: the carrier rejects the shipment, the reservation is
     released (the case record says COMPENSATION_PENDING), then RecordOutcome (invoked at
-    Escalate) is throttled past its retries. The execution is FAILED with the compensation pending, which a redrive
-    finishes: an honest state the checker took for a forward failure with a disagreeing record
-    (the product was right; the oracle was wrong)."""
+    Escalate) is throttled past its retries. The execution is FAILED with the compensation
+    pending, which a redrive finishes: an honest state the checker took for a forward failure
+    with a disagreeing record (the product was right; the oracle was wrong)."""
     run = _outcome_failing(
         local_aws,
         1142,
