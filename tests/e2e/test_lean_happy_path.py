@@ -16,6 +16,7 @@ from saga.identity import Operation, case_action_keys
 from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, LedgerPolicy, Resolution
 from saga.sandbox.carrier import SandboxCarrierService
+from saga.sandbox.payments import SandboxPaymentsService
 from sagactl.bench.cases import measure_case
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
@@ -102,7 +103,15 @@ def test_a_case_resolved_while_its_shipment_is_made_fails_there_with_the_shipmen
     assert (message["kind"], message["error"]) == ("EXECUTION_NOT_SUCCEEDED", "CaseRecordRefused")
 
 
-@pytest.mark.parametrize("step", ["reserve", "ship"])
+# Where each forward step's effect commits, and what dying just after it means.
+EFFECTS: dict[str, tuple[type, str, str]] = {
+    "reserve": (InventoryTables, "commit", "after the reservation committed"),
+    "refund": (SandboxPaymentsService, "create_refund", "after the provider took the refund"),
+    "ship": (SandboxCarrierService, "create_shipment", "after the carrier made the parcel"),
+}
+
+
+@pytest.mark.parametrize("step", list(EFFECTS))
 def test_a_forward_step_that_dies_after_its_effect_is_reconciled_from_what_its_catch_kept(
     local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
@@ -110,30 +119,18 @@ def test_a_forward_step_that_dies_after_its_effect_is_reconciled_from_what_its_c
     and everything before it, ReconcileStep finds the effect, and the case completes; after
     the shipment, RecordOutcome writes the case record the dead delivery could not."""
     died: list[str] = []
-    if step == "reserve":
-        commit = InventoryTables.commit
+    owner, method, when = EFFECTS[step]
+    effect = getattr(owner, method)
 
-        def reserve_then_die(self: InventoryTables, write: Any) -> Any:
-            result = commit(self, write)  # the ledger record, the stock and the reservation
-            if not died:
-                died.append(step)
-                local_aws.clock.advance(120)
-                raise SimulatedCrash("after the reservation committed", Death.TIMED_OUT)
-            return result
+    def effect_then_die(*args: Any, **kwargs: Any) -> Any:
+        result = effect(*args, **kwargs)
+        if not died:
+            died.append(step)
+            local_aws.clock.advance(120)
+            raise SimulatedCrash(when, Death.TIMED_OUT)
+        return result
 
-        monkeypatch.setattr(InventoryTables, "commit", reserve_then_die)
-    else:
-        create = SandboxCarrierService.create_shipment
-
-        def ship_then_die(self: SandboxCarrierService, **kwargs: Any) -> dict[str, Any]:
-            receipt = create(self, **kwargs)
-            if not died:
-                died.append(step)
-                local_aws.clock.advance(120)
-                raise SimulatedCrash("after the carrier made the parcel", Death.TIMED_OUT)
-            return receipt
-
-        monkeypatch.setattr(SandboxCarrierService, "create_shipment", ship_then_die)
+    monkeypatch.setattr(owner, method, effect_then_die)
 
     saga = Saga(local_aws, case_named(f"case-died-at-{step}"))
 
@@ -141,8 +138,8 @@ def test_a_forward_step_that_dies_after_its_effect_is_reconciled_from_what_its_c
     assert (saga.status, saga.output["outcome"]) == ("SUCCEEDED", "COMPLETED")
     reconcile = saga.task_payloads("ReconcileStep")
     assert [payload["step"] for payload in reconcile] == [step]
-    # the reservation committed with its ledger record (replayed from it); the parcel was found
-    # at the carrier by its business reference (reconciled)
+    # the reservation committed with its ledger record (replayed from it); the refund and the
+    # parcel were found downstream by their business reference (reconciled)
     flag = "replayed" if step == "reserve" else "reconciled"
     assert saga.output["steps"][step][flag] is True
     assert set(saga.output["steps"]) == {"reserve", "refund", "ship"}
