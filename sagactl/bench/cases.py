@@ -2,7 +2,7 @@
 
 For each example case it runs the real state machine in the local emulator and reports:
 - states entered and state transitions (what a STANDARD workflow is billed for),
-- Lambda invocations (TaskScheduled events, retries included),
+- Lambda invocations (TaskScheduled events of Lambda tasks, retries included),
 - DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
   the executor itself makes none, so these are the handlers' requests), and the request units
   they were billed (sagactl.local.request_units), the saga's tables apart from the sandbox's,
@@ -76,7 +76,12 @@ def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCou
         raise RuntimeError(f"{name}: DynamoDB requests the meter cannot bill: {units.unmetered}")
     history = local.history(arn)
     entered = [e for e in history if e["type"].endswith("StateEntered")]
-    invocations = sum(1 for e in history if e["type"] == "TaskScheduled")
+    invocations = sum(
+        1
+        for e in history
+        if e["type"] == "TaskScheduled"
+        and e["taskScheduledEventDetails"].get("resourceType") == "lambda"
+    )
     outcome = None
     if description.get("output"):
         outcome = json.loads(description["output"]).get("outcome")
