@@ -46,6 +46,8 @@ from tests.integration.ledger_harness import FakeClock
 from tests.tables import create_by_variable
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
+# The escalation queue as moto SQS names it (account 123456789012, us-east-1).
+ESCALATION_QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/escalations"
 TABLE_NAMES = {
     "LEDGER_TABLE": "t-ledger",
     "CASES_TABLE": "t-cases",
@@ -372,7 +374,7 @@ class ToolsEnv:
             "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),
             "PAYMENT_KEY_RETENTION_SECONDS": str(PAYMENT_KEY_RETENTION_SECONDS),
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
-            "ESCALATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/tools",
+            "ESCALATION_QUEUE_URL": ESCALATION_QUEUE_URL,
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
 
@@ -395,11 +397,14 @@ def tools_env(
     tables: StackTables, *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
 ) -> Iterator[ToolsEnv]:
     """moto DynamoDB with every table of the stack created (`tables`: the session fixture
-    `stack_tables`) and the inventory seeded, and moto KMS with the approvers' keys."""
+    `stack_tables`) and the inventory seeded, moto KMS with the approvers' keys, and the
+    escalation queue (RecordOutcome's, at Escalate) in moto SQS."""
     with mock_aws():
         admin = boto3.client("dynamodb")
         create_tables(tables, admin, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
+        queue = boto3.client("sqs").create_queue(QueueName=ESCALATION_QUEUE_URL.rsplit("/", 1)[-1])
+        assert queue["QueueUrl"] == ESCALATION_QUEUE_URL, queue["QueueUrl"]
         yield ToolsEnv(
             client=dynamodb_client(),
             admin=admin,
