@@ -44,9 +44,9 @@ from saga.agent.gateway import TARGET_DELIMITER
 from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
 from sagactl.local.approval_keys import sign_locally
+from sagactl.local.aws_calls import AwsCall, recording_aws_calls
 from sagactl.local.emulator import LocalServer, client_environment
 from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.lambda_runtime import AwsCall, recording_aws_calls
 from sagactl.local.template import load_template
 from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
