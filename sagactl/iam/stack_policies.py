@@ -16,6 +16,8 @@ from typing import Any
 
 from sagactl.iam.conditions import UnsupportedPolicy
 from sagactl.iam.evaluate import Grants, PolicyDocument, Principal
+from sagactl.iam.requests import Account
+from sagactl.local.provision import ProvisionResult
 from sagactl.local.template import PhysicalResource, ResolutionContext
 
 ROLE = "AWS::IAM::Role"
@@ -149,4 +151,27 @@ def stack_policies(template: Mapping[str, Any], resolver: ResolutionContext) -> 
     }
     return StackPolicies(
         account_id=resolver.account_id, roles=roles, key_policies=keys, role_of_function=functions
+    )
+
+
+def provisioned_account(template: Mapping[str, Any], provisioned: ProvisionResult) -> Account:
+    """What recorded calls are resolved against in a local AWS provisioned from `template`:
+    its tables' partition keys, the approval keys' aliases, the stack's id."""
+    resolver = provisioned.resolver
+    if resolver is None:
+        raise ValueError("the stack is not provisioned")
+    resources = template["Resources"]
+    partition_keys = {
+        name: next(
+            key["AttributeName"]
+            for key in resources[lid]["Properties"]["KeySchema"]
+            if key["KeyType"] == "HASH"
+        )
+        for lid, name in provisioned.tables.items()
+    }
+    return Account(
+        account_id=resolver.account_id,
+        partition_keys=partition_keys,
+        key_aliases=dict(provisioned.aliases),
+        stack_ids={provisioned.stack_name: str(resolver.pseudo("AWS::StackId"))},
     )

@@ -43,6 +43,8 @@ from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
+from sagactl.iam.coverage import evaluate_calls
+from sagactl.iam.stack_policies import provisioned_account, stack_policies
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.aws_calls import AwsCall, recording_aws_calls
 from sagactl.local.emulator import LocalServer, client_environment
@@ -56,6 +58,8 @@ from tests.infra.test_agent_gateway import AGENT_GATEWAY
 from tests.unit.test_agent_tools import PROPOSAL
 
 ROOT = Path(__file__).resolve().parents[2]
+# A function's role session: no MFA (Lambda assumes the role).
+FUNCTION_SESSION_MFA = False
 EXAMPLES = ROOT / "examples"
 
 TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
@@ -119,11 +123,17 @@ class Names:
         provisioned = local.provisioned
         assert provisioned is not None
         physical = {**provisioned.tables, **provisioned.queues, **provisioned.keys}
+        resource_of_name = {name: resources[lid] for lid, name in physical.items()}
+        # The functions name the stack's approval keys by alias (saga.approval_keys).
+        key_of_arn = {arn: lid for lid, arn in provisioned.keys.items()}
+        resource_of_name |= {
+            alias: resources[key_of_arn[arn]] for alias, arn in provisioned.aliases.items()
+        }
         return cls(
             function_of_name={name: functions[lid] for lid, name in provisioned.functions.items()},
             function_of_logical_id=functions,
             resource_of_logical_id=resources,
-            resource_of_name={name: resources[lid] for lid, name in physical.items()},
+            resource_of_name=resource_of_name,
         )
 
 
@@ -711,6 +721,28 @@ def test_each_function_is_granted_exactly_the_calls_its_code_makes(
     assert {f for f, _, _ in required} == functions
     differences = grant_differences(granted, required, KEPT_WITHOUT_A_LOCAL_CALL)
     assert not differences, "grants differ from the calls:\n" + "\n".join(differences)
+    denied = denied_calls(gateway_local_aws, with_gateway, calls)
+    assert not denied, "AWS would deny these calls:\n" + "\n".join(denied)
+
+
+def denied_calls(local: LocalAws, synth: Synthesized, calls: list[AwsCall]) -> list[str]:
+    """Each function's recorded calls evaluated as IAM would (sagactl.iam: its role's policies,
+    the approval keys' key policies, conditions): one line per request AWS would deny."""
+    provisioned = local.provisioned
+    assert provisioned is not None and provisioned.resolver is not None
+    policies = stack_policies(synth.template_json, provisioned.resolver)
+    account = provisioned_account(synth.template_json, provisioned)
+    denied: list[str] = []
+    for function_id, name in provisioned.functions.items():
+        role_id = policies.role_of_function[function_id]
+        evaluated = evaluate_calls(
+            [call for call in calls if call.kind == "function" and call.caller == name],
+            account,
+            policies.grants(role_id),
+            policies.roles[role_id].session_context(mfa=FUNCTION_SESSION_MFA),
+        )
+        denied += [e.line() for e in evaluated if not e.allowed]
+    return list(dict.fromkeys(denied))
 
 
 def _role_statements(synth: Synthesized, construct_id: str) -> list[Any]:

@@ -30,8 +30,12 @@ from saga.approval_keys import forget_public_keys
 from sagactl.commands.mcp import call_tool
 from sagactl.errors import SagactlError
 from sagactl.iam.coverage import evaluate_calls, unused_grants
-from sagactl.iam.requests import Account
-from sagactl.iam.stack_policies import RolePolicies, StackPolicies, stack_policies
+from sagactl.iam.stack_policies import (
+    RolePolicies,
+    StackPolicies,
+    provisioned_account,
+    stack_policies,
+)
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.aws_calls import acting_as, recording_aws_calls
 from sagactl.local.environment import LocalAws
@@ -164,33 +168,8 @@ def people_roles(outputs: dict[str, str], policies: StackPolicies) -> dict[str, 
     return {key: by_arn[arn] for key, arn in keys.items()}
 
 
-def account_of(local: LocalAws, template: dict[str, Any]) -> Account:
-    provisioned = local.provisioned
-    assert provisioned is not None and provisioned.resolver is not None
-    resources = template["Resources"]
-    partition_keys = {
-        name: next(
-            k["AttributeName"]
-            for k in resources[lid]["Properties"]["KeySchema"]
-            if k["KeyType"] == "HASH"
-        )
-        for lid, name in provisioned.tables.items()
-    }
-    return Account(
-        account_id=provisioned.resolver.account_id,
-        partition_keys=partition_keys,
-        key_aliases=provisioned.aliases,
-        stack_ids={provisioned.stack_name: str(provisioned.resolver.pseudo("AWS::StackId"))},
-    )
-
-
 def requires_mfa(role: RolePolicies) -> bool:
     return "aws:MultiFactorAuthPresent" in json.dumps(role.trust)
-
-
-@pytest.fixture(scope="module")
-def recorded() -> dict[str, Any]:
-    return {}
 
 
 def test_every_person_flow_is_allowed_and_every_grant_is_used(
@@ -199,7 +178,7 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
     assert saga.provisioned is not None and saga.provisioned.resolver is not None
     policies = stack_policies(synthesized.template_json, saga.provisioned.resolver)
     roles = people_roles(saga.outputs, policies)
-    account = account_of(saga, synthesized.template_json)
+    account = provisioned_account(synthesized.template_json, saga.provisioned)
     people = flows()
     assert {flow.role for flow in people} == set(roles), (
         "a role without a flow, or a flow without a role"
