@@ -176,7 +176,7 @@ def test_only_this_accounts_gateways_may_assume_the_gateway_role(enabled: Synthe
 @pytest.mark.parametrize(
     ("stage", "tenant", "message"),
     [
-        ("a-very-long-stage-name-for-review", "acme", "is not a valid AgentCore gateway name"),
+        ("dev", "acme-and-sons-international-holdings", "is not a valid AgentCore gateway name"),
         ("dev", "acme_corp", "is not a valid AgentCore gateway name"),
     ],
 )
