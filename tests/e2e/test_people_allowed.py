@@ -18,8 +18,8 @@ exist", but the request is recorded before it is sent, and it is what AWS author
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from saga.approval_keys import forget_public_keys
 from sagactl.commands.mcp import call_tool
 from sagactl.errors import SagactlError
 from sagactl.iam.coverage import evaluate_calls, unused_grants
+from sagactl.iam.evaluate import statements
 from sagactl.iam.stack_policies import (
     RolePolicies,
     StackPolicies,
@@ -48,6 +49,8 @@ from tests.unit.test_agent_tools import PROPOSAL
 __all__ = ["saga", "sagactl"]
 
 TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
+# The drafts table's partition key that dynamodb:LeadingKeys confines to a tenant.
+TENANT_FIRST_KEY = "tenant_id"
 
 
 @dataclass(frozen=True)
@@ -191,11 +194,9 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
                     flow.run(sagactl, saga, tmp_path)
                 except AssertionError as exc:
                     raise AssertionError(f"{flow.role}: {flow.title}: {exc}") from exc
-        for key in roles:
+        for key in roles:  # how sagactl finds the stack's outputs on AWS
             with acting_as(key), pytest.raises(SagactlError, match="does not exist"):
-                aws_target(
-                    synthesized.saga.stack.stack_name
-                )  # how sagactl finds the outputs on AWS
+                aws_target(synthesized.saga.stack.stack_name)
     problems: list[str] = []
     for key, logical_id in sorted(roles.items()):
         role = policies.roles[logical_id]
@@ -210,5 +211,44 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
             f"UNUSED  {key}: {action} on {resource}: allowed, but no flow of this role calls it"
             for action, resource in unused_grants(role, [e.request for e in evaluated if e.allowed])
         ]
+    # The approver role as the stack made it before (kms:Sign and the stack's outputs only):
+    # its `case approve --case` is denied on AWS, as moto never showed.
+    for key, logical_id in roles.items():
+        if key.startswith("approver "):
+            role = policies.roles[logical_id]
+            before = tuple(signing_only(document) for document in role.identity)
+            grants = replace(policies.grants(logical_id), identity=before)
+            evaluated = evaluate_calls(
+                [c for c in calls if c.caller == key and c.service == "dynamodb"],
+                account,
+                grants,
+                role.session_context(mfa=True),
+            )
+            assert {(e.request.action, e.allowed) for e in evaluated} == {
+                ("dynamodb:GetItem", False),
+                ("dynamodb:UpdateItem", False),
+            }, key
+    drafts_key = account.partition_keys[saga.outputs["DraftsTableName"]]
+    if drafts_key != TENANT_FIRST_KEY:
+        problems.insert(
+            0,
+            f"KEY     the drafts table's partition key is {drafts_key!r}, not "
+            f"{TENANT_FIRST_KEY!r}: the approver and agent roles confine drafts to their tenant "
+            "with dynamodb:LeadingKeys, which needs the tenant-first key (issue 21)",
+        )
     unique = list(dict.fromkeys(problems))
     assert not unique, "the people's roles differ from their flows:\n" + "\n".join(unique)
+
+
+def signing_only(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy document without its DynamoDB statements (the approver role before)."""
+    kept = [
+        statement
+        for statement in statements(document)
+        if not any(str(a).startswith("dynamodb:") for a in as_list(statement["Action"]))
+    ]
+    return {**document, "Statement": kept}
+
+
+def as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
