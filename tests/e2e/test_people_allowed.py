@@ -30,7 +30,7 @@ from saga.approval_keys import forget_public_keys
 from sagactl.commands.mcp import call_tool
 from sagactl.errors import SagactlError
 from sagactl.iam.coverage import evaluate_calls, unused_grants
-from sagactl.iam.evaluate import statements
+from sagactl.iam.evaluate import Grants, Request, evaluate, statements
 from sagactl.iam.stack_policies import (
     RolePolicies,
     StackPolicies,
@@ -197,6 +197,9 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
         for key in roles:  # how sagactl finds the stack's outputs on AWS
             with acting_as(key), pytest.raises(SagactlError, match="does not exist"):
                 aws_target(synthesized.saga.stack.stack_name)
+    drafts = (
+        f"arn:aws:dynamodb:us-east-1:{account.account_id}:table/{saga.outputs['DraftsTableName']}"
+    )
     problems: list[str] = []
     for key, logical_id in sorted(roles.items()):
         role = policies.roles[logical_id]
@@ -207,6 +210,12 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
             role.session_context(mfa=requires_mfa(role)),
         )
         problems += [f"DENIED  {e.line()}" for e in evaluated if not e.allowed]
+        problems += [
+            f"TENANT  {key}: {e.request.action} on another tenant's drafts would be allowed"
+            for e in evaluated
+            if e.allowed
+            and not other_tenants_denied(policies.grants(logical_id), e.request, drafts)
+        ]
         problems += [
             f"UNUSED  {key}: {action} on {resource}: allowed, but no flow of this role calls it"
             for action, resource in unused_grants(role, [e.request for e in evaluated if e.allowed])
@@ -238,6 +247,21 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
         )
     unique = list(dict.fromkeys(problems))
     assert not unique, "the people's roles differ from their flows:\n" + "\n".join(unique)
+
+
+def other_tenants_denied(grants: Grants, request: Request, drafts: str) -> bool:
+    """The same request on every other tenant's drafts is denied (requests on other tables,
+    which are not partitioned by tenant, have nothing to vary)."""
+    leading = request.context.get("dynamodb:LeadingKeys")
+    if request.resource != drafts or not isinstance(leading, list):
+        return True
+    others = sorted(set(TENANT_APPROVERS) - set(leading))
+    return all(
+        not evaluate(
+            grants, replace(request, context={**request.context, "dynamodb:LeadingKeys": [other]})
+        ).allowed
+        for other in others
+    )
 
 
 def signing_only(document: Mapping[str, Any]) -> dict[str, Any]:
