@@ -39,9 +39,9 @@ def stack_function(
         function = target.client("lambda").get_function_configuration(FunctionName=name)
         variables = (function.get("Environment") or {}).get("Variables") or {}
         if function.get("Handler") != handler or variables.get(variable) != resource:
-            raise SagactlError(
-                f"{named_by} {name} does not run {handler} with {variable}={resource}: the "
-                "outputs are not this stack's"
+            raise NotFound(
+                f"no {what} function ({handler}) has {variable}={resource}: {named_by} {name} "
+                "is another stack's (are the outputs this stack's?)"
             )
         return dict(function)
     found = []

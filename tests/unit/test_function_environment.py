@@ -51,8 +51,9 @@ def test_a_function_environment_is_validated_and_names_each_missing_variable() -
     # A forward step reads the case record: only a case under way moves forward.
     with pytest.raises(ConfigurationError, match="CASES_TABLE is required"):
         ReserveStockEnvironment.from_env({**RESERVE, "CASES_TABLE": ""})
-    with pytest.raises(ConfigurationError, match="TENANTS is required"):
-        ValidateCaseEnvironment.from_env({**POWERTOOLS, **APPROVALS, "CASES_TABLE": "cases"})
+    # Who may approve is APPROVAL_KEYS' approvers: ValidateCase needs it.
+    with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is required"):
+        ValidateCaseEnvironment.from_env({**POWERTOOLS, "CASES_TABLE": "cases"})
     with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is required"):
         ReserveStockEnvironment.from_env({k: v for k, v in RESERVE.items() if k not in APPROVALS})
     with pytest.raises(ConfigurationError, match="ATTEMPT_BUDGET must be an integer"):
