@@ -1,4 +1,5 @@
-"""Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed.
+"""Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed;
+and AWS would allow each call (key policies and conditions included, evaluated by sagactl.iam).
 
 The scenarios below run the saga's paths in the local AWS (the same handlers, the synthesized
 template with the agent gateway on, so AgentToolsFunction is among the functions; the flag
@@ -46,7 +47,7 @@ from saga.identity import Operation
 from sagactl.iam.coverage import evaluate_calls
 from sagactl.iam.stack_policies import provisioned_account, stack_policies
 from sagactl.local.approval_keys import sign_locally
-from sagactl.local.aws_calls import AwsCall, recording_aws_calls
+from sagactl.local.aws_calls import AwsCall, acting_as, recording_aws_calls
 from sagactl.local.emulator import LocalServer, client_environment
 from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.template import load_template
@@ -60,6 +61,7 @@ from tests.unit.test_agent_tools import PROPOSAL
 ROOT = Path(__file__).resolve().parents[2]
 # A function's role session: no MFA (Lambda assumes the role).
 FUNCTION_SESSION_MFA = False
+GATEWAY_ROLE = "gateway"  # the calls AgentCore Gateway makes with its role: the tool invokes
 EXAMPLES = ROOT / "examples"
 
 TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
@@ -142,6 +144,8 @@ def required_grants(calls: Iterable[AwsCall], names: Names) -> set[Grant]:
     """The (function, action, resource) IAM must allow for each recorded call."""
     grants: set[Grant] = set()
     for call in calls:
+        if call.kind != "function":
+            continue  # the gateway's invokes: evaluated against its role in denied_calls
         function = names.function_of_name[call.function_name]
         for action, resource in _authorised_as(call, names):
             grants.add((function, action, resource))
@@ -423,11 +427,12 @@ def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str
         "bedrockAgentCoreMessageVersion": "1.0",
         "bedrockAgentCoreToolName": f"{target_name(tenant)}{TARGET_DELIMITER}{tool}",
     }
-    response = local.client("lambda").invoke(
-        FunctionName=function,
-        Payload=json.dumps(arguments).encode(),
-        ClientContext=base64.b64encode(json.dumps({"custom": custom}).encode()).decode(),
-    )
+    with acting_as(GATEWAY_ROLE):  # the invoke is the gateway role's (evaluated below)
+        response = local.client("lambda").invoke(
+            FunctionName=function,
+            Payload=json.dumps(arguments).encode(),
+            ClientContext=base64.b64encode(json.dumps({"custom": custom}).encode()).decode(),
+        )
     result = json.loads(response["Payload"].read())
     assert "FunctionError" not in response and result["isError"] is False, result
     return result["structuredContent"]
@@ -742,6 +747,18 @@ def denied_calls(local: LocalAws, synth: Synthesized, calls: list[AwsCall]) -> l
             policies.roles[role_id].session_context(mfa=FUNCTION_SESSION_MFA),
         )
         denied += [e.line() for e in evaluated if not e.allowed]
+    gateway = synth.saga.stack.agent_gateway
+    assert gateway is not None
+    role_id = synth.logical_id(gateway.gateway_role)
+    invokes = [call for call in calls if call.kind == "role" and call.caller == GATEWAY_ROLE]
+    assert invokes, "no tool call went through a gateway"
+    evaluated = evaluate_calls(
+        invokes,
+        account,
+        policies.grants(role_id),
+        policies.roles[role_id].session_context(mfa=FUNCTION_SESSION_MFA),
+    )
+    denied += [e.line() for e in evaluated if not e.allowed]
     return list(dict.fromkeys(denied))
 
 
