@@ -218,8 +218,9 @@ def evaluate(grants: Grants, request: Request) -> Verdict:
     if required and resource_allow is PrincipalMatch.NONE:
         return Verdict(
             Decision.IMPLICIT_DENY,
-            "the key policy neither allows this principal nor delegates to the account's IAM "
-            "policies (identity policies alone allow nothing on a KMS key)",
+            "the resource's own policy (a key policy, a trust policy) neither allows this "
+            "principal nor delegates to the account's IAM policies (which alone allow nothing "
+            "on it)",
         )
     if identity_allow:
         return Verdict(Decision.ALLOW, "an identity policy allows it")
