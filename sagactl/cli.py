@@ -8,10 +8,12 @@ Add a group by appending its module to COMMAND_MODULES.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 COMMAND_MODULES: tuple[str, ...] = (
     "sagactl.commands.local",
@@ -27,8 +29,26 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+class SuggestingParser(argparse.ArgumentParser):
+    """argparse, plus "did you mean" for a mistyped command or choice (`sagactl strat` ->
+    'start'); argparse's own `suggest_on_error` exists only from Python 3.14. Subparsers are of
+    the parser's class, so every level suggests."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            choices = [str(choice) for choice in action.choices or ()]
+            close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+            if not close:
+                raise
+            raise argparse.ArgumentError(
+                action, f"{exc.message}; did you mean {close[0]!r}?"
+            ) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="sagactl", description="Operate the replacement-order saga (on AWS or locally)."
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -190,12 +190,19 @@ def guarded(handler: Handler) -> Handler:
             return _report(
                 args,
                 "NoCredentials",
-                "no AWS credentials found by the default credential chain "
-                "(set AWS_PROFILE or run `aws configure`), or use --local",
+                with_local_hint(
+                    "no AWS credentials found by the default credential chain "
+                    "(set AWS_PROFILE or run `aws configure`), or use --local"
+                ),
                 EXIT_ERROR,
             )
         except NoRegionError:
-            return _report(args, "NoRegion", "no AWS region configured: pass --region", EXIT_ERROR)
+            return _report(
+                args,
+                "NoRegion",
+                with_local_hint("no AWS region configured: pass --region"),
+                EXIT_ERROR,
+            )
         except EndpointConnectionError as exc:
             return _report(
                 args,
@@ -216,6 +223,16 @@ def guarded(handler: Handler) -> Handler:
             return EXIT_INTERRUPTED
 
     return run
+
+
+def with_local_hint(message: str) -> str:
+    """`message`, and how to use the local AWS when one is running: a command that found no
+    AWS configuration was most likely meant for it (its shell lacks the environment)."""
+    from sagactl.local.process import usage_hint
+    from sagactl.paths import LOCAL_STATE_DIR
+
+    hint = usage_hint(LOCAL_STATE_DIR)
+    return f"{message}; {hint}" if hint else message
 
 
 def _report(args: argparse.Namespace, error_type: str, message: str, exit_code: int) -> int:

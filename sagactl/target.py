@@ -27,7 +27,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sagactl.errors import NotFound, SagactlError, TargetError
+from sagactl.errors import NotFound, SagactlError, TargetError, with_local_hint
 from sagactl.local.clock import ClockUnavailable, read_clock
 from sagactl.paths import PROJECT_ROOT
 
@@ -201,8 +201,10 @@ def aws_target(stack_name: str, *, region: str | None = None) -> Target:
         error = exc.response.get("Error", {})
         if error.get("Code") == "ValidationError" and "does not exist" in str(error.get("Message")):
             raise NotFound(
-                f"stack {stack_name} does not exist in {target.region}: deploy it "
-                "(`cdk deploy`) or pass --stack / --region"
+                with_local_hint(
+                    f"stack {stack_name} does not exist in {target.region}: deploy it "
+                    "(`cdk deploy`) or pass --stack / --region"
+                )
             ) from None
         raise
     if not stacks:

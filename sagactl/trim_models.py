@@ -12,12 +12,17 @@ and the root data botocore reads for a client: `partitions.json`,
 every partition as botocore has it but only these services' entries. saga.aws makes the Lambda
 code's clients from a session whose loader reads this directory alone (about 13 ms for a first
 client); no other session in the process sees it.
+
+botocore is Apache-2.0 (Amazon's copyright): the directory also carries botocore's LICENSE and
+its NOTICE, preceded by what was changed, so the Lambda asset that ships the data ships them
+(the repository's NOTICE says the same).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +128,26 @@ def expected_files() -> dict[Path, str]:
         files[directory / "service-2.json"] = json.dumps(model, indent=1, sort_keys=True) + "\n"
         rules = loader.load_service_model(service, "endpoint-rule-set-1")
         files[directory / "endpoint-rule-set-1.json"] = json.dumps(rules, sort_keys=True) + "\n"
+    files.update(license_files())
     return files
+
+
+def license_files() -> dict[Path, str]:
+    """botocore's LICENSE and NOTICE, the NOTICE preceded by what this directory changed."""
+    botocore = distribution("botocore")
+    license_text = botocore.read_text("LICENSE.txt") or botocore.read_text("licenses/LICENSE.txt")
+    notice = botocore.read_text("NOTICE") or botocore.read_text("licenses/NOTICE")
+    if not license_text or not notice:
+        raise RuntimeError("the installed botocore has no LICENSE.txt or NOTICE to carry")
+    changed = (
+        f"The files in this directory are data of botocore {botocore.version}\n"
+        "(https://github.com/boto/botocore, botocore/data), licensed under the Apache License,\n"
+        "Version 2.0 (LICENSE in this directory), changed by this project's\n"
+        "sagactl/trim_models.py: each service model reduced to the operations the Lambda code\n"
+        "calls, without documentation; endpoints.json reduced to those services.\n"
+        "botocore's NOTICE follows.\n\n"
+    )
+    return {MODELS_DIR / "LICENSE": license_text, MODELS_DIR / "NOTICE": changed + notice}
 
 
 def write() -> list[Path]:
@@ -148,6 +172,7 @@ __all__ = [
     "MODELS_DIR",
     "ROOT_DATA",
     "expected_files",
+    "license_files",
     "trimmed_endpoints",
     "trimmed_model",
     "write",

@@ -88,7 +88,11 @@ class SagaStack(Stack):
                 "AgentGateway",
                 config=config,
                 tools=self.tools,
-                tables={"drafts": self.tables.drafts, "cases": self.tables.cases},
+                tables={
+                    "drafts": self.tables.drafts,
+                    "legacy_drafts": self.tables.legacy_drafts,
+                    "cases": self.tables.cases,
+                },
                 state_machine=self.workflow.state_machine,
             )
         self.people = PeopleRoles(
@@ -121,6 +125,7 @@ class SagaStack(Stack):
             "LedgerTableName": self.tables.ledger.table_name,
             "CasesTableName": self.tables.cases.table_name,
             "DraftsTableName": self.tables.drafts.table_name,
+            "LegacyDraftsTableName": self.tables.legacy_drafts.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.

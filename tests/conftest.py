@@ -28,6 +28,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from sagactl.paths import with_pinned_node
+
+# The pinned Node.js (package.json) for everything the tests run on Node: the CDK's jsii kernel
+# (it starts when aws_cdk is first imported, below), the reference JSONata, the ASL validator.
+os.environ["PATH"] = with_pinned_node(os.environ)["PATH"]
+
 from sagactl.local.clock import LOCAL_CLOCK, LocalClock
 from sagactl.local.emulator import (
     LocalServer,

@@ -19,6 +19,7 @@ OUTPUT_OF_VARIABLE: Mapping[str, str] = {
     "LEDGER_TABLE": "LedgerTableName",
     "CASES_TABLE": "CasesTableName",
     "DRAFTS_TABLE": "DraftsTableName",
+    "LEGACY_DRAFTS_TABLE": "LegacyDraftsTableName",
     "INVENTORY_TABLE": "InventoryTableName",
     "RESERVATIONS_TABLE": "ReservationsTableName",
     "PAYMENTS_TABLE": "PaymentsTableName",

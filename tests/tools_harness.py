@@ -49,6 +49,7 @@ TABLE_NAMES = {
     "LEDGER_TABLE": "t-ledger",
     "CASES_TABLE": "t-cases",
     "DRAFTS_TABLE": "t-drafts",
+    "LEGACY_DRAFTS_TABLE": "t-legacy-drafts",
     "INVENTORY_TABLE": "t-inventory",
     "RESERVATIONS_TABLE": "t-reservations",
     "PAYMENTS_TABLE": "t-payments",

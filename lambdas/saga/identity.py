@@ -8,13 +8,16 @@ request digest covers the step's consequential parameters plus the approved revi
 same key with other parameters is a KeyConflict in the ledger.
 
 Everything here is derived from the case; nothing is stored elsewhere (the CLI derives the same
-keys from a case id and its tenant).
+keys from a case id and its tenant). An agent's case id is derived from its tenant and request
+(docs/design.md §10): `agt_<tenant>_<code>`, so that an id tells whose agent case it is.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -197,3 +200,46 @@ def execution_name(case_id: str, revision: int) -> str:
     if len(tail) > _MAX_TAIL:
         tail = f"-{digest}"
     return case_id[: MAX_EXECUTION_NAME - len(tail)] + tail
+
+
+# --- agent case ids (docs/design.md §10) --------------------------------------------------------
+AGENT_CASE_PREFIX = "agt_"
+# No tenant id contains `_` (saga.models.TENANT_ID_PATTERN): the tenant is exactly what lies
+# between the prefix and the next `_`, so `agt_acme_...` and `agt_acme-eu_...` never meet.
+AGENT_ID_DELIMITER = "_"
+# 12 base32 characters (60 bits): `agt_` + a 63-character tenant + `_` + 12 = 80, the limit of
+# case ids and execution names. Two requests of one tenant share an id with probability
+# below n^2 / 2^61 for n requests, and such a collision is refused (CONFLICT), never merged.
+AGENT_CODE_LENGTH = 12
+# The ids the agent tools gave before they carried the tenant: `agt-` + 32 hex digits.
+_LEGACY_AGENT_CASE_ID = re.compile(r"agt-[0-9a-f]{32}")
+
+
+def _request_hash(tenant_id: str, request_id: str) -> bytes:
+    return hashlib.sha256(f"{tenant_id}\n{request_id}".encode()).digest()
+
+
+def agent_case_id(tenant_id: str, request_id: str) -> str:
+    """`agt_<tenant>_<code>`: the case id of an agent's request, stable across its retries;
+    the code is the first 12 base32 characters (lower case) of SHA-256(tenant \\n request)."""
+    code = base64.b32encode(_request_hash(tenant_id, request_id)).decode("ascii").lower()
+    return f"{AGENT_CASE_PREFIX}{tenant_id}{AGENT_ID_DELIMITER}{code[:AGENT_CODE_LENGTH]}"
+
+
+def legacy_agent_case_id(tenant_id: str, request_id: str) -> str:
+    """The id the same request got before agent case ids carried the tenant: `agt-` + the first
+    32 hex digits of SHA-256(tenant \\n request). Its drafts are read where they were written."""
+    return f"agt-{_request_hash(tenant_id, request_id).hex()[:32]}"
+
+
+def is_legacy_agent_case_id(case_id: str) -> bool:
+    return _LEGACY_AGENT_CASE_ID.fullmatch(case_id) is not None
+
+
+def agent_namespace(case_id: str) -> str | None:
+    """The tenant whose agent case ids `case_id` is among (`agt_<tenant>_...`); None for an id
+    outside the namespace, "" for an `agt_` id that names no tenant (nobody may use it)."""
+    if not case_id.startswith(AGENT_CASE_PREFIX):
+        return None
+    tenant, delimiter, code = case_id[len(AGENT_CASE_PREFIX) :].partition(AGENT_ID_DELIMITER)
+    return tenant if delimiter and code else ""

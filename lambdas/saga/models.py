@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
@@ -30,7 +31,7 @@ from saga import formats
 from saga.approvals import SignedApproval
 from saga.errors import ApprovalMismatch, InvalidRequest
 from saga.fault_plan import validate_fault_plan
-from saga.identity import sha256_hex
+from saga.identity import AGENT_CASE_PREFIX, agent_namespace, sha256_hex
 
 if TYPE_CHECKING:
     from saga.ledger import ActionOutcome
@@ -167,6 +168,21 @@ class CaseParameters(StrictModel):
     reserve: Reserve
     refund: Refund
     shipment: Shipment
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _owns_agent_case_id(cls, tenant_id: str, info: ValidationInfo) -> str:
+        """An agent case id (`agt_<tenant>_...`) is its tenant's alone (docs/design.md §10):
+        no other tenant's case runs under it, so none can pass for that tenant's agent case."""
+        case_id = info.data.get("case_id")
+        owner = agent_namespace(case_id) if isinstance(case_id, str) else None
+        if owner is not None and owner != tenant_id:
+            whose = f"tenant {owner}'s" if owner else "no tenant's"
+            raise ValueError(
+                f"case id {case_id} is {whose} agent case id ({AGENT_CASE_PREFIX}<tenant>_...); "
+                f"a case of tenant {tenant_id} cannot use it: choose another case id"
+            )
+        return tenant_id
 
 
 CASE_PARAMETERS = tuple(CaseParameters.model_fields)  # known at class creation: nothing built

@@ -45,6 +45,7 @@ TABLES = (
     "ledger",
     "cases",
     "drafts",
+    "legacy_drafts",
     "inventory",
     "reservations",
     "payments",
@@ -361,6 +362,8 @@ class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables):
 
 class DraftsVariables(FunctionEnvironment):
     drafts_table: TableName
+    # Drafts proposed before ids carried the tenant, keyed by case_id alone (docs/design.md §10).
+    legacy_drafts_table: TableName
 
 
 def parse_agent_targets(raw: str | Mapping[str, Any]) -> dict[str, str]:

@@ -17,16 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from saga.approvals import format_instant, parse_instant, require_signature
-from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.approvals import format_instant, parse_instant
+from saga.errors import ApprovalInvalid, AuthorizationDenied, InvalidRequest
 from saga.fault_plan import DOWNSTREAMS
-from saga.models import Case, parse_case, verify_approval, with_approval_digest
+from saga.models import Case, parse_case, with_approval_digest
 from saga.tools.validate import authorize
 from sagactl.commands.common import (
     Subparsers,
     add_command,
     add_json_argument,
     add_target_arguments,
+    check_case_file,
     positive_int,
     read_case_file,
     resolve_target,
@@ -38,6 +39,7 @@ from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError
 from sagactl.operations.drafts import approve_draft, default_approver, open_draft
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import sign_case, verify_deployed_signature
+from sagactl.paths import LOCAL_STATE_DIR, display_path
 from sagactl.views.draft import describe_draft
 
 
@@ -118,9 +120,9 @@ def _write(case: dict[str, Any], output: str, *, force: bool) -> str:
         return "stdout"
     path = Path(output)
     if path.exists() and not force:
-        raise UsageError(f"{path} exists: pass --force to overwrite it")
+        raise UsageError(f"{display_path(path)} exists: pass --force to overwrite it")
     write_json_file(path, case)
-    return str(path)
+    return display_path(path)
 
 
 def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
@@ -142,9 +144,11 @@ def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
 
 def command_new(args: argparse.Namespace) -> int:
     case = approve(case_from_args(args), tenants_for(args), source="case")
-    written_to = _write(case, args.output, force=args.force)
+    # By default under .local/ (ignored by git), not the working directory.
+    output = args.output or str(LOCAL_STATE_DIR / f"{case['case_id']}.json")
+    written_to = _write(case, output, force=args.force)
     summary = _approval_summary(case, written_to)
-    if args.output == "-":
+    if output == "-":
         return 0
     if args.json:
         emit_json(summary)
@@ -186,7 +190,7 @@ def command_approve(args: argparse.Namespace) -> int:
         print(
             f"approved case {approved['case_id']} revision {summary['revision']} as "
             f"{summary['approved_by']}, signed with {summary['key_id']}: {summary['digest']} "
-            f"({written_to})"
+            f"({written_to}){_deadline(summary.get('start_by'))}"
         )
     return 0
 
@@ -213,9 +217,19 @@ def command_approve_draft(args: argparse.Namespace) -> int:
         print(
             f"approved case {args.case} revision {approval['revision']} as {approver}, signed "
             f"with {approval['key_id']}: {approval['digest']}; the agent can start it now "
-            "(start_replacement)"
+            f"(start_replacement){_deadline(approval.get('start_by'))}"
         )
     return 0
+
+
+def _deadline(start_by: str | None) -> str:
+    """What a signed start deadline means, said where the approval is made (§9)."""
+    if not start_by:
+        return ""
+    return (
+        f"\nsigned start deadline: {start_by} (it must start by then; compensations and "
+        "redrives later are not refused for it)"
+    )
 
 
 def _confirmed(question: str) -> bool:
@@ -241,19 +255,13 @@ def _instant(value: str, flag: str) -> str:
 def command_check(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
     tenants = tenants_for(args)
-    # In ValidateCase's order: the fields, who approved, the digest, then the signature.
-    try:
-        case = parse_case(raw)
-        check_authorized(case, tenants, source=str(args.file))
-        verify_approval(case)
-        require_signature(case)
-        signature = (
-            verify_deployed_signature(resolve_target(args), case)
-            if args.deployed
-            else "signed (the signature is verified with the deployed keys: --deployed)"
-        )
-    except (InvalidRequest, ApprovalMismatch, ApprovalInvalid, AuthorizationDenied) as exc:
-        raise InvalidCaseFile(f"{args.file}: {exc}") from None
+    case = check_case_file(raw, tenants, str(args.file))
+    signature = "signed (the signature is verified with the deployed keys: --deployed)"
+    if args.deployed:  # the last check, as in ValidateCase
+        try:
+            signature = verify_deployed_signature(resolve_target(args), case)
+        except (ApprovalInvalid, AuthorizationDenied) as exc:
+            raise InvalidCaseFile(f"{args.file}: {exc}") from None
     if args.json:
         emit_json(
             {
@@ -331,7 +339,11 @@ def register(subparsers: Subparsers) -> None:
         help="sandbox fault, repeatable, consumed in order per downstream "
         f"({', '.join(DOWNSTREAMS)}), e.g. refund=lose_response",
     )
-    new.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    new.add_argument(
+        "-o",
+        "--output",
+        help="file to write (default: .local/<case id>.json in the clone; - for stdout)",
+    )
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     add_json_argument(new)
     _add_tenant_source(new)

@@ -8,6 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from saga.approvals import require_signature
+from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
+from saga.models import Case
+from saga.tools.validate import checked_case
+from sagactl.config import Tenants
 from sagactl.errors import Handler, InvalidCaseFile, guarded
 from sagactl.target import (
     DEFAULT_LOCAL_OUTPUTS,
@@ -145,6 +150,19 @@ def read_case_file(path: Path) -> Any:
         raise InvalidCaseFile(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+
+
+def check_case_file(raw: Any, tenants: Tenants, source: str) -> Case:
+    """A case file checked as ValidateCase checks it, in its order (saga.tools.validate.
+    checked_case): the fields, the tenant and its approver (against `tenants`), the digest,
+    then that it is signed (the signature itself is verified with the deployed keys only). The
+    first failure is an InvalidCaseFile naming the file."""
+    try:
+        return checked_case(raw, tenants.approvers, require_signature)
+    except AuthorizationDenied as exc:  # the tenant or approver: say whose configuration
+        raise InvalidCaseFile(f"{source}: {exc} (tenants from {tenants.source})") from None
+    except (InvalidRequest, ApprovalMismatch, ApprovalInvalid) as exc:
+        raise InvalidCaseFile(f"{source}: {exc}") from None
 
 
 def write_json_file(path: Path, value: Any) -> None:

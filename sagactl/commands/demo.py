@@ -5,7 +5,8 @@ runs each scenario's case file from examples/ through the real state machine and
 prints each case's timeline and outcome (the same view as `sagactl status`), then stops
 everything. Nothing is left running and nothing reaches real AWS.
 
-Scenarios (--scenario NAME, the case file examples/NAME.json):
+Scenarios (--scenario NAME, the case file examples/NAME.json); without --scenario, the first
+four run:
   happy-path            reserved, refunded, shipped: COMPLETED
   lost-refund-response  the refund's response is lost; reconciliation finds the refund by its
                         reference: COMPLETED, no second refund
@@ -16,6 +17,12 @@ Scenarios (--scenario NAME, the case file examples/NAME.json):
                         caused it and what removes the cause, then redrives the execution
                         (`sagactl redrive`): it continues from the release and ends SUCCEEDED,
                         the case ESCALATED, the stock released exactly once
+  lost-carrier-response the carrier's response is lost; reconciliation finds the shipment by
+                        its reference: COMPLETED, no second parcel
+  carrier-unavailable   the carrier never answers: the shipment's outcome cannot be known, the
+                        case ESCALATED for a person (nothing is sent again)
+  refund-rejected       the payment provider refuses: the reservation is released, ESCALATED
+  out-of-stock          nothing to reserve: ESCALATED, nothing done
 
 Retry waits are scaled down (--time-scale, default 0.1) so the demo takes seconds. The
 functions' own output (JSON logs, metrics) goes to <state dir>/demo-handlers.log. Exits 0 when
@@ -60,6 +67,7 @@ class Scenario:
     expect_outcome: str
     # (status, outcome) the first run must end in; then the demo redrives it.
     redrive_from: tuple[str, str] | None = None
+    default: bool = True  # run by `make demo` (without --scenario)
 
     @property
     def example(self) -> str:
@@ -87,8 +95,38 @@ SCENARIOS: tuple[Scenario, ...] = (
         "ESCALATED",
         redrive_from=("FAILED", "COMPENSATION_PENDING"),
     ),
+    Scenario(
+        "lost-carrier-response",
+        "lost carrier response: reconciled by reference, no second parcel",
+        "SUCCEEDED",
+        "COMPLETED",
+        default=False,
+    ),
+    Scenario(
+        "carrier-unavailable",
+        "carrier unavailable: the shipment's outcome unknown, escalated to a person",
+        "SUCCEEDED",
+        "ESCALATED",
+        default=False,
+    ),
+    Scenario(
+        "refund-rejected",
+        "refund rejected: reservation released, escalated",
+        "SUCCEEDED",
+        "ESCALATED",
+        default=False,
+    ),
+    Scenario(
+        "out-of-stock",
+        "out of stock: nothing done, escalated",
+        "SUCCEEDED",
+        "ESCALATED",
+        default=False,
+    ),
 )
+# Every example file is a scenario (tests/cli/test_demo.py); `make demo` runs the defaults.
 SCENARIO_KEYS = tuple(scenario.key for scenario in SCENARIOS)
+DEFAULT_SCENARIOS = tuple(scenario.key for scenario in SCENARIOS if scenario.default)
 # The names these scenarios had before they were named after their example files.
 SCENARIO_ALIASES = {"happy": "happy-path", "lost-refund": "lost-refund-response"}
 
@@ -187,7 +225,7 @@ def _redrive(
 def run_demo(
     source: StackSource | None = None,
     *,
-    scenarios: Sequence[str] = SCENARIO_KEYS,
+    scenarios: Sequence[str] = DEFAULT_SCENARIOS,
     time_scale: float = DEFAULT_TIME_SCALE,
     timeout: float = 120.0,
     out: TextIO | None = None,
@@ -242,7 +280,7 @@ def command_demo(args: argparse.Namespace) -> int:
         raise SagactlError(str(exc)) from None
     return run_demo(
         source,
-        scenarios=args.scenario or SCENARIO_KEYS,
+        scenarios=args.scenario or DEFAULT_SCENARIOS,
         time_scale=args.time_scale,
         handler_log=args.handler_log or args.state_dir / "demo-handlers.log",
     )
@@ -266,7 +304,9 @@ def register_demo(local: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         type=_scenario,
         choices=SCENARIO_KEYS,
-        help="run only this scenario, named after its file in examples/ (repeatable; default: all)",
+        help="run this scenario, named after its file in examples/ (repeatable; default: "
+        + ", ".join(DEFAULT_SCENARIOS)
+        + ")",
     )
     demo.add_argument(
         "--template", type=Path, help="provision this synthesized template (no synthesis)"

@@ -3,6 +3,10 @@
 A fresh deployment has an empty inventory table, so every case would end OUT_OF_STOCK: `seed`
 sets stock levels (the sandbox defaults, or `--sku SKU=N` pairs). The local AWS seeds the
 defaults itself. Seeding sets the level; it does not add to it, so running it twice is harmless.
+
+While a case under way holds a reservation of a SKU, seeding that SKU is refused (exit 3,
+nothing changed): its release would give the stock back on top of the level set, so the level
+would end above the one asked for. `--force` sets it anyway and says how much may come back.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from sagactl.commands.common import (
     resolve_target,
 )
 from sagactl.commands.render import emit_json
-from sagactl.errors import UsageError
-from sagactl.operations.records import set_stock, stock_levels
+from sagactl.errors import Refused, UsageError
+from sagactl.operations.records import set_stock, stock_held_under_way, stock_levels
 
 
 def parse_stock(pairs: list[str] | None) -> dict[str, int]:
@@ -52,14 +56,31 @@ def command_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _held_text(cases: dict[str, int]) -> str:
+    units = sum(cases.values())
+    return f"{units} unit(s) held by {len(cases)} case(s) under way: {', '.join(sorted(cases))}"
+
+
 def command_seed(args: argparse.Namespace) -> int:
     stock = parse_stock(args.sku)
-    set_stock(resolve_target(args), stock)
+    target = resolve_target(args)
+    held = stock_held_under_way(target, stock)
+    if held and not args.force:
+        lines = [f"  {sku}: {_held_text(cases)}" for sku, cases in sorted(held.items())]
+        raise Refused(
+            "not seeded: reservations of cases under way hold stock, and their release would "
+            "give it back on top of the level you set:\n"
+            + "\n".join(lines)
+            + "\nseed once those cases have finished, or pass --force to set it anyway"
+        )
+    set_stock(target, stock)
     if args.json:
-        emit_json({"seeded": stock})
-    else:
-        for sku, available in stock.items():
-            print(f"  {sku:<24} set to {available}")
+        units = {sku: sum(cases.values()) for sku, cases in held.items()}
+        emit_json({"seeded": stock, "held_under_way": units})
+        return 0
+    for sku, available in stock.items():
+        more = f" ({_held_text(held[sku])}: a release adds it back)" if sku in held else ""
+        print(f"  {sku:<24} set to {available}{more}")
     return 0
 
 
@@ -87,7 +108,9 @@ def register(subparsers: Subparsers) -> None:
         description="Set the available stock of SKUs in the stack's inventory table: the "
         "sandbox defaults, or the --sku SKU=N pairs given. It sets the level, it does not add "
         "to it, so running it twice is harmless. A new deployment needs it once, or every case "
-        "ends ESCALATED as OUT_OF_STOCK; `sagactl local up` seeds the defaults itself.",
+        "ends ESCALATED as OUT_OF_STOCK; `sagactl local up` seeds the defaults itself. A SKU "
+        "that a case under way holds reserved is refused (exit 3, nothing set): its release "
+        "would add the stock back on top of the new level; --force sets it anyway.",
     )
     seed.add_argument(
         "--sku",
@@ -96,5 +119,10 @@ def register(subparsers: Subparsers) -> None:
         help="stock level of one SKU, repeatable (default: "
         + ", ".join(f"{s}={n}" for s, n in DEFAULT_STOCK.items())
         + ")",
+    )
+    seed.add_argument(
+        "--force",
+        action="store_true",
+        help="set the levels even while cases under way hold some of that stock",
     )
     add_aws_command_arguments(seed)

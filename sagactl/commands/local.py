@@ -1,4 +1,5 @@
-"""`sagactl local up|down`: the local AWS (moto on loopback) with the stack provisioned;
+"""`sagactl local up|down|env`: the local AWS (moto on loopback) with the stack provisioned, and
+the environment a client shell needs to use it;
 `sagactl local advance|clock`: move and read its clock (commands/local_clock.py);
 `sagactl local demo` (commands/demo.py).
 """
@@ -28,6 +29,7 @@ from sagactl.commands.local_common import (
 )
 from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
 from sagactl.local.process import (
+    env_file,
     is_local_server,
     pid_file,
     process_alive,
@@ -35,20 +37,22 @@ from sagactl.local.process import (
     remove_own_pid_file,
     running_local_server,
     stop_local_server,
+    write_env_file,
     write_pid_file,
 )
-from sagactl.paths import PROJECT_ROOT
+from sagactl.paths import LOCAL_STATE_DIR, display_path
+from sagactl.target import OUTPUTS_ENV
 
 logger = logging.getLogger("sagactl.local")
 
-DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
+DEFAULT_STATE_DIR = LOCAL_STATE_DIR
+LOST_STATE = (
+    "every table, queue, key, function and execution of it is gone (the local AWS keeps them in "
+    "memory): the next `sagactl local up` starts from an empty account"
+)
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
-
-
-def export_lines(environment: dict[str, str]) -> list[str]:
-    return [f"export {key}={shlex.quote(value)}" for key, value in environment.items()]
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -87,14 +91,6 @@ def _listen_error(host: str, port: int, exc: OSError) -> LocalCommandError:
     if exc.errno == errno.EADDRINUSE:
         reason += " (another program holds the port: stop it, or pass --port)"
     return LocalCommandError(f"cannot listen on {host}:{port}: {reason}")
-
-
-def _display_path(path: Path) -> str:
-    """The path as a user would type it from here (relative when under the working directory)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def command_up(args: argparse.Namespace) -> int:
@@ -141,9 +137,8 @@ def _serve(
     from sagactl.local.lambda_runtime import quiet_handlers
 
     state_dir: Path = args.state_dir
-    terminal = sys.stdout
     handler_log = _handler_log(args)
-    # Handlers print to stdout, where these lines go: keep them apart (`-` keeps them here).
+    # Handlers print to stdout: keep them apart from this shell (`-` keeps them here).
     quiet = quiet_handlers(handler_log) if handler_log is not None else contextlib.nullcontext()
     with quiet:
         local = LocalAws(server=server, source=source, seed=args.seed)
@@ -152,6 +147,7 @@ def _serve(
         provision_seconds = time.perf_counter() - started
         outputs_path = state_dir / OUTPUTS_FILE_NAME
         local.write_outputs(outputs_path)
+        env_path = write_env_file(state_dir, client_environment_of(local, outputs_path))
         write_pid_file(state_dir, local.endpoint, server.port)
         provisioned = local.provisioned
         assert provisioned is not None
@@ -163,30 +159,37 @@ def _serve(
             f"{len(provisioned.rules)} EventBridge rule(s)",
             file=sys.stderr,
         )
-        print(f"outputs: {_display_path(outputs_path)}", file=sys.stderr)
+        print(f"outputs: {display_path(outputs_path)}", file=sys.stderr)
         if handler_log is not None:
-            print(f"handler logs: {_display_path(handler_log)}", file=sys.stderr)
-        print("# in another shell:", file=sys.stderr)
-        exports = export_lines(local.environment)
-        # The stack's outputs too, so `$StateMachineArn`, `$LedgerTableName`... work in a shell.
-        exports += export_lines(
-            {key: value for key, value in local.outputs.items() if key != "Endpoint"}
+            print(f"handler logs: {display_path(handler_log)}", file=sys.stderr)
+        print(
+            f"in another shell: source {shlex.quote(display_path(env_path))}   "
+            f'(or: eval "$({env_command(state_dir)})")',
+            file=sys.stderr,
         )
-        print("\n".join(exports), file=terminal, flush=True)
-        machine = local.outputs.get("StateMachineArn")
-        if machine:
-            print(
-                f"# then: aws stepfunctions start-execution --state-machine-arn {machine} "
-                "--name <case_id> --input file://examples/happy-path.json",
-                file=sys.stderr,
-            )
-        print("stop with Ctrl-C or `sagactl local down`", file=sys.stderr)
+        print("then, for example: sagactl start examples/happy-path.json", file=sys.stderr)
+        print("stop with Ctrl-C or `sagactl local down` (all local state is lost)", file=sys.stderr)
         sweep_ttl_until(
             stop,
             args.ttl_sweep_seconds,
             lambda deleted: logger.info("TTL deleted %s", deleted_text(deleted)),
         )
         print("stopping the local AWS", file=sys.stderr)
+
+
+def env_command(state_dir: Path) -> str:
+    """The `sagactl local env` that prints this state directory's environment."""
+    if state_dir.resolve() == DEFAULT_STATE_DIR.resolve():
+        return "sagactl local env"
+    return f"sagactl local --state-dir {shlex.quote(display_path(state_dir))} env"
+
+
+def client_environment_of(local: Any, outputs_path: Path) -> dict[str, str]:
+    """What a client shell needs: fake credentials and the loopback endpoint, where the outputs
+    are (so sagactl finds them from any directory), and each stack output under its own name
+    (`$StateMachineArn`, `$LedgerTableName`, ...)."""
+    outputs = {key: value for key, value in local.outputs.items() if key != "Endpoint"}
+    return {**local.environment, OUTPUTS_ENV: str(outputs_path.resolve()), **outputs}
 
 
 def _handler_log(args: argparse.Namespace) -> Path | None:
@@ -209,7 +212,21 @@ def command_down(args: argparse.Namespace) -> int:
         print(f"no local AWS is running (removed a stale pid file for pid {pid})", file=sys.stderr)
         return 0
     stop_local_server(state_dir, pid)
-    print(f"stopped the local AWS (pid {pid}, {record.get('endpoint')})", file=sys.stderr)
+    print(f"stopped the local AWS (pid {pid}, {record.get('endpoint')}): {LOST_STATE}")
+    return 0
+
+
+def command_env(args: argparse.Namespace) -> int:
+    """The running local AWS's environment file, for `eval "$(sagactl local env)"`."""
+    state_dir: Path = args.state_dir
+    running = running_local_server(state_dir)
+    path = env_file(state_dir)
+    if running is None or not path.exists():
+        raise LocalCommandError(
+            f"no local AWS is running (none in {display_path(state_dir)}): start one with "
+            "`sagactl local up`"
+        )
+    sys.stdout.write(path.read_text(encoding="utf-8"))
     return 0
 
 
@@ -223,8 +240,9 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         description="Start the local AWS (a moto server on loopback, nothing reaches real AWS), "
         "synthesize the CDK app and provision its stack into it (tables, queues, functions, the "
         "state machine, EventBridge rules; resources are named after the stack, as in the "
-        "README), seed the sandbox inventory, write <state dir>/outputs.json, and print the "
-        "`export` lines a client in another shell needs. The functions' own output (JSON log "
+        "README), seed the sandbox inventory, write <state dir>/outputs.json and <state "
+        "dir>/env (the `export` lines a client in another shell sources: `source .local/env` "
+        'or `eval "$(sagactl local env)"`). The functions\' own output (JSON log '
         "lines, metrics) goes to <state dir>/handlers.log. Stops on Ctrl-C, SIGTERM or "
         "`sagactl local down`. A port that is already in use ends it at once (exit 1).",
     )
@@ -281,9 +299,22 @@ def _register_down(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         handler=command_down,
         guard=guarded_local,
         description="Stop the `sagactl local up` whose pid file is in the state directory "
-        "(SIGTERM, then wait for it to exit). Its resources and executions are gone with it; "
-        "the next `local up` starts from an empty account. With nothing running it says so and "
-        "exits 0.",
+        f"(SIGTERM, then wait for it to exit): {LOST_STATE}. With nothing running it says so "
+        "and exits 0.",
+    )
+
+
+def _register_env(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    add_command(
+        local,
+        "env",
+        "print the environment of the running local AWS, for eval",
+        handler=command_env,
+        guard=guarded_local,
+        description="Print the `export` lines of the running `sagactl local up` (the file "
+        "<state dir>/env it wrote): fake credentials, the loopback endpoint, where its outputs "
+        'are, and one variable per stack output. `eval "$(sagactl local env)"` sets them in '
+        "this shell (as `source .local/env` does). Exit 1 when no local AWS is running.",
     )
 
 
@@ -293,7 +324,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "local",
         "the local AWS (moto) with the stack provisioned",
         description="Run the whole stack on this machine, with no AWS account: `up` starts the "
-        "local AWS and provisions the synthesized stack, `down` stops it, `advance` and `clock` "
+        "local AWS and provisions the synthesized stack, `down` stops it, `env` prints what a "
+        "client shell needs to use it, `advance` and `clock` "
         "move and read its clock, `demo` runs the saga's scenarios against a throwaway one.",
     )
     local.add_argument(
@@ -303,5 +335,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where outputs.json, the pid file and the handler log live (default %(default)s)",
     )
     local_commands = local.add_subparsers(dest="local_command", metavar="SUBCOMMAND", required=True)
-    for add in (_register_up, _register_down, register_clock, register_demo):
+    for add in (_register_up, _register_down, _register_env, register_clock, register_demo):
         add(local_commands)

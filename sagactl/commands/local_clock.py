@@ -13,7 +13,13 @@ from sagactl.commands.local_common import (
     deleted_text,
     guarded_local,
 )
-from sagactl.local.clock import ClockReading, ClockUnavailable, advance_clock, read_clock
+from sagactl.local.clock import (
+    SCHEDULED_RULES_EFFECT,
+    ClockReading,
+    ClockUnavailable,
+    advance_clock,
+    read_clock,
+)
 from sagactl.local.process import process_alive, read_pid_file
 
 
@@ -51,6 +57,9 @@ def _print_reading(reading: ClockReading, as_json: bool) -> None:
     deleted = reading.effects.get("ttl_deleted")
     if deleted:
         print(f"TTL deleted {deleted_text(deleted)}")
+    fired = reading.effects.get(SCHEDULED_RULES_EFFECT)
+    if fired:
+        print(f"scheduled rule(s) fired once, before this returned: {', '.join(fired)}")
 
 
 def command_advance(args: argparse.Namespace) -> int:
@@ -94,7 +103,9 @@ def register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         guard=guarded_local,
         description="Move the clock of a running local AWS forward: the Lambda code, Step "
         "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
-        "whose TTL has passed are deleted before the command returns. The clock never goes back.",
+        "whose TTL has passed are deleted, and each scheduled rule (the stuck-action sweeper) "
+        "whose period the jump passed fires once, before the command returns. The clock never "
+        "goes back.",
     )
     for unit in ("days", "hours", "minutes", "seconds"):
         advance.add_argument(f"--{unit}", type=_non_negative_float, default=0.0, metavar="N")

@@ -2,18 +2,26 @@
 
 propose_replacement, get_replacement and start_replacement for one tenant (--tenant: the
 server's trusted configuration; an agent never chooses it), against the local AWS
-(AWS_ENDPOINT_URL, as `sagactl local up` prints it) or a deployed stack (--stack). A person
-approves a proposed case with `sagactl case approve --case CASE_ID`. See the README, "Use it
-from an agent".
+(AWS_ENDPOINT_URL, as `source .local/env` sets it, or --local) or a deployed stack (--stack).
+A person approves a proposed case with `sagactl case approve --case CASE_ID`. See the README,
+"Use it from an agent".
+
+Where it serves and against what is said on stderr (stdout is the protocol over stdio); with
+--http, the URL and a one-line client configuration too.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import json
 import logging
+import socket
+import sys
 from typing import TYPE_CHECKING, Any
 
 from sagactl.commands.common import Subparsers, add_command, add_target_arguments, resolve_target
+from sagactl.errors import TargetError
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -23,8 +31,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "replacement-order-saga"
+CLIENT_SERVER_KEY = "replacement-saga"  # the server's name in a host's mcpServers
+HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8765
 HTTP_PATH = "/mcp"
+EXIT_CODES = (
+    "exit status:\n"
+    "  0    stopped: the host closed stdin (stdio), or Ctrl-C / SIGTERM (--http)\n"
+    "  1    an error: the port is in use (pass --port), AWS or the local AWS unreachable,\n"
+    "       no such stack\n"
+    "  2    a usage error"
+)
 INSTRUCTIONS = (
     "Tools to replace a customer's damaged item: propose_replacement makes a draft a person "
     "must approve, start_replacement starts an approved one, get_replacement follows it. Give "
@@ -91,12 +108,45 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_http(server: Server[Any], port: int) -> None:
+def http_url(port: int) -> str:
+    return f"http://{HTTP_HOST}:{port}{HTTP_PATH}"
+
+
+def http_client_config(port: int) -> str:
+    """One line an MCP host's configuration takes (`mcpServers`, streamable HTTP)."""
+    entry = {"type": "http", "url": http_url(port)}
+    return json.dumps({"mcpServers": {CLIENT_SERVER_KEY: entry}})
+
+
+def listen(port: int) -> socket.socket:
+    """The HTTP server's socket, bound and listening before anything is said about it: a port
+    another program holds is a TargetError that says what to do."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((HTTP_HOST, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            reason += " (another program holds the port: stop it, or pass --port)"
+        raise TargetError(f"cannot listen on {HTTP_HOST}:{port}: {reason}") from None
+    return sock
+
+
+def serve_http(server: Server[Any], sock: socket.socket) -> None:
     """Streamable HTTP on 127.0.0.1 only (the SDK's DNS-rebinding protection for loopback)."""
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host="127.0.0.1")
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def _where(target: Any) -> str:
+    if target.local:
+        return f"the local AWS at {target.endpoint_url}"
+    return f"stack {target.stack_name} in {target.region}"
 
 
 def command_mcp(args: argparse.Namespace) -> int:
@@ -104,11 +154,22 @@ def command_mcp(args: argparse.Namespace) -> int:
 
     from sagactl.operations.agent_tools import agent_tools
 
-    server = build_server(agent_tools(resolve_target(args), args.tenant))
-    if args.http:
-        serve_http(server, args.port)
-    else:
+    sock = listen(args.port) if args.http else None  # first: a busy port ends it at once
+    target = resolve_target(args)
+    server = build_server(agent_tools(target, args.tenant))
+    about = f"the agent tools for tenant {args.tenant}, against {_where(target)}"
+    if sock is None:
+        print(f"sagactl mcp: serving {about} over stdio (an MCP host runs this)", file=sys.stderr)
         anyio.run(serve_stdio, server)
+        return 0
+    port = sock.getsockname()[1]
+    print(
+        f"sagactl mcp: serving {about} on {http_url(port)} (streamable HTTP); Ctrl-C stops\n"
+        f"client config: {http_client_config(port)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    serve_http(server, sock)
     return 0
 
 
@@ -119,6 +180,7 @@ def register(subparsers: Subparsers) -> None:
         "serve the agent tools (propose, get, start a replacement) over MCP",
         handler=command_mcp,
         doc=__doc__,
+        epilog=EXIT_CODES,
     )
     mcp.add_argument(
         "--tenant", required=True, help="the tenant every tool call acts for (trusted: yours)"
@@ -126,7 +188,7 @@ def register(subparsers: Subparsers) -> None:
     mcp.add_argument(
         "--http",
         action="store_true",
-        help=f"serve streamable HTTP on http://127.0.0.1:PORT{HTTP_PATH} instead of stdio",
+        help=f"serve streamable HTTP on http://{HTTP_HOST}:PORT{HTTP_PATH} instead of stdio",
     )
     mcp.add_argument(
         "--port", type=int, default=DEFAULT_HTTP_PORT, help="--http port (%(default)s)"

@@ -12,8 +12,10 @@ Starting the same file again starts nothing: the execution of its name is report
 already ran (its record names another execution, e.g. one started from the console under
 another name) is not run again: DUPLICATE. The input is the file's JSON in canonical form, so
 the same file always sends the same input. The file is validated here first (fields, approval
-digest), so a bad file never becomes an execution; whether the tenant and approver are allowed
-is ValidateCase's to decide (`sagactl case check` asks the same question beforehand).
+digest), so a bad file never becomes an execution. It is checked as ValidateCase checks it, in
+its order (the fields, the tenant and its approver as the stack's ApprovalKeys output lists
+them, the digest, that it is signed), so the first reason given is ValidateCase's; the
+signature itself is verified by ValidateCase (`sagactl case check --deployed` asks beforehand).
 """
 
 from __future__ import annotations
@@ -22,13 +24,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from saga.approvals import require_signature
-from saga.errors import ApprovalInvalid, ApprovalMismatch, InvalidRequest
-from saga.models import parse_case, verify_approval
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
     add_command,
+    check_case_file,
     positive_float,
     read_case_file,
     resolve_target,
@@ -41,17 +41,7 @@ from sagactl.errors import (
     exit_statuses_help,
 )
 from sagactl.operations.executions import start_case
-
-
-def check_case(raw: Any, source: str) -> str:
-    """Validate and verify the approval here, so a bad file never becomes an execution."""
-    try:
-        case = parse_case(raw)
-        verify_approval(case)
-        require_signature(case)
-    except (InvalidRequest, ApprovalMismatch, ApprovalInvalid) as exc:
-        raise InvalidCaseFile(f"{source}: {exc}") from None
-    return case.case_id
+from sagactl.operations.signing import stack_tenants
 
 
 def start_exit_code(report: dict[str, Any]) -> int:
@@ -92,13 +82,13 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 def command_start(args: argparse.Namespace) -> int:
     raw = read_case_file(args.file)
+    target = resolve_target(args)
     if args.skip_checks:
         case_id = raw.get("case_id") if isinstance(raw, dict) else None
         if not isinstance(case_id, str) or not case_id:
             raise InvalidCaseFile(f"{args.file}: case_id is missing (it names the execution)")
     else:
-        case_id = check_case(raw, str(args.file))
-    target = resolve_target(args)
+        case_id = check_case_file(raw, stack_tenants(target), str(args.file)).case_id
     report = start_case(target, raw, case_id)
     code = start_exit_code(report)
     if args.json:

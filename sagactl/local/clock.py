@@ -42,6 +42,7 @@ MAX_ADVANCE_SECONDS = 10 * 366 * 86400
 _HTTP_TIMEOUT_SECONDS = 10.0
 
 Listener = Callable[[float], Any]
+SCHEDULED_RULES_EFFECT = "scheduled_rules"  # the names of the scheduled rules an advance fired
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class LocalClock:
         """Call `listener(now)` after every advance (once per name: registering again replaces
         it); what it returns is reported under `name` in the reading's effects."""
         self._listeners[name] = listener
+
+    def remove_listener(self, name: str) -> None:
+        self._listeners.pop(name, None)
 
     def advance(self, seconds: float) -> ClockReading:
         """Move the clock forward by `seconds` (0 is allowed: listeners run, time stays), then run

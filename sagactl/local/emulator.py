@@ -21,6 +21,7 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
   (sagactl.local.event_rules). Scheduled rules fire only in a server started with
   `run_schedules=True` (sagactl.local.schedules).
+- `install_get_public_key_arn()`: GetPublicKey answers the key's ARN, as KMS does;
 - `install_speedups()`: moto's per-request module listing and per-execution definition parse,
   done once (sagactl.local.speedups).
 """
@@ -35,8 +36,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sagactl.local.approval_keys import install_get_public_key_arn
 from sagactl.local.choice_assign import install_choice_state_assign
-from sagactl.local.clock import LOCAL_CLOCK, ClockEndpoint, LocalClock, install_local_clock
+from sagactl.local.clock import (
+    LOCAL_CLOCK,
+    SCHEDULED_RULES_EFFECT,
+    ClockEndpoint,
+    LocalClock,
+    install_local_clock,
+)
 from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
@@ -225,6 +233,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
     install_execution_name_validation()
+    install_get_public_key_arn()
     install_speedups()
 
 
@@ -329,7 +338,7 @@ class LocalServer:
         os.environ["MOTO_PORT"] = str(self.port)
         configure_runtime(self.endpoint, self.region)
         if self.scheduler is not None:
-            self.scheduler.start()
+            self.start_schedules(self.scheduler)
         logger.info("local AWS listening on %s", self.endpoint)
         return self.endpoint
 
@@ -346,9 +355,20 @@ class LocalServer:
         moto_api_backend.reset()
         LOCAL_CLOCK.reset()
 
-    def stop(self) -> None:
+    def start_schedules(self, scheduler: RuleScheduler) -> None:
+        """Fire the scheduled rules: on `scheduler`'s thread as time passes, and at once for
+        each rule whose period an advance of the clock passed (its listener)."""
+        self.scheduler = scheduler
+        scheduler.start()
+        LOCAL_CLOCK.on_advance(SCHEDULED_RULES_EFFECT, scheduler.on_clock_advance)
+
+    def stop_schedules(self) -> None:
         if self.scheduler is not None:
+            LOCAL_CLOCK.remove_listener(SCHEDULED_RULES_EFFECT)
             self.scheduler.stop()
+
+    def stop(self) -> None:
+        self.stop_schedules()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

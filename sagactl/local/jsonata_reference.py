@@ -9,12 +9,15 @@ pinned in package.json: one Node process per batch of expressions (JSON on stdin
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sagactl.paths import with_pinned_node
 
 SCRIPT = Path(__file__).with_name("reference_jsonata.js")
 BATCH_TIMEOUT_SECONDS = 120
@@ -54,7 +57,7 @@ class _Answer:
 
 
 def _run(mode: str, expressions: Sequence[str]) -> _Answer:
-    node = shutil.which("node")
+    node = shutil.which("node", path=with_pinned_node(os.environ)["PATH"])
     if node is None:
         raise ReferenceJsonataUnavailable(
             "Node.js is not on PATH: the local AWS parses JSONata with the reference "

@@ -1,19 +1,24 @@
-"""The running `sagactl local up`: its pid file in the state directory, and stopping it.
+"""The running `sagactl local up`: its pid file and environment file in the state directory,
+and stopping it.
 
-`sagactl local up` writes `<state dir>/local.pid` ({"pid", "endpoint", "port"}) once its stack is
-provisioned and removes it when it stops; `down`, `advance` and `clock` find it there.
+`sagactl local up` writes `<state dir>/local.pid` ({"pid", "endpoint", "port"}) and
+`<state dir>/env` (the `export` lines a client shell sources) once its stack is provisioned, and
+removes both when it stops; `down`, `advance`, `clock` and `env` find it there, and so does every
+other command that finds no AWS configuration (`usage_hint`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
 PID_FILE_NAME = "local.pid"
+ENV_FILE_NAME = "env"
 STOP_WAIT_SECONDS = 15.0
 
 
@@ -44,10 +49,28 @@ def write_pid_file(state_dir: Path, endpoint: str, port: int) -> None:
     )
 
 
+def env_file(state_dir: Path) -> Path:
+    return state_dir / ENV_FILE_NAME
+
+
+def export_lines(environment: dict[str, str]) -> list[str]:
+    return [f"export {key}={shlex.quote(value)}" for key, value in environment.items()]
+
+
+def write_env_file(state_dir: Path, environment: dict[str, str]) -> Path:
+    """`<state dir>/env`: what a shell sources to use this local AWS (fake credentials only)."""
+    path = env_file(state_dir)
+    header = "# the local AWS of `sagactl local up` (fake credentials, loopback): source this file"
+    path.write_text("\n".join([header, *export_lines(environment)]) + "\n", encoding="utf-8")
+    return path
+
+
 def remove_own_pid_file(state_dir: Path) -> None:
-    """Remove the pid file if this process wrote it (another `up` may have replaced it)."""
+    """Remove the pid and env files if this process wrote them (another `up` may have replaced
+    them)."""
     record = read_pid_file(state_dir) if pid_file(state_dir).exists() else None
     if record is not None and record.get("pid") == os.getpid():
+        env_file(state_dir).unlink(missing_ok=True)
         pid_file(state_dir).unlink(missing_ok=True)
 
 
@@ -99,3 +122,22 @@ def stop_local_server(state_dir: Path, pid: int) -> None:
             f"the local AWS (pid {pid}) did not stop within {STOP_WAIT_SECONDS}s"
         )
     pid_file(state_dir).unlink(missing_ok=True)
+    env_file(state_dir).unlink(missing_ok=True)
+
+
+def usage_hint(state_dir: Path) -> str | None:
+    """How to point a command at the running `sagactl local up` of `state_dir`, or None when
+    none runs: for the commands that found no AWS configuration (region, credentials, stack)."""
+    try:
+        running = running_local_server(state_dir)
+    except LocalProcessError:
+        return None
+    if running is None:
+        return None
+    env = env_file(state_dir)
+    source = f"source {shlex.quote(str(env))}" if env.exists() else None
+    how = " or ".join(
+        part for part in (source, '`eval "$(sagactl local env)"`', "pass --local") if part
+    )
+    where = f"pid {running['pid']}, {running.get('endpoint')}"
+    return f"a local AWS is running ({where}): to use it, {how}"

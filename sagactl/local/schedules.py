@@ -6,6 +6,11 @@ to their targets when a period has passed, as EventBridge does (the first time o
 the scheduler saw the rule; a late tick fires once, it does not catch up on missed periods).
 Time is the local AWS's clock (`saga.clock.now()`), so moving that clock moves the schedule.
 
+An advance of the clock fires every rule whose period it passed once, before the advance
+returns (as TTL deletion happens then), and reports their names: `sagactl local advance
+--minutes 10` has run the sweeper exactly once when it returns, not at the thread's next poll a
+moment later, so what a command after it sees does not depend on a race.
+
 `sagactl local up` runs one (`LocalServer(run_schedules=True)`); tests drive `tick()` directly.
 `cron(...)` expressions are not emulated (the stack uses none): such a rule is logged and skipped.
 """
@@ -68,6 +73,7 @@ class RuleScheduler:
     _due: dict[str, float] = field(default_factory=dict)
     _skipped: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _ticking: threading.Lock = field(default_factory=threading.Lock)  # thread vs. an advance
     _thread: threading.Thread | None = None
     tick_count: int = 0  # ticks done (the thread's heartbeat)
 
@@ -85,6 +91,14 @@ class RuleScheduler:
 
     def tick(self) -> list[str]:
         """Fire every rule whose period has passed; returns the ARNs of the rules fired."""
+        with self._ticking:
+            return self._tick()
+
+    def on_clock_advance(self, _now: float) -> list[str]:
+        """The clock's advance listener: the names of the rules the advance made fire."""
+        return [arn.rpartition("/")[2] for arn in self.tick()]
+
+    def _tick(self) -> list[str]:
         now = self.clock()
         fired: list[str] = []
         seen: set[str] = set()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagactl.paths import PROJECT_ROOT
+from sagactl.paths import PROJECT_ROOT, with_pinned_node
 
 ASL_PATH = PROJECT_ROOT / "statemachines" / "replacement_order.asl.json"
 
@@ -79,12 +79,7 @@ def synthesize(
     app = project_root / "app.py"
     if not app.is_file():
         raise SynthError(f"no CDK app at {app}")
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(outdir),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
-    }
+    env = with_pinned_node({**os.environ, "CDK_OUTDIR": str(outdir)})
     completed = subprocess.run(
         [python, str(app)],
         cwd=project_root,

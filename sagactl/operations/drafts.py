@@ -18,22 +18,22 @@ from sagactl.operations.signing import sign_case, stack_approval_keys
 from sagactl.target import Target
 
 DRAFTS_OUTPUT = "DraftsTableName"
-
-
-def drafts_table(target: Target) -> str:
-    """The drafts table's name; SagactlError for a stack that predates the agent tools."""
-    return target.newer_output(DRAFTS_OUTPUT, "the agent tools", SagactlError)
+LEGACY_DRAFTS_OUTPUT = "LegacyDraftsTableName"
 
 
 def draft_store(target: Target) -> DraftStore:
-    return DraftStore(target.client("dynamodb"), drafts_table(target))
+    """The drafts (both tables, saga.agent.drafts); SagactlError for a stack that predates the
+    agent tools or drafts keyed by tenant."""
+    drafts = target.newer_output(DRAFTS_OUTPUT, "the agent tools", SagactlError)
+    legacy = target.newer_output(LEGACY_DRAFTS_OUTPUT, "drafts keyed by tenant", SagactlError)
+    return DraftStore(target.client("dynamodb"), drafts, legacy_table_name=legacy)
 
 
 def open_draft(target: Target, case_id: str) -> dict[str, Any]:
     """The proposed case `case_id`, not approved yet; NotFound or DraftApprovalRefused."""
     draft = draft_store(target).get(case_id)
     if draft is None:
-        raise NotFound(f"no proposed case {case_id} in the drafts table")
+        raise NotFound(f"no proposed case {case_id} in the drafts tables")
     if draft.get("approval"):
         raise DraftApprovalRefused(
             f"case {case_id} was approved already by {draft['approval'].get('approved_by')} "

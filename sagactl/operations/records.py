@@ -5,11 +5,13 @@ Every read is consistent: an operator looks at what just happened.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from saga.cases import CaseOutcome
 from saga.identity import case_action_keys
 from saga.ledger import ActionLedger, LedgerPolicy, LedgerRecord
+from saga.ports.inventory import RESERVATION_HELD
 from saga.sandbox.faults import cursor_key
 from saga.sandbox.inventory import seed_inventory
 from saga.tools.sweeper import StuckAction, StuckActionSweeper
@@ -116,6 +118,39 @@ def stock_level(target: Target, sku: str) -> int:
         TableName=target.output("InventoryTableName"), Key={"sku": {"S": sku}}, ConsistentRead=True
     )["Item"]
     return int(item["available"]["N"])
+
+
+# A case in these outcomes may still release what it holds (a closed case releases nothing).
+UNDER_WAY = (CaseOutcome.IN_PROGRESS.value, CaseOutcome.COMPENSATION_PENDING.value)
+
+
+def stock_held_under_way(target: Target, skus: Iterable[str]) -> dict[str, dict[str, int]]:
+    """sku -> {case id: quantity} of the HELD reservations of `skus` whose case is still under
+    way: a release would give that stock back on top of whatever level is set now. A Scan of
+    the reservations table (keyed by reservation only), then one read per held reservation's
+    case."""
+    wanted = set(skus)
+    held: dict[str, dict[str, int]] = {}
+    pages = (
+        target.client("dynamodb")
+        .get_paginator("scan")
+        .paginate(
+            TableName=target.output("ReservationsTableName"),
+            FilterExpression="#status = :held",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":held": {"S": RESERVATION_HELD}},
+            ConsistentRead=True,
+        )
+    )
+    for page in pages:
+        for item in map(from_item, page.get("Items", [])):
+            sku, case_id = item.get("sku"), item.get("case_id")
+            if sku not in wanted or not isinstance(case_id, str):
+                continue
+            record = read_case_record(target, case_id)
+            if record is not None and record.get("outcome") in UNDER_WAY:
+                held.setdefault(str(sku), {})[case_id] = int(item.get("quantity", 0))
+    return held
 
 
 def set_stock(target: Target, stock: Mapping[str, int]) -> None:

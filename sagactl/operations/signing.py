@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 from saga.approval_keys import KmsPublicKeys
 from saga.approvals import SIGNING_ALGORITHM, ApprovalVerifier, format_instant, signed_message
 from saga.models import Case, approval_digest
+from sagactl.config import Tenants
 from sagactl.errors import NotAnApprover, NotFound, SagactlError, SigningRefused
 from sagactl.operations.functions import deployed_approval_keys
 from sagactl.target import Target
@@ -43,6 +44,21 @@ def _json_output(target: Target, key: str) -> dict[str, Any]:
 def stack_approval_keys(target: Target) -> dict[str, Any]:
     """The stack's ApprovalKeys output: tenant -> approver -> the ARN of the current key."""
     return _json_output(target, APPROVAL_KEYS_OUTPUT)
+
+
+def stack_tenants(target: Target) -> Tenants:
+    """Who may approve for which tenant in the stack, from its ApprovalKeys output (one key per
+    approver of each tenant ValidateCase's TENANTS names): no request beyond the outputs."""
+    keys = stack_approval_keys(target)
+    where = "the local AWS" if target.local else f"stack {target.stack_name}"
+    return Tenants(
+        {
+            str(tenant): frozenset(str(approver) for approver in approvers)
+            for tenant, approvers in keys.items()
+            if isinstance(approvers, dict)
+        },
+        f"the ApprovalKeys output of {where}",
+    )
 
 
 def approver_key(target: Target, tenant: str, approver: str) -> str:

@@ -9,11 +9,12 @@ claims, so the tenant is taken from the target the call came through (AGENT_TARG
 configuration); a gateway per tenant keeps one tenant's callers from reaching another
 tenant's target, which every caller of a shared gateway could list and call.
 
-Least privilege: the function may read and write drafts, read cases, read the approval keys'
-public halves, start executions of the saga's state machine and read them; never kms:Sign.
-The gateways' role may only invoke that function, and only this account's gateways of this
-region may assume it (aws:SourceAccount, aws:SourceArn). Each gateway's and target's name is
-checked at synth against AgentCore's pattern (48 letters or digits for a gateway).
+Least privilege: the function may read and write drafts (only read the legacy drafts), read
+cases, read the approval keys' public halves, start executions of the saga's state machine and
+read them; never kms:Sign. The gateways' role may only invoke that function, and only this
+account's gateways of this region may assume it (aws:SourceAccount, aws:SourceArn). Each
+gateway's and target's name is checked at synth against AgentCore's pattern (48 letters or
+digits for a gateway).
 """
 
 from __future__ import annotations
@@ -42,7 +43,12 @@ AGENT_TOOLS_SPEC = ToolSpec(
     "saga.handlers.agent_tools.handler",
     "agent-tools",
     "Agent tools behind AgentCore Gateway: propose, get and start a replacement",
-    (TableAccess("drafts", (GET, PUT)), TableAccess("cases", (GET,))),
+    (
+        TableAccess("drafts", (GET, PUT)),
+        # GetItem only: drafts proposed before ids carried the tenant are looked up first.
+        TableAccess("legacy_drafts", (GET,)),
+        TableAccess("cases", (GET,)),
+    ),
     AgentToolsEnvironment,
 )
 # AgentCore's CreateGateway / CreateGatewayTarget name patterns (the service model of

@@ -23,6 +23,7 @@ def saga_table(
     *,
     config: SagaConfig,
     partition_key: str,
+    sort_key: str | None = None,
     ttl_attribute: str | None = None,
     point_in_time_recovery: bool = True,
 ) -> dynamodb.Table:
@@ -32,6 +33,11 @@ def saga_table(
         scope,
         construct_id,
         partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+        sort_key=(
+            dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING)
+            if sort_key
+            else None
+        ),
         billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
         time_to_live_attribute=ttl_attribute,
         point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -69,8 +75,15 @@ class SagaTables(Construct):
             projection_type=dynamodb.ProjectionType.ALL,
         )
         self.cases = saga_table(self, "CasesTable", config=config, partition_key="case_id")
-        # Cases an agent proposed, until they are started (saga.agent.drafts, docs/design.md §10).
-        self.drafts = saga_table(self, "DraftsTable", config=config, partition_key="case_id")
+        # Cases an agent proposed, until they are started (saga.agent.drafts, docs/design.md §10),
+        # keyed tenant first: `dynamodb:LeadingKeys` can scope a principal to its tenant's.
+        self.drafts = saga_table(
+            self, "TenantDraftsTable", config=config, partition_key="tenant_id", sort_key="case_id"
+        )
+        # The drafts table as it was before ids carried the tenant, kept as it was (its logical
+        # id and key unchanged, so CloudFormation leaves it and its items alone): drafts proposed
+        # then are read and approved there; nothing new is written to it.
+        self.legacy_drafts = saga_table(self, "DraftsTable", config=config, partition_key="case_id")
         self.inventory = saga_table(self, "InventoryTable", config=config, partition_key="sku")
         self.reservations = saga_table(
             self, "ReservationsTable", config=config, partition_key="reservation_id"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from sagactl.commands.demo import run_demo
+from sagactl.cli import build_parser
+from sagactl.commands.demo import DEFAULT_SCENARIOS, SCENARIO_KEYS, run_demo
 from sagactl.local.environment import StackSource
+from sagactl.paths import EXAMPLES_DIR
 
 
 def test_the_demo_redrives_the_stuck_compensation_to_escalated_with_stock_released_once(
@@ -37,3 +39,38 @@ def test_the_demo_redrives_the_stuck_compensation_to_escalated_with_stock_releas
         "100 after the redrive (released once)"
     ) in text
     assert "ok         case-compensation-stuck      SUCCEEDED ESCALATED" in text
+
+
+def test_every_example_is_a_scenario_and_make_demo_runs_the_four_it_describes() -> None:
+    examples = sorted(path.stem for path in EXAMPLES_DIR.glob("*.json"))
+    assert sorted(SCENARIO_KEYS) == examples
+    assert DEFAULT_SCENARIOS == (
+        "happy-path",
+        "lost-refund-response",
+        "shipment-rejected",
+        "compensation-stuck",
+    )
+    parsed = build_parser().parse_args(
+        ["local", "demo", *(arg for name in examples for arg in ("--scenario", name))]
+    )
+    assert sorted(parsed.scenario) == examples
+
+
+def test_a_scenario_outside_the_default_four_runs_when_named(
+    saga_stack_source: StackSource, tmp_path: Path
+) -> None:
+    out = io.StringIO()
+
+    code = run_demo(
+        saga_stack_source,
+        scenarios=("out-of-stock", "lost-carrier-response"),
+        time_scale=0.05,
+        out=out,
+        handler_log=tmp_path / "handlers.log",
+    )
+
+    text = out.getvalue()
+    assert code == 0, text
+    assert "ok         case-out-of-stock            SUCCEEDED ESCALATED" in text
+    assert "ok         case-lost-carrier-response   SUCCEEDED COMPLETED" in text
+    assert "refunds 1, shipments 1" in text.split("case-lost-carrier-response   SUCCEEDED")[-1]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sagactl.cli import build_parser
+from sagactl.cli import build_parser, main
 from sagactl.local.environment import StackSource
 from sagactl.local.synth import stack_name_of_template
 from tests.cli.sagactl_helpers import EXAMPLES
@@ -80,7 +80,9 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
     pytest.fail("sagactl local up did not come up")
 
 
-def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
+def test_up_provisions_writes_its_environment_and_down_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     port = _free_port()
     up, state, template = _up_fixture_stack(tmp_path, port)
     try:
@@ -100,33 +102,75 @@ def test_up_provisions_prints_exports_and_down_stops_it(tmp_path: Path) -> None:
         tables = sorted(json.loads(listed.stdout)["TableNames"])
         assert tables == ["fx-InventoryTable", "fx-LedgerTable"]
 
+        # A second shell with none of AWS's variables: the env file, sourced or eval'd, is all
+        # it needs (the fixture stack has an inventory table).
+        bare = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGA_"))}
+        env_text = _run_sagactl("local", "--state-dir", str(state), "env")
+        assert env_text.returncode == 0, env_text.stderr
+        assert env_text.stdout == (state / "env").read_text(encoding="utf-8")
+        for setup in (
+            f"source {shlex.quote(str(state / 'env'))}",
+            f"eval {shlex.quote(env_text.stdout)}",
+        ):
+            shown = subprocess.run(
+                ["bash", "-c", f"{setup} && {shlex.quote(str(BIN / 'sagactl'))} inventory show"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env=bare,
+            )
+            assert shown.returncode == 0, shown.stderr
+            assert "SKU-RED-MUG                 100 available" in shown.stdout
+
+        # Without that environment, a command says how to use the running local AWS.
+        for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "SAGA_LOCAL_OUTPUTS"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setattr("sagactl.paths.LOCAL_STATE_DIR", state)
+        assert main(["status", "case-1"]) == 1
+        assert capsys.readouterr().err.strip() == (
+            "sagactl: no AWS region configured: pass --region; a local AWS is running "
+            f"(pid {up.pid}, http://127.0.0.1:{port}): to use it, source {state / 'env'} or "
+            '`eval "$(sagactl local env)"` or pass --local'
+        )
+
         again = _run_sagactl(*_local_up_args(state, template, _free_port()))
         assert again.returncode == 1
         assert f"already running (pid {up.pid}" in again.stderr
 
         down = _run_sagactl("local", "--state-dir", str(state), "down")
         assert down.returncode == 0, down.stderr
-        stdout, _ = up.communicate(timeout=30)
+        assert down.stdout.strip() == (
+            f"stopped the local AWS (pid {up.pid}, http://127.0.0.1:{port}): every table, queue, "
+            "key, function and execution of it is gone (the local AWS keeps them in memory): the "
+            "next `sagactl local up` starts from an empty account"
+        )
+        _, stderr = up.communicate(timeout=30)
     finally:
         if up.poll() is None:
             up.kill()
             up.communicate()
     assert up.returncode == 0
     assert not (state / "local.pid").exists()
-    lines = stdout.splitlines()
-    assert lines[:5] == [
+    assert not (state / "env").exists()  # a stopped local AWS leaves no environment to source
+    gone = _run_sagactl("local", "--state-dir", str(state), "env")
+    assert (gone.returncode, gone.stdout) == (1, "")
+    assert "no local AWS is running" in gone.stderr
+    assert f"in another shell: source {state / 'env'}" in stderr
+    # The env file: fake credentials and the loopback endpoint, where the outputs are, then the
+    # stack's outputs, one export each (less Endpoint).
+    lines = env_text.stdout.splitlines()[1:]
+    assert lines[:6] == [
         f"export AWS_ENDPOINT_URL=http://127.0.0.1:{port}",
         "export AWS_ACCESS_KEY_ID=testing",
         "export AWS_SECRET_ACCESS_KEY=testing",
         "export AWS_DEFAULT_REGION=us-east-1",
         "export AWS_REGION=us-east-1",
+        f"export SAGA_LOCAL_OUTPUTS={shlex.quote(str((state / 'outputs.json').resolve()))}",
     ]
-    # Then the stack's outputs, one export each, as in .local/outputs.json (less Endpoint).
-    outputs = json.loads((state / "outputs.json").read_text(encoding="utf-8"))
-    assert sorted(lines[5:]) == sorted(
+    assert sorted(lines[6:]) == sorted(
         f"export {key}={shlex.quote(value)}" for key, value in outputs.items() if key != "Endpoint"
     )
-    assert "export StateMachineArn=arn:aws:states:" in stdout
 
 
 def test_down_without_a_server_and_with_a_stale_pid_file(tmp_path: Path) -> None:
@@ -156,7 +200,7 @@ def test_up_with_the_synthesized_template_names_resources_as_the_readme_and_logs
 ) -> None:
     """`--template cdk.out/<stack>.template.json`: the stack name comes from the cloud assembly,
     so resources get the README's names; the handlers' JSON logs and metrics go to the handler
-    log, and the shell gets only the export lines."""
+    log, not into the shell."""
     state = tmp_path / "state"
     port = _free_port()
     up = subprocess.Popen(
@@ -196,7 +240,7 @@ def test_up_with_the_synthesized_template_names_resources_as_the_readme_and_logs
         "ReplacementOrderSaga-dev-WorkflowStateMachine"
     )
     assert outputs["LedgerTableName"].startswith("ReplacementOrderSaga-dev-")
-    assert stdout.splitlines() and all(line.startswith("export ") for line in stdout.splitlines())
+    assert stdout == ""  # no handler output in the shell
     assert f"handler logs: {state / 'handlers.log'}" in stderr.splitlines()
     logged = [json.loads(line) for line in (state / "handlers.log").read_text().splitlines()]
     decisions = [

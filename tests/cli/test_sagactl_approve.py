@@ -84,6 +84,10 @@ def test_a_start_deadline_is_signed_and_a_malformed_one_refused(
     assert approved.code == 0, approved.err
     approval = json.loads(case_file.read_text(encoding="utf-8"))["approval"]
     assert approval["start_by"] == "2999-12-01T18:00:00Z"
+    assert approved.out.splitlines()[-1] == (  # the deadline as signed: UTC, whole seconds
+        "signed start deadline: 2999-12-01T18:00:00Z (it must start by then; compensations and "
+        "redrives later are not refused for it)"
+    )
     assert sagactl("case", "check", str(case_file), "--deployed").code == 0
 
 

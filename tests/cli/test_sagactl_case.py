@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from saga.models import approval_digest, parse_case
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
@@ -135,3 +137,29 @@ def test_approve_refuses_an_invalid_case_without_touching_the_file(
 
     assert result.code == 2 and "reserve.quantity" in result.err
     assert case_file.read_text() == original
+
+
+def test_new_writes_under_local_by_default_not_the_working_directory(
+    sagactl: Sagactl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "clone" / ".local"
+    monkeypatch.setattr("sagactl.commands.case.LOCAL_STATE_DIR", state)
+    state.parent.mkdir()
+    monkeypatch.chdir(state.parent)
+
+    written = sagactl(*NEW_CASE)
+    to_stdout = sagactl(*NEW_CASE, "-o", "-")
+
+    assert written.code == 0, written.err
+    assert written.out.splitlines() == [
+        f"wrote case case-cli-1 to .local/case-cli-1.json (digest "
+        f"{json.loads((state / 'case-cli-1.json').read_text())['approval']['digest']}); an "
+        "approver signs it with: sagactl case approve .local/case-cli-1.json"
+    ]
+    assert sorted(path.name for path in (tmp_path / "clone").iterdir()) == [".local"]
+    assert json.loads(to_stdout.out)["case_id"] == "case-cli-1"
+    again = sagactl(*NEW_CASE)
+    assert (again.code, again.err.strip()) == (
+        2,
+        "sagactl: .local/case-cli-1.json exists: pass --force to overwrite it",
+    )

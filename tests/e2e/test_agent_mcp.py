@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,67 +21,14 @@ import httpx2
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl
+from tests.e2e.mcp_agent import Session, call, count, follow, server, with_session
 from tests.tools_harness import agent_proposal
 
 PROPOSAL = agent_proposal("9001")
-Session = Callable[[ClientSession], Awaitable[Any]]
-
-
-def server(local: LocalAws, outputs: Path, tenant: str = "acme") -> StdioServerParameters:
-    env = {**local.environment, "SAGA_LOCAL_OUTPUTS": str(outputs), "PATH": os.environ["PATH"]}
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "sagactl.cli", "mcp", "--tenant", tenant], env=env
-    )
-
-
-def with_session(params: StdioServerParameters, body: Session) -> Any:
-    """One agent invocation: a fresh server process and client session, `body` run in it."""
-
-    async def main() -> Any:
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            return await body(session)
-
-    return anyio.run(main)
-
-
-async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
-    """The tool's structured result, or {"error": {"code", "message"}} for a tool error."""
-    result = await session.call_tool(tool, arguments)
-    structured = result.structured_content
-    assert isinstance(structured, dict), result
-    assert result.is_error == ("error" in structured), result
-    text = result.content[0].text  # type: ignore[union-attr]
-    assert "Traceback" not in text
-    return structured
-
-
-async def follow(session: ClientSession, case_id: str) -> list[dict[str, Any]]:
-    """get_replacement every 0.1 s until the case is COMPLETED, ESCALATED or FAILED (at most 600
-    times): every answer, in order."""
-    seen = []
-    for _ in range(600):
-        status = await call(session, "get_replacement", case_id=case_id)
-        seen.append(status)
-        if status["status"] in ("COMPLETED", "ESCALATED", "FAILED"):
-            break
-        await anyio.sleep(0.1)
-    return seen
-
-
-def count(local: LocalAws, output_key: str, case_id: str) -> int:
-    items = local.client("dynamodb").scan(
-        TableName=local.outputs[output_key],
-        FilterExpression="case_id = :c",
-        ExpressionAttributeValues={":c": {"S": case_id}},
-        ConsistentRead=True,
-    )["Items"]
-    return len(items)
 
 
 @pytest.fixture
@@ -160,9 +107,8 @@ def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs
     case_id = with_session(params, propose)["case_id"]
     # A forged approval written straight into the drafts table: right digest, made-up signature.
     ddb = local_aws.client("dynamodb")
-    draft = ddb.get_item(
-        TableName=local_aws.outputs["DraftsTableName"], Key={"case_id": {"S": case_id}}
-    )["Item"]
+    key = {"tenant_id": {"S": "acme"}, "case_id": {"S": case_id}}
+    draft = ddb.get_item(TableName=local_aws.outputs["DraftsTableName"], Key=key)["Item"]
     forged = {
         "revision": {"N": "1"},
         "approved_by": {"S": "supervisor@acme"},
@@ -173,7 +119,7 @@ def test_a_forged_or_unapproved_case_starts_nothing(local_aws: LocalAws, outputs
     }
     ddb.update_item(
         TableName=local_aws.outputs["DraftsTableName"],
-        Key={"case_id": {"S": case_id}},
+        Key=key,
         UpdateExpression="SET approval = :a",
         ExpressionAttributeValues={":a": {"M": forged}},
     )

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from copy import deepcopy
@@ -35,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto.awslambda.models import LambdaFunction
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 
@@ -53,6 +51,7 @@ from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.template import load_template
 from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
+from tests.e2e.held_functions import validate_case_held
 from tests.e2e.test_saga_paths import complete_under_another_approval
 from tests.infra.synth import Synthesized, synthesize
 from tests.infra.test_agent_gateway import AGENT_GATEWAY
@@ -107,6 +106,7 @@ class Names:
             synth.logical_id(stack.tables.ledger): "table:ledger",
             synth.logical_id(stack.tables.cases): "table:cases",
             synth.logical_id(stack.tables.drafts): "table:drafts",
+            synth.logical_id(stack.tables.legacy_drafts): "table:legacy-drafts",
             synth.logical_id(stack.tables.inventory): "table:inventory",
             synth.logical_id(stack.tables.reservations): "table:reservations",
             synth.logical_id(stack.escalation.queue): "queue:escalation",
@@ -395,28 +395,6 @@ def next_transaction_fails(
         yield answered
 
 
-@contextmanager
-def validate_case_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """ValidateCase's invokes wait (outside the runtime's invoke lock) until the block ends: an
-    execution started meanwhile stays RUNNING at ValidateCase. Yields the event set once one
-    waits."""
-    waiting, released = threading.Event(), threading.Event()
-    original = LambdaFunction._invoke_lambda
-
-    def held(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
-        if "ValidateCase" in function.function_name and not released.is_set():
-            waiting.set()
-            released.wait(timeout=120)
-        return original(function, event)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(LambdaFunction, "_invoke_lambda", held)
-        try:
-            yield waiting
-        finally:
-            released.set()
-
-
 def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str, Any]) -> Any:
     """A tool call as the tenant's AgentCore Gateway target makes it; its structured result."""
     assert local.provisioned is not None
@@ -440,7 +418,11 @@ def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str
 
 def approve_proposed(local: LocalAws, case_id: str, approver: str) -> None:
     """What `sagactl case approve --case` stores on the draft (signed with the local key)."""
-    drafts = DraftStore(local.client("dynamodb"), local.outputs["DraftsTableName"])
+    drafts = DraftStore(
+        local.client("dynamodb"),
+        local.outputs["DraftsTableName"],
+        legacy_table_name=local.outputs["LegacyDraftsTableName"],
+    )
     draft = drafts.get(case_id)
     assert draft is not None
     case = draft_case(draft)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sagactl.local.clock import advance_clock
 from sagactl.local.emulator import LOCAL_ACCOUNT_ID
 from sagactl.local.environment import LocalAws
 from sagactl.local.event_rules import publish
@@ -234,3 +235,28 @@ def test_the_scheduler_thread_follows_the_local_clock(
     finally:
         scheduler.stop()
     assert ticks() == 1
+
+
+def test_an_advance_fires_each_due_schedule_once_before_it_returns(local_aws: LocalAws) -> None:
+    """`sagactl local advance` past the sweeper's period: the sweep has run, and its message is
+    on the queue, when the advance returns (not at the scheduler thread's next poll), so a
+    command right after it always sees the same queue."""
+    description, _ = local_aws.run_case(load_case("compensation-stuck"))
+    assert description["status"] == "FAILED"  # its release is left UNKNOWN
+    drain(local_aws)
+    # A thread that never polls within this test: only the advance can make the rule fire.
+    scheduler = RuleScheduler(LOCAL_ACCOUNT_ID, local_aws.server.region, poll_seconds=3600)
+    local_aws.server.start_schedules(scheduler)
+    try:
+        scheduler.tick()  # the scheduler has seen the rule: its first period starts now
+        short = advance_clock(local_aws.endpoint, 60)
+        assert short.effects["scheduled_rules"] == []
+        assert drain(local_aws) == []
+        reading = advance_clock(local_aws.endpoint, 10 * 60)  # two periods: it fires once
+        [message] = drain(local_aws)
+    finally:
+        local_aws.server.stop_schedules()
+    [rule] = reading.effects["scheduled_rules"]
+    assert rule.startswith("ReplacementOrderSaga-dev-") and "Schedule" in rule
+    assert (message["kind"], message["action_key"]) == ("STUCK_ACTION", RELEASE_KEY)
+    assert "scheduled_rules" not in advance_clock(local_aws.endpoint, 600).effects  # stopped

@@ -59,13 +59,38 @@ def _actions(statements: list[dict[str, Any]]) -> set[str]:
     return found
 
 
-def test_off_by_default_and_the_drafts_table_is_always_deployed(synthesized: Synthesized) -> None:
+# The drafts table's logical id before drafts were keyed by tenant (up to commit ec32db1). A key
+# change under the same logical id would make CloudFormation replace the table: create a new one
+# and delete the deployed one with every draft in it (or orphan it, where data is retained).
+LEGACY_DRAFTS_LOGICAL_ID = "TablesDraftsTableB824FC6C"
+
+
+def test_off_by_default_and_the_drafts_tables_are_always_deployed(synthesized: Synthesized) -> None:
     assert synthesized.resources("AWS::BedrockAgentCore::Gateway") == {}
     assert synthesized.resources("AWS::BedrockAgentCore::GatewayTarget") == {}
     outputs = synthesized.template_json["Outputs"]
     drafts = synthesized.logical_id(synthesized.saga.stack.tables.drafts)
     assert outputs["DraftsTableName"]["Value"] == {"Ref": drafts}
+    assert outputs["LegacyDraftsTableName"]["Value"] == {"Ref": LEGACY_DRAFTS_LOGICAL_ID}
     assert "AgentGatewayUrls" not in outputs
+
+
+def test_drafts_are_keyed_tenant_first_and_the_deployed_drafts_table_stays_as_it_was(
+    synthesized: Synthesized,
+) -> None:
+    stack = synthesized.saga.stack
+    tables = synthesized.resources("AWS::DynamoDB::Table")
+    drafts = synthesized.logical_id(stack.tables.drafts)
+    assert drafts != LEGACY_DRAFTS_LOGICAL_ID  # a new table beside the old one, not a change
+    assert tables[drafts]["Properties"]["KeySchema"] == [
+        {"AttributeName": "tenant_id", "KeyType": "HASH"},
+        {"AttributeName": "case_id", "KeyType": "RANGE"},
+    ]
+    # The old table, untouched: built as the cases table is (key `case_id`, same billing,
+    # recovery, retention), which is exactly how it was built before.
+    assert synthesized.logical_id(stack.tables.legacy_drafts) == LEGACY_DRAFTS_LOGICAL_ID
+    cases = synthesized.logical_id(stack.tables.cases)
+    assert tables[LEGACY_DRAFTS_LOGICAL_ID] == tables[cases]
 
 
 def test_one_gateway_with_its_jwt_authorizer_and_one_target_per_tenant(
@@ -124,6 +149,7 @@ def test_the_agent_function_may_start_and_read_but_never_sign(enabled: Synthesiz
         "states:GetExecutionHistory",
     }
     drafts = enabled.logical_id(stack.tables.drafts)
+    legacy = enabled.logical_id(stack.tables.legacy_drafts)
     cases = enabled.logical_id(stack.tables.cases)
     for statement in statements:
         if "dynamodb:PutItem" in statement["Action"]:
@@ -131,7 +157,7 @@ def test_the_agent_function_may_start_and_read_but_never_sign(enabled: Synthesiz
         if statement["Action"] == "dynamodb:GetItem" or "dynamodb:GetItem" in statement["Action"]:
             resources = statement["Resource"]
             resources = resources if isinstance(resources, list) else [resources]
-            assert {r["Fn::GetAtt"][0] for r in resources} <= {drafts, cases}
+            assert {r["Fn::GetAtt"][0] for r in resources} <= {drafts, legacy, cases}
     gateway_role = enabled.logical_id(stack.agent_gateway.gateway_role)
     assert _actions(_policy_statements(enabled, gateway_role)) == {"lambda:InvokeFunction"}
     # Nobody in the saga signs: only the approvers' own roles have kms:Sign.

@@ -62,7 +62,7 @@ def test_evaluate_all_answers_values_undefined_and_errors() -> None:
 
 
 def test_a_missing_node_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sagactl.local.jsonata_reference.shutil.which", lambda _: None)
+    monkeypatch.setattr("sagactl.local.jsonata_reference.shutil.which", lambda *_, **__: None)
     with pytest.raises(ReferenceJsonataUnavailable, match=r"Node\.js is not on PATH"):
         parse_errors(["1"])
 

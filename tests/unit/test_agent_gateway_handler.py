@@ -17,9 +17,9 @@ from moto import mock_aws
 
 from saga.agent.gateway import gateway_schema
 from saga.agent.schemas import input_schema
-from saga.agent.tools import agent_case_id
 from saga.approval_keys import forget_public_keys
 from saga.handlers.agent_tools import handler as agent_tools_handler
+from saga.identity import agent_case_id
 from sagactl.local.tables import StackTables
 from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
 from tests.unit.test_agent_tools import PROPOSAL
@@ -86,6 +86,7 @@ def gateway(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Itera
             "POWERTOOLS_LOG_LEVEL": "INFO",
             "CASES_TABLE": TABLE_NAMES["CASES_TABLE"],
             "DRAFTS_TABLE": TABLE_NAMES["DRAFTS_TABLE"],
+            "LEGACY_DRAFTS_TABLE": TABLE_NAMES["LEGACY_DRAFTS_TABLE"],
             "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
             "STATE_MACHINE_ARN": machine,
             "AGENT_TARGETS": json.dumps(TARGETS),
@@ -101,9 +102,8 @@ def test_a_tool_call_through_a_target_acts_for_that_targets_tenant(gateway: Any)
     proposed = result["structuredContent"]
     assert proposed["case_id"] == agent_case_id("acme", PROPOSAL["request_id"])
     assert json.loads(result["content"][0]["text"]) == proposed
-    draft = gateway.get_item(
-        TableName=TABLE_NAMES["DRAFTS_TABLE"], Key={"case_id": {"S": proposed["case_id"]}}
-    )["Item"]
+    key = {"tenant_id": {"S": "acme"}, "case_id": {"S": proposed["case_id"]}}
+    draft = gateway.get_item(TableName=TABLE_NAMES["DRAFTS_TABLE"], Key=key)["Item"]
     assert draft["tenant_id"] == {"S": "acme"}
 
     # globex's target cannot see acme's case.

@@ -5,7 +5,6 @@ is what these tests count; the end-to-end run is tests/e2e/test_agent_mcp.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from copy import deepcopy
 from typing import Any
 
@@ -13,54 +12,21 @@ import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from jsonschema import Draft202012Validator
-from moto import mock_aws
 
 from saga.agent.drafts import DraftConflict, DraftStore, draft_case
 from saga.agent.schemas import TOOL_NAMES, input_schema, tool_definitions
-from saga.agent.tools import AgentTools, ErrorCode, ToolError, agent_case_id
-from saga.approval_keys import KmsPublicKeys, forget_public_keys, parse_trusted_keys
+from saga.agent.tools import AgentTools, ErrorCode, ToolError
+from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
-from saga.aws import dynamodb_client
-from saga.cases import CaseRecords
 from saga.dynamodb import to_item
+from saga.identity import agent_case_id
 from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
-from sagactl.local.tables import StackTables
 from tests.tools_harness import (
     APPROVAL_KEYS_JSON,
-    TABLE_NAMES,
     agent_proposal,
-    create_approval_keys,
-    create_tables,
 )
 
-ROLE = "arn:aws:iam::123456789012:role/sfn"
 PROPOSAL = agent_proposal("4711")
-
-
-@pytest.fixture
-def tools(stack_tables: StackTables) -> Iterator[AgentTools]:
-    forget_public_keys()
-    with mock_aws():
-        client = dynamodb_client()
-        create_tables(stack_tables, boto3.client("dynamodb"), TABLE_NAMES)
-        create_approval_keys(boto3.client("kms"))
-        sfn = boto3.client("stepfunctions")
-        machine = sfn.create_state_machine(
-            name="saga",
-            definition=json.dumps({"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}}),
-            roleArn=ROLE,
-        )["stateMachineArn"]
-        yield AgentTools(
-            tenant_id="acme",
-            drafts=DraftStore(client, TABLE_NAMES["DRAFTS_TABLE"]),
-            cases=CaseRecords(client, TABLE_NAMES["CASES_TABLE"]),
-            stepfunctions=sfn,
-            state_machine_arn=machine,
-            approvals=ApprovalVerifier(
-                parse_trusted_keys(APPROVAL_KEYS_JSON),
-                KmsPublicKeys(lambda: boto3.client("kms")),
-            ),
-        )
 
 
 def refused(tools: AgentTools, tool: str, arguments: dict[str, Any]) -> ToolError:
@@ -233,7 +199,8 @@ def test_an_expired_start_deadline_is_not_approved(tools: AgentTools) -> None:
 
 
 def test_a_service_that_does_not_answer_is_unavailable(tools: AgentTools) -> None:
-    broken = AgentTools(**{**tools.__dict__, "drafts": DraftStore(tools.drafts.client, "nope")})
+    nowhere = DraftStore(tools.drafts.client, "nope", legacy_table_name="nope")
+    broken = AgentTools(**{**tools.__dict__, "drafts": nowhere})
     error = refused(broken, "propose_replacement", PROPOSAL)
     assert error.code is ErrorCode.UNAVAILABLE
     assert "Traceback" not in error.message and "same arguments" in error.message

@@ -1,11 +1,18 @@
-"""The drafts table: cases an agent proposed, waiting for a person's signed approval
+"""The drafts tables: cases an agent proposed, waiting for a person's signed approval
 (docs/design.md §10).
 
-One item per draft, keyed by its application-assigned case id. A draft is written once
-(`attribute_not_exists(case_id)`, the old item returned on a failed condition, as the ledger
-claims); its approval is written once, conditional on the digest the approver saw. The cases
-table and its outcomes (§8) are not touched: a draft becomes a case only when it is started.
-A write the table did not answer is a TransientError: nothing is decided on it.
+One item per draft, keyed by its tenant, then its application-assigned case id
+(`agt_<tenant>_<code>`): the tenant leads the key, so an IAM condition on
+`dynamodb:LeadingKeys` can scope a principal to one tenant's drafts. Drafts proposed before ids
+carried the tenant (`agt-` + 32 hex digits) stay in the table that was keyed by `case_id` alone
+(the legacy table), where they are read and approved; nothing is created there any more. The
+id says which table holds a draft, so every read is one GetItem.
+
+A draft is written once (`attribute_not_exists(case_id)`, the old item returned on a failed
+condition, as the ledger claims); its approval is written once, conditional on the digest the
+approver saw. The cases table and its outcomes (§8) are not touched: a draft becomes a case only
+when it is started. A write the table did not answer is a TransientError: nothing is decided on
+it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from saga import clock as saga_clock
 from saga.clock import now_iso
 from saga.dynamodb import from_item, read_item, to_item
 from saga.errors import TransientError
+from saga.identity import agent_namespace, is_legacy_agent_case_id
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -51,18 +59,37 @@ def draft_case(draft: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class DraftStore:
-    """The drafts table: what an agent proposed, one draft per case id."""
+    """What an agent proposed, one draft per case id: `table_name` keyed (tenant_id, case_id),
+    `legacy_table_name` keyed by case_id (drafts proposed before ids carried the tenant)."""
 
     def __init__(
-        self, client: DynamoDBClient, table_name: str, clock: saga_clock.Clock = saga_clock.now
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        legacy_table_name: str,
+        clock: saga_clock.Clock = saga_clock.now,
     ) -> None:
         self.client = client
         self.table_name = table_name
+        self.legacy_table_name = legacy_table_name
         self.clock = clock
 
+    def location(self, case_id: str) -> tuple[str, dict[str, str]] | None:
+        """(table, key) where the draft `case_id` is, if it can be a draft at all."""
+        if is_legacy_agent_case_id(case_id):
+            return self.legacy_table_name, {"case_id": case_id}
+        tenant = agent_namespace(case_id)
+        if not tenant:
+            return None  # not an agent's case id: no draft has it
+        return self.table_name, {"tenant_id": tenant, "case_id": case_id}
+
     def get(self, case_id: str) -> dict[str, Any] | None:
+        where = self.location(case_id)
+        if where is None:
+            return None
         try:
-            return read_item(self.client, self.table_name, {"case_id": case_id})
+            return read_item(self.client, *where)
         except (ClientError, BotoCoreError) as exc:
             raise TransientError(f"draft {case_id}: the drafts table did not answer") from exc
 
@@ -75,7 +102,10 @@ class DraftStore:
         digest: str,
         parameters: Mapping[str, Any],
     ) -> tuple[dict[str, Any], bool]:
-        """Write the draft once: (the draft, True), or (the draft already there, False)."""
+        """Write the draft once: (the draft, True), or (the draft already there, False). Only
+        under an agent case id of its own tenant (`agt_<tenant>_...`)."""
+        if agent_namespace(case_id) != tenant_id:
+            raise ValueError(f"{case_id} is not an agent case id of tenant {tenant_id}")
         draft = {
             "case_id": case_id,
             "tenant_id": tenant_id,
@@ -105,10 +135,14 @@ class DraftStore:
     def approve(self, case_id: str, *, digest: str, approval: Mapping[str, Any]) -> None:
         """Store the signed approval once, only on the draft the approver saw (same digest).
         DraftConflict when the draft is gone, changed, or approved already."""
+        where = self.location(case_id)
+        if where is None:
+            raise DraftConflict(f"draft {case_id}: approval not stored: no draft has this id", None)
+        table, key = where
         try:
             self.client.update_item(
-                TableName=self.table_name,
-                Key={"case_id": {"S": case_id}},
+                TableName=table,
+                Key={name: {"S": value} for name, value in key.items()},
                 UpdateExpression="SET approval = :approval, approved_at = :now",
                 ConditionExpression=(
                     "digest = :digest AND revision = :revision AND attribute_not_exists(approval)"

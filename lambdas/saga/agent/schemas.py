@@ -143,6 +143,36 @@ DESCRIPTIONS: dict[str, str] = {
     ),
 }
 
+# MCP tool annotations (hints a host may use to decide whether to ask the person first): what
+# each tool really does. get_replacement only reads; propose_replacement writes a draft (no
+# effect anywhere, and a repeat returns the same draft); start_replacement starts the saga, whose
+# refund and shipment reach the payment provider and the carrier (destructive, open world), and
+# a repeat returns the same execution (idempotent). AgentCore Gateway's tool definitions have no
+# field for them (name, description, inputSchema, outputSchema only): `sagactl mcp` serves them.
+ANNOTATIONS: dict[str, dict[str, Any]] = {
+    PROPOSE: {
+        "title": "Propose a replacement",
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    },
+    GET: {
+        "title": "Follow a replacement",
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    },
+    START: {
+        "title": "Start an approved replacement",
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": True,
+    },
+}
+
 INPUTS: dict[str, type[ToolInput]] = {PROPOSE: ProposeInput, GET: CaseIdInput, START: CaseIdInput}
 TOOL_NAMES = tuple(INPUTS)
 
@@ -153,8 +183,13 @@ def input_schema(tool: str) -> dict[str, Any]:
 
 
 def tool_definitions() -> list[dict[str, Any]]:
-    """name, description and inputSchema of every tool (MCP's Tool shape)."""
+    """name, description, inputSchema and annotations of every tool (MCP's Tool shape)."""
     return [
-        {"name": name, "description": DESCRIPTIONS[name], "inputSchema": input_schema(name)}
+        {
+            "name": name,
+            "description": DESCRIPTIONS[name],
+            "inputSchema": input_schema(name),
+            "annotations": ANNOTATIONS[name],
+        }
         for name in TOOL_NAMES
     ]

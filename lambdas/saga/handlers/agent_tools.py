@@ -29,7 +29,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         target, tool = gateway_call(context)
         tools = AgentTools(
             tenant_id=tenant_of(target, env.agent_targets),
-            drafts=DraftStore(runtime.client, env.drafts_table),
+            drafts=DraftStore(
+                runtime.client, env.drafts_table, legacy_table_name=env.legacy_drafts_table
+            ),
             cases=runtime.cases(),
             stepfunctions=runtime.stepfunctions,
             state_machine_arn=env.state_machine_arn,

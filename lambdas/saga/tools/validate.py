@@ -7,7 +7,7 @@ output. Only after all checks pass is anything written, so a rejected case has n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,23 @@ def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
         )
 
 
+def checked_case(
+    raw_case: Any,
+    tenants: Mapping[str, frozenset[str]],
+    verify_signature: Callable[[Case], None],
+) -> Case:
+    """A case checked in the one order every entry point uses (ValidateCase, `sagactl start`,
+    `sagactl case check`; docs/design.md §8): its fields (InvalidRequest), its tenant and
+    approver (AuthorizationDenied), its approval digest (ApprovalMismatch), then its signature,
+    as `verify_signature` checks it there. So a case is refused for the same first reason
+    wherever it is checked, and the advice that reason gives is the right one."""
+    case = parse_case(raw_case)
+    authorize(case, tenants)
+    verify_approval(case)
+    verify_signature(case)
+    return case
+
+
 def validate_case(
     raw_case: Any,
     *,
@@ -47,19 +64,20 @@ def validate_case(
 ) -> ValidateResult:
     """The validated case; `duplicate` when another execution already owns this case (its own
     retries and redrives pass: the case record binds the owning execution)."""
-    case = parse_case(raw_case)
-    authorize(case, tenants)
-    verify_approval(case)
+
+    def verify_signature(case: Case) -> None:
+        try:
+            # The deadline is read on the saga's clock, not against the start time in the
+            # input: a direct invoke could claim any start time.
+            accept_new_case(approvals, case.signed_approval(), started=_now())
+        except (ApprovalInvalid, AuthorizationDenied):
+            # Accepted before, with exactly these parameters: a redrive of this execution after
+            # the deadline or a key rotation goes on; a new execution is a DUPLICATE (§8).
+            if not cases.accepted(case, approval_digest(case)):
+                raise
+
+    case = checked_case(raw_case, tenants, verify_signature)
     digest = approval_digest(case)
-    try:
-        # The deadline is read on the saga's clock, not against the start time in the input:
-        # a direct invoke could claim any start time.
-        accept_new_case(approvals, case.signed_approval(), started=_now())
-    except (ApprovalInvalid, AuthorizationDenied):
-        # Accepted before, with exactly these parameters: a redrive of this execution after the
-        # deadline or a key rotation goes on; a new execution is a DUPLICATE, as §8 answers.
-        if not cases.accepted(case, digest):
-            raise
     owner = cases.create(case, digest, execution)
     if owner == execution:
         return ValidateResult(case=case.to_json(), actions=case_actions(case))

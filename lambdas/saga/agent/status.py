@@ -1,0 +1,91 @@
+"""What `get_replacement` answers (docs/design.md §10), built from records already proven to be
+this draft's (saga.agent.tools checks the tenant and digest first): each answer is a status an
+agent can act on, with `next` saying how.
+
+A case record's own facts decide a closed case: its outcome, its escalation. The answers here
+never read anything; a record or an execution that is not the draft's never reaches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+APPROVE_HINT = "a person approves it with `sagactl case approve --case {case_id}`"
+RUNNING_STATUSES = ("RUNNING", "PENDING_REDRIVE")
+
+
+def pending_status(case_id: str) -> dict[str, Any]:
+    return {
+        "status": "APPROVAL_PENDING",
+        "next": f"wait: {APPROVE_HINT.format(case_id=case_id)}; then start_replacement",
+    }
+
+
+def approved_status() -> dict[str, Any]:
+    return {"status": "APPROVED", "next": "call start_replacement"}
+
+
+def running_status(arn: str, current_step: str | None) -> dict[str, Any]:
+    return {
+        "status": "RUNNING",
+        "execution_arn": arn,
+        "current_step": current_step,
+        "next": "poll get_replacement",
+    }
+
+
+def closed_status(execution: Mapping[str, Any], record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The case as its own execution (no longer running) and its own case record tell it. A
+    DUPLICATE execution is answered by the caller from the execution that owns the case."""
+    status = str(execution["status"])
+    arn = str(execution["executionArn"])
+    outcome = record.get("outcome") if record else None
+    if status == "SUCCEEDED" and outcome == "COMPLETED":
+        return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
+    if status == "SUCCEEDED" and outcome == "ESCALATED":
+        return escalated_status(record or {}, arn)
+    if status == "SUCCEEDED":
+        return {"status": "RUNNING", "execution_arn": arn, "next": "poll get_replacement"}
+    # FAILED, TIMED_OUT, ABORTED: rejected at validation (no record), or unfinished work.
+    unfinished = outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")
+    return {
+        "status": "FAILED",
+        "execution_arn": arn,
+        "error": execution.get("error"),
+        "redrive_pending": unfinished,
+        "next": (
+            "a person redrives it (sagactl redrive); do not propose it again"
+            if unfinished
+            else "it was rejected before any effect; nothing was done"
+        ),
+    }
+
+
+def escalated_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
+    escalation = record.get("escalation") or {}
+    return {
+        "status": "ESCALATED",
+        "execution_arn": arn,
+        "reason": escalation.get("reason"),
+        "decision_needed": escalation.get("decision_needed"),
+        "next": "a person decides (sagactl escalations); do not propose it again",
+    }
+
+
+def recorded_status(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A case taken by the saga whose owning execution Step Functions no longer describes
+    (90 days after it closed): what its case record says."""
+    arn = str(record.get("execution_arn") or "")
+    outcome = record.get("outcome")
+    if outcome == "COMPLETED":
+        return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
+    if outcome == "ESCALATED":
+        return escalated_status(record, arn)
+    return {
+        "status": "FAILED",
+        "execution_arn": arn,
+        "error": None,
+        "redrive_pending": False,  # past the 14 days in which a redrive is possible
+        "next": "a person decides (sagactl escalations); do not propose it again",
+    }
