@@ -99,7 +99,11 @@ class SagaStack(Stack):
             self,
             "People",
             config=config,
-            tables={**table_map, "drafts": self.tables.drafts},
+            tables={
+                **table_map,
+                "drafts": self.tables.drafts,
+                "legacy_drafts": self.tables.legacy_drafts,
+            },
             escalation_queue=self.escalation.queue,
             state_machine=self.workflow.state_machine,
             approval_keys=self.approval_keys,

@@ -5,9 +5,10 @@
 - an approver per tenant and approver (`ApproverRoles`, created with the approver's key in
   stacks/constructs/approvals.py): `case approve FILE` and `case approve --case`; here it gets
   the drafts of its own tenant only (`dynamodb:LeadingKeys`, the drafts table's partition key
-  being the tenant) and the stack's outputs;
+  being the tenant), the drafts from before ids carried the tenant (keyed by case id alone: no
+  condition can confine them) and the stack's outputs;
 - an agent role per tenant (`AgentRoles`): `sagactl mcp --tenant T` against the stack, the
-  drafts of that tenant only.
+  drafts of that tenant only (and, read-only, the drafts from before).
 
 Each is allowed exactly the calls its flows make, recorded in the local AWS and evaluated
 against these policies (tests/e2e/test_people_allowed.py): a call AWS would deny fails that
@@ -46,7 +47,8 @@ OPERATOR_TABLES: Mapping[str, Sequence[str]] = {
     # resolution in one transaction with the settled ledger records (docs/design.md §5).
     "cases": (GET, SCAN, UPDATE),
     "ledger": (GET, UPDATE),
-    "reservations": (GET,),  # status: the reservation's state
+    # status: the reservation's state; inventory seed: whether cases under way hold stock.
+    "reservations": (GET, SCAN),
     "inventory": (SCAN, PUT),  # inventory show, inventory seed
     "payments": (SCAN,),  # status: the effects of a case in the sandbox downstreams
     "shipments": (SCAN,),
@@ -65,6 +67,11 @@ OPERATOR_QUEUE_ACTIONS = (
 )
 APPROVER_DRAFT_ACTIONS = (GET, UPDATE)  # `case approve --case`: read the draft, store approval
 AGENT_DRAFT_ACTIONS = (GET, PUT)  # propose (write once), get and start (read)
+# The drafts from before ids carried the tenant (docs/design.md §10): approved and read where
+# they are, never written anew. Their key is the case id alone, so no condition can confine
+# them to a tenant: the one exception to tenant-only drafts, until that table is drained.
+APPROVER_LEGACY_DRAFT_ACTIONS = (GET, UPDATE)
+AGENT_LEGACY_DRAFT_ACTIONS = (GET,)
 READ_STACK = "cloudformation:DescribeStacks"  # sagactl finds the outputs on AWS with it
 
 
@@ -98,7 +105,7 @@ class PeopleRoles(Construct):
             resource_name=f"{state_machine.state_machine_name}:*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        drafts = tables["drafts"]
+        drafts, legacy = tables["drafts"], tables["legacy_drafts"]
 
         self.operator = self._role("OperatorRole", "Operates the saga with sagactl", mfa=True)
         for table, actions in OPERATOR_TABLES.items():
@@ -128,6 +135,7 @@ class PeopleRoles(Construct):
                     self._allow(
                         refs.role, APPROVER_DRAFT_ACTIONS, [drafts.table_arn], tenant_only(tenant)
                     )
+                    self._allow(refs.role, APPROVER_LEGACY_DRAFT_ACTIONS, [legacy.table_arn])
 
         self.agents: dict[str, iam.Role] = {}
         for tenant in sorted(config.tenants):
@@ -137,6 +145,7 @@ class PeopleRoles(Construct):
                 mfa=False,
             )
             self._allow(agent, AGENT_DRAFT_ACTIONS, [drafts.table_arn], tenant_only(tenant))
+            self._allow(agent, AGENT_LEGACY_DRAFT_ACTIONS, [legacy.table_arn])
             self._allow(agent, [GET], [tables["cases"].table_arn])
             self._allow(agent, ["states:StartExecution"], [state_machine.state_machine_arn])
             self._allow(

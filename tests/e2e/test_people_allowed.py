@@ -42,6 +42,7 @@ from sagactl.local.aws_calls import acting_as, recording_aws_calls
 from sagactl.local.environment import LocalAws
 from sagactl.operations.agent_tools import agent_tools
 from sagactl.target import aws_target, local_target
+from tests import legacy_drafts
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
 from tests.infra.synth import Synthesized
 from tests.unit.test_agent_tools import PROPOSAL
@@ -67,6 +68,7 @@ def ok(result: Any, *codes: int) -> None:
 
 
 def start_cases(s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    ok(s("inventory", "seed", "--sku", "SKU-RED-MUG=100"))  # before any case holds stock
     ok(s("start", str(example("happy-path")), "--watch"))
     ok(s("start", str(example("compensation-stuck")), "--watch"), 6)  # ends FAILED
     ok(s("start", str(example("carrier-unavailable")), "--watch"), 5)  # ESCALATED
@@ -79,7 +81,6 @@ def inspect(s: Sagactl, local: LocalAws, tmp: Path) -> None:
         ("ledger", "--case", "case-happy-path"),
         ("stuck",),
         ("inventory", "show"),
-        ("inventory", "seed", "--sku", "SKU-RED-MUG=100"),
         ("case", "check", str(example("happy-path")), "--deployed"),
     ):
         ok(s(*argv))
@@ -126,18 +127,31 @@ def approve_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
 
 def start_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
     tools = agent_tools(local_target(Path(_outputs_path())), tenant)
-    case_id = (tmp / f"draft-{tenant}").read_text()
-    started = call_tool(tools, "start_replacement", {"case_id": case_id})
-    assert not started.get("isError"), started
-    local.wait_for_execution(started["structuredContent"]["execution_arn"])
-    done = call_tool(tools, "get_replacement", {"case_id": case_id})
-    assert done["structuredContent"]["status"] == "COMPLETED", done
+    for name in (f"draft-{tenant}", f"old-draft-{tenant}"):
+        case_id = (tmp / name).read_text()
+        started = call_tool(tools, "start_replacement", {"case_id": case_id})
+        assert not started.get("isError"), started
+        local.wait_for_execution(started["structuredContent"]["execution_arn"])
+        done = call_tool(tools, "get_replacement", {"case_id": case_id})
+        assert done["structuredContent"]["status"] == "COMPLETED", done
+
+
+def old_draft(local: LocalAws, tmp: Path, tenant: str) -> None:
+    """A draft as the agent tools wrote it before ids carried the tenant (set-up: not a flow's
+    call), in the table they wrote it to."""
+    request = {**PROPOSAL, "request_id": f"people-old-{tenant}"}
+    client, table = local.client("dynamodb"), local.outputs["LegacyDraftsTableName"]
+    (tmp / f"old-draft-{tenant}").write_text(legacy_drafts.propose(client, table, tenant, request))
+
+
+def approve_old_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    ok(s("case", "approve", "--case", (tmp / f"old-draft-{tenant}").read_text(), "--yes"))
 
 
 def flows() -> list[Flow]:
     """Every person's flow, in an order where each finds what it needs (a draft to approve)."""
     people = [
-        Flow("operator", "start and watch cases", start_cases),
+        Flow("operator", "seed the inventory, start and watch cases", start_cases),
         Flow("operator", "status, watch, ledger, stuck, inventory, check", inspect),
         Flow("operator", "escalations: list, show, resolve", escalations),
         Flow("operator", "redrive, sweep", redrive_and_sweep),
@@ -148,7 +162,8 @@ def flows() -> list[Flow]:
             Flow(approver_role, "approve a case file", partial(approve_file, tenant)),
             Flow(agent_role, "propose a replacement", partial(propose, tenant)),
             Flow(approver_role, "approve the proposed case", partial(approve_draft, tenant)),
-            Flow(agent_role, "start and follow it", partial(start_draft, tenant)),
+            Flow(approver_role, "approve a draft from before", partial(approve_old_draft, tenant)),
+            Flow(agent_role, "start and follow both", partial(start_draft, tenant)),
         ]
     return people
 
@@ -186,6 +201,8 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
     assert {flow.role for flow in people} == set(roles), (
         "a role without a flow, or a flow without a role"
     )
+    for tenant in TENANT_APPROVERS:
+        old_draft(saga, tmp_path, tenant)
     with recording_aws_calls() as calls:
         for flow in people:
             forget_public_keys()  # each command is its own process: its caches start empty
