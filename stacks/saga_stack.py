@@ -80,7 +80,7 @@ class SagaStack(Stack):
             escalation_queue=self.escalation.queue,
             asl_path=asl_path,
         )
-        self.escalation.route_unsuccessful_executions(self.workflow.state_machine)
+        unsuccessful = self.escalation.route_unsuccessful_executions(self.workflow.state_machine)
         self.agent_gateway: AgentGateway | None = None
         if config.agent_gateway.enabled:
             self.agent_gateway = AgentGateway(
@@ -115,6 +115,7 @@ class SagaStack(Stack):
             "Monitoring",
             config=config,
             state_machine=self.workflow.state_machine,
+            unsuccessful_execution_rule=unsuccessful,
             escalation_queue=self.escalation.queue,
             escalation_dead_letter_queue=self.escalation.dead_letter_queue,
             sweeper=self.tools.functions[SWEEPER_ID],

@@ -41,7 +41,7 @@ from saga.approval_keys import (
     key_uuid,
     resolve_key,
 )
-from saga.errors import ApprovalInvalid, AuthorizationDenied, TransientError
+from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied, TransientError
 
 APPROVE_HINT = "sign it with `sagactl case approve FILE`"
 SIGNING_ALGORITHM = "ECDSA_SHA_256"
@@ -269,9 +269,15 @@ def accept_forward(
     accepted (its start deadline passed) or replay a finished case once its ledger records
     expired (a second refund)."""
     key_arn = verifier.verify(approval, accept_retired=True)
-    from saga.cases import CaseOutcome  # saga.cases imports this module
+    from saga.cases import CaseOutcome, resolved_text  # saga.cases imports this module
 
     record = records.get(approval.case_id)
+    resolution = record.get("resolution") if record is not None else None
+    if _records_this_case(record, approval) and isinstance(resolution, Mapping):
+        # A person's decision is final (§3.10). This read is a courtesy: what makes it hold
+        # against a delivery that read the record just before the decision is the ledger,
+        # where the resolution settled every action of the case in the same transaction.
+        raise ActionSettled(resolved_text(approval.case_id, resolution))
     if not (
         _records_this_case(record, approval)
         and record is not None

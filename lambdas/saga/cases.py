@@ -7,13 +7,16 @@ redrives from a new execution of the same case: a new execution, under any name 
 (Step Functions forgets an execution name after 90 days, the ledger forgets records after its
 retention), is a DUPLICATE and is never run forward. This table has no TTL.
 
-Every write is conditional (one case id, one approved digest, one owning execution), and a write
-the table did not answer is a TransientError: nothing is decided on an unanswered write.
+Every write is conditional (one case id, one approved digest, one owning execution, no
+resolution yet), and a write the table did not answer is a TransientError: nothing is decided on
+an unanswered write.
 
 A person closes an escalation with `resolve` (docs/design.md §5): who decided what and when goes in
 a
 separate `resolution` attribute, written once, together with the settlement of the case's open
-ledger actions in one transaction; `outcome` keeps what the automation recorded (§8).
+ledger actions in one transaction; `outcome` keeps what the automation recorded (§8). After it,
+every write of the automation is refused with ActionSettled and changes nothing (§3.10): the
+owning execution's own ValidateCase (a redrive), COMPENSATION_PENDING, the terminal record.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from saga.dynamodb import (
     read_item,
     to_item,
 )
-from saga.errors import KeyConflict, ReservationNotHeld, TransientError
+from saga.errors import ActionSettled, KeyConflict, ReservationNotHeld, TransientError
 from saga.models import Case
 
 if TYPE_CHECKING:
@@ -137,7 +140,11 @@ class CaseRecords:
         if old is None:
             return execution
         self._check_same_case(case, digest, old)
-        return OwningExecution.of_record(old)
+        owner = OwningExecution.of_record(old)
+        if owner == execution:
+            # The owning execution again (a redrive): a new execution stays a DUPLICATE.
+            self._check_not_resolved(case, old)
+        return owner
 
     def mark_compensation_pending(self, case: Case, digest: str, execution_arn: str) -> None:
         """Say COMPENSATION_PENDING until the saga records its terminal outcome (idempotent).
@@ -156,7 +163,8 @@ class CaseRecords:
             condition=(
                 "attribute_not_exists(case_id) OR (digest = :digest AND "
                 "NOT outcome IN (:completed, :escalated) AND "
-                "(attribute_not_exists(execution_arn) OR execution_arn = :arn))"
+                "(attribute_not_exists(execution_arn) OR execution_arn = :arn) AND "
+                "attribute_not_exists(resolution))"
             ),
             values={
                 ":pending": CaseOutcome.COMPENSATION_PENDING.value,
@@ -171,6 +179,7 @@ class CaseRecords:
         if old is not None:
             self._check_same_case(case, digest, old)
             self._check_owner(case, execution_arn, old)
+            self._check_not_resolved(case, old)
             if old.get("outcome") in (CaseOutcome.COMPLETED.value, CaseOutcome.ESCALATED.value):
                 # A closed case compensated already or kept its stock on purpose (shipped, or
                 # left to a person); the ledger record that would stop a second release may
@@ -203,7 +212,8 @@ class CaseRecords:
             ),
             condition=(
                 "attribute_not_exists(case_id) OR (digest = :digest AND "
-                "(attribute_not_exists(execution_arn) OR execution_arn = :arn))"
+                "(attribute_not_exists(execution_arn) OR execution_arn = :arn) AND "
+                "attribute_not_exists(resolution))"
             ),
             values={
                 ":outcome": outcome,
@@ -219,6 +229,7 @@ class CaseRecords:
         if old is not None:
             self._check_same_case(case, digest, old)
             self._check_owner(case, execution_arn, old)
+            self._check_not_resolved(case, old)
             raise AssertionError("unreachable: a failed condition with the same digest and owner")
 
     def resolve(
@@ -325,6 +336,12 @@ class CaseRecords:
             )
 
     @staticmethod
+    def _check_not_resolved(case: Case, old: Mapping[str, Any]) -> None:
+        resolution = old.get("resolution")
+        if isinstance(resolution, Mapping):
+            raise ActionSettled(resolved_text(case.case_id, resolution))
+
+    @staticmethod
     def _check_owner(case: Case, execution_arn: str, old: Mapping[str, Any]) -> None:
         owner = old.get("execution_arn")
         if isinstance(owner, str) and owner != execution_arn:
@@ -332,6 +349,15 @@ class CaseRecords:
                 f"case {case.case_id} belongs to execution {owner}, not {execution_arn}: "
                 "only the execution that owns a case may record it"
             )
+
+
+def resolved_text(case_id: str, resolution: Mapping[str, Any]) -> str:
+    """Who resolved the case and when; never the decision's text (case data stays out of errors
+    and logs: `sagactl escalations show` shows it)."""
+    return (
+        f"case {case_id} was resolved by {resolution.get('by')} at {resolution.get('at')}: a "
+        "person's decision is final, the automation does nothing more on it"
+    )
 
 
 def _unanswered(case: Case, exc: Exception) -> TransientError:

@@ -6,7 +6,9 @@ format after stock was reserved or money refunded. The rules check, they never r
 approved (and signed) parameters stay exactly what was approved.
 
 - Currencies: ISO 4217 codes of circulating currencies (fund codes, precious metals and test
-  codes are not refundable; withdrawn codes such as HRK, BGN, ANG, SLL, ZWL are not accepted).
+  codes are not refundable; withdrawn codes such as HRK, BGN, ANG, SLL, ZWL are not accepted),
+  and each one's minor unit (`currency_exponent`): amounts are integers in minor units, and
+  what a person is shown in major units is derived here (`major_units`), nowhere else.
 - Countries: ISO 3166-1 alpha-2, officially assigned codes (249).
 - Address lines: the common limits of parcel carriers' APIs (35 characters per name and street
   line, 35 per city, postal codes of letters, digits, spaces and hyphens up to 10), text that is
@@ -37,6 +39,14 @@ CURRENCY_CODES: Final[frozenset[str]] = _codes(
     ZWG
     """
 )
+
+# ISO 4217's minor unit of each accepted currency that does not have 2 decimals: `amount_minor`
+# is in these units, and a refund of `amount_minor` is amount_minor / 10**exponent in major
+# units (what a person reads: 2000 JPY minor units are 2000 yen, 2000 KWD minor units 2 dinars).
+ZERO_DECIMAL_CURRENCIES: Final[frozenset[str]] = _codes(
+    "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF"
+)
+THREE_DECIMAL_CURRENCIES: Final[frozenset[str]] = _codes("BHD IQD JOD KWD LYD OMR TND")
 
 COUNTRY_CODES: Final[frozenset[str]] = _codes(
     """
@@ -89,6 +99,24 @@ def currency_problem(value: object) -> str | None:
     if value not in CURRENCY_CODES:
         return "must be the ISO 4217 code of a circulating currency (for example USD, EUR, JPY)"
     return None
+
+
+def currency_exponent(currency: str) -> int:
+    """ISO 4217's minor unit: how many decimals `amount_minor` has in this currency."""
+    if currency_problem(currency) is not None:
+        raise ValueError(f"{currency!r} is not an accepted currency")
+    if currency in ZERO_DECIMAL_CURRENCIES:
+        return 0
+    return 3 if currency in THREE_DECIMAL_CURRENCIES else 2
+
+
+def major_units(amount_minor: int, currency: str) -> str:
+    """`amount_minor` in the currency's major units, exactly, with its decimals: 2000 JPY ->
+    "2000", 2000 USD -> "20.00", 2000 KWD -> "2.000" (never a float)."""
+    exponent = currency_exponent(currency)
+    sign = "-" if amount_minor < 0 else ""
+    whole, fraction = divmod(abs(amount_minor), 10**exponent)
+    return f"{sign}{whole}" + (f".{fraction:0{exponent}d}" if exponent else "")
 
 
 def address_problems(address: Mapping[str, object]) -> dict[str, str]:

@@ -394,6 +394,8 @@ class SweepStuckActionsEnvironment(FunctionEnvironment):
     escalation_queue_url: Text
     # How long past its lease an open action may sit before it counts as stuck.
     stuck_grace_seconds: NonNegativeInt
+    # How often the schedule runs the sweeper: the unit of its re-send back-off.
+    sweep_every_seconds: PositiveInt
 
 
 __all__ = [

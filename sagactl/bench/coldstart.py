@@ -184,6 +184,7 @@ def function_environments() -> dict[str, Function]:
         },
         "escalation_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/bench",
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
+        "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,
         "state_machine_arn": "arn:aws:states:us-east-1:123456789012:stateMachine:bench",
         "agent_targets": {f"{tenant}-replacements": tenant for tenant in config.tenants},
         **{table_field(t): f"bench-{t}" for t in TABLES},

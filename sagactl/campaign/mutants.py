@@ -77,18 +77,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if record.attempts + 1 > budget + 100:",
     ),
     Mutant(
-        "retention-renewal",
-        "every write renews the record's retention (§3.7)",
+        "open-record-retention",
+        "no open record carries a retention: TTL never deletes an unsettled action (§3.7)",
         "lambdas/saga/ledger/store.py",
-        '"claimed_at = :now, expires_at = :expires"',
-        '"claimed_at = :now, expires_at = if_not_exists(expires_at, :expires)"',
+        "        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None",
+        "        return self.policy.expires_at(now)",
     ),
     Mutant(
         "expiry-check",
         "an open record past its retention is taken over and looked up, never trusted (§3.2)",
         "lambdas/saga/ledger/decisions.py",
-        "    if check_expiry and record.expires_at <= now:",
-        "    if check_expiry and record.expires_at < 0:",
+        "    if check_expiry and record.expires_at is not None and record.expires_at <= now:",
+        "    if check_expiry and record.expires_at is not None and record.expires_at < 0:",
     ),
     Mutant(
         "first-dispatch-rule",
@@ -110,6 +110,32 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if record.escalated_at is not None:\n        return Decision.ESCALATED",
         "    if False:\n        return Decision.ESCALATED",
+    ),
+    Mutant(
+        "resolution-gate",
+        "a resolution settles every action of the case, a record or none, atomically (§3.10)",
+        "lambdas/saga/ledger/operations.py",
+        "            if seen is None:\n                compensates =",
+        "            if False:\n                compensates =",
+    ),
+    Mutant(
+        "resolved-case-record",
+        "no write of the automation lands on a resolved case record (§3.10)",
+        "lambdas/saga/cases.py",
+        '"(attribute_not_exists(execution_arn) OR execution_arn = :arn) AND "\n'
+        '                "attribute_not_exists(resolution))"\n            ),\n'
+        "            values={\n"
+        '                ":outcome": outcome,',
+        '"(attribute_not_exists(execution_arn) OR execution_arn = :arn))"\n            ),\n'
+        "            values={\n"
+        '                ":outcome": outcome,',
+    ),
+    Mutant(
+        "displayed-amount",
+        "an approver sees the amount in the currency's own decimals (§9)",
+        "lambdas/saga/formats.py",
+        "    exponent = currency_exponent(currency)\n    sign =",
+        "    exponent = 2\n    sign =",
     ),
     Mutant(
         "release-held-condition",

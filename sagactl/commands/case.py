@@ -40,7 +40,7 @@ from sagactl.operations.drafts import approve_draft, default_approver, open_draf
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import sign_case, verify_deployed_signature
 from sagactl.paths import LOCAL_STATE_DIR, display_path
-from sagactl.views.draft import describe_draft
+from sagactl.views.approval import describe_case, describe_draft
 
 
 def tenants_for(args: argparse.Namespace) -> Tenants:
@@ -165,8 +165,6 @@ def command_approve(args: argparse.Namespace) -> int:
         raise UsageError("approve either a case FILE or a proposed draft with --case CASE_ID")
     if args.case is not None:
         return command_approve_draft(args)
-    if args.yes:
-        raise UsageError("--yes applies to --case (a file is approved without a question)")
     case = read_case_file(args.file)
     if isinstance(case, dict) and (args.approved_by or args.revision):
         approval = dict(case.get("approval") or {})
@@ -177,9 +175,16 @@ def command_approve(args: argparse.Namespace) -> int:
         case = {**case, "approval": approval}
     prepared = with_digest(case, source=str(args.file))
     start_by = _instant(args.start_by, "--start-by") if args.start_by else None
+    output = args.output or str(args.file)
+    # What is signed, before it is: on stderr when stdout carries JSON (--json, -o -).
+    shown_on = sys.stderr if args.json or output == "-" else sys.stdout
+    print("\n".join(describe_case(prepared, start_by=start_by)), file=shown_on, flush=True)
+    # A person at a terminal is asked; a script (stdin not a terminal) signs what it was given.
+    if not args.yes and sys.stdin.isatty() and not _confirmed("approve and sign this case?"):
+        print("not approved: nothing signed or written", file=shown_on)
+        return EXIT_REFUSED
     target = resolve_target(args)
     approved = sign_case(target, prepared, now=target.now_utc(), start_by=start_by)
-    output = args.output or str(args.file)
     written_to = _write(approved, output, force=True)
     summary = _approval_summary(approved, written_to)
     if output == "-":
@@ -357,7 +362,10 @@ def register(subparsers: Subparsers) -> None:
         "approved parameters and revision) and sign the approval with the approver's KMS key "
         "(the stack's ApprovalKeys output), with your credentials: on AWS only the approver's "
         "role or principal may sign, and CloudTrail records who did; against the local AWS "
-        "(the environment `sagactl local up` prints) anyone may. Writes signed_at, key_id and "
+        "(the environment `sagactl local up` prints) anyone may. Shows every parameter it signs "
+        "first (the refund in minor units and in the currency's major units) and asks, at a "
+        "terminal, unless --yes; from a script (stdin not a terminal) it signs without asking. "
+        "Writes signed_at, key_id and "
         "signature into the file, or into --output. A case ValidateCase rejected is corrected, "
         "then approved again with the next --revision: it starts under its own execution name. "
         "--case CASE_ID approves a case an agent proposed (`sagactl mcp`) where it is stored: "
@@ -372,7 +380,10 @@ def register(subparsers: Subparsers) -> None:
         "asks for confirmation, signs, stores the approval on the draft",
     )
     approve_parser.add_argument(
-        "--yes", action="store_true", help="with --case: do not ask for confirmation"
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (a FILE is not asked about when stdin is not a "
+        "terminal; --case asks there, so pass --yes)",
     )
     approve_parser.add_argument(
         "--as",

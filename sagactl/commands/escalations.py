@@ -108,7 +108,7 @@ def show_lines(view: EscalationView, *, now: float) -> list[str]:
     if view.resolution:
         lines += _resolution_lines(view.resolution)
     lines += ["", "execution:", *_execution_lines(view.execution)]
-    lines += ["", "confirmed effects (ledger):"]
+    lines += ["", "confirmed effects (the ledger; once its records expired, the execution):"]
     lines += [_summary_line(action) for action in view.confirmed_effects] or ["  none"]
     lines += ["", "compensations (ledger):"]
     lines += [_summary_line(action) for action in view.compensations] or ["  none"]
@@ -158,7 +158,9 @@ def _notification_lines(view: EscalationView) -> list[str]:
 
 def _summary_line(action: dict[str, Any]) -> str:
     ref = f" ref {action['downstream_ref']}" if action.get("downstream_ref") else ""
-    return f"  {action['step']:<8} {action['status']} {action['action_key']}{ref}"
+    source = action.get("source")
+    seen = f" (from the {source})" if source and source != "ledger" else ""
+    return f"  {action['step']:<8} {action['status']} {action['action_key']}{ref}{seen}"
 
 
 def _open_action_lines(view: EscalationView, now: float) -> list[str]:
@@ -168,12 +170,7 @@ def _open_action_lines(view: EscalationView, now: float) -> list[str]:
         lines.append(f"  {action['step']:<8} {action['action_key']}")
         record = records.get(action["action_key"])
         if record:
-            lines += record_lines(record, now=now)
-            if record.get("resolution"):
-                resolution = record["resolution"]
-                lines.append(
-                    f"    settled         by {resolution.get('by')} at {resolution.get('at')}"
-                )
+            lines += record_lines(record, now=now)  # with who settled it, when it is
     return lines
 
 
@@ -211,8 +208,8 @@ def resolve_lines(report: ResolveReport) -> list[str]:
     lines = [f"resolved case {report.case_id}", *_resolution_lines(report.resolution)[2:]]
     if report.settled:
         lines.append(
-            "            each keeps its status; the sweeper no longer reports it and no "
-            "delivery dispatches it again"
+            "            each keeps its status (one with no record gets a SETTLED one); the "
+            "sweeper no longer reports it and no delivery dispatches it again"
         )
     queue = report.queue
     if queue is None:

@@ -1,11 +1,14 @@
-"""`sagactl ledger ACTION_KEY | --case CASE` and `sagactl stuck`: read the action ledger.
+"""`sagactl ledger ACTION_KEY | --case CASE`, `sagactl stuck` and `keep-open-actions`: the ledger.
 
 A case's action keys are derived, never looked up (saga.identity):
 `<tenant>#reserve#<case>.reserve`, `#refund#`, `#ship#`, and the compensation
 `<tenant>#release#<case>.reserve`. The tenant comes from the case record (`--tenant` when there
 is none). `stuck` lists the open actions on the ledger's sparse `open-actions` index whose lease
 ended more than --grace seconds ago (IN_PROGRESS nobody holds, or UNKNOWN), with the sweeper's
-own query.
+own query. `keep-open-actions` is the one-off step after upgrading to the rule that an open
+record never expires (only a COMPLETED or FAILED record keeps a retention): it removes the TTL
+attribute (`expires_at`) from the records open today, read from the same index, each write
+conditional on the record still being open; safe to run again.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sagactl.operations.records import (
     read_case_record,
     stuck_actions,
 )
+from sagactl.operations.retention import keep_open_records
 from sagactl.views.case import actions_json, record_summary
 
 
@@ -94,6 +98,23 @@ def command_stuck(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_keep_open_actions(args: argparse.Namespace) -> int:
+    report = keep_open_records(resolve_target(args), dry_run=args.dry_run)
+    if args.json:
+        emit_json({"dry_run": args.dry_run, **report.to_json()})
+        return 0
+    verb = "would keep" if args.dry_run else "kept"
+    print(
+        f"{report.open_records} open action(s); {verb} {len(report.kept)} that still carried a "
+        "retention (TTL no longer deletes them before they are settled)"
+    )
+    for key in report.kept:
+        print(f"  {key}")
+    for key in report.changed_meanwhile:
+        print(f"  {key}: closed or settled meanwhile, left as it is")
+    return 0
+
+
 def register(subparsers: Subparsers) -> None:
     ledger = add_command(
         subparsers,
@@ -122,3 +143,13 @@ def register(subparsers: Subparsers) -> None:
         help="only actions whose lease ended more than this many seconds ago (0)",
     )
     add_aws_command_arguments(stuck)
+
+    keep = add_command(
+        subparsers,
+        "keep-open-actions",
+        "one-off after upgrading: open ledger actions never expire (removes their TTL)",
+        handler=command_keep_open_actions,
+        doc=__doc__,
+    )
+    keep.add_argument("--dry-run", action="store_true", help="only list what it would change")
+    add_aws_command_arguments(keep)

@@ -63,6 +63,9 @@ def record_lines(record: dict[str, Any], indent: str = "    ", *, now: float) ->
     if record.get("error"):
         error = record["error"]
         lines.append(f"{indent}error           {error.get('type')}: {error.get('message')}")
+    resolution = record.get("resolution")
+    if resolution:
+        lines.append(f"{indent}settled         by {resolution.get('by')} at {resolution.get('at')}")
     return lines
 
 
@@ -136,7 +139,11 @@ def _compensation_lines(view: CaseView) -> list[str]:
     lines = [f"  {_compact(item)}" for item in view.compensations]
     for action in view.actions:
         record = action.record
-        if action.step == "release" and record and record.get("status") != "COMPLETED":
+        if (
+            action.step == "release"
+            and record
+            and record.get("status") not in ("COMPLETED", "SETTLED")
+        ):
             lines.append(
                 f"  {record.get('status')} {action.action_key} (unfinished: attempts "
                 f"{record.get('attempts')}/{view.attempt_budget})"
@@ -161,11 +168,25 @@ def _escalation_lines(view: CaseView) -> list[str]:
 
 
 def _outcome_note(view: CaseView) -> str:
-    if view.outcome == "COMPENSATION_PENDING" and view.status == "FAILED":
-        return " (a compensation did not finish: `sagactl redrive` reruns it)"
+    """What comes next, as `redrive` and `escalations` would say it (one verdict for all)."""
+    resolution = view.resolution
+    if resolution is not None:
+        return (
+            f" (resolved by {resolution.get('by')} at {resolution.get('at')}: a person's "
+            f"decision is final; `sagactl escalations show {view.case_id}`)"
+        )
     if view.status == "RUNNING":
         return " (the execution is still running)"
-    return ""
+    unfinished = view.outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")
+    if view.redrive is None or not unfinished:
+        return ""
+    work = "a compensation" if view.outcome == "COMPENSATION_PENDING" else "the saga"
+    if view.redrive["can_help"]:
+        return f" ({work} did not finish: `sagactl redrive {view.case_id}` reruns it)"
+    return (
+        f" ({work} did not finish and a redrive cannot help: {view.redrive['reason']}; settle "
+        f"it by hand and resolve it: `sagactl escalations show {view.case_id}`)"
+    )
 
 
 def _compact(item: Any) -> str:

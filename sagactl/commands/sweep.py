@@ -3,8 +3,9 @@
 Invokes the stack's SweepStuckActionsFunction, the function its EventBridge schedule runs every
 few minutes (on AWS, and in `sagactl local up`). The sweeper reads the ledger's open actions
 whose lease ended more than its grace period ago (IN_PROGRESS that nobody holds, or UNKNOWN) and
-sends one escalation message per stuck action: every sweep re-sends a still-stuck action, with
-the same `escalation_id`. `sagactl stuck` lists the same actions without sending anything.
+sends an escalation message for each stuck action that is due one: the first sweep that finds it,
+then after 1, 2, 4, ... sweep intervals, at most a day apart, always with the same
+`escalation_id`. `sagactl stuck` lists the same actions without sending anything.
 
 The function is the one whose handler is the sweeper's and whose LEDGER_TABLE is this stack's
 ledger, so the same command works against AWS and the local AWS.
@@ -37,7 +38,10 @@ def sweep_lines(result: dict[str, Any]) -> list[str]:
     ]
     lines.extend(f"  {key}" for key in report.get("action_keys", []))
     if stuck:
-        lines.append("  each one is re-sent by every sweep until it is settled")
+        lines.append(
+            "  each one is reported until it is settled: by the first sweep that finds it, "
+            "then after 1, 2, 4, ... sweep intervals, at most a day apart"
+        )
     return lines
 
 

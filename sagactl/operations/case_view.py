@@ -16,6 +16,8 @@ from sagactl.operations.queue import escalation_queue_depth
 from sagactl.operations.records import case_actions, read_effects
 from sagactl.target import Target
 from sagactl.views.case import CaseView, case_tenant, case_view
+from sagactl.views.redrive import redrive_verdict
+from sagactl.views.timeline import find_failed_step
 
 
 def gather(
@@ -31,17 +33,29 @@ def gather(
     case_id, record, description = found.case_id, found.record, found.description
     history = execution_history(target, description["executionArn"]) if description else []
     tenant = case_tenant(record, description)
+    actions = case_actions(target, tenant, case_id, budget) if tenant else []
+    now = target.now()
+    redrive = redrive_verdict(
+        case_id,
+        record,
+        description,
+        find_failed_step(history),
+        actions,
+        budget=budget,
+        now=now,
+    )
     return case_view(
         case_id,
         record,
         description,
         history,
-        actions=case_actions(target, tenant, case_id, budget) if tenant else [],
+        actions=actions,
         effects=read_effects(
             target, case_id, case_action_keys(tenant, case_id) if tenant else None
         ),
         queue_depth=escalation_queue_depth(target),
         budget=budget,
-        now=target.now(),
+        now=now,
+        redrive=redrive,
         console_url=(target.console_url(str(description["executionArn"])) if description else None),
     )

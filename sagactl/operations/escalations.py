@@ -7,12 +7,13 @@ that marks open cases, and nothing can write one when an execution fails. Each I
 COMPENSATION_PENDING case costs one DescribeExecution, and each stopped one the redrive plan
 (sagactl.operations.redrive.plan_redrive).
 
-`resolve` records who decided what and when in the case record's `resolution` and settles the
-case's open ledger actions in the same transaction (saga.cases.CaseRecords.resolve,
-saga.ledger.ActionLedger.settle_write): the sweeper stops re-sending them, and no redrive or late
-delivery dispatches them again. Then it removes the case's messages from the queue, the one
-place where sagactl receives from it (sagactl.operations.queue.remove_case_messages says what
-that costs).
+`resolve` records who decided what and when in the case record's `resolution` and, in the same
+transaction, settles the case's open ledger actions and writes a SETTLED record for each action
+that has none (saga.cases.CaseRecords.resolve, saga.ledger.ActionLedger.settle_case_writes): the
+sweeper stops re-sending them, and no redrive or late delivery dispatches any action of the case
+again, not even one that read the case record just before the decision. Then it removes the
+case's messages from the queue, the one place where sagactl receives from it
+(sagactl.operations.queue.remove_case_messages says what that costs).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga.cases import CaseRecords, ResolveConflict
 from saga.errors import ActionPending, TransientError
 from saga.identity import case_action_keys
-from saga.ledger import OPEN_STATUSES, ActionLedger, LedgerPolicy, LedgerRecord, Resolution
+from saga.ledger import LedgerPolicy, Resolution
 from sagactl.errors import (
     ActionInFlight,
     AlreadyResolved,
@@ -67,7 +68,7 @@ from sagactl.views.escalations import (
     stopped_escalation,
     stops,
 )
-from sagactl.views.timeline import FailedStep, find_failed_step
+from sagactl.views.timeline import FailedStep, confirmed_steps, find_failed_step
 
 _RESOLVE_ROUNDS = 3
 
@@ -129,6 +130,8 @@ def show(target: Target, case_id: str, *, budget: int) -> EscalationView:
     tenant = record.get("tenant_id")
     arn = str(record.get("execution_arn") or target.execution_arn(case_id))
     description = describe_execution_arn(target, arn)
+    history = execution_history(target, arn) if description else []
+    recorded = record.get("steps")
     view = EscalationView(
         case_id=case_id,
         tenant_id=tenant,
@@ -140,8 +143,12 @@ def show(target: Target, case_id: str, *, budget: int) -> EscalationView:
         execution=execution_summary(description) if description else None,
         actions=case_actions(target, str(tenant), case_id, budget) if tenant else [],
         attempt_budget=budget,
-        stops=stops(execution_history(target, arn)) if description else 0,
+        stops=stops(history),
         queue_depth=escalation_queue_depth(target),
+        executed_steps={
+            **confirmed_steps(history),
+            **(recorded if isinstance(recorded, dict) else {}),
+        },
     )
     view.notifications = notifications(view)
     return view
@@ -164,15 +171,15 @@ def resolve(target: Target, case_id: str, *, decision: str, by: str, budget: int
             raise kind(f"{assessed.reason}; not resolved")
         at = iso(datetime.fromtimestamp(target.now(), UTC))
         resolution = Resolution(by=by, decision=decision, at=at)
-        open_records = _open_records(ledger, record)
+        keys = case_action_keys(str(record["tenant_id"]), case_id)
         try:
-            settle = [ledger.settle_write(seen, resolution) for seen in open_records]
+            writes = ledger.settle_case_writes(keys, resolution, case_id=case_id)
         except ActionPending as held:
             raise ActionInFlight(f"case {case_id}: {held.message}; nothing was resolved") from None
-        settled = [seen.action_key for seen in open_records]
+        settled = [key for key, _ in writes]
         recorded: dict[str, Any] = {**resolution.to_record(), "settled_actions": settled}
         try:
-            cases.resolve(record, recorded, settle=settle)
+            cases.resolve(record, recorded, settle=[write for _, write in writes])
         except ResolveConflict:
             continue  # the case or an action changed since it was read: decide again
         except TransientError as exc:
@@ -185,16 +192,6 @@ def resolve(target: Target, case_id: str, *, decision: str, by: str, budget: int
     )
 
 
-def _open_records(ledger: ActionLedger, record: dict[str, Any]) -> list[LedgerRecord]:
-    keys = case_action_keys(str(record["tenant_id"]), str(record["case_id"]))
-    found = []
-    for key in keys.values():
-        seen = ledger.get(key)
-        if seen is not None and seen.status in OPEN_STATUSES and seen.resolution is None:
-            found.append(seen)
-    return found
-
-
 def _remove_after_resolve(
     target: Target, record: dict[str, Any], resolution: dict[str, Any]
 ) -> QueueCleanup | None:
@@ -203,7 +200,7 @@ def _remove_after_resolve(
         return remove_case_messages(target, case_id, execution_arn=record.get("execution_arn"))
     except (ClientError, BotoCoreError, SagactlError) as exc:
         raise QueueCleanupFailed(
-            f"case {case_id} is resolved ({resolution['by']}: {resolution['decision']!r}) and "
+            f"case {case_id} is resolved (by {resolution['by']} at {resolution['at']}) and "
             f"{len(resolution['settled_actions'])} action(s) are settled, but removing its "
             f"messages from the escalation queue failed: {exc}. The case is closed (the worklist "
             "is the cases table); its messages stay on the queue"

@@ -15,38 +15,34 @@ from saga.identity import case_action_keys
 from sagactl.operations.executions import execution_history, find_case_execution
 from sagactl.operations.records import ledger_record
 from sagactl.target import Target
-from sagactl.views.case import case_tenant
-from sagactl.views.redrive import (
-    RedrivePlan,
-    check_redrivable,
-    check_window,
-    client_token,
-    new_plan,
-    planned_action,
-    refuse_spent_actions,
-)
+from sagactl.views.case import case_tenant, record_summary
+from sagactl.views.redrive import RedrivePlan, client_token, judge_redrive
 from sagactl.views.timeline import find_failed_step
 
 
 def plan_redrive(
     target: Target, case_id: str, *, budget: int, now: float | None = None
 ) -> RedrivePlan:
-    """What a redrive would rerun; RedriveRefused when it cannot help."""
+    """What a redrive would rerun; RedriveRefused when it cannot help (judge_redrive)."""
     found = find_case_execution(target, case_id)
     description = found.require()
     case_id = found.case_id  # CASE may have named an execution of the case
-    check_redrivable(case_id, description)
-    check_window(case_id, description, target.now() if now is None else now)
     failed = find_failed_step(execution_history(target, str(description["executionArn"])))
-    plan = new_plan(case_id, description, failed)
-    tenant = case_tenant(None, description)
+    tenant = case_tenant(found.record, description)
+    action = None
     if failed is not None and failed.operation and tenant:
         key = case_action_keys(tenant, case_id)[failed.operation]
-        plan.actions.append(
-            planned_action(failed.operation, key, ledger_record(target, key), budget)
-        )
-    refuse_spent_actions(plan)
-    return plan
+        record = ledger_record(target, key)
+        action = (key, record_summary(record, budget) if record else None)
+    return judge_redrive(
+        case_id,
+        found.record,
+        description,
+        failed,
+        action,
+        budget=budget,
+        now=target.now() if now is None else now,
+    )
 
 
 def redrive(target: Target, plan: RedrivePlan) -> dict[str, Any]:

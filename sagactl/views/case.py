@@ -101,6 +101,13 @@ class CaseView:
     now: float  # the target's now when this view was gathered (lease ends are relative to it)
     failed_step: FailedStep | None = None
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # A stopped execution: can a redrive help (sagactl.views.redrive.redrive_verdict)?
+    redrive: dict[str, Any] | None = None
+
+    @property
+    def resolution(self) -> dict[str, Any] | None:
+        resolution = (self.case_record or {}).get("resolution")
+        return resolution if isinstance(resolution, dict) else None
 
     @property
     def status(self) -> str | None:
@@ -127,6 +134,7 @@ class CaseView:
             "escalation_queue_depth": self.escalation_queue_depth,
             "case_record": self.case_record,
             "failed_step": asdict(self.failed_step) if self.failed_step else None,
+            "redrive": self.redrive,
         }
 
 
@@ -142,6 +150,7 @@ def case_view(
     budget: int,
     now: float,
     console_url: str | None,
+    redrive: dict[str, Any] | None = None,
 ) -> CaseView:
     """The view of a case from what was read about it (the execution may be gone: None)."""
     execution = execution_summary(description) if description else None
@@ -165,4 +174,5 @@ def case_view(
         now=now,
         failed_step=find_failed_step(history) if status in STOPPED_STATUSES else None,
         history=history,
+        redrive=redrive,
     )

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga.cases import CaseOutcome
-from saga.ledger import OPEN_STATUSES
+from saga.ledger import OPEN_STATUSES, LedgerStatus
 from saga.models import CASE_ID_PATTERN, TENANT_ID_PATTERN
 from sagactl.errors import UsageError
 from sagactl.views.case import ActionView
@@ -74,8 +74,7 @@ def assess_record(record: dict[str, Any]) -> Escalation | Closed | None:
     resolution = record.get("resolution")
     if isinstance(resolution, dict):
         return Closed(
-            f"case {case_id} was resolved by {resolution.get('by')} at {resolution.get('at')}: "
-            f"{resolution.get('decision')!r}"
+            f"case {case_id} was resolved by {resolution.get('by')} at {resolution.get('at')}"
         )
     if outcome == CaseOutcome.ESCALATED:
         escalation = record.get("escalation") or {}
@@ -208,23 +207,43 @@ class EscalationView:
     stops: int = 0  # times the execution ended FAILED, TIMED_OUT or ABORTED (its history)
     notifications: list[dict[str, Any]] = field(default_factory=list)
     queue_depth: int | None = None
+    # `{step: StepResult}` the execution confirmed: the case record's `steps` (RecordOutcome)
+    # and its history's (sagactl.views.timeline.confirmed_steps)
+    executed_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def confirmed_effects(self) -> list[dict[str, Any]]:
-        return [
-            _action_json(action)
-            for action in self.actions
-            if action.step in FORWARD_STEPS
-            and action.record
-            and action.record["status"] == "COMPLETED"
-        ]
+        """Every forward step that took effect: from its ledger record while it is kept, else
+        from what the execution recorded (a closed record expires after its retention, §3.7,
+        and a person deciding must still see a refund that was made)."""
+        found = []
+        for action in self.actions:
+            if action.step not in FORWARD_STEPS:
+                continue
+            if action.record and action.record["status"] == "COMPLETED":
+                found.append({**_action_json(action), "source": "ledger"})
+            elif action.step in self.executed_steps:
+                step = self.executed_steps[action.step]
+                found.append(
+                    {
+                        "step": action.step,
+                        "action_key": step.get("action_key") or action.action_key,
+                        "status": "COMPLETED",
+                        "downstream_ref": step.get("downstream_ref"),
+                        "source": "execution (the ledger record's retention has passed)",
+                    }
+                )
+        return found
 
     @property
     def compensations(self) -> list[dict[str, Any]]:
+        """The release, as far as one ran (a SETTLED record is a decision, not a release)."""
         return [
             _action_json(action)
             for action in self.actions
-            if action.step not in FORWARD_STEPS and action.record
+            if action.step not in FORWARD_STEPS
+            and action.record
+            and action.record["status"] != LedgerStatus.SETTLED
         ]
 
     @property
@@ -304,7 +323,10 @@ def notifications(view: EscalationView) -> list[dict[str, Any]]:
             found.append(
                 {
                     "kind": "STUCK_ACTION",
-                    "producer": "the sweeper, on every sweep while the action stays open",
+                    "producer": (
+                        "the sweeper, at once, then after 1, 2, 4, ... sweeps (at most daily) "
+                        "while it stays open"
+                    ),
                     "action_key": action["action_key"],
                     "status": action["status"],
                 }

@@ -4,20 +4,20 @@ Redrive (Step Functions RedriveExecution) reruns the failed state with the input
 it had, with fresh Retry counters; the states that succeeded are not rerun. Every rerun reuses
 the execution's action keys, so the ledger's lifetime attempt budget (the one counter a redrive
 cannot reset) decides whether a rerun can still dispatch: with no budget left it would only end
-in BudgetExhausted, so it is refused. Pure: sagactl.operations.redrive reads what these rules
-judge, and sends the redrive.
+in BudgetExhausted, so it is refused; so is a rerun of a case a person resolved (§3.10).
+Pure: sagactl.operations.redrive reads what these rules judge, and sends the redrive.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from saga.ledger import LedgerRecord
 from sagactl.errors import RedriveRefused
-from sagactl.views.case import STOPPED_STATUSES, record_summary
+from sagactl.views.case import STOPPED_STATUSES, ActionView
 from sagactl.views.timeline import FailedStep
 
 REDRIVE_WINDOW_SECONDS = 14 * 86400
@@ -92,9 +92,74 @@ def new_plan(case_id: str, description: dict[str, Any], failed: FailedStep | Non
     )
 
 
-def planned_action(step: str, key: str, record: LedgerRecord | None, budget: int) -> dict[str, Any]:
+def check_not_resolved(case_id: str, record: Mapping[str, Any] | None) -> None:
+    """RedriveRefused when a person resolved the case: who and when, never the decision's text
+    (case data stays out of errors; `sagactl escalations show` shows it)."""
+    resolution = (record or {}).get("resolution")
+    if isinstance(resolution, Mapping):
+        raise RedriveRefused(
+            f"case {case_id} was resolved by {resolution.get('by')} at {resolution.get('at')}: a "
+            "person's decision is final, and a rerun would end in ActionSettled without doing "
+            f"anything (`sagactl escalations show {case_id}` shows the decision)"
+        )
+
+
+def judge_redrive(
+    case_id: str,
+    record: Mapping[str, Any] | None,
+    description: dict[str, Any],
+    failed: FailedStep | None,
+    action: tuple[str, dict[str, Any] | None] | None,
+    *,
+    budget: int,
+    now: float,
+) -> RedrivePlan:
+    """What a redrive would rerun, from what was read: the case record, the execution, its
+    failed step and that step's action (`(key, record_summary or None)`; None when the step
+    runs no ledger action). RedriveRefused when it cannot help. One verdict for `redrive`,
+    `escalations` and `status` alike."""
+    check_not_resolved(case_id, record)
+    check_redrivable(case_id, description)
+    check_window(case_id, description, now)
+    plan = new_plan(case_id, description, failed)
+    if failed is not None and failed.operation and action is not None:
+        key, summary = action
+        plan.actions.append(planned_action(failed.operation, key, summary, budget))
+    refuse_spent_actions(plan)
+    return plan
+
+
+def redrive_verdict(
+    case_id: str,
+    record: Mapping[str, Any] | None,
+    description: dict[str, Any] | None,
+    failed: FailedStep | None,
+    actions: list[ActionView],
+    *,
+    budget: int,
+    now: float,
+) -> dict[str, Any] | None:
+    """judge_redrive's verdict on what was already read (`status`): `{"can_help": True,
+    "plan"}` or `{"can_help": False, "reason"}`; None while there is nothing to rerun (no
+    execution, or it did not stop)."""
+    if description is None or description.get("status") not in STOPPED_STATUSES:
+        return None
+    action = None
+    if failed is not None and failed.operation:
+        action = next(
+            ((a.action_key, a.record) for a in actions if a.step == failed.operation), None
+        )
+    try:
+        plan = judge_redrive(case_id, record, description, failed, action, budget=budget, now=now)
+    except RedriveRefused as refused:
+        return {"can_help": False, "reason": str(refused)}
+    return {"can_help": True, "plan": plan.to_json()}
+
+
+def planned_action(
+    step: str, key: str, summary: dict[str, Any] | None, budget: int
+) -> dict[str, Any]:
     """The failed step's action as the plan shows it (its record None: never claimed)."""
-    summary = record_summary(record, budget) if record else None
     return {
         "step": step,
         "action_key": key,
@@ -115,9 +180,8 @@ def refuse_spent_actions(plan: RedrivePlan) -> None:
         if resolution:
             raise RedriveRefused(
                 f"case {plan.case_id}: {action['action_key']} was settled by "
-                f"{resolution.get('by')} at {resolution.get('at')} "
-                f"({resolution.get('decision')!r}); a rerun would end in ActionSettled "
-                "without dispatching"
+                f"{resolution.get('by')} at {resolution.get('at')}; a rerun would end in "
+                "ActionSettled without dispatching"
             )
         if action["status"] == "FAILED":
             error = action.get("error") or {}

@@ -246,3 +246,35 @@ def find_failed_step(events: list[dict[str, Any]]) -> FailedStep | None:
         error=error,
         cause=cause,
     )
+
+
+# --- what the execution confirmed (its history outlives the ledger's closed records) -------------
+_FORWARD_STATES = {"ReserveStock": "reserve", "IssueRefund": "refund", "CreateShipment": "ship"}
+
+
+def confirmed_steps(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`{step: StepResult}` of the forward steps the execution saw COMPLETED: a task of the step
+    that succeeded, or a reconciliation that found the step's effect (RESUME). Step Functions
+    keeps a closed execution's history 90 days, longer than a closed ledger record's retention
+    (docs/design.md §3.7)."""
+    confirmed: dict[str, dict[str, Any]] = {}
+    state: str | None = None
+    for event in events:
+        kind = str(event.get("type", ""))
+        if kind.endswith("StateEntered"):
+            state = str(event["stateEnteredEventDetails"]["name"])
+        elif kind == "TaskSucceeded":
+            output = parse_json(event.get("taskSucceededEventDetails", {}).get("output"))
+            payload = output.get("Payload", output) if isinstance(output, dict) else None
+            if not isinstance(payload, dict):
+                continue
+            result: Any
+            if state in _FORWARD_STATES:
+                step, result = _FORWARD_STATES[state], payload
+            elif state == RECONCILE_STATE and payload.get("decision") == "RESUME":
+                step, result = str(payload.get("step")), payload.get("result")
+            else:
+                continue
+            if isinstance(result, dict) and result.get("status") == "COMPLETED":
+                confirmed[step] = result
+    return confirmed

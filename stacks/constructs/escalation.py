@@ -1,7 +1,8 @@
 """The escalation queue: where a person picks up a case the automation could not finish.
 
 Three producers: the state machine's Escalate state (SQS service integration), the stuck-action
-sweeper, and an EventBridge rule for executions that end FAILED, TIMED_OUT or ABORTED.
+sweeper, and an EventBridge rule for executions that end FAILED, TIMED_OUT or ABORTED (but not
+for a refused rerun of a resolved case: its message would wait for a decision already made).
 
 Encryption is SQS-managed (SSE-SQS): EventBridge cannot deliver to a queue encrypted with the
 AWS-managed `alias/aws/sqs` KMS key, and a customer-managed key would add a key policy, KMS
@@ -24,6 +25,18 @@ from stacks.constructs.common import acknowledge
 
 NOT_SUCCEEDED_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
 MAX_RECEIVES_BEFORE_DLQ = 5
+# A rerun of a case a person resolved ends FAILED with this error and nothing done: nobody needs
+# to hear of it (docs/design.md §3.10).
+RESOLVED_CASE_ERROR = "ActionSettled"
+# `detail.error` of an execution that needs a person: any other error, or none at all. The
+# status-change event carries DescribeExecution's fields (`error` when the execution failed
+# with one); `anything-but` matches only a present string, so a missing or null error is
+# matched on its own (an ABORTED execution may have none).
+NEEDS_A_PERSON = [
+    {"error": events.Match.anything_but(RESOLVED_CASE_ERROR)},
+    {"error": events.Match.null_value()},
+    {"error": events.Match.does_not_exist()},
+]
 
 
 class Escalation(Construct):
@@ -48,9 +61,10 @@ class Escalation(Construct):
         )
 
     def route_unsuccessful_executions(self, state_machine: sfn.IStateMachine) -> events.Rule:
-        """FAILED / TIMED_OUT / ABORTED executions of this state machine -> escalation queue."""
+        """FAILED / TIMED_OUT / ABORTED executions of this state machine -> escalation queue,
+        except a refused rerun of a resolved case (error ActionSettled)."""
         detail = events.EventField.from_path
-        return events.Rule(
+        self.unsuccessful_execution_rule = events.Rule(
             self,
             "UnsuccessfulExecutionRule",
             description="Escalate saga executions that did not succeed",
@@ -60,6 +74,7 @@ class Escalation(Construct):
                 detail={
                     "status": list(NOT_SUCCEEDED_STATUSES),
                     "stateMachineArn": [state_machine.state_machine_arn],
+                    "$or": NEEDS_A_PERSON,
                 },
             ),
             targets=[
@@ -81,6 +96,7 @@ class Escalation(Construct):
                 )
             ],
         )
+        return self.unsuccessful_execution_rule
 
 
 def _queue(scope: Construct, construct_id: str, **options: Any) -> sqs.Queue:

@@ -1,8 +1,16 @@
 """Monitoring: the scheduled stuck-action sweeper, alarms and a dashboard of the saga.
 
-Alarms: executions that failed or timed out, an escalation message waiting too long (nobody is
-picking up decisions), anything in the escalation dead-letter queue, actions stuck in the
-ledger (the sweeper's StuckActions metric), and the sweeper itself: it failed, or it did not run.
+Alarms: executions that ended without success and need a person, an escalation message waiting
+too long (nobody is picking up decisions), anything in the escalation dead-letter queue, actions
+stuck in the ledger (the sweeper's StuckActions metric), and the sweeper itself: it failed, or
+it did not run.
+
+"Need a person" is what the failed-execution rule matched (EventBridge's TriggeredRules of that
+rule), not Step Functions' ExecutionsFailed: a rerun of a case a person resolved ends FAILED
+with ActionSettled and nothing done, and must page nobody (docs/design.md §3.10). So the alarm
+and the escalation queue agree: every page has its message, every message its page. EventBridge
+sends its metrics on a best-effort basis; the escalation-age alarm on the same message is the
+backstop.
 
 Missing data is "not breaching" where no data means nothing happened: no executions, no
 escalations, no errors in a quiet period are not incidents. The one exception is the sweeper's
@@ -73,6 +81,7 @@ class Monitoring(Construct):
         *,
         config: SagaConfig,
         state_machine: sfn.IStateMachine,
+        unsuccessful_execution_rule: events.IRule,
         escalation_queue: sqs.IQueue,
         escalation_dead_letter_queue: sqs.IQueue,
         sweeper: lambda_.IFunction,
@@ -92,6 +101,13 @@ class Monitoring(Construct):
 
         failed = state_machine.metric_failed(period=_PERIOD, statistic="Sum")
         timed_out = state_machine.metric_timed_out(period=_PERIOD, statistic="Sum")
+        self.needs_a_person = cw.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": unsuccessful_execution_rule.rule_name},
+            period=_PERIOD,
+            statistic="Sum",
+        )
         queue_age = escalation_queue.metric_approximate_age_of_oldest_message(
             period=_PERIOD, statistic="Maximum"
         )
@@ -112,11 +128,13 @@ class Monitoring(Construct):
             period=Duration.minutes(2 * config.monitoring.sweep_every_minutes), statistic="Sum"
         )
         self.alarms = {
-            "ExecutionsFailed": self._alarm(
-                "ExecutionsFailedAlarm", failed, 1, "A saga execution FAILED (see escalation queue)"
-            ),
-            "ExecutionsTimedOut": self._alarm(
-                "ExecutionsTimedOutAlarm", timed_out, 1, "A saga execution TIMED_OUT"
+            "ExecutionsUnsuccessful": self._alarm(
+                "ExecutionsUnsuccessfulAlarm",
+                self.needs_a_person,
+                1,
+                "A saga execution ended FAILED, TIMED_OUT or ABORTED with work for a person (its "
+                "message is on the escalation queue: sagactl escalations); a refused rerun of a "
+                "resolved case is not one",
             ),
             "EscalationAge": self._alarm(
                 "EscalationQueueAgeAlarm",

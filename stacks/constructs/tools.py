@@ -228,6 +228,7 @@ def environment_values(
         "approval_key_aliases": approval_keys.alias_prefix,
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
+        "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,
         **{table_field(key): table.table_name for key, table in tables.items()},
     }
 

@@ -18,7 +18,7 @@ from tests.project import run_in_project
 
 FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
 OLD_ESCAPE = "' downstream by the action\\\\'s business reference.'"
-CATCH_ALL = "/States/ReconcileStep/Catch[4]/Assign/escalation"
+CATCH_ALL = "/States/ReconcileStep/Catch[5]/Assign/escalation"
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"
 
 

@@ -3,6 +3,7 @@ the caller's credentials; against the local AWS with nothing but the environment
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,3 +138,73 @@ def test_signing_with_credentials_that_are_not_the_approvers_says_which_role_to_
         f"the approver role {role} (for example a profile with role_arn and mfa_serial) and run "
         "this again"
     )
+
+
+class Terminal(io.StringIO):
+    """A person at a terminal, answering the question with what the string holds."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("currency", "amount", "shown"),
+    [
+        ("JPY", 2000, "2000 minor units of JPY = 2000 JPY (0 decimals)"),
+        ("USD", 2000, "2000 minor units of USD = 20.00 USD (2 decimals)"),
+        ("KWD", 2000, "2000 minor units of KWD = 2.000 KWD (3 decimals)"),
+        ("BHD", 2000, "2000 minor units of BHD = 2.000 BHD (3 decimals)"),
+    ],
+)
+def test_a_file_shows_every_parameter_it_signs_before_signing(  # noqa: PLR0917
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path, currency: str, amount: int, shown: str
+) -> None:
+    """From a script (stdin not a terminal, as here) it signs without asking, after showing
+    what it signs; with --json the parameters go to stderr and stdout stays the JSON."""
+    refund = {"payment_reference": "pay-42", "amount_minor": amount, "currency": currency}
+    case_file = unsigned_copy(tmp_path, case_id=f"case-{currency.lower()}", refund=refund)
+
+    approved = sagactl("case", "approve", str(case_file))
+
+    assert approved.code == 0, approved.err
+    digest = json.loads(case_file.read_text(encoding="utf-8"))["approval"]["digest"]
+    shown_lines = approved.out.splitlines()
+    for line in (
+        f"case case-{currency.lower()} (tenant acme)",
+        "  order     ord-1001 of customer cus-42",
+        "  reserve   1 x SKU-RED-MUG",
+        f"  refund    {shown} on payment pay-42",
+        "  revision  1",
+        f"  digest    {digest}",
+        "  approver  supervisor@acme",
+    ):
+        assert line in shown_lines, (line, approved.out)
+    assert shown_lines.index(f"  digest    {digest}") < len(shown_lines) - 1  # before "approved"
+    assert (
+        approved.out.rstrip().splitlines()[-1].startswith(f"approved case case-{currency.lower()}")
+    )
+
+    again = sagactl("case", "approve", str(case_file), "--json")
+    assert again.code == 0 and f"  refund    {shown} on payment pay-42" in again.err
+    assert again.json()["case_id"] == f"case-{currency.lower()}"
+
+
+def test_a_person_at_a_terminal_is_asked_and_no_signs_nothing(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_file = unsigned_copy(tmp_path, case_id="case-asked")
+    original = case_file.read_text(encoding="utf-8")
+
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    refused = sagactl("case", "approve", str(case_file))
+    assert refused.code == 3
+    assert "  refund    2000 minor units of USD = 20.00 USD (2 decimals)" in refused.out
+    assert "approve and sign this case? [y/N]" in refused.err
+    assert case_file.read_text(encoding="utf-8") == original  # nothing signed or written
+
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    assert sagactl("case", "approve", str(case_file)).code == 0
+    assert json.loads(case_file.read_text(encoding="utf-8"))["approval"]["signature"]
+
+    monkeypatch.setattr("sys.stdin", Terminal(""))  # --yes: not asked at all
+    assert sagactl("case", "approve", str(case_file), "--yes").code == 0

@@ -246,7 +246,9 @@ def test_resolve_records_the_decision_settles_the_unknown_and_removes_only_its_m
     report = result.json()
     resolution = report["resolution"]
     assert resolution["by"] == getpass.getuser()  # locally: the OS user
-    assert resolution["settled_actions"] == [SHIP_KEY]
+    # the open ship action, and the release that has no record: a SETTLED one now
+    release = "acme#release#case-carrier-unavailable.reserve"
+    assert resolution["settled_actions"] == [SHIP_KEY, release]
     assert report["queue"]["removed"] == 2  # its CASE_ESCALATED and its STUCK_ACTION
     # The case record: a separate resolution; the outcome and everything else as they were.
     case_after = case_record(three_open, CARRIER_UNAVAILABLE)
@@ -301,7 +303,8 @@ def test_a_resolved_compensation_is_not_redriven_into_an_effect(
 
     refused = sagactl("redrive", COMPENSATION_STUCK, "--yes", "--json")
     assert refused.code == 3
-    assert "was settled by ops@acme" in refused.json()["error"]["message"]
+    assert "was resolved by ops@acme" in refused.json()["error"]["message"]
+    assert "stock counted by hand" not in refused.json()["error"]["message"]
 
     # Step Functions itself allows the redrive; the ledger refuses to dispatch.
     sfn = three_open.client("stepfunctions")
@@ -309,7 +312,7 @@ def test_a_resolved_compensation_is_not_redriven_into_an_effect(
     sfn.redrive_execution(executionArn=arn)
     described = three_open.wait_for_execution(arn)
     assert (described["status"], described["error"]) == ("FAILED", "ActionSettled")
-    assert "settled by ops@acme" in described["cause"]
+    assert "resolved by ops@acme" in described["cause"]
     assert stock(three_open) == stock_before  # nothing released
     release_after = ledger_item(three_open, RELEASE_KEY)
     assert release_after["attempts"] == release_before["attempts"]  # no delivery counted
@@ -398,7 +401,11 @@ def test_a_case_whose_action_a_live_attempt_holds_is_not_resolved(
 
 @pytest.mark.parametrize(
     ("example", "settled"),
-    [("carrier-unavailable", [SHIP_KEY]), ("shipment-rejected", [])],  # with and without
+    [
+        # the open ship action, and the release that had no record (a SETTLED one now)
+        ("carrier-unavailable", [SHIP_KEY, "acme#release#case-carrier-unavailable.reserve"]),
+        ("shipment-rejected", []),  # every action closed: nothing to settle
+    ],
 )
 def test_two_people_resolving_at_once_record_exactly_one_decision(
     saga: LocalAws, sagactl: Sagactl, example: str, settled: list[str]
@@ -476,6 +483,6 @@ def test_a_revision_run_under_its_own_execution_name_is_worked_the_same_way(
     resolved = sagactl("escalations", "resolve", COMPENSATION_STUCK, "--decision", "x", "--json")
 
     assert resolved.code == 0, resolved.err
-    assert resolved.json()["settled_actions"] == [RELEASE_KEY]
+    assert resolved.json()["settled_actions"] == [RELEASE_KEY]  # the others are closed
     assert resolved.json()["queue"] == {"removed": 1, "released": 0}  # the rule's message
     assert receive_all(saga) == []

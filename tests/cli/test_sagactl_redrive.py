@@ -115,6 +115,15 @@ def test_redrive_with_no_budget_left_is_refused(saga: LocalAws, sagactl: Sagactl
     assert "BudgetExhausted" in result.err
     assert sagactl("ledger", RELEASE_KEY, "--json").json()["attempts"] == used
     assert sagactl("status", CASE, "--json").json()["execution"]["redriveCount"] == 0
+    # `status` and `escalations` say what `redrive` said, never "`sagactl redrive` reruns it".
+    status = sagactl("status", CASE, "--budget", str(used))
+    assert "a compensation did not finish and a redrive cannot help" in status.out
+    assert f"has used {used} of {used} lifetime attempts" in status.out
+    assert "reruns it" not in status.out
+    verdict = sagactl("status", CASE, "--budget", str(used), "--json").json()["redrive"]
+    assert verdict["can_help"] is False and "BudgetExhausted" in verdict["reason"]
+    [listed] = sagactl("escalations", "--budget", str(used), "--json").json()["escalations"]
+    assert listed["redrive"] == verdict
 
 
 def test_redrive_past_the_14_day_window_is_refused_by_step_functions(

@@ -49,6 +49,7 @@ def test_sweep_escalates_a_stuck_action_once_per_sweep(
         "escalated": 1,
         "by_status": {"IN_PROGRESS": 0, "UNKNOWN": 1},
         "action_keys": [RELEASE_KEY],
+        "escalated_keys": [RELEASE_KEY],
     }
     [message] = stuck_messages(saga)
     assert (message["action_key"], message["case_id"]) == (RELEASE_KEY, "case-compensation-stuck")
@@ -58,7 +59,9 @@ def test_sweep_escalates_a_stuck_action_once_per_sweep(
     assert second.code == 0, second.err
     assert "1 stuck action(s) (1 UNKNOWN), 1 escalation message(s) sent" in second.out
     assert f"  {RELEASE_KEY}" in second.out
-    assert "re-sent by every sweep" in second.out
+    assert "reported until it is settled: by the first sweep that finds it, then after 1, 2, 4" in (
+        second.out
+    )
     [again] = stuck_messages(saga)
     assert again["escalation_id"] == message["escalation_id"]
 

@@ -19,7 +19,7 @@ from sagactl.local.jsonata_reference import ParseError
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"
 FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
 OLD_ESCAPE = "' downstream by the action\\\\'s business reference.'"
-CATCH_ALL = "/States/ReconcileStep/Catch[4]/Assign/escalation"
+CATCH_ALL = "/States/ReconcileStep/Catch[5]/Assign/escalation"
 OLD_ESCAPE_REFUSAL = (
     "Invalid State Machine Definition: 'INVALID_JSONATA_EXPRESSION: "
     f"Unsupported escape sequence: \\\"'\" at {CATCH_ALL}'"

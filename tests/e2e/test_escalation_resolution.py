@@ -5,7 +5,8 @@ delivery, as many as the workflow's retries), so the execution ends FAILED at Is
 the case still IN_PROGRESS and the refund action open (its lease given back, nothing sent): an
 open escalation of the third kind, a stopped execution. A person resolves it. Afterwards a
 redrive by the real AWS CLI, a late delivery to the function and a reconciliation all find the
-decision in the ledger: nothing is dispatched, nothing is written, no refund is made.
+decision in the ledger: nothing is dispatched, nothing is written, no refund is made, and no
+error quotes the decision.
 """
 
 from __future__ import annotations
@@ -90,7 +91,12 @@ def test_after_a_resolution_no_redrive_or_late_delivery_dispatches_the_action(
     report = resolve(
         target, CASE_ID, decision="refund paid by bank transfer", by="ops@acme", budget=8
     )
-    assert report.settled == [REFUND_KEY]
+    # the open refund, and the ship and release actions that have no record yet
+    assert report.settled == [
+        REFUND_KEY,
+        f"acme#ship#{CASE_ID}.ship",
+        f"acme#release#{CASE_ID}.reserve",
+    ]
     assert open_escalations(target, budget=8) == []
     settled = _ledger(local_aws, REFUND_KEY)
     assert settled["status"]["S"] == "IN_PROGRESS" and "open_status" not in settled
@@ -104,23 +110,24 @@ def test_after_a_resolution_no_redrive_or_late_delivery_dispatches_the_action(
         "ActionSettled",
         1,
     )
-    assert "settled by ops@acme" in again["cause"]
-    assert "refund paid by bank transfer" in again["cause"]
+    assert "resolved by ops@acme" in again["cause"]
+    assert "bank transfer" not in again["cause"]  # case data stays out of errors
 
     # A late delivery of the same task, straight to the function: refused the same way.
     delivery = _last_delivery(history, "IssueRefund")
     error, answer = _invoke(local_aws, delivery["FunctionName"], delivery["Payload"])
     assert error is not None and answer["errorType"] == "ActionSettled"
 
-    # Reconciliation: ESCALATE, not RETRY (a lookup would find nothing and allow a re-attempt).
+    # Reconciliation: refused, not RETRY (a lookup would find nothing and allow a re-attempt),
+    # and not ESCALATE either: the case is resolved, nobody is left to escalate to.
     reconciler = next(
         f["FunctionName"]
         for f in local_aws.client("lambda").list_functions()["Functions"]
         if f["FunctionName"].endswith("ReconcileActionFunction")
     )
     error, answer = _invoke(local_aws, reconciler, {**delivery["Payload"], "step": "refund"})
-    assert error is None
-    assert answer["decision"] == "ESCALATE" and "settled by ops@acme" in answer["reason"]
+    assert error is not None and answer["errorType"] == "ActionSettled"
+    assert "settled by ops@acme" in answer["errorMessage"]
 
     assert _refunds(local_aws) == 0  # no refund was ever made
     assert _ledger(local_aws, REFUND_KEY) == settled  # nothing written after the decision

@@ -502,8 +502,9 @@ def under_way_before_signing(local: LocalAws) -> None:
 def sweeps(local: LocalAws) -> None:
     invoke_sweeper(local, hours_later=0)
     expect(example("carrier-unavailable", "g-stuck"), "SUCCEEDED", "ReconcileStep")(local)
-    report = invoke_sweeper(local, hours_later=1)
-    assert report["stuck"] >= 1, report
+    # past the grace (5 minutes) but within one sweep interval of it: a message is due
+    report = invoke_sweeper(local, hours_later=7 / 60)
+    assert report["stuck"] >= 1 and report["escalated"] >= 1, report
 
 
 # Every scenario, run one after another in one local AWS by the test below.

@@ -127,6 +127,56 @@ def test_an_aborted_execution_is_escalated_with_no_error(local_aws: LocalAws) ->
     assert (message["status"], message["error"], message["cause"]) == ("ABORTED", None, None)
 
 
+def test_a_refused_rerun_of_a_resolved_case_is_the_one_failure_the_rule_lets_pass(
+    local_aws: LocalAws,
+) -> None:
+    """The provisioned pattern, matched as the local AWS matches it: any error, a null one or
+    none at all is a message for a person; ActionSettled (a rerun of a case a person resolved,
+    docs/design.md §3.10) is not, since the decision it would ask for was made."""
+    arn = local_aws.outputs["StateMachineArn"].replace(":stateMachine:", ":execution:") + ":x"
+
+    def status_change(**error: Any) -> dict[str, Any]:
+        detail = {
+            "executionArn": arn,
+            "stateMachineArn": local_aws.outputs["StateMachineArn"],
+            "name": "case-x",
+            "status": "FAILED",
+            **error,
+        }
+        return {
+            "version": "0",
+            "id": "e-1",
+            "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states",
+            "account": LOCAL_ACCOUNT_ID,
+            "time": "2026-11-30T10:00:00Z",
+            "region": "us-east-1",
+            "resources": [arn],
+            "detail": detail,
+        }
+
+    delivered = {
+        "TransientError": publish(status_change(error="TransientError", cause="c")),
+        "States.Timeout": publish(status_change(error="States.Timeout", cause=None)),
+        "null": publish(status_change(error=None, cause=None)),
+        "missing": publish(status_change()),
+        "ActionSettled": publish(status_change(error="ActionSettled", cause="resolved")),
+    }
+
+    assert delivered == {
+        "TransientError": 1,
+        "States.Timeout": 1,
+        "null": 1,
+        "missing": 1,
+        "ActionSettled": 0,
+    }
+    queue = local_aws.outputs["EscalationQueueUrl"]
+    depth = local_aws.client("sqs").get_queue_attributes(
+        QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]["ApproximateNumberOfMessages"]
+    assert depth == "4"
+
+
 def test_a_delivery_that_fails_goes_to_the_targets_dead_letter_queue(
     fixture_local_aws: LocalAws,
 ) -> None:

@@ -28,7 +28,7 @@ from tests.infra.synth import Synthesized
 # The ReconcileStep catch-all's text before the fix: JSONata has no \' escape (S0103).
 OLD_ESCAPE = """' downstream by the action\\\\'s business reference.'"""
 FIXED_TEXT = '''\\" downstream by the action's business reference.\\"'''
-CATCH_ALL = "/States/ReconcileStep/Catch[4]/Assign/escalation"
+CATCH_ALL = "/States/ReconcileStep/Catch[5]/Assign/escalation"
 
 
 def rendered_text(synthesized: Synthesized) -> str:

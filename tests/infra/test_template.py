@@ -538,6 +538,16 @@ def test_unsuccessful_executions_are_routed_to_the_escalation_queue(
             ],
         },
     )
+    rule_id = synthesized.logical_id(synthesized.saga.stack.escalation.unsuccessful_execution_rule)
+    detail = synthesized.resources("AWS::Events::Rule")[rule_id]["Properties"]["EventPattern"][
+        "detail"
+    ]
+    # Not a refused rerun of a resolved case (docs/design.md §3.10): any other error, or none.
+    assert detail["$or"] == [
+        {"error": [{"anything-but": ["ActionSettled"]}]},
+        {"error": [None]},
+        {"error": [{"exists": False}]},
+    ]
 
 
 def test_sweeper_runs_on_a_schedule(synthesized: Synthesized) -> None:
@@ -599,7 +609,15 @@ def _dashboard_widgets(synth: Synthesized) -> list[dict[str, Any]]:
 def test_alarms_dashboard_and_outputs(synthesized: Synthesized) -> None:
     alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
     metrics = {(a["Properties"]["Namespace"], a["Properties"]["MetricName"]) for a in alarms}
-    assert ("AWS/States", "ExecutionsFailed") in metrics
+    # Executions are paged on as the failed-execution rule matched them (a refused rerun of a
+    # resolved case is not), never on Step Functions' own counts, which include it.
+    assert not {namespace for namespace, _ in metrics} & {"AWS/States"}
+    (unsuccessful,) = [a for a in alarms if a["Properties"]["MetricName"] == "TriggeredRules"]
+    rule_id = synthesized.logical_id(synthesized.saga.stack.escalation.unsuccessful_execution_rule)
+    assert unsuccessful["Properties"]["Dimensions"] == [
+        {"Name": "RuleName", "Value": {"Ref": rule_id}}
+    ]
+    assert unsuccessful["Properties"]["Namespace"] == "AWS/Events"
     assert ("AWS/SQS", "ApproximateAgeOfOldestMessage") in metrics
     assert ("ReplacementOrderSaga-dev", "StuckActions") in metrics
     stuck = next(a for a in alarms if a["Properties"]["MetricName"] == "StuckActions")

@@ -23,6 +23,7 @@ from saga.ledger import (
     ActionLedger,
     Attempt,
     EffectResult,
+    Found,
     LedgerPolicy,
     LedgerStatus,
 )
@@ -431,18 +432,29 @@ def test_a_completed_record_past_its_retention_is_replayed_never_executed(
 
 
 @pytest.mark.parametrize("dispatched", [False, True])
-def test_an_open_record_past_its_retention_is_taken_over_and_looked_up_first(
+def test_an_open_record_the_previous_version_gave_a_retention_is_looked_up_once_past_it(  # noqa: PLR0917
     dispatched: bool,
     ledger: ActionLedger,
     downstream: CountingDownstream,
     clock: FakeClock,
     observer: RecordingObserver,
+    dynamodb: Any,
+    ledger_table: str,
+    raw_item: Any,
 ) -> None:
-    """An expired record may vanish under the delivery (TTL), so it is never acted on blind:
-    the delivery takes it over (renewing it) and asks the downstream first."""
+    """Records written before open ones stopped carrying a retention (§3.7) may still expire:
+    past it, TTL may delete one under the delivery, so it is never acted on blind. The delivery
+    takes it over (which removes the retention: open records never expire) and asks first."""
     if dispatched:  # the crashed delivery had sent the refund
         downstream.refund(refund_request().action_id, 2000)
     crash_after_claim(ledger, "first")
+    key = refund_request().key
+    dynamodb.update_item(  # as the previous version wrote it: a retention on an open record
+        TableName=ledger_table,
+        Key={"action_key": {"S": key}},
+        UpdateExpression="SET expires_at = :at",
+        ExpressionAttributeValues={":at": {"N": str(int(clock()) + 7 * 86400)}},
+    )
     clock.advance(7 * 86400 + 1)  # moto, like DynamoDB for days, has not deleted the item
 
     outcome = deliver(ledger, downstream, "late")
@@ -451,19 +463,24 @@ def test_an_open_record_past_its_retention_is_taken_over_and_looked_up_first(
     assert downstream.lookups == 1  # before anything was sent
     assert len(downstream.effects) == 1  # one refund, whoever made it
     assert outcome.reconciled is dispatched
-    record = ledger.get(refund_request().key)
-    assert record is not None and record.expires_at > clock()  # renewed
+    record = raw_item(key)
+    assert record["status"]["S"] == "COMPLETED"
+    assert int(record["expires_at"]["N"]) == ledger.policy.expires_at(clock())  # closed now
 
 
-def test_a_takeover_renews_the_retention_of_the_record_it_takes_over(
-    ledger: ActionLedger, clock: FakeClock
+def lost_response() -> EffectResult:
+    raise OutcomeUnknown("the provider timed out")
+
+
+def test_an_open_record_never_carries_a_retention_and_a_closed_one_does(
+    ledger: ActionLedger, clock: FakeClock, raw_item: Any
 ) -> None:
-    """Every write renews the retention (§3.7): a record taken over, and left open again by a
-    delivery that died too, must not expire on the first claim's schedule."""
+    """§3.7: the claim, a takeover and an UNKNOWN outcome leave a record open and without
+    `expires_at` (TTL never deletes an action nobody settled); the closing write sets it."""
     request = refund_request()
     crash_after_claim(ledger, "first", request)
-    first = ledger.get(request.key)
-    clock.advance(3600)  # the lease is long gone, the retention is not
+    assert "expires_at" not in raw_item(request.key)
+    clock.advance(3600)  # the lease is long gone
 
     class Crash(BaseException):
         pass
@@ -471,13 +488,25 @@ def test_a_takeover_renews_the_retention_of_the_record_it_takes_over(
     def die() -> EffectResult:
         raise Crash
 
-    with pytest.raises(Crash):  # the second delivery looks up first, then dies: no write
+    with pytest.raises(Crash):  # the second delivery takes over, looks up first, then dies
         ledger.execute(request, attempt("second"), effect=die, reconcile=Absent)
+    taken = raw_item(request.key)
+    assert (taken["status"]["S"], taken["attempts"]["N"]) == ("IN_PROGRESS", "2")
+    assert "expires_at" not in taken
 
-    record = ledger.get(request.key)
-    assert first is not None and record is not None
-    assert record.attempts == 2
-    assert record.expires_at == ledger.policy.expires_at(clock()) > first.expires_at
+    clock.advance(3600)
+    with pytest.raises(OutcomeUnknown):
+        ledger.execute(request, attempt("third"), effect=lost_response, reconcile=Absent)
+    unknown = raw_item(request.key)
+    assert unknown["status"]["S"] == "UNKNOWN" and "expires_at" not in unknown
+
+    closed = ledger.reconcile(
+        request, attempt("reconciler"), reconcile=lambda: Found({"refund_id": "rf-1"}, "rf-1")
+    )
+    assert closed.decision == "RESUME"
+    record = raw_item(request.key)
+    assert record["status"]["S"] == "COMPLETED"
+    assert int(record["expires_at"]["N"]) == ledger.policy.expires_at(clock())
 
 
 # --- budget ---------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 Against moto's DynamoDB with the real ledger table and its sparse `open-actions` index: the
 settled record keeps its status, leaves the index (the sweeper stops re-sending it), never
 expires, and no later delivery (a redrive, a late retry, a takeover decided before the
-decision) dispatches or writes anything; reconciliation answers ESCALATE without a lookup.
+decision) dispatches or writes anything; reconciliation is refused without a lookup. An action
+with no record is settled by a SETTLED record, in the same transaction as the case's
+resolution (`settle_case_writes`): a claim that comes after it, whenever its delivery read the
+case record, meets the decision.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from saga.errors import ActionPending, ActionSettled, OutcomeUnknown, TransientError
 from saga.ledger import (
+    Absent,
     ActionLedger,
     ActionRequest,
     Attempt,
@@ -142,7 +147,8 @@ def test_a_delivery_after_the_decision_dispatches_nothing_and_writes_nothing(
     with pytest.raises(ActionSettled, match="settled by supervisor@acme") as raised:
         _deliver_refund(ledger, downstream, "redrive-1")
 
-    assert "refunded by hand at the provider" in raised.value.message
+    # Who and when, never the decision's text: case data stays out of errors and logs.
+    assert "refunded by hand" not in raised.value.message
     assert len(downstream.effects) == 1  # the one the lost response hid, nothing more
     assert downstream.lookups == 0
     assert raw(REQUEST.key) == settled
@@ -194,20 +200,20 @@ def test_a_native_transaction_after_the_decision_commits_nothing(
     assert raw(REQUEST.key) == settled
 
 
-def test_reconciliation_of_a_settled_action_escalates_without_a_lookup(
+def test_reconciliation_of_a_settled_action_is_refused_without_a_lookup(
     ledger: ActionLedger,
     downstream: CountingDownstream,
     raw: RawRecord,
 ) -> None:
+    """Not ESCALATE: the case is resolved, and escalating it again would leave a message on
+    the queue for a decision already made (§3.8, §3.10)."""
     _released(ledger, downstream)  # a reconcile would answer RETRY here (provably absent)
     ledger.settle(REQUEST.key, DECIDED)
     settled = raw(REQUEST.key)
 
-    answer = ledger.reconcile(REQUEST, Attempt("reconciler", 30), reconcile=downstream.lookup(REF))
+    with pytest.raises(ActionSettled, match="settled by supervisor@acme"):
+        ledger.reconcile(REQUEST, Attempt("reconciler", 30), reconcile=downstream.lookup(REF))
 
-    assert answer.decision == "ESCALATE"
-    assert "settled by supervisor@acme" in answer.reason
-    assert answer.outcome is None
     assert downstream.lookups == 0
     assert raw(REQUEST.key) == settled
 
@@ -286,3 +292,90 @@ def test_settle_refuses_a_live_attempt_a_second_decision_and_leaves_closed_recor
     with pytest.raises(ActionSettled, match="cannot be settled twice"):
         ledger.settle(held.key, other)
     assert ledger.get(held.key) == first
+
+
+# --- actions without a record: settled by a SETTLED record (§3.10) -------------------------------
+def _settle_case(ledger: ActionLedger, keys: dict[str, str]) -> list[str]:
+    """The ledger's part of `resolve`: the writes, committed as one transaction."""
+    writes = ledger.settle_case_writes(keys, DECIDED, case_id="case-settled")
+    if writes:
+        ledger.store.transact([write for _, write in writes])
+    return [key for key, _ in writes]
+
+
+def test_an_action_without_a_record_is_settled_by_a_settled_record(
+    ledger: ActionLedger, downstream: CountingDownstream, raw: RawRecord
+) -> None:
+    assert ledger.get(REQUEST.key) is None
+    assert _settle_case(ledger, {"refund": REQUEST.key}) == [REQUEST.key]
+    record = ledger.get(REQUEST.key)
+    assert record is not None
+    assert (record.status, record.request_digest, record.attempts) == (
+        LedgerStatus.SETTLED,
+        None,
+        0,
+    )
+    assert record.resolution == DECIDED.to_record()
+    stored = raw(REQUEST.key)
+    assert not {"expires_at", "open_status", "owner", "request_digest"} & set(stored)
+
+    # The first claim ever comes after the decision: refused, nothing sent, nothing written.
+    with pytest.raises(ActionSettled, match="settled by supervisor@acme"):
+        _deliver_refund(ledger, downstream, "late-1")
+    other = refund_request("case-settled", amount_minor=9999)  # any digest: no conflict
+    with pytest.raises(ActionSettled):
+        ledger.execute(
+            other, Attempt("late-2", 30), effect=downstream.effect(REF), reconcile=Absent
+        )
+    with pytest.raises(ActionSettled):
+        ledger.execute_transaction(
+            REQUEST,
+            Attempt("late-3", 30),
+            effect_items=[],
+            result={"ok": True},
+            explain_failure=lambda failed: TransientError(str(failed)),
+        )
+    with pytest.raises(ActionSettled):
+        ledger.reconcile(REQUEST, Attempt("reconciler", 30), reconcile=downstream.lookup(REF))
+    assert downstream.effects == [] and downstream.lookups == 0
+    assert raw(REQUEST.key) == stored
+
+
+def test_a_claim_between_the_read_and_the_resolution_fails_the_resolution(
+    ledger: ActionLedger, downstream: CountingDownstream
+) -> None:
+    """The settlement is conditional on the record as read (none): a delivery that claims in
+    between wins, and the resolution writes nothing (resolve reads again and decides anew)."""
+    writes = ledger.settle_case_writes({"refund": REQUEST.key}, DECIDED, case_id="case-settled")
+    _deliver_refund(ledger, downstream, "in-between")
+
+    with pytest.raises(ClientError) as cancelled:
+        ledger.store.transact([write for _, write in writes])
+
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.status is LedgerStatus.COMPLETED
+    assert record.resolution is None and len(downstream.effects) == 1
+
+
+def test_the_case_settlement_leaves_closed_and_settled_records_and_waits_for_a_live_one(
+    ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock
+) -> None:
+    missing = refund_request("case-missing")  # no record
+    _deliver_refund(ledger, downstream, "a")  # REQUEST: COMPLETED
+    held = refund_request("case-held")
+    with contextlib.suppress(WorkerCrashed):
+        ledger.execute(held, Attempt("a", 30), effect=_crash, reconcile=downstream.lookup("x"))
+    keys = {"refund": REQUEST.key, "ship": missing.key, "release": held.key}
+
+    with pytest.raises(ActionPending, match="held by attempt a"):
+        ledger.settle_case_writes(keys, DECIDED, case_id="case-settled")
+
+    clock.advance(120)  # the crashed attempt's lease has run out
+    assert _settle_case(ledger, keys) == [missing.key, held.key]
+    assert _settle_case(ledger, keys) == []  # settled, closed: nothing left to settle
+    completed = ledger.get(REQUEST.key)
+    assert completed is not None and completed.resolution is None  # a closed record stays
+    release = ledger.get(held.key)
+    assert release is not None and release.status is LedgerStatus.IN_PROGRESS
+    assert release.resolution == DECIDED.to_record()

@@ -182,21 +182,23 @@ def test_a_lookup_that_sees_every_request_re_attempts_whenever_it_finds_nothing(
     assert outcome.status == "COMPLETED" and len(downstream.effects_for(REF)) == 1
 
 
-def test_retention_counts_from_the_latest_delivery(
+def test_an_open_record_outlives_any_retention_and_the_closed_one_counts_from_its_close(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
 ) -> None:
-    """Chained redrives, each inside 14 days of a close, must never meet a record that expired
-    under them: every delivery renews `expires_at`."""
+    """Chained redrives must never meet a record that expired under them (§3.7): an open
+    record carries no retention at all, and the closing write starts one."""
     retention = policy.retention_seconds
     failing = downstream.not_dispatched()
     for name in ("d1", "d2", "d3"):
         with pytest.raises(TransientError):
             deliver(ledger, downstream, name, failing)
         record = ledger.get(REQUEST.key)
-        assert record is not None and record.expires_at == int(clock()) + retention
-        clock.advance(retention * 0.75)  # each gap is inside the retention, the sum is not
+        assert record is not None and record.expires_at is None
+        clock.advance(retention * 0.75)  # the sum of the gaps is well past a retention
     outcome = deliver(ledger, downstream, "d4", downstream.effect(REF))
     assert outcome.status == "COMPLETED" and len(downstream.effects_for(REF)) == 1
+    record = ledger.get(REQUEST.key)
+    assert record is not None and record.expires_at == int(clock()) + retention
 
 
 def test_reconciliation_settles_an_expired_record_and_renews_it(
@@ -219,12 +221,12 @@ def test_reconciliation_settles_an_expired_record_and_renews_it(
     assert len(downstream.effects_for(REF)) == 1
 
 
-def test_a_late_delivery_on_an_expired_open_record_looks_it_up_and_never_sends(
+def test_a_delivery_long_after_an_unknown_outcome_looks_it_up_and_never_sends(
     ledger: ActionLedger, downstream: CountingDownstream, clock: FakeClock, policy: LedgerPolicy
 ) -> None:
     with pytest.raises(OutcomeUnknown):
         deliver(ledger, downstream, "d1", downstream.lose_response(REF))
-    clock.advance(policy.retention_seconds + 1)  # expired, not yet deleted by TTL
+    clock.advance(policy.retention_seconds + 1)  # open: no retention, never deleted by TTL
     outcome = deliver(ledger, downstream, "d2", downstream.effect(REF))
     assert outcome.reconciled and len(downstream.effects_for(REF)) == 1
     record = ledger.get(REQUEST.key)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import time
 from typing import Any
 
 import boto3
@@ -13,11 +15,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from saga.errors import OutcomeUnknown
 from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Found
 from saga.settings import ConfigurationError, SweepStuckActionsEnvironment
-from saga.tools.sweeper import StuckActionSweeper
+from saga.tools.sweeper import MAX_RESEND_GAP_SECONDS, StuckActionSweeper, resend_due
 from tests.integration.ledger_harness import FakeClock, refund_request
 from tests.queues import drain
 
 GRACE = 300
+EVERY = 300  # the sweep interval
 LEASE_SECONDS = 60.0
 
 
@@ -150,8 +153,9 @@ def test_many_stuck_actions_are_read_across_pages(
     assert len(_messages(queue_url)) == 12
 
 
-def test_handler_emits_the_stuck_actions_metric_and_escalates(
+def test_handler_emits_the_stuck_actions_metric_and_escalates(  # noqa: PLR0917
     ledger: ActionLedger,
+    clock: FakeClock,
     ledger_table: str,
     queue_url: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -159,10 +163,12 @@ def test_handler_emits_the_stuck_actions_metric_and_escalates(
 ) -> None:
     from saga.handlers import sweep_stuck_actions
 
-    _run(ledger, refund_request("case-old"), _lose_response, "attempt-old")  # clock: START
+    clock.now = time.time() - GRACE - 10  # the handler sweeps on the real clock
+    _run(ledger, refund_request("case-old"), _lose_response, "attempt-old")
     monkeypatch.setenv("LEDGER_TABLE", ledger_table)
     monkeypatch.setenv("ESCALATION_QUEUE_URL", queue_url)
     monkeypatch.setenv("STUCK_GRACE_SECONDS", str(GRACE))
+    monkeypatch.setenv("SWEEP_EVERY_SECONDS", str(EVERY))
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ReplacementOrderSaga-test")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sweep-stuck-actions")
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
@@ -175,8 +181,8 @@ def test_handler_emits_the_stuck_actions_metric_and_escalates(
         _aws_request_id = "req-1"
 
     result = sweep_stuck_actions.handler({}, Context())
-    assert result["stuck"] == 1  # the FakeClock's START lies long before real time
-    assert len(_messages(queue_url)) == 1
+    assert result["stuck"] == 1
+    assert len(_messages(queue_url)) == result["escalated"] == 1  # just stuck: its first report
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     stuck_metrics = [m["StuckActions"] for m in emitted if "StuckActions" in m]
     assert stuck_metrics in ([1.0], [[1.0]])  # one sweep, one data point: 1 stuck action
@@ -188,6 +194,7 @@ SWEEPER_ENV = {
     "POWERTOOLS_LOG_LEVEL": "INFO",
     "LEDGER_TABLE": "ledger",
     "ESCALATION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/escalations",
+    "SWEEP_EVERY_SECONDS": "300",
 }
 
 
@@ -215,3 +222,38 @@ def test_unset_grace_seconds_is_a_clear_error_not_a_default() -> None:
     """cdk.json's `monitoring.stuck_grace_seconds` reaches the sweeper through the stack only."""
     with pytest.raises(ConfigurationError, match="STUCK_GRACE_SECONDS is required"):
         SweepStuckActionsEnvironment.from_env(SWEEPER_ENV)
+
+
+def test_the_re_send_schedule_backs_off_to_once_a_day() -> None:
+    """Sweeps every 5 minutes over the 14 days a message is kept: about 22 reports of one
+    stuck action instead of 4,032, the first at once, then after 1, 2, 4, ... intervals."""
+    sweeps = [n * EVERY for n in range(14 * 86400 // EVERY)]
+    reported = [t for t in sweeps if resend_due(t, every=EVERY)]
+    assert reported[:6] == [0, EVERY, 3 * EVERY, 7 * EVERY, 15 * EVERY, 31 * EVERY]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(reported)]
+    assert gaps == sorted(gaps) and max(gaps) <= MAX_RESEND_GAP_SECONDS
+    assert gaps[-1] == MAX_RESEND_GAP_SECONDS  # once a day from the second day on
+    assert 15 <= len(reported) <= 25
+    # Each report time falls in exactly one sweep's interval, wherever the sweeps fall.
+    for offset in (1, 100, EVERY - 1):
+        shifted = [t for t in sweeps if resend_due(t + offset, every=EVERY)]
+        assert len(shifted) in (len(reported) - 1, len(reported), len(reported) + 1)
+
+
+def test_a_long_stuck_action_is_counted_by_every_sweep_and_reported_on_the_schedule(
+    ledger: ActionLedger, sweeper: StuckActionSweeper, clock: FakeClock, queue_url: str
+) -> None:
+    request = refund_request("case-long-stuck")
+    _run(ledger, request, _lose_response, "attempt-1")
+    clock.advance(GRACE + 1)
+    counted, reported = [], []
+    for _ in range(8):  # stuck for 0, 1, ..., 7 sweep intervals
+        report = sweeper.sweep()
+        counted.append(len(report.stuck))
+        reported.append(report.escalated)
+        clock.advance(EVERY)
+    assert counted == [1] * 8  # the StuckActions metric stays exact
+    assert reported == [1, 1, 0, 1, 0, 0, 0, 1]
+    assert len(_messages(queue_url)) == 4
+    clock.advance(60 * 86400)  # two months later it is still there, still counted
+    assert [a.action_key for a in sweeper.sweep().stuck] == [request.key]

@@ -281,6 +281,20 @@ def test_a_retried_start_after_a_key_rotation_answers_the_running_execution(
     assert len(executions(tools)) == 1
 
 
+def record_case(tools: AgentTools, case_id: str, execution_name: str, **fields: Any) -> str:
+    """The case record ValidateCase and RecordOutcome leave for the approved draft, owned by
+    the execution of that name (its ARN is returned)."""
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    arn = f"{tools.state_machine_arn}:{execution_name}".replace(":stateMachine:", ":execution:")
+    record = {"case_id": case_id, "tenant_id": "acme", "digest": draft["digest"]}
+    boto3.client("dynamodb").put_item(
+        TableName=tools.cases.table_name,
+        Item=to_item({**record, "execution_arn": arn, **fields}),
+    )
+    return arn
+
+
 def test_a_case_whose_execution_was_forgotten_is_answered_from_its_record(
     tools: AgentTools,
 ) -> None:
@@ -288,27 +302,45 @@ def test_a_case_whose_execution_was_forgotten_is_answered_from_its_record(
     still says COMPLETED: get answers COMPLETED, start starts nothing and verifies nothing."""
     case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
     approve(tools, case_id, start_by="2020-01-01T00:00:00Z")  # long passed, and irrelevant now
-    draft = tools.drafts.get(case_id)
-    assert draft is not None
-    boto3.client("dynamodb").put_item(
-        TableName=tools.cases.table_name,
-        Item=to_item(
-            {
-                "case_id": case_id,
-                "tenant_id": "acme",
-                "digest": draft["digest"],
-                "outcome": "COMPLETED",
-                "execution_arn": f"{tools.state_machine_arn}:forgotten".replace(
-                    ":stateMachine:", ":execution:"
-                ),
-            }
-        ),
-    )
+    record_case(tools, case_id, "forgotten", outcome="COMPLETED")
 
     assert tools.call("get_replacement", {"case_id": case_id})["status"] == "COMPLETED"
     started = tools.call("start_replacement", {"case_id": case_id})
     assert (started["status"], started["started"]) == ("COMPLETED", False)
     assert executions(tools) == []
+
+
+@pytest.mark.parametrize("forgotten", [False, True])
+def test_a_resolved_case_answers_the_persons_decision(
+    tools: AgentTools, forgotten: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `sagactl escalations resolve`, the agent learns the decision (and that it is
+    final), not "ESCALATED ... a person decides": from the owning execution's case record, and
+    from the record alone once Step Functions forgot the execution."""
+    case_id = tools.call("propose_replacement", PROPOSAL)["case_id"]
+    approve(tools, case_id)
+    decision = {
+        "by": "ops@acme",
+        "decision": "refunded by bank transfer",
+        "at": "2026-12-01T09:00:00Z",
+    }
+    arn = record_case(
+        tools,
+        case_id,
+        case_id,
+        outcome="ESCALATED",
+        escalation={"reason": "OUTCOME_UNCERTAIN"},
+        resolution={**decision, "settled_actions": []},
+    )
+    succeeded = {"executionArn": arn, "status": "SUCCEEDED"}
+    monkeypatch.setattr(tools, "_describe", lambda _: None if forgotten else succeeded)
+
+    answer = tools.call("get_replacement", {"case_id": case_id})
+
+    assert answer["status"] == "RESOLVED"
+    assert answer["resolution"] == decision
+    assert answer["outcome"] == "ESCALATED" and answer["execution_arn"] == arn
+    assert "a person decided" in answer["next"]
 
 
 UNUSUAL_ARGUMENTS = [

@@ -132,8 +132,9 @@ DESCRIPTIONS: dict[str, str] = {
     GET: (
         "Read where a replacement case stands: APPROVAL_PENDING (a person must approve it), "
         "APPROVED (call start_replacement), RUNNING (with the current step), COMPLETED, "
-        "ESCALATED (a person must decide: reason and decision needed are given) or FAILED "
-        "(whether a person's redrive is pending). Safe to call as often as you like."
+        "ESCALATED (a person must decide: reason and decision needed are given), FAILED "
+        "(whether a person's redrive is pending) or RESOLVED (a person decided: the decision, "
+        "who and when; final). Safe to call as often as you like."
     ),
     START: (
         "Start an approved replacement case. Only a case whose approval a person signed can "

@@ -40,6 +40,8 @@ def closed_status(execution: Mapping[str, Any], record: Mapping[str, Any] | None
     DUPLICATE execution is answered by the caller from the execution that owns the case."""
     status = str(execution["status"])
     arn = str(execution["executionArn"])
+    if record is not None and isinstance(record.get("resolution"), Mapping):
+        return resolved_status(record, arn)
     outcome = record.get("outcome") if record else None
     if status == "SUCCEEDED" and outcome == "COMPLETED":
         return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}
@@ -73,10 +75,25 @@ def escalated_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
     }
 
 
+def resolved_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
+    """A person decided the case (docs/design.md §5): the decision is the answer, whatever
+    the automation recorded, and it is final."""
+    resolution = record["resolution"]
+    return {
+        "status": "RESOLVED",
+        "execution_arn": arn,
+        "outcome": record.get("outcome"),
+        "resolution": {name: resolution.get(name) for name in ("decision", "by", "at")},
+        "next": "nothing: a person decided the case; do not propose it again",
+    }
+
+
 def recorded_status(record: Mapping[str, Any]) -> dict[str, Any]:
     """A case taken by the saga whose owning execution Step Functions no longer describes
     (90 days after it closed): what its case record says."""
     arn = str(record.get("execution_arn") or "")
+    if isinstance(record.get("resolution"), Mapping):
+        return resolved_status(record, arn)
     outcome = record.get("outcome")
     if outcome == "COMPLETED":
         return {"status": "COMPLETED", "execution_arn": arn, "next": "nothing: done"}

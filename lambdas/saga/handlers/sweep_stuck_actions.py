@@ -1,6 +1,8 @@
 """SweepStuckActionsFunction (scheduled): escalate ledger actions stuck IN_PROGRESS or UNKNOWN.
 
-Emits the StuckActions metric on every sweep, zero included, so its alarm sees a steady series.
+Emits the StuckActions metric on every sweep, zero included, so its alarm sees a steady series:
+it counts every stuck action, also those whose message is not due this sweep (saga.tools.sweeper
+backs the re-sends off).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ledger_table=env.ledger_table,
         escalation_queue_url=env.escalation_queue_url,
         grace_seconds=env.stuck_grace_seconds,
+        sweep_every_seconds=env.sweep_every_seconds,
     )
     report = sweeper.sweep()
     metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=len(report.stuck))

@@ -25,7 +25,6 @@ from saga.ledger.records import ActionOutcome, LedgerRecord, LedgerStatus
 
 # A record written more than this before its retention ended may have been deleted by TTL.
 RETENTION_MARGIN_SECONDS = 3600
-_MAX_DECISION_TEXT = 200  # of a person's decision quoted in an error message
 
 
 class Decision(StrEnum):
@@ -68,11 +67,12 @@ def decide(
     `check_expiry=False` is for reconciliation, which only reads the downstream and renews the
     record with every write: an expired record must still be reconciled, never executed.
     """
+    # A person's decision ends the automation's part, whatever the status, budget or retention;
+    # a record settled before any delivery wrote one has no digest to conflict with.
+    if record.resolution is not None and record.request_digest in (None, digest):
+        return Decision.SETTLED
     if record.request_digest != digest:
         return Decision.CONFLICT
-    # A person's decision ends the automation's part, whatever the status, budget or retention.
-    if record.resolution is not None:
-        return Decision.SETTLED
     # A closed record says what happened, past its retention too.
     if record.status is LedgerStatus.COMPLETED:
         return Decision.REPLAYED
@@ -90,7 +90,8 @@ def decide(
         return Decision.BUDGET_EXHAUSTED
     # TTL deletion lags by up to days: an expired record may vanish under the delivery, so it
     # is taken over (renewed) and the action looked up first, never dispatched blind.
-    if check_expiry and record.expires_at <= now:
+    # Only records written before open ones stopped carrying a retention (§3.7) have one here.
+    if check_expiry and record.expires_at is not None and record.expires_at <= now:
         return Decision.LATE_REPLAY
     if (
         record.status is LedgerStatus.IN_PROGRESS
@@ -140,13 +141,12 @@ def answer(
 
 
 def settled_text(key: str, record: LedgerRecord) -> str:
+    """Who settled the action and when; never the decision's text (case data stays out of
+    errors and logs: `sagactl escalations show` shows it)."""
     resolution = record.resolution or {}
-    decision = str(resolution.get("decision", ""))
-    if len(decision) > _MAX_DECISION_TEXT:
-        decision = decision[: _MAX_DECISION_TEXT - 3] + "..."
     return (
         f"action {key} ({record.status.value}) was settled by {resolution.get('by')} at "
-        f"{resolution.get('at')}: {decision!r}"
+        f"{resolution.get('at')}"
     )
 
 

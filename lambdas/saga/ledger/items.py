@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from saga.dynamodb import TransactWriteItem, number, to_attr
-from saga.identity import ActionRequest
+from saga.identity import ActionRequest, parse_action_key
 from saga.ledger.records import OPEN_STATUSES, Attempt, LedgerRecord, LedgerStatus, Resolution
 
 CLAIM_CONDITION = "attribute_not_exists(action_key)"
@@ -20,7 +20,7 @@ def record_item(
     attempt: Attempt,
     now: float,
     *,
-    expires_at: int,
+    expires_at: int | None,
     status: LedgerStatus,
     attempts: int,
     lease_expires_at: float | None = None,
@@ -33,7 +33,8 @@ def record_item(
     first_dispatch_at: float | None = None,
     escalated: bool = False,
 ) -> dict[str, Any]:
-    """A whole record. `carried`: the record it replaces (keeps its history fields)."""
+    """A whole record. `carried`: the record it replaces (keeps its history fields).
+    `expires_at`: its retention, None for an open record (§3.7)."""
     if carried is not None:
         reconcile_rounds = carried.reconcile_rounds
         first_dispatch_at = carried.first_dispatch_at
@@ -48,8 +49,9 @@ def record_item(
         "created_at": carried.item.get("created_at", number(now)) if carried else number(now),
         "updated_at": number(now),
         "claimed_at": number(now),
-        "expires_at": {"N": str(expires_at)},
     }
+    if expires_at is not None:
+        item["expires_at"] = {"N": str(expires_at)}
     if first_dispatch_at is not None:
         item["first_dispatch_at"] = number(first_dispatch_at)
     if escalated:
@@ -146,3 +148,41 @@ def settlement_update(
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
     return cast("TransactWriteItem", {"Update": update})
+
+
+def settled_placeholder(
+    table_name: str,
+    action_key: str,
+    *,
+    case_id: str,
+    resolution: Resolution,
+    now: float,
+    compensates: str | None = None,
+) -> TransactWriteItem:
+    """A person's decision on an action that has no record (docs/design.md §3.10), as one
+    TransactWriteItems item: a SETTLED record, written only where none exists (the claim's own
+    condition), so that whichever comes second loses: a claim after it meets SETTLED, and it
+    fails (the transaction with it) after a claim. No request digest (the parameters are not
+    known here), no attempt, no owner, no retention, no `open_status`."""
+    _, _, action_id = parse_action_key(action_key)
+    item: dict[str, Any] = {
+        "action_key": {"S": action_key},
+        "status": {"S": LedgerStatus.SETTLED.value},
+        "resolution": to_attr(resolution.to_record()),
+        "attempts": {"N": "0"},
+        "lease_expires_at": {"N": "0"},
+        "business_ref": {"S": action_id},
+        "case_id": {"S": case_id},
+        "created_at": number(now),
+        "updated_at": number(now),
+        "claimed_at": number(now),
+    }
+    if compensates is not None:
+        item["compensates"] = {"S": compensates}
+    put: dict[str, Any] = {
+        "TableName": table_name,
+        "Item": item,
+        "ConditionExpression": CLAIM_CONDITION,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    return cast("TransactWriteItem", {"Put": put})

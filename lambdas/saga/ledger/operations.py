@@ -45,7 +45,7 @@ from saga.errors import ActionPending, ActionSettled, BusinessRejection, SagaErr
 from saga.identity import ActionRequest
 from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore
 from saga.ledger.decisions import settled_text
-from saga.ledger.items import settlement_update
+from saga.ledger.items import settled_placeholder, settlement_update
 from saga.ledger.observer import LedgerObserver, PowertoolsObserver
 from saga.ledger.records import (
     OPEN_STATUSES,
@@ -232,6 +232,36 @@ class ActionLedger:
                 return settled
             # changed since it was read: decide again from the record as it is now
         raise ActionPending(f"action {action_key} is contended; try again later")
+
+    def settle_case_writes(
+        self, keys: Mapping[str, str], resolution: Resolution, *, case_id: str
+    ) -> list[tuple[str, TransactWriteItem]]:
+        """The ledger's part of a case's resolution (docs/design.md §3.10): for each of the
+        case's action keys (`{operation: key}`, saga.identity.case_action_keys), the settlement
+        of its open record, or a SETTLED record where it has none, each conditional on the
+        record as read (none: none still). Written in one transaction with the case record's
+        resolution, they leave no moment, and no interleaving with a delivery that read the
+        case record before the resolution, in which an action of the case can still be
+        claimed. Closed and already settled records are left as they are. Raises ActionPending
+        while a live attempt holds one of them."""
+        writes: list[tuple[str, TransactWriteItem]] = []
+        now = self.clock()
+        for operation, key in keys.items():
+            seen = self.get(key)
+            if seen is None:
+                compensates = keys.get("reserve") if operation == "release" else None
+                placeholder = settled_placeholder(
+                    self.table_name,
+                    key,
+                    case_id=case_id,
+                    resolution=resolution,
+                    now=now,
+                    compensates=compensates,
+                )
+                writes.append((key, placeholder))
+            elif seen.resolution is None and seen.status in OPEN_STATUSES:
+                writes.append((key, self.settle_write(seen, resolution)))
+        return writes
 
     def settle_write(self, seen: LedgerRecord, resolution: Resolution) -> TransactWriteItem:
         """The write of `settle` as one TransactWriteItems item, conditional on the record

@@ -1,8 +1,9 @@
 """The reconcile tool's protocol (docs/design.md §3.8): settle an uncertain action from the
 downstream's evidence, and answer RESUME, RETRY or ESCALATE. It never dispatches.
 
-COMPLETED -> RESUME (replayed); FAILED -> the recorded error; settled by a person -> ESCALATE,
-without asking the downstream or writing anything (the decision is theirs); a live lease of
+COMPLETED -> RESUME (replayed); FAILED -> the recorded error; settled by a person ->
+ActionSettled, without asking the downstream or writing anything (the case is resolved: there
+is nobody left to escalate to, §3.10); a live lease of
 another owner -> ActionPending; otherwise the downstream is asked: Found -> COMPLETED, RESUME;
 Absent -> RETRY inside the budget while a re-attempt cannot make a second effect (§3.6), else
 ESCALATE (UNKNOWN when an earlier request may still commit); Undeterminable -> UNKNOWN,
@@ -24,7 +25,6 @@ from saga.ledger.decisions import (
     decide,
     earlier_record_may_have_expired,
     escalated_text,
-    settled_text,
 )
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
@@ -73,7 +73,8 @@ class Reconciler(Operations):
             if decision in _ANSWERED_FROM_THE_RECORD:
                 core.observe(decision, request, record)
             if decision is Decision.SETTLED:
-                return self._escalate(settled_text(request.key, record), record.attempts)
+                # A person resolved the case: nothing to ask and nobody to escalate to again.
+                core.answer(decision, request, record)  # raises ActionSettled
             if decision is Decision.ESCALATED:  # answered before: the same answer again
                 return self._escalate(escalated_text(request.key, record), record.attempts)
             if decision is Decision.REPLAYED:

@@ -19,9 +19,13 @@ class LedgerStatus(StrEnum):
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     UNKNOWN = "UNKNOWN"
+    # No delivery's record: a person resolved the case while the action had none (§3.10).
+    SETTLED = "SETTLED"
 
 
 OPEN_STATUSES = frozenset({LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN})
+# The statuses whose record keeps a retention (`expires_at`, §3.7): an open one never expires.
+CLOSED_STATUSES = frozenset({LedgerStatus.COMPLETED, LedgerStatus.FAILED})
 
 
 # --- one delivery --------------------------------------------------------------------------------
@@ -118,7 +122,7 @@ class LedgerRecord:
 
     action_key: str
     status: LedgerStatus
-    request_digest: str
+    request_digest: str | None  # None only on a SETTLED record (no delivery wrote it)
     owner: str | None
     lease_expires_at: float
     attempts: int
@@ -131,7 +135,7 @@ class LedgerRecord:
     compensates: str | None
     created_at: float
     updated_at: float
-    expires_at: int
+    expires_at: int | None  # the TTL attribute: only closed records carry one (§3.7)
     # RETRY answers the reconcile tool has given: bounds the reconcile -> re-attempt loop even
     # when the re-attempts never reach the ledger (e.g. they time out before claiming).
     reconcile_rounds: int = 0
@@ -156,7 +160,7 @@ class LedgerRecord:
         return cls(
             action_key=str(values["action_key"]),
             status=LedgerStatus(values["status"]),
-            request_digest=str(values["request_digest"]),
+            request_digest=_optional_str(values.get("request_digest")),
             owner=_optional_str(values.get("owner")),
             lease_expires_at=float(values.get("lease_expires_at", 0)),
             attempts=int(values.get("attempts", 0)),
@@ -169,7 +173,7 @@ class LedgerRecord:
             compensates=_optional_str(values.get("compensates")),
             created_at=float(values.get("created_at", 0)),
             updated_at=float(values.get("updated_at", 0)),
-            expires_at=int(values.get("expires_at", 0)),
+            expires_at=_optional_int(values.get("expires_at")),
             reconcile_rounds=int(values.get("reconcile_rounds", 0)),
             claimed_at=float(values.get("claimed_at", values.get("updated_at", 0))),
             first_dispatch_at=_optional_float(values.get("first_dispatch_at")),
@@ -208,6 +212,10 @@ def _optional_str(value: Any) -> str | None:
 
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 # --- what the ledger answers ---------------------------------------------------------------------
@@ -297,6 +305,6 @@ class LedgerPolicy:
         return max(float(self.min_lease_seconds), remaining_seconds + self.lease_margin_seconds)
 
     def expires_at(self, now: float) -> int:
-        """Retention counts from the latest write of any delivery (docs/design.md §3.7), so chained
-        redrives (each within 14 days of a close) never meet a record that expired under them."""
+        """The retention of a record closed at `now` (docs/design.md §3.7): it counts from the
+        closing write. An open record carries none: it is kept until it is closed or settled."""
         return int(now) + self.retention_seconds

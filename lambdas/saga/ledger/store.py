@@ -10,8 +10,10 @@ here: every write holds only while the record is as its caller saw it, and says 
 - reconciliation's writes on the record as seen: found or unknown (`settle_seen`), a counted
   RETRY, an escalation mark; a person's settlement.
 
-Every write renews `expires_at` (§3.7). Failures that left the record untouched are
-TransientError (safe to repeat); an outcome that could not be recorded is OutcomeUnknown.
+Retention (§3.7): a write that closes a record (COMPLETED, FAILED) sets `expires_at`; every
+write that leaves it open (IN_PROGRESS, UNKNOWN) removes it, so an open record is never deleted
+by TTL. Failures that left the record untouched are TransientError (safe to repeat); an outcome
+that could not be recorded is OutcomeUnknown.
 """
 
 from __future__ import annotations
@@ -34,12 +36,21 @@ from saga.identity import ActionRequest
 from saga.ledger.decisions import earlier_record_may_have_expired
 from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
 from saga.ledger.observer import LedgerEvent
-from saga.ledger.records import Attempt, Found, LedgerPolicy, LedgerRecord, LedgerStatus
+from saga.ledger.records import (
+    CLOSED_STATUSES,
+    Attempt,
+    Found,
+    LedgerPolicy,
+    LedgerRecord,
+    LedgerStatus,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 _OWNED = "#owner = :me AND #status = :in_progress"
+# Appended to the SET of every update that leaves a record open (§3.7).
+_OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
 
 
 class LeaseLost(Exception):
@@ -111,10 +122,10 @@ class LedgerStore:
         status: LedgerStatus,
         **fields: Any,
     ) -> dict[str, Any]:
-        """A whole record (items.record_item) written at `now`, expiring the policy's retention
-        after it, as every write does (§3.7)."""
+        """A whole record (items.record_item) written at `now`; a closed one expires the
+        policy's retention after it, an open one never (§3.7)."""
         return record_item(
-            request, attempt, now, expires_at=self.policy.expires_at(now), status=status, **fields
+            request, attempt, now, expires_at=self._expiry(status, now), status=status, **fields
         )
 
     def put_new(
@@ -160,16 +171,15 @@ class LedgerStore:
             ":one": {"N": "1"},
             ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
             ":now": number(now),
-            ":expires": self._expires(now),
             ":old_status": {"S": old.status.value},
         }
         sets = (
             "SET #owner = :me, lease_expires_at = :lease, attempts = attempts + :one, "
             "#status = :in_progress, open_status = :in_progress, updated_at = :now, "
-            "claimed_at = :now, expires_at = :expires"
+            "claimed_at = :now"
         )
         # The owner before us may have reached the downstream: remember it for good.
-        sets += remember_dispatch(old, now, values)
+        sets += remember_dispatch(old, now, values) + _OPEN_KEEPS_NO_RETENTION
         condition = "#status = :old_status" + same_as_seen(old, values)
         try:
             response = self.client.update_item(
@@ -224,13 +234,18 @@ class LedgerStore:
             ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
             ":status": {"S": status.value},
             ":now": number(now),
-            ":expires": self._expires(now),
         }
-        sets = ["#status = :status", "updated_at = :now", "expires_at = :expires"]
+        sets = ["#status = :status", "updated_at = :now"]
         if dispatched_at is not None:
             values[":dispatched"] = number(dispatched_at)
             sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
         removes: list[str] = []
+        expiry = self._expiry(status, now)
+        if expiry is not None:
+            values[":expires"] = {"N": str(expiry)}
+            sets.append("expires_at = :expires")
+        else:
+            removes.append("expires_at")
         if status is LedgerStatus.COMPLETED:
             values[":result"] = to_attr(result or {})
             sets.append("#result = :result")
@@ -288,8 +303,7 @@ class LedgerStore:
                 TableName=self.table_name,
                 Key={"action_key": {"S": request.key}},
                 UpdateExpression=(
-                    "SET lease_expires_at = :now, updated_at = :now, expires_at = :expires "
-                    "REMOVE #owner"
+                    "SET lease_expires_at = :now, updated_at = :now REMOVE #owner, expires_at"
                 ),
                 ConditionExpression=_OWNED,
                 ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
@@ -297,7 +311,6 @@ class LedgerStore:
                     ":me": {"S": attempt.attempt_id},
                     ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
                     ":now": number(now),
-                    ":expires": self._expires(now),
                 },
             )
         except ClientError as exc:
@@ -324,6 +337,7 @@ class LedgerStore:
         if found is not None:
             values[":completed"] = {"S": LedgerStatus.COMPLETED.value}
             values[":result"] = to_attr(found.result)
+            values[":expires"] = {"N": str(self._expiry(LedgerStatus.COMPLETED, now))}
             expression = (
                 "SET #status = :completed, #result = :result, updated_at = :now, "
                 "expires_at = :expires"
@@ -339,10 +353,13 @@ class LedgerStore:
             # Only reconciliation writes UNKNOWN here, when it escalates: from now on a person
             # decides, and no late delivery may act on the record.
             expression = (
-                "SET #status = :unknown, open_status = :unknown, #error = :error, "
-                "lease_expires_at = :now, updated_at = :now, expires_at = :expires, "
-                "escalated_at = :now"
-            ) + remember_dispatch(seen, now, values)
+                (
+                    "SET #status = :unknown, open_status = :unknown, #error = :error, "
+                    "lease_expires_at = :now, updated_at = :now, escalated_at = :now"
+                )
+                + remember_dispatch(seen, now, values)
+                + _OPEN_KEEPS_NO_RETENTION
+            )
         return self._update_if(request.key, expression, condition, values)
 
     def count_retry(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
@@ -351,10 +368,15 @@ class LedgerStore:
         values = self._seen_values(seen, now)
         values |= {":zero": {"N": "0"}, ":one": {"N": "1"}}
         condition = "#status = :seen_status" + same_as_seen(seen, values)
+        # Reconciliation asks only about open records (a closed one is answered from it).
         expression = (
-            "SET reconcile_rounds = if_not_exists(reconcile_rounds, :zero) + :one, "
-            "updated_at = :now, expires_at = :expires"
-        ) + remember_dispatch(seen, now, values)
+            (
+                "SET reconcile_rounds = if_not_exists(reconcile_rounds, :zero) + :one, "
+                "updated_at = :now"
+            )
+            + remember_dispatch(seen, now, values)
+            + _OPEN_KEEPS_NO_RETENTION
+        )
         return self._update_if(request.key, expression, condition, values)
 
     def mark_escalated(self, request: ActionRequest, seen: LedgerRecord) -> LedgerRecord | None:
@@ -363,7 +385,7 @@ class LedgerStore:
         now = self.clock()
         values = self._seen_values(seen, now)
         condition = "#status = :seen_status" + same_as_seen(seen, values)
-        expression = "SET escalated_at = :now, updated_at = :now, expires_at = :expires"
+        expression = "SET escalated_at = :now, updated_at = :now" + _OPEN_KEEPS_NO_RETENTION
         return self._update_if(request.key, expression, condition, values)
 
     # --- a person's settlement -----------------------------------------------------------------
@@ -405,14 +427,11 @@ class LedgerStore:
         return LedgerRecord.from_item(response["Attributes"])
 
     def _seen_values(self, seen: LedgerRecord, now: float) -> dict[str, Any]:
-        return {
-            ":seen_status": {"S": seen.status.value},
-            ":now": number(now),
-            ":expires": self._expires(now),
-        }
+        return {":seen_status": {"S": seen.status.value}, ":now": number(now)}
 
-    def _expires(self, now: float) -> dict[str, str]:
-        return {"N": str(self.policy.expires_at(now))}
+    def _expiry(self, status: LedgerStatus, now: float) -> int | None:
+        """The one retention rule (§3.7): a closed record expires, an open one never does."""
+        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None
 
 
 def _record_or_none(item: Any) -> LedgerRecord | None:

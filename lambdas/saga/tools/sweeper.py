@@ -7,10 +7,14 @@ it became UNKNOWN). An action is stuck when that moment lies more than `grace_se
 past: no live attempt holds it, and the workflow's own retry or reconciliation has had time to
 pick it up. A key condition `lease_expires_at < now - grace` reads only those items.
 
-Each sweep sends one escalation message per stuck action. The sweeper does not write the
-ledger, so a still-stuck action is reported again by the next sweep; every message carries a
-stable `escalation_id` (the action key and the lease end it was stuck since) so the consumer
-can recognise a repeat.
+An open record never expires (§3.7), so an action stays stuck until it is settled, which may be
+weeks. The sweeper keeps no state (it does not write the ledger), so how often it re-sends is a
+function of how long the action has been stuck (`resend_due`): the first sweep that finds it
+sends a message, then one after 1, 2, 4, ... sweep intervals, the gap doubling up to a day; a
+person who has not acted in a day hears of it once a day, and two weeks of a stuck action are
+about 22 messages, not 4,000. Every message carries a stable `escalation_id` (the action key
+and the lease end it was stuck since) so the consumer can recognise a repeat. What a sweep
+*finds* (the StuckActions metric, `sagactl stuck`) is every stuck action, every time.
 """
 
 from __future__ import annotations
@@ -31,7 +35,25 @@ OPEN_ACTIONS_INDEX = "open-actions"
 OPEN_STATUSES = ("IN_PROGRESS", "UNKNOWN")
 # cdk.json's `monitoring.stuck_grace_seconds` (pinned equal by tests/infra/test_config.py).
 DEFAULT_GRACE_SECONDS = 300
+# cdk.json's `monitoring.sweep_every_minutes`, in seconds (the stack gives the deployed value).
+DEFAULT_SWEEP_EVERY_SECONDS = 300
+MAX_RESEND_GAP_SECONDS = 86400
 ESCALATION_KIND = "STUCK_ACTION"
+
+
+def resend_due(stuck_for: float, *, every: float, max_gap: float = MAX_RESEND_GAP_SECONDS) -> bool:
+    """Whether the sweep that finds an action stuck for `stuck_for` seconds (past its grace)
+    reports it: when a report time lies within the last sweep interval. Report times are 0,
+    then each after a gap that starts at one interval and doubles, up to `max_gap`: 0, 1, 3, 7,
+    15, ... intervals. Sweeps `every` seconds apart see each report time once."""
+    if stuck_for < 0:
+        return False
+    reported, gap = 0.0, every
+    while gap < max_gap and reported + gap <= stuck_for:
+        reported, gap = reported + gap, min(2 * gap, max_gap)
+    if gap >= max_gap and reported + gap <= stuck_for:
+        reported += ((stuck_for - reported) // gap) * gap
+    return stuck_for - reported < every
 
 
 @dataclass(frozen=True)
@@ -85,10 +107,11 @@ class StuckAction:
 
 @dataclass(frozen=True)
 class SweepReport:
-    """What one sweep found and how many it escalated."""
+    """What one sweep found (every stuck action) and which it escalated (those due)."""
 
     stuck: tuple[StuckAction, ...]
     escalated: int
+    escalated_keys: tuple[str, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         by_status = {s: sum(1 for a in self.stuck if a.status == s) for s in OPEN_STATUSES}
@@ -97,6 +120,7 @@ class SweepReport:
             "escalated": self.escalated,
             "by_status": by_status,
             "action_keys": [a.action_key for a in self.stuck],
+            "escalated_keys": list(self.escalated_keys),
         }
 
 
@@ -111,12 +135,16 @@ class StuckActionSweeper:
         ledger_table: str,
         escalation_queue_url: str,
         grace_seconds: int = DEFAULT_GRACE_SECONDS,
+        sweep_every_seconds: int = DEFAULT_SWEEP_EVERY_SECONDS,
         clock: Callable[[], float] = saga_clock.now,
         index_name: str = OPEN_ACTIONS_INDEX,
         page_size: int | None = None,
     ) -> None:
         if grace_seconds < 0:
             raise ValueError(f"grace_seconds must be >= 0, got {grace_seconds}")
+        if sweep_every_seconds <= 0:
+            raise ValueError(f"sweep_every_seconds must be > 0, got {sweep_every_seconds}")
+        self._every = sweep_every_seconds
         self._dynamodb = dynamodb
         self._sqs = sqs
         self._table = ledger_table
@@ -136,13 +164,23 @@ class StuckActionSweeper:
         return sorted(stuck, key=lambda a: (a.lease_expires_at, a.action_key))
 
     def sweep(self) -> SweepReport:
+        """Find every stuck action; send a message for each one whose re-send is due."""
         stuck = self.find_stuck()
-        for action in stuck:
+        due = [
+            action
+            for action in stuck
+            if resend_due(max(0.0, action.stuck_seconds - self._grace), every=self._every)
+        ]
+        for action in due:
             self._sqs.send_message(
                 QueueUrl=self._queue_url,
                 MessageBody=json.dumps(action.escalation_message(), sort_keys=True),
             )
-        return SweepReport(stuck=tuple(stuck), escalated=len(stuck))
+        return SweepReport(
+            stuck=tuple(stuck),
+            escalated=len(due),
+            escalated_keys=tuple(action.action_key for action in due),
+        )
 
     def _open_items(self, status: str, *, stuck_before: float) -> Iterator[dict[str, Any]]:
         request: dict[str, Any] = {

@@ -1,0 +1,79 @@
+"""What an approver is shown before signing (sagactl.views.approval): every consequential
+parameter, the refund exactly as signed in minor units and in major units with the currency's
+own decimals (saga.formats, the rules the payment port takes its currencies from)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from saga.formats import CURRENCY_CODES, currency_exponent, major_units
+from sagactl.views.approval import describe_case, describe_draft
+from tests.tools_harness import BASE_CASE
+
+# ISO 4217: 0 decimals (JPY), 2 (USD), 3 (KWD, BHD).
+AMOUNTS = [
+    ("JPY", 2000, "2000 minor units of JPY = 2000 JPY (0 decimals)"),
+    ("USD", 2000, "2000 minor units of USD = 20.00 USD (2 decimals)"),
+    ("KWD", 2000, "2000 minor units of KWD = 2.000 KWD (3 decimals)"),
+    ("BHD", 1234567, "1234567 minor units of BHD = 1234.567 BHD (3 decimals)"),
+    ("USD", 5, "5 minor units of USD = 0.05 USD (2 decimals)"),
+]
+
+
+def _case(currency: str, amount_minor: int) -> dict[str, Any]:
+    case = copy.deepcopy(BASE_CASE)
+    case["case_id"] = "case-shown"
+    case["refund"] = {
+        "payment_reference": "pay-9",
+        "amount_minor": amount_minor,
+        "currency": currency,
+    }
+    case["approval"]["digest"] = "sha256:" + "ab" * 32
+    return case
+
+
+@pytest.mark.parametrize(("currency", "amount", "shown"), AMOUNTS)
+def test_both_approval_paths_show_the_amount_with_the_currencys_decimals(
+    currency: str, amount: int, shown: str
+) -> None:
+    case = _case(currency, amount)
+    draft = {
+        "case_id": "case-shown",
+        "tenant_id": "acme",
+        "request_id": "ticket-1",
+        "created_at": "2026-11-30T10:00:00Z",
+        "revision": 1,
+        "digest": case["approval"]["digest"],
+        "parameters": {k: case[k] for k in ("order", "reserve", "refund", "shipment")},
+    }
+    from_file = describe_case(case)
+    from_draft = describe_draft(draft, "supervisor@acme")
+
+    refund_line = f"  refund    {shown} on payment pay-9"
+    assert refund_line in from_file and refund_line in from_draft
+    # Every consequential parameter, the same lines whichever way the case is approved.
+    assert from_file[1:] == from_draft[1:]
+    assert from_file[1:] == [
+        "  order     ord-1001 of customer cus-42",
+        "  reserve   1 x SKU-RED-MUG",
+        refund_line,
+        f"  ship to   {case['shipment']['address']['name']}, "
+        f"{case['shipment']['address']['line1']}, {case['shipment']['address']['postal_code']} "
+        f"{case['shipment']['address']['city']}, {case['shipment']['address']['country']}",
+        "  revision  1",
+        f"  digest    {case['approval']['digest']}",
+        "  approver  supervisor@acme",
+    ]
+
+
+def test_every_accepted_currency_has_an_exponent_and_exact_major_units() -> None:
+    assert {currency_exponent(code) for code in CURRENCY_CODES} == {0, 2, 3}
+    for code in CURRENCY_CODES:
+        exponent = currency_exponent(code)
+        text = major_units(10**exponent + 1, code)  # one major unit and one minor unit
+        assert text == ("2" if exponent == 0 else "1." + "0" * (exponent - 1) + "1"), code
+    with pytest.raises(ValueError, match="not an accepted currency"):
+        currency_exponent("XTS")
