@@ -1,7 +1,7 @@
 """The roles people assume to run sagactl against the stack, one per job (docs/design.md §11).
 
-- the operator (`OperatorRole`): start, status, watch, ledger, stuck, redrive, escalations
-  (list, show, resolve), sweep, inventory, `case check --deployed`;
+- the operator (`OperatorRole`): start, status, watch, ledger, stuck, keep-open-actions,
+  redrive, escalations (list, show, resolve), sweep, inventory, `case check --deployed`;
 - an approver per tenant and approver (`ApproverRoles`, created with the approver's key in
   stacks/constructs/approvals.py): `case approve FILE` and `case approve --case`; here it gets
   the drafts of its own tenant only (`dynamodb:LeadingKeys`, the drafts table's partition key
@@ -46,7 +46,9 @@ OPERATOR_TABLES: Mapping[str, Sequence[str]] = {
     # status and escalations show read a case; escalations lists by Scan; resolve writes the
     # resolution in one transaction with the settled ledger records (docs/design.md §5).
     "cases": (GET, SCAN, UPDATE),
-    "ledger": (GET, UPDATE),
+    # resolve settles the case's open records and writes a settled placeholder for an action
+    # that has none (PutItem, in the same transaction); keep-open-actions updates open ones.
+    "ledger": (GET, PUT, UPDATE),
     # status: the reservation's state; inventory seed: whether cases under way hold stock.
     "reservations": (GET, SCAN),
     "inventory": (SCAN, PUT),  # inventory show, inventory seed

@@ -80,6 +80,8 @@ def inspect(s: Sagactl, local: LocalAws, tmp: Path) -> None:
         ("watch", "case-happy-path"),
         ("ledger", "--case", "case-happy-path"),
         ("stuck",),
+        ("keep-open-actions", "--dry-run"),
+        ("keep-open-actions",),
         ("inventory", "show"),
         ("case", "check", str(example("happy-path")), "--deployed"),
     ):
@@ -152,7 +154,9 @@ def flows() -> list[Flow]:
     """Every person's flow, in an order where each finds what it needs (a draft to approve)."""
     people = [
         Flow("operator", "seed the inventory, start and watch cases", start_cases),
-        Flow("operator", "status, watch, ledger, stuck, inventory, check", inspect),
+        Flow(
+            "operator", "status, watch, ledger, stuck, keep-open-actions, inventory, check", inspect
+        ),
         Flow("operator", "escalations: list, show, resolve", escalations),
         Flow("operator", "redrive, sweep", redrive_and_sweep),
     ]
