@@ -173,10 +173,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "provider.refund(refund, idempotency_key=request.digest)",
     ),
     Mutant(
-        "catch-lambda-unknown",
-        "a refund step that died goes to reconciliation (§4)",
+        "catch-lambda-crash",
+        "a refund step that died goes to reconciliation, whatever Lambda names it (§4)",
         "statemachines/replacement_order.asl.json",
-        '            "States.Timeout",\n            "Lambda.Unknown"\n          ],\n'
+        '            "States.Timeout",\n            "@LambdaCrash"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',
         '            "States.Timeout"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',
@@ -279,6 +279,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/models.py",
         "        if owner is not None and owner != tenant_id:",
         "        if False:",
+    ),
+    Mutant(
+        "unused-expression-value",
+        "a claim is a request DynamoDB accepts: no expression value its condition does not use "
+        "(§7: moto alone accepts one on PutItem)",
+        "lambdas/saga/ledger/items.py",
+        '        return {"ConditionExpression": CLAIM_CONDITION}',
+        '        return {"ConditionExpression": CLAIM_CONDITION, '
+        '"ExpressionAttributeValues": {":new": {"S": "IN_PROGRESS"}}}',
     ),
     Mutant(
         "key-policy-any-principal",

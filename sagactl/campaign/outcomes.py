@@ -11,21 +11,12 @@ from typing import Any
 from sagactl.campaign.checks import Checks, fields_of
 from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.runner import REJECTIONS, CaseRun
+from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 
 FORWARD_STATES = frozenset(
     {"ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", "RecordOutcome"}
 )
-RETRIED_OUT_ERRORS = frozenset(
-    {
-        "TransientError",
-        "ActionPending",
-        "Lambda.ServiceException",
-        "Lambda.AWSLambdaException",
-        "Lambda.SdkClientException",
-        "Lambda.TooManyRequestsException",
-        "Lambda.ClientExecutionTimeoutException",
-    }
-)
+RETRIED_OUT_ERRORS = frozenset({"TransientError", "ActionPending", *LAMBDA_INVOKE_ERRORS})
 ESCALATION_REASONS = frozenset(
     {
         "OUT_OF_STOCK",
@@ -262,7 +253,7 @@ class OutcomeChecker:
             or (
                 kind == "COMPENSATION_PENDING"
                 and error
-                in ("OutcomeUnknown", "BudgetExhausted", "States.Timeout", "Lambda.Unknown")
+                in ("OutcomeUnknown", "BudgetExhausted", "States.Timeout", *LAMBDA_CRASH_ERRORS)
             ),
             f"{snap.label}: {execution['name']} FAILED at {state} with {error}: "
             f"{str(execution.get('cause'))[:400]}",
