@@ -325,6 +325,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return {}",
     ),
     Mutant(
+        "agent-reads-any-case",
+        "an agent role reads its own tenant's agent cases only (§11)",
+        "stacks/constructs/people.py",
+        '    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}',
+        "    return {}",
+    ),
+    Mutant(
+        "approver-rewrites-draft",
+        "an approver role's UpdateItem on a draft only stores an approval (§11)",
+        "stacks/constructs/people.py",
+        '"ForAllValues:StringEquals": {"dynamodb:Attributes": [*key, *APPROVAL_ATTRIBUTES]},',
+        '"ForAllValues:StringLike": {"dynamodb:Attributes": ["*"]},',
+    ),
+    Mutant(
         "environment-over-4kb",
         "a function's environment that could exceed 4 KB is refused at synth (§9)",
         "stacks/environment_budget.py",

@@ -294,7 +294,7 @@ def test_settle_refuses_a_live_attempt_a_second_decision_and_leaves_closed_recor
     assert ledger.settle("acme#refund#no-such-case.refund", DECIDED) is None
 
     clock.advance(120)  # the crashed attempt's lease has run out, but not the skew allowance
-    with pytest.raises(ActionPending, match="can be settled from .* 15 minutes for the clocks'"):
+    with pytest.raises(ActionPending, match=r"can be settled from .* 15 minutes for the clocks'"):
         ledger.settle(held.key, DECIDED)
     clock.advance(SETTLE_SKEW_SECONDS)
     first = ledger.settle(held.key, DECIDED)
@@ -448,7 +448,7 @@ def test_an_outcome_on_an_action_settled_meanwhile_is_recorded_with_the_decision
             raise RefundRejected("card closed")
         return downstream.refund(REF, 2000)
 
-    with pytest.raises(ActionSettled, match="settled by supervisor@acme .* recorded with the"):
+    with pytest.raises(ActionSettled, match=r"settled by supervisor@acme .* recorded with the"):
         lambda_ledger.execute(
             REQUEST, Attempt("attempt-1", 30), effect=effect, reconcile=downstream.lookup(REF)
         )
