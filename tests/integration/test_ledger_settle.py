@@ -443,7 +443,7 @@ def test_an_outcome_on_an_action_settled_meanwhile_is_recorded_with_the_decision
     def effect() -> EffectResult:
         far_off.settle(REQUEST.key, DECIDED)
         if ends == "loses_the_answer":
-            return downstream.lose_response(REF)()
+            downstream.lose_response(REF)()  # raises OutcomeUnknown after the refund
         if ends == "is_rejected":
             raise RefundRejected("card closed")
         return downstream.refund(REF, 2000)
