@@ -267,8 +267,9 @@ def accept_forward(
     case record of exactly this case still under way. A signature is public and outlives the
     case: without the record, a direct invoke could carry out an approval ValidateCase never
     accepted (its start deadline passed) or replay a finished case once its ledger records
-    expired (a second refund)."""
-    key_arn = verifier.verify(approval, accept_retired=True)
+    expired (a second refund). The resolution is read first: a resolved case is settled
+    whoever approved it, even an approver the configuration has since dropped (a refusal of
+    the signature would route to Escalate and ask about the case again)."""
     from saga.cases import CaseOutcome, resolved_text  # saga.cases imports this module
 
     record = records.get(approval.case_id)
@@ -278,6 +279,7 @@ def accept_forward(
         # against a delivery that read the record just before the decision is the ledger,
         # where the resolution settled every action of the case in the same transaction.
         raise ActionSettled(resolved_text(approval.case_id, resolution))
+    key_arn = verifier.verify(approval, accept_retired=True)
     if not (
         _records_this_case(record, approval)
         and record is not None

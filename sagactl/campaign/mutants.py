@@ -65,9 +65,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "owner-conditional-outcome",
         "outcome writes require owner = this delivery (§3.3)",
-        "lambdas/saga/ledger/store.py",
-        '_OWNED = "#owner = :me AND #status = :in_progress"',
-        '_OWNED = "#owner = :me OR #status = :in_progress"',
+        "lambdas/saga/ledger/items.py",
+        'OWNED = "#owner = :me AND #status = :in_progress"',
+        'OWNED = "#owner = :me OR #status = :in_progress"',
     ),
     Mutant(
         "budget",
@@ -117,6 +117,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/operations.py",
         "            if seen is None:\n                compensates =",
         "            if False:\n                compensates =",
+    ),
+    Mutant(
+        "settle-skew-allowance",
+        "a person's clock settles no lease that may still be live on the Lambda's (§3.10)",
+        "lambdas/saga/ledger/operations.py",
+        "        if held and seen.lease_live(self.clock() - SETTLE_SKEW_SECONDS):",
+        "        if held and seen.lease_live(self.clock()):",
+    ),
+    Mutant(
+        "outcome-keeps-the-decision",
+        "an outcome on a settled action keeps the decision: no retention, no sweep (§3.10)",
+        "lambdas/saga/ledger/items.py",
+        '"attribute_exists(resolution)" if settled else "attribute_not_exists(resolution)"',
+        '"attribute_exists(resolution)" if settled else "attribute_exists(action_key)"',
     ),
     Mutant(
         "resolved-case-record",
@@ -309,6 +323,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/people.py",
         '    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}',
         "    return {}",
+    ),
+    Mutant(
+        "agent-reads-any-case",
+        "an agent role reads its own tenant's agent cases only (§11)",
+        "stacks/constructs/people.py",
+        '    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}',
+        "    return {}",
+    ),
+    Mutant(
+        "approver-rewrites-draft",
+        "an approver role's UpdateItem on a draft only stores an approval (§11)",
+        "stacks/constructs/people.py",
+        '"ForAllValues:StringEquals": {"dynamodb:Attributes": [*key, *APPROVAL_ATTRIBUTES]},',
+        '"ForAllValues:StringLike": {"dynamodb:Attributes": ["*"]},',
     ),
     Mutant(
         "environment-over-4kb",

@@ -42,6 +42,7 @@ SUITE = [
     # The synthesized policies and environments (the rules no local run can break).
     "tests/infra/test_approval_keys.py",
     "tests/infra/test_environment_budget.py",
+    "tests/infra/test_people_roles.py",
     # Timing: whether StopExecution lands before the retry's second call (a loaded machine
     # lets the retry win); it tests the local AWS's stop, no safety rule.
     "--deselect",
@@ -246,7 +247,8 @@ def _write_table(path: str, table: str) -> None:
         "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
         "applied alone to a scratch copy; the fast suite is `pytest -x` over tests/unit, "
         "tests/integration, tests/e2e and the synthesized policies' and environments' tests "
-        "(tests/infra/test_approval_keys.py, test_environment_budget.py), the campaign slice "
+        "(tests/infra/test_approval_keys.py, test_environment_budget.py, test_people_roles.py), "
+        "the campaign slice "
         "is the fixed-seed slice `make test` runs (stopped at the first violation).\n\n"
         + table
         + "\n",

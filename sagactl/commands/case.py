@@ -36,7 +36,7 @@ from sagactl.commands.common import (
 from sagactl.commands.render import emit_json
 from sagactl.config import Tenants, configured_tenants
 from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError
-from sagactl.operations.drafts import approve_draft, default_approver, open_draft
+from sagactl.operations.drafts import approve_draft, case_to_sign, default_approver, open_draft
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import sign_case, verify_deployed_signature
 from sagactl.paths import LOCAL_STATE_DIR, display_path
@@ -204,9 +204,11 @@ def command_approve_draft(args: argparse.Namespace) -> int:
     """`case approve --case CASE_ID`: show the draft an agent proposed, confirm, sign, store."""
     if args.revision or args.output:
         raise UsageError("--revision and --output apply to files: a draft is approved as proposed")
+    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
     target = resolve_target(args)
     draft = open_draft(target, args.case)
     approver = args.approved_by or default_approver(target, str(draft["tenant_id"]))
+    case = case_to_sign(draft, approver)  # refused before anything is shown or asked
     if not args.json:
         print("\n".join(describe_draft(draft, approver)))
     elif not args.yes:  # stdout is for the JSON; whoever confirms still sees what they sign
@@ -214,8 +216,7 @@ def command_approve_draft(args: argparse.Namespace) -> int:
     if not args.yes and not _confirmed("approve and sign this case?"):
         print("not approved: nothing signed or stored")
         return EXIT_REFUSED
-    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
-    approval = approve_draft(target, draft, approver, start_by=start_by)
+    approval = approve_draft(target, draft, case, start_by=start_by)
     if args.json:
         emit_json({"case_id": args.case, "approved": True, **approval})
     else:

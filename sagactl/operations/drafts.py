@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from saga.agent.drafts import DraftConflict, DraftStore, draft_case
-from saga.models import approval_digest
+from saga.errors import InvalidRequest
+from saga.models import with_approval_digest
 from sagactl.errors import DraftApprovalRefused, NotFound, SagactlError, UsageError
 from sagactl.operations.signing import sign_case, stack_approval_keys
 from sagactl.target import Target
+from sagactl.views.approval import shown
 
 DRAFTS_OUTPUT = "DraftsTableName"
 LEGACY_DRAFTS_OUTPUT = "LegacyDraftsTableName"
@@ -36,8 +38,9 @@ def open_draft(target: Target, case_id: str) -> dict[str, Any]:
         raise NotFound(f"no proposed case {case_id} in the drafts tables")
     if draft.get("approval"):
         raise DraftApprovalRefused(
-            f"case {case_id} was approved already by {draft['approval'].get('approved_by')} "
-            f"at {draft.get('approved_at')}; nothing changed"
+            f"case {case_id} was approved already by "
+            f"{shown(draft['approval'].get('approved_by'))} at {shown(draft.get('approved_at'))}; "
+            "nothing changed"
         )
     return draft
 
@@ -53,16 +56,38 @@ def default_approver(target: Target, tenant: str) -> str:
     return str(approvers[0])
 
 
+def case_to_sign(draft: dict[str, Any], approver: str) -> dict[str, Any]:
+    """The case `approver` would sign for this draft, checked before it is shown or anyone is
+    asked: a valid case by the case's own rules (saga.models) whose digest is the draft's.
+    DraftApprovalRefused otherwise (a draft is written by an agent's tool: not trusted)."""
+    case_id = str(draft.get("case_id"))
+    try:
+        case = draft_case(draft)
+        case["approval"] = {"revision": case["approval"]["revision"], "approved_by": approver}
+        checked = with_approval_digest(case)
+    except (InvalidRequest, KeyError, TypeError, ValueError) as exc:
+        why = exc if isinstance(exc, InvalidRequest) else "it lacks a field a case needs"
+        raise DraftApprovalRefused(
+            f"case {shown(case_id)}: the draft is not a valid case ({why}); nothing signed"
+        ) from None
+    if checked["approval"]["digest"] != draft["digest"]:
+        raise DraftApprovalRefused(
+            f"case {shown(case_id)}: the draft's digest does not match its parameters; "
+            "nothing signed"
+        )
+    return case
+
+
 def approve_draft(
-    target: Target, draft: dict[str, Any], approver: str, *, start_by: str | None
+    target: Target,
+    draft: dict[str, Any],
+    case: dict[str, Any],
+    *,
+    start_by: str | None,
 ) -> dict[str, Any]:
-    """Sign the draft's case as `approver` and store the approval on the draft, only if it is
-    still the draft that was shown; the approval stored."""
+    """Sign `case` (case_to_sign's, as shown) and store the approval on the draft, only if it
+    is still the draft that was shown; the approval stored."""
     case_id = str(draft["case_id"])
-    case = draft_case(draft)
-    case["approval"] = {"revision": case["approval"]["revision"], "approved_by": approver}
-    if approval_digest(case) != draft["digest"]:
-        raise SagactlError(f"case {case_id}: the draft's digest does not match its parameters")
     signed = sign_case(target, case, now=target.now_utc(), start_by=start_by)
     approval: dict[str, Any] = signed["approval"]
     try:

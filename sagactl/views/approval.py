@@ -6,6 +6,10 @@ draft an agent proposed): the parameters the approval digest covers (saga.models
 the revision, the digest and who signs. Amounts are shown exactly as signed, in minor units, and
 in major units with the currency's own decimals (saga.formats.major_units: 2000 JPY are 2000
 yen, 2000 USD 20.00 dollars, 2000 KWD 2.000 dinars).
+
+Every value shown comes from a file or a drafts table someone else wrote: each passes through
+`shown`, so a control character (an escape sequence that would rewrite the terminal, a line
+break, a right-to-left override) is displayed as its escape, never acted on by the terminal.
 """
 
 from __future__ import annotations
@@ -16,13 +20,25 @@ from typing import Any
 from saga.formats import currency_exponent, major_units
 
 
+def shown(value: object) -> str:
+    """`value` as text a terminal displays literally: every character that is not printable
+    (str.isprintable: control, format and separator characters other than the space) as its
+    Python escape, and a backslash doubled so that an escape cannot be forged."""
+    text = str(value)
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(
+        char if char.isprintable() and char != "\\" else repr(char)[1:-1] for char in text
+    )
+
+
 def amount_text(amount_minor: int, currency: str) -> str:
     """`2000 minor units of KWD = 2.000 KWD (3 decimals)`."""
     exponent = currency_exponent(currency)
     decimals = f"{exponent} decimal{'' if exponent == 1 else 's'}"
     return (
-        f"{amount_minor} minor units of {currency} = {major_units(amount_minor, currency)} "
-        f"{currency} ({decimals})"
+        f"{shown(amount_minor)} minor units of {shown(currency)} = "
+        f"{major_units(amount_minor, currency)} {shown(currency)} ({decimals})"
     )
 
 
@@ -30,13 +46,14 @@ def parameter_lines(parameters: Mapping[str, Any]) -> list[str]:
     """The consequential parameters of a case (or a draft's `parameters`), one line each."""
     order, reserve = parameters["order"], parameters["reserve"]
     refund, address = parameters["refund"], parameters["shipment"]["address"]
+    street = ", ".join(shown(address[field]) for field in ("name", "line1"))
     return [
-        f"  order     {order['order_id']} of customer {order['customer_id']}",
-        f"  reserve   {reserve['quantity']} x {reserve['sku']}",
+        f"  order     {shown(order['order_id'])} of customer {shown(order['customer_id'])}",
+        f"  reserve   {shown(reserve['quantity'])} x {shown(reserve['sku'])}",
         f"  refund    {amount_text(refund['amount_minor'], refund['currency'])} on payment "
-        f"{refund['payment_reference']}",
-        f"  ship to   {address['name']}, {address['line1']}, {address['postal_code']} "
-        f"{address['city']}, {address['country']}",
+        f"{shown(refund['payment_reference'])}",
+        f"  ship to   {street}, {shown(address['postal_code'])} {shown(address['city'])}, "
+        f"{shown(address['country'])}",
     ]
 
 
@@ -53,11 +70,11 @@ def approval_lines(
     lines = [heading, *parameter_lines(parameters)]
     lines += [
         f"  revision  {revision}",
-        f"  digest    {digest}",
-        f"  approver  {approver}",
+        f"  digest    {shown(digest)}",
+        f"  approver  {shown(approver)}",
     ]
     if start_by:
-        lines.append(f"  start by  {start_by}")
+        lines.append(f"  start by  {shown(start_by)}")
     return lines
 
 
@@ -65,7 +82,7 @@ def describe_case(case: Mapping[str, Any], *, start_by: str | None = None) -> li
     """A case file about to be signed (its approval digest filled in)."""
     approval = case["approval"]
     return approval_lines(
-        f"case {case['case_id']} (tenant {case['tenant_id']})",
+        f"case {shown(case['case_id'])} (tenant {shown(case['tenant_id'])})",
         case,
         revision=int(approval["revision"]),
         digest=str(approval["digest"]),
@@ -77,8 +94,8 @@ def describe_case(case: Mapping[str, Any], *, start_by: str | None = None) -> li
 def describe_draft(draft: Mapping[str, Any], approver: str) -> list[str]:
     """A draft an agent proposed, with the approver about to sign it."""
     return approval_lines(
-        f"case {draft['case_id']} (tenant {draft['tenant_id']}), proposed as request "
-        f"{draft.get('request_id')} at {draft.get('created_at')}",
+        f"case {shown(draft['case_id'])} (tenant {shown(draft['tenant_id'])}), proposed as "
+        f"request {shown(draft.get('request_id'))} at {shown(draft.get('created_at'))}",
         draft["parameters"],
         revision=int(draft.get("revision", 1)),
         digest=str(draft["digest"]),

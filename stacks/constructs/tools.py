@@ -190,7 +190,11 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "saga.handlers.sweep_stuck_actions.handler",
         "sweep-stuck-actions",
         "Scheduled: find actions stuck IN_PROGRESS past their lease or UNKNOWN, escalate them",
-        (TableAccess("ledger", (QUERY,), index=OPEN_ACTIONS_INDEX),),
+        # Query the open actions, then read each one back: the index may be stale.
+        (
+            TableAccess("ledger", (QUERY,), index=OPEN_ACTIONS_INDEX),
+            TableAccess("ledger", (GET,)),
+        ),
         SweepStuckActionsEnvironment,
     ),
 )

@@ -29,7 +29,7 @@ from saga.approvals import (
     accept_new_case,
     signed_message,
 )
-from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied
 from saga.models import parse_case
 from sagactl.local.approval_keys import local_key_arn, local_public_key_der, sign_locally
 from tests.tools_harness import BASE_CASE
@@ -334,9 +334,33 @@ def test_forward_tools_need_the_case_record_of_this_case_under_way() -> None:
     ):
         with pytest.raises(AuthorizationDenied, match=f"not a case under way \\(.*{state}"):
             accept_forward(verifier(), approval, Records(record))
-    # A forged approval is refused on its signature, before the record is read.
+    # A forged approval of a case under way is refused on its signature.
     forged = dataclasses.replace(approval, signature=None)
-    records = Records(under_way(approval))
     with pytest.raises(ApprovalInvalid, match="not signed"):
-        accept_forward(verifier(), forged, records)
-    assert records.reads == 0
+        accept_forward(verifier(), forged, Records(under_way(approval)))
+
+
+def test_a_resolved_case_is_refused_as_resolved_whoever_approved_it() -> None:
+    """The resolution is read before the signature is verified: a case resolved after its
+    approver left the configuration is ActionSettled (neither retried nor caught), never
+    AuthorizationDenied, which ReserveStock's Catch routes to Escalate (asking again, §3.10)."""
+    approval = approval_of(signed(approver=MANAGER, generation=1))
+    resolved = {
+        **under_way(approval),
+        "resolution": {"by": "ops@acme", "decision": "done by hand", "at": "2026-11-30T11:00:00Z"},
+    }
+    without_manager = {"acme": {SUPERVISOR: TRUSTED["acme"][SUPERVISOR]}}
+    keys = CountingKeys()
+    gate = ApprovalVerifier(without_manager, keys, function="reserve")
+    with pytest.raises(ActionSettled, match="resolved by ops@acme"):
+        accept_forward(gate, approval, Records(resolved))
+    # So is an unsigned approval (a case under way when signing was introduced), and neither
+    # asks KMS for a key.
+    unsigned = dataclasses.replace(approval, signature=None)
+    with pytest.raises(ActionSettled):
+        accept_forward(verifier(keys), unsigned, Records(resolved))
+    assert keys.reads == []
+    # A resolution recorded for another digest is another case: the signature decides.
+    other = {**resolved, "digest": "sha256:" + "1" * 64}
+    with pytest.raises(AuthorizationDenied, match="may not approve"):
+        accept_forward(gate, approval, Records(other))
