@@ -8,6 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from sagactl.campaign.orchestrate import (
     SLICE_CASES,
     SLICE_SEED,
@@ -19,6 +21,9 @@ from sagactl.campaign.orchestrate import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The subprocess's own 900 s bounds it; pytest's 300 s default would cut a slice that a loaded
+# 2-core machine runs in ~10 minutes (about 2.5 minutes when idle).
+@pytest.mark.timeout(960)
 def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None:
     directory = tmp_path / "campaign"
     report = tmp_path / "campaign.md"
