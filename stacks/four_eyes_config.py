@@ -38,7 +38,8 @@ def thresholds_value(value: Any) -> dict[str, dict[str, int]]:
                 raise refused(f"{where}: {currency!r} {problem}")
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise refused(
-                    f"{where}.{currency} must be a positive integer of minor units, got {limit!r}"
+                    f"context 'approval_thresholds.{tenant}.{currency}' must be a positive "
+                    f"integer of minor units, got {limit!r}"
                 )
             thresholds[tenant][currency] = limit
     return thresholds
