@@ -38,6 +38,7 @@ from sagactl.operations.drafts import (
 )
 from sagactl.operations.signing import sign_approval, stack_thresholds
 from sagactl.paths import display_path
+from sagactl.target import Target
 from sagactl.views.approval import Signing, describe_case, describe_draft, still_needed
 
 
@@ -150,7 +151,7 @@ def _signatures_still_standing(
     return signatures_of(on_file) if same else []
 
 
-def _file_signing(target: Any, case: dict[str, Any], others: list[dict[str, Any]]) -> Signing:
+def _file_signing(target: Target, case: dict[str, Any], others: list[dict[str, Any]]) -> Signing:
     """Four eyes for a case file: the stack's thresholds, and who else signed it already."""
     thresholds = stack_thresholds(target)
     tenant, refund = str(case["tenant_id"]), case["refund"]

@@ -9,6 +9,7 @@ ledger record, stock untouched, no refund, no shipment.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -92,8 +93,8 @@ def test_two_approvers_sign_a_case_file_with_sagactl_and_it_completes_once(
     local_aws: LocalAws, outputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sagactl = Sagactl(capsys)
-    case_file = tmp_path / "case-four-eyes.json"
-    assert sagactl(*NEW_CASE, "--case-id", "case-four-eyes", "-o", str(case_file)).code == 0
+    case_file = tmp_path / "case-four-eyes-cli.json"
+    assert sagactl(*NEW_CASE, "--case-id", "case-four-eyes-cli", "-o", str(case_file)).code == 0
 
     first = sagactl("case", "approve", str(case_file))
     assert first.code == 0, first.err
@@ -126,11 +127,16 @@ def test_two_approvers_sign_a_case_file_with_sagactl_and_it_completes_once(
     started = sagactl("start", str(case_file), "--watch", "--timeout", "120")
     assert started.code == 0, started.out + started.err
     assert "outcome: COMPLETED" in started.out
+    # The timeline names both approvers ValidateCase accepted the case on.
+    assert re.search(
+        r"ok case valid, approved by controller@hooli \(signed \S+\) and cfo@hooli \(signed \S+\)",
+        started.out,
+    ), started.out
     repeated = sagactl("start", str(case_file))
     assert repeated.code == 0, repeated.err
-    assert count(local_aws, "PaymentsTableName", "case-four-eyes") == 1
-    assert count(local_aws, "ShipmentsTableName", "case-four-eyes") == 1
-    stored = record(local_aws, "case-four-eyes")
+    assert count(local_aws, "PaymentsTableName", "case-four-eyes-cli") == 1
+    assert count(local_aws, "ShipmentsTableName", "case-four-eyes-cli") == 1
+    stored = record(local_aws, "case-four-eyes-cli")
     assert stored is not None and stored["approvals_required"] == {"N": "2"}
 
 
