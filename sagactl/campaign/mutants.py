@@ -206,15 +206,40 @@ MUTANTS: tuple[Mutant, ...] = (
         "per-tool-signature",
         "each forward tool verifies the approval's signature again (§9)",
         "lambdas/saga/handlers/issue_refund.py",
-        "    accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())\n",
+        "    accept_forward(runtime.approvals, case.signed_approvals(), runtime.cases())\n",
         "    pass  # the signature is not verified here\n",
     ),
     Mutant(
         "validate-signature",
         "a case starts only with a signature by its approver's current key (§9)",
         "lambdas/saga/tools/validate.py",
-        "        accept_new_case(approvals, case.signed_approval(), started=_now())\n",
-        "        pass  # the signature is not verified at the start\n",
+        "            accepted = accept_new_case(approvals, case.signed_approvals(), "
+        "started=_now())\n"
+        "            required = accepted.required\n",
+        "            pass  # the signatures are not verified at the start\n",
+    ),
+    Mutant(
+        "four-eyes-threshold",
+        "a refund above its currency's threshold, in minor units, needs two approvers (§9)",
+        "lambdas/saga/four_eyes.py",
+        "    return FOUR_EYES if amount_minor > limit else ONE_APPROVER",
+        "    from saga.formats import currency_exponent  # the threshold read in major units\n\n"
+        "    major = 10 ** currency_exponent(currency)\n"
+        "    return FOUR_EYES if amount_minor > limit * major else ONE_APPROVER",
+    ),
+    Mutant(
+        "four-eyes-distinct-keys",
+        "approvals are counted by distinct approvers' keys: one approver twice counts once (§9)",
+        "lambdas/saga/acceptance.py",
+        "    if len(distinct) < required:",
+        "    if len(approvals.signatures) < required:",
+    ),
+    Mutant(
+        "four-eyes-fail-closed",
+        "a tenant with thresholds needs two approvers in a currency it names none for (§9)",
+        "lambdas/saga/four_eyes.py",
+        "    if limit is None:\n        return FOUR_EYES\n",
+        "    if limit is None:\n        return ONE_APPROVER\n",
     ),
     Mutant(
         "stock-condition",

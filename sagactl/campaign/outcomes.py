@@ -1,7 +1,7 @@
 """The outcome invariants of a case's executions (sagactl/campaign/invariants.py lists them
 all): each ends in a state of the closed list, agreeing with the case record, the ledger, the
 effects and the escalation queue; at most one runs forward; the oracle (a clean case
-completes, a valid one is never rejected)."""
+completes, a valid one is never rejected, one generated invalid always is)."""
 
 from __future__ import annotations
 
@@ -308,6 +308,14 @@ class OutcomeChecker:
                 "valid_case_not_rejected",
                 kind != "REJECTED",
                 f"valid case rejected: {owner.get('error')}: {owner.get('cause')}",
+            )
+        else:
+            # Its error is checked with the rejection (_rejected); here, that it was rejected
+            # at all: an invalid case (or one short of four eyes) that ran is the worst outcome.
+            self.checks.check(
+                "invalid_case_rejected",
+                kind == "REJECTED",
+                f"a case generated to be rejected ({plan.expect_rejection}) ended {kind}",
             )
         quantity = int(plan.case["reserve"]["quantity"])
         clean = (

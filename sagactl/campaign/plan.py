@@ -3,6 +3,8 @@
 - `case`: the execution input (approved, with `sandbox.faults`: the fault plan over every
   downstream, docs/design.md §8);
 - `expect_rejection`: the error ValidateCase must answer (a case generated invalid), else None;
+- `four_eyes`: how a case above its tenant's four-eyes threshold was signed (`two` distinct
+  approvers, `once`, `twice` by one, `forged`: a co-signature changed), else None;
 - `twin_of`: the index of a case with equal parameters that runs just before this one;
 - `nemeses`: faults the sandbox cannot give (sagactl.campaign.nemeses), each a dict with `kind`;
 - `duplicate`: another execution of the case (`concurrent`, `later` after a jump, `same_name`,
@@ -28,6 +30,7 @@ class CasePlan:
     index: int
     case: dict[str, Any]
     expect_rejection: str | None = None
+    four_eyes: str | None = None
     twin_of: int | None = None
     nemeses: list[dict[str, Any]] = field(default_factory=list)
     duplicate: dict[str, Any] | None = None
@@ -69,6 +72,8 @@ class CasePlan:
             labels.add("twin")
         if self.expect_rejection is not None:
             labels.add(f"rejection:{self.expect_rejection}")
+        if self.four_eyes is not None:
+            labels.add(f"four-eyes:{self.four_eyes}")
         if not labels:
             labels.add("clean")
         return sorted(labels)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,8 +288,9 @@ class ApprovalKeys(Construct):
             iam.PolicyStatement(actions=list(VERIFIER_ACTIONS), resources=self.key_arns())
         )
 
-    def add_outputs(self, scope: Construct) -> None:
-        """`ApprovalKeys` and `ApproverRoles`: JSON tenant -> approver -> ARN."""
+    def add_outputs(self, scope: Construct, thresholds: Mapping[str, Mapping[str, int]]) -> None:
+        """`ApprovalKeys` and `ApproverRoles`: JSON tenant -> approver -> ARN; and
+        `ApprovalThresholds`: JSON tenant -> currency -> minor units (four eyes above)."""
         keys = {
             tenant: {approver: refs.current for approver, refs in approvers.items()}
             for tenant, approvers in self.approvers.items()
@@ -303,6 +305,7 @@ class ApprovalKeys(Construct):
         }
         CfnOutput(scope, "ApprovalKeys", value=_json(keys))
         CfnOutput(scope, "ApproverRoles", value=_json({t: r for t, r in roles.items() if r}))
+        CfnOutput(scope, "ApprovalThresholds", value=_json(thresholds))
 
 
 def _json(value: object) -> str:

@@ -78,7 +78,7 @@ AGENT_LEGACY_DRAFT_ACTIONS = (GET,)
 # An approver's UpdateItem on a draft is confined to them, in both tables (and, since an
 # UpdateItem can also read the item, to ReturnValues that return only what it wrote). Never
 # the parameters, nor an old draft's tenant (not its key there): those decide what is signed.
-APPROVAL_ATTRIBUTES = ("approval", "approved_at", "digest", "revision")
+APPROVAL_ATTRIBUTES = ("approval", "approved_at", "co_signed_at", "digest", "revision")
 UPDATE_RETURNS_WRITTEN_ONLY = ("NONE", "UPDATED_OLD", "UPDATED_NEW")
 READ_STACK = "cloudformation:DescribeStacks"  # sagactl finds the outputs on AWS with it
 

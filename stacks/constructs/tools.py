@@ -230,6 +230,7 @@ def environment_values(
         "downstream_timeout_seconds": config.downstream_timeout_seconds,
         "approval_keys": approval_keys.trusted_keys(),
         "approval_key_aliases": approval_keys.alias_prefix,
+        "approval_thresholds": config.approval_thresholds,
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,

@@ -153,3 +153,24 @@ def test_a_rejection_after_a_redrive_of_a_throttled_validation_is_a_rejection(
     assert (after["status"], after["error"]) == ("FAILED", "ApprovalMismatch")
     assert (redriven.refunds, redriven.shipments, redriven.reservations) == ([], [], [])
     assert check_case(run, budget=8).violations == []
+
+
+def test_a_case_generated_to_be_rejected_that_ran_is_a_violation(local_aws: LocalAws) -> None:
+    """Found by `make mutate` (four-eyes-fail-closed survived the campaign slice): an
+    above-threshold case signed by one approver, which a broken rule let run to COMPLETED, was
+    checked by nothing, since the rejection checks run only on executions that were rejected.
+    The oracle now says that a case generated to be rejected was. Here a case signed properly is
+    planned as if it were short of an approver: it completes, and that is the violation."""
+    plan = CasePlan(
+        seed=20261,
+        index=0,
+        case=_case("case-should-be-rejected", {}),
+        expect_rejection="ApprovalInvalid",
+        four_eyes="once",
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert classify(run.final.executions[run.owner_arn or ""]) == "COMPLETED"
+    violations = check_case(run, budget=8).violations
+    assert [v["invariant"] for v in violations] == ["invalid_case_rejected"]
+    assert "ApprovalInvalid) ended COMPLETED" in violations[0]["detail"]

@@ -4,15 +4,25 @@ shrinker finds a minimal plan, the mutant list applies exactly once."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from saga.errors import SagaError
+from saga.acceptance import accept_new_case
+from saga.approval_keys import ApproverKeys, PublicKey
+from saga.approvals import ApprovalVerifier
+from saga.errors import ApprovalInvalid, SagaError
 from saga.models import parse_case
-from sagactl.campaign.approval import comparable
+from sagactl.campaign.approval import (
+    FOUR_EYES_APPROVERS,
+    FOUR_EYES_TENANT,
+    FOUR_EYES_THRESHOLDS,
+    comparable,
+)
 from sagactl.campaign.generator import block_stock, generate
 from sagactl.campaign.invariants import check_account, check_case
 from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply
@@ -20,6 +30,8 @@ from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun
 from sagactl.campaign.shrink import shrink
+from sagactl.config import cdk_config
+from sagactl.local.approval_keys import local_key_arn, local_public_key_der
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "arn:aws:states:us-east-1:123456789012:execution:sm:c1"
@@ -66,6 +78,48 @@ def test_twins_have_equal_parameters_and_their_own_case_id() -> None:
         assert twin.case_id != sibling.case_id
         assert twin.case["refund"] == sibling.case["refund"] or sibling.expect_rejection
         assert twin.case["shipment"] == sibling.case["shipment"] or sibling.expect_rejection
+
+
+class _LocalKeys:
+    """KMS's GetPublicKey for the local approvers' keys (what the local AWS answers)."""
+
+    def public_key(self, key: str) -> PublicKey:
+        for tenant, approvers in cdk_config().tenants.items():
+            for approver in approvers:
+                if local_key_arn(tenant, approver) == key:
+                    return PublicKey(key, local_public_key_der(tenant, approver))
+        raise AssertionError(key)
+
+
+def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() -> None:
+    """Above the four-eyes tenant's threshold (as cdk.json configures it): signed by two
+    distinct approvers (accepted), once, twice by one, or with a forged co-signature (each
+    ApprovalInvalid), checked with the verifier every tool uses."""
+    config = cdk_config()
+    assert config.approval_thresholds == {FOUR_EYES_TENANT: FOUR_EYES_THRESHOLDS}
+    assert config.tenants[FOUR_EYES_TENANT] == FOUR_EYES_APPROVERS
+    trusted = {
+        tenant: {a: ApproverKeys(local_key_arn(tenant, a)) for a in approvers}
+        for tenant, approvers in config.tenants.items()
+    }
+    verifier = ApprovalVerifier(trusted, _LocalKeys(), thresholds=config.approval_thresholds)
+    plans = [generate(9, index, block_size=25) for index in range(600)]
+    kinds: Counter[str] = Counter()
+    for plan in plans:
+        if plan.four_eyes is None:
+            assert plan.case["tenant_id"] != FOUR_EYES_TENANT
+            continue
+        kinds[plan.four_eyes] += 1
+        approvals = parse_case(plan.case).signed_approvals()
+        assert verifier.required(approvals) == 2
+        started = datetime(2026, 6, 1, tzinfo=UTC)
+        if plan.expect_rejection is None:
+            assert len(accept_new_case(verifier, approvals, started=started).keys) == 2
+        else:
+            assert plan.expect_rejection == "ApprovalInvalid"
+            with pytest.raises(ApprovalInvalid):
+                accept_new_case(verifier, approvals, started=started)
+    assert set(kinds) == {"two", "once", "twice", "forged"}, kinds
 
 
 def _snapshot(**overrides: Any) -> Snapshot:

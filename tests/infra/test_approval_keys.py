@@ -42,6 +42,7 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
             "acme": ["supervisor@acme", "manager@acme", "auditor@acme"],
             "globex": ["ops@globex"],
         },
+        "approval_thresholds": {},
         "approval_keys": {
             "acme/supervisor@acme": {"key_generation": 2, "retired_key_arns": [RETIRED]},
             "acme/manager@acme": {"principal": MANAGER_PRINCIPAL},
@@ -274,6 +275,7 @@ def test_each_created_key_has_its_alias_and_the_functions_find_keys_by_it(
             assert json.loads(variables["APPROVAL_KEYS"]) == {
                 "acme": {"supervisor@acme": 1},
                 "globex": {"ops@globex": 1},
+                "hooli": {"cfo@hooli": 1, "controller@hooli": 1},
             }
 
 

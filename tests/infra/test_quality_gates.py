@@ -35,7 +35,7 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     *(
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
         f"execution:<WorkflowStateMachine8F1B1C15.Name>:{prefix}*]"
-        for prefix in ("agt_acme_", "agt_globex_", "agt-")
+        for prefix in ("agt_acme_", "agt_globex_", "agt_hooli_", "agt-")
     ),
     "AwsSolutions-L1",  # runtime pinned to the layer's cp312 ABI
     "AwsSolutions-DDB3",  # sandbox tables without PITR

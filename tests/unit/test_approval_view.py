@@ -12,9 +12,9 @@ import pytest
 from saga.formats import CURRENCY_CODES, currency_exponent, major_units
 from saga.models import approval_digest
 from sagactl.cli import main
-from sagactl.commands import case as case_command
+from sagactl.commands import case_approve as case_command
 from sagactl.errors import EXIT_REFUSED
-from sagactl.views.approval import describe_case, describe_draft, shown
+from sagactl.views.approval import Signing, describe_case, describe_draft, shown
 from tests.tools_harness import BASE_CASE
 
 # ISO 4217: 0 decimals (JPY), 2 (USD), 3 (KWD, BHD).
@@ -145,3 +145,33 @@ def test_a_draft_is_checked_before_it_is_shown_or_anyone_is_asked(
     assert refused in err and "nothing signed" in err
     assert asked == [] and "approve and sign" not in err
     assert "refund" not in out  # nothing of the draft was shown as if it could be signed
+
+
+def test_four_eyes_shows_what_the_refund_needs_who_signed_and_what_is_left() -> None:
+    case = _case("USD", 250_000)
+    case["tenant_id"] = "hooli"
+    why = "tenant hooli's threshold for USD is 100000 minor units (1000.00 USD)"
+    first = describe_case(case, approver="controller@hooli", signing=Signing(2, why))
+    second = describe_case(
+        case,
+        approver="cfo@hooli",
+        signing=Signing(2, why, [("controller@hooli", "2026-11-30T10:00:00Z")]),
+    )
+    again = describe_case(
+        case,
+        approver="controller@hooli",
+        signing=Signing(2, why, [("controller@hooli", "2026-11-30T10:00:00Z")]),
+    )
+
+    assert first[-3:] == [
+        "  approver  controller@hooli",
+        f"  approvals 2 from distinct approvers ({why})",
+        "  with you  1 of 2 approvals: one more approver of the tenant must sign",
+    ]
+    assert second[-2:] == [
+        "  signed    by controller@hooli at 2026-11-30T10:00:00Z",
+        "  with you  2 of 2 approvals: it can start",
+    ]
+    assert again[-1] == "  with you  1 of 2 approvals: one more approver of the tenant must sign"
+    # One approver needed and nobody signed yet: the lines read as before four eyes.
+    assert describe_case(case, signing=Signing(1, "no threshold")) == describe_case(case)
