@@ -15,7 +15,7 @@ from typing import Any
 
 from sagactl.campaign.known import KNOWN_BUGS, known_bug
 from sagactl.campaign.orchestrate import load_results
-from sagactl.campaign.outcomes import OUTCOME_CLASSES
+from sagactl.campaign.paths import CASE_OUTCOMES as OUTCOME_CLASSES
 
 
 def _mean(values: list[float]) -> float | None:

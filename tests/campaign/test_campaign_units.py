@@ -88,7 +88,16 @@ def _completed_execution() -> dict[str, Any]:
         "arn": OWNER,
         "name": "c1",
         "status": "SUCCEEDED",
-        "output": {"outcome": "COMPLETED", "steps": {}},
+        "output": {
+            "outcome": "COMPLETED",
+            "steps": {
+                "reserve": {"action_key": "acme#reserve#c1.reserve", "downstream_ref": None},
+                "refund": {"action_key": "acme#refund#c1.refund", "downstream_ref": "re_1"},
+                "ship": {"action_key": "acme#ship#c1.ship", "downstream_ref": "shp_1"},
+            },
+            "compensations": [],
+            "escalation": None,
+        },
         "path": ["ValidateCase", "NewOrDuplicate", "ReserveStock"],
         "last_state": "RecordOutcome",
         "error": None,

@@ -1,0 +1,430 @@
+"""Which fault makes a state honest: the campaign's table of allowed alternatives.
+
+The promise fixes what a fault-free case ends as (COMPLETED, with exactly one reservation, one
+refund and one shipment). Every other state a case may honestly end in is an *alternative*, and
+each alternative is allowed only where the case's plan holds a fault that can cause it (or, for
+a few, where a record shows the condition the design names, e.g. "the shipment may have
+happened"). Nothing is allowed because it was seen. `ALLOWANCES` is that table;
+docs/invariants.md prints it (tests/campaign/test_campaign_units.py keeps the two equal), and
+the checks (outcomes.py, escalated.py, invariants.py) ask `enabling()` for the names of the
+faults present, a violation when there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sagactl.campaign.plan import CasePlan
+
+# ledger operation -> (sandbox downstream, crash nemesis effect, tool, its own tables)
+_STEP: Mapping[str, tuple[str, str, str, tuple[str, ...]]] = {
+    "reserve": ("reserve", "reserve", "ReserveStock", ("inventory", "reservations")),
+    "refund": ("refund", "refund", "IssueRefund", ("payments",)),
+    "ship": ("shipment", "shipment", "CreateShipment", ("shipments",)),
+    "release": ("release", "release", "ReleaseReservation", ("reservations", "inventory")),
+}
+UNCERTAIN_FAULTS = ("lose_response", "timeout", "in_flight", "unavailable")
+# The sandbox payment provider's key retention (cdk.json sandbox): a refund "not found" allows
+# a re-attempt only inside it (docs/design.md §3.6).
+PAYMENT_KEY_RETENTION_SECONDS = 86400
+LEDGER_RETENTION_SECONDS = 30 * 86400
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What an alternative is judged against: the plan, the stock before the case, the step
+    concerned, and a snapshot's ledger where the design names a recorded condition."""
+
+    plan: CasePlan
+    step: str | None = None
+    stock_before: int | None = None
+    ledger: Mapping[str, Mapping[str, Any]] | None = None
+    budget: int = 8
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    why: str
+    present: Callable[[Evidence], bool]
+
+
+@dataclass(frozen=True)
+class Allowance:
+    key: str
+    allows: str
+    faults: tuple[Fault, ...]
+
+
+# --- what a plan holds -------------------------------------------------------------------------
+def _sandbox(names: Iterable[str], step: str | None = None) -> Callable[[Evidence], bool]:
+    wanted = tuple(names)
+
+    def present(evidence: Evidence) -> bool:
+        downstream = _STEP[step or evidence.step or ""][0]
+        return any(f in wanted for f in evidence.plan.faults.get(downstream, []))
+
+    return present
+
+
+def _nemeses(evidence: Evidence, kind: str) -> list[dict[str, Any]]:
+    return [n for n in evidence.plan.nemeses if n.get("kind") == kind]
+
+
+def _crash(answer: str | None = None) -> Callable[[Evidence], bool]:
+    def present(evidence: Evidence) -> bool:
+        effect = _STEP[evidence.step or ""][1]
+        return any(
+            n.get("effect") == effect and answer in (None, n.get("answer"))
+            for n in _nemeses(evidence, "crash")
+        )
+
+    return present
+
+
+def _invoke(tool: str | None = None, error: str | None = None) -> Callable[[Evidence], bool]:
+    def present(evidence: Evidence) -> bool:
+        name = tool or _STEP[evidence.step or ""][2]
+        return any(
+            n.get("tool") == name and error in (None, n.get("error"))
+            for n in _nemeses(evidence, "invoke_error")
+        )
+
+    return present
+
+
+def _dynamodb(*tables: str, own: bool = False) -> Callable[[Evidence], bool]:
+    def present(evidence: Evidence) -> bool:
+        named = set(tables) | (set(_STEP[evidence.step or ""][3]) if own else set())
+        return any(n.get("table") in named for n in _nemeses(evidence, "dynamodb"))
+
+    return present
+
+
+def _jumps(evidence: Evidence) -> bool:
+    return bool(_nemeses(evidence, "jump"))
+
+
+def _foreign(step: str | None = None) -> Callable[[Evidence], bool]:
+    def present(evidence: Evidence) -> bool:
+        operation = step or evidence.step
+        return any(n.get("operation") == operation for n in _nemeses(evidence, "foreign_record"))
+
+    return present
+
+
+def _stock_short(evidence: Evidence) -> bool:
+    quantity = int(evidence.plan.case["reserve"]["quantity"])
+    return evidence.stock_before is None or evidence.stock_before < quantity
+
+
+def _redrive_jump(seconds: int) -> Callable[[Evidence], bool]:
+    return lambda evidence: (
+        any(float(r.get("jump", 0)) >= seconds for r in evidence.plan.redrives)
+        or (evidence.step == "refund" and _operator_jump(evidence) >= seconds)
+    )
+
+
+def _operator_jump(evidence: Evidence) -> float:
+    operator = evidence.plan.operator or {}
+    return float(operator.get("jump_days", 0)) * 86400 if "jump" in operator.get("steps", ()) else 0
+
+
+def _retention_passed(evidence: Evidence) -> bool:
+    duplicate = evidence.plan.duplicate or {}
+    jumps = [float(duplicate.get("jump", 0)), _operator_jump(evidence)]
+    return sum(jumps) + sum(float(r.get("jump", 0)) for r in evidence.plan.redrives) >= (
+        LEDGER_RETENTION_SECONDS
+    )
+
+
+def _ship_may_have_shipped(evidence: Evidence) -> bool:
+    ship = (evidence.ledger or {}).get("ship") or {}
+    return ship.get("status") in ("COMPLETED", "IN_PROGRESS", "UNKNOWN")
+
+
+def _budget_spent(evidence: Evidence) -> bool:
+    record = (evidence.ledger or {}).get(evidence.step or "") or {}
+    return (
+        bool(record)
+        and max(int(record.get("attempts", 0)), int(record.get("reconcile_rounds", 0)))
+        >= evidence.budget
+    )
+
+
+# --- the faults, named ---------------------------------------------------------------------------
+STEP_UNCERTAIN = Fault(
+    "sandbox:<step>:uncertain",
+    "the step's downstream loses an answer, times out, keeps a request in flight or stops "
+    "answering (lose_response, timeout, in_flight, unavailable)",
+    _sandbox(UNCERTAIN_FAULTS),
+)
+STEP_FAILS_BEFORE_COMMIT = Fault(
+    "sandbox:<step>:fail_before_commit",
+    "the step's downstream fails before committing: a delivery gives its lease back, and enough "
+    "of them spend the retries (and, with redrives, the attempt budget)",
+    _sandbox(("fail_before_commit",)),
+)
+STEP_CRASH = Fault(
+    "crash:<step>",
+    "the tool dies right after the step's effect committed, before recording it",
+    _crash(),
+)
+CLOCK_JUMP = Fault(
+    "jump:in-execution",
+    "the clock jumps during the execution: a delivery's lease runs out under it",
+    _jumps,
+)
+LEDGER_FAULTS = Fault(
+    "dynamodb:ledger",
+    "DynamoDB throttles, conflicts or loses the answer of ledger requests",
+    _dynamodb("ledger"),
+)
+STEP_TABLE_FAULTS = Fault(
+    "dynamodb:<step tables>",
+    "DynamoDB throttles, conflicts or loses the answer of the step's own tables, its sandbox "
+    "control or its case record",
+    _dynamodb("sandbox", "cases", own=True),
+)
+STEP_INVOKE = Fault(
+    "invoke:<step tool>",
+    "Lambda fails invokes of the step's tool (throttled before it runs, or its answer lost)",
+    _invoke(),
+)
+
+ALLOWANCES: tuple[Allowance, ...] = (
+    Allowance(
+        "OUT_OF_STOCK",
+        "ESCALATED OUT_OF_STOCK: nothing reserved, refunded or shipped",
+        (
+            Fault(
+                "stock-short",
+                "the SKU's stock before the case is below the quantity (or the SKU is unstocked)",
+                _stock_short,
+            ),
+            Fault(
+                "sandbox:reserve:reject",
+                "the sandbox inventory refuses the reservation",
+                _sandbox(("reject",), "reserve"),
+            ),
+        ),
+    ),
+    Allowance(
+        "REFUND_REJECTED",
+        "ESCALATED REFUND_REJECTED: no refund, the reservation released (or the release blocked)",
+        (
+            Fault(
+                "sandbox:refund:reject",
+                "the provider refuses the refund",
+                _sandbox(("reject",), "refund"),
+            ),
+        ),
+    ),
+    Allowance(
+        "SHIPMENT_REJECTED",
+        "ESCALATED SHIPMENT_REJECTED: no shipment, the refund kept, the reservation released",
+        (
+            Fault(
+                "sandbox:shipment:reject",
+                "the carrier refuses the shipment",
+                _sandbox(("reject",), "ship"),
+            ),
+        ),
+    ),
+    Allowance(
+        "REJECTED_AFTER_EFFECTS",
+        "ESCALATED REJECTED_AFTER_EFFECTS at a step: its key holds another request; nothing done "
+        "under it, earlier effects kept or compensated",
+        (
+            Fault(
+                "foreign-record:<step>",
+                "the step's action key was used before with other parameters (a ledger record "
+                "with another digest)",
+                _foreign(),
+            ),
+        ),
+    ),
+    Allowance(
+        "OUTCOME_UNCERTAIN",
+        "ESCALATED OUTCOME_UNCERTAIN at a step: its record open (not COMPLETED) and marked "
+        "escalated; no later step ran, nothing compensated",
+        (
+            STEP_UNCERTAIN,
+            STEP_FAILS_BEFORE_COMMIT,
+            STEP_CRASH,
+            CLOCK_JUMP,
+            LEDGER_FAULTS,
+            STEP_TABLE_FAULTS,
+            STEP_INVOKE,
+            Fault(
+                "redrive-jump:>key-retention",
+                "a redrive (or the operator) comes after the provider's key retention: a "
+                'refund "not found" no longer allows a re-attempt',
+                _redrive_jump(PAYMENT_KEY_RETENTION_SECONDS),
+            ),
+        ),
+    ),
+    Allowance(
+        "RECONCILIATION_FAILED",
+        "ESCALATED RECONCILIATION_FAILED at a step: the reconcile tool itself failed past its "
+        "retries; no later step ran",
+        (
+            Fault(
+                "invoke:ReconcileAction",
+                "Lambda fails invokes of the reconcile tool",
+                _invoke("ReconcileAction"),
+            ),
+            LEDGER_FAULTS,
+            STEP_TABLE_FAULTS,
+        ),
+    ),
+    Allowance(
+        "step-completed-unreported",
+        "a step's record COMPLETED that the escalation does not list as a confirmed effect "
+        "(only with RECONCILIATION_FAILED)",
+        (
+            Fault(
+                "invoke:ReconcileAction:Lambda.ServiceException",
+                "the reconcile tool recorded the effect it found, then its answer was lost on "
+                "every retry",
+                _invoke("ReconcileAction", "Lambda.ServiceException"),
+            ),
+        ),
+    ),
+    Allowance(
+        "effect-unconfirmed",
+        "an effect exists while its record is open (UNKNOWN, or IN_PROGRESS marked as a possible "
+        "dispatch)",
+        (STEP_UNCERTAIN, STEP_CRASH, CLOCK_JUMP, LEDGER_FAULTS, STEP_TABLE_FAULTS, STEP_INVOKE),
+    ),
+    Allowance(
+        "compensation-blocked",
+        "the release refused (`compensation_blocked`): the reservation stays HELD",
+        (
+            Fault(
+                "ship-may-have-shipped",
+                "the ship record is COMPLETED, IN_PROGRESS or UNKNOWN: the stock may have left "
+                "(docs/design.md §5.1)",
+                _ship_may_have_shipped,
+            ),
+            Fault(
+                "sandbox:release:reject",
+                "the sandbox inventory refuses the release",
+                _sandbox(("reject",), "release"),
+            ),
+            Fault(
+                "foreign-record:release",
+                "the release's key was used before with other parameters",
+                _foreign("release"),
+            ),
+        ),
+    ),
+    Allowance(
+        "compensation-pending",
+        "FAILED with the compensation pending: the release (or the outcome's record after it) "
+        "failed past its retries; the case record says COMPENSATION_PENDING",
+        (
+            Fault(
+                "sandbox:release:faults",
+                "the release's downstream fails, loses answers or times out",
+                _sandbox(("fail_before_commit", *UNCERTAIN_FAULTS), "release"),
+            ),
+            STEP_CRASH,
+            STEP_INVOKE,
+            Fault(
+                "invoke:RecordOutcome",
+                "Lambda fails invokes of RecordOutcome after the release",
+                _invoke("RecordOutcome"),
+            ),
+            LEDGER_FAULTS,
+            STEP_TABLE_FAULTS,
+            CLOCK_JUMP,
+        ),
+    ),
+    Allowance(
+        "compensation-pending-unmarked",
+        "the case record still IN_PROGRESS while the compensation is pending: only where no "
+        "release record exists (the release never reached the ledger)",
+        (
+            Fault(
+                "invoke:ReleaseReservation",
+                "Lambda throttles the release before it runs",
+                _invoke("ReleaseReservation"),
+            ),
+            Fault("dynamodb:cases", "DynamoDB fails the case record's mark", _dynamodb("cases")),
+        ),
+    ),
+    Allowance(
+        "failed-resumable",
+        "FAILED at a step after its transient retries, the case record IN_PROGRESS; nothing after "
+        "the step ran",
+        (
+            STEP_FAILS_BEFORE_COMMIT,
+            STEP_INVOKE,
+            LEDGER_FAULTS,
+            STEP_TABLE_FAULTS,
+            STEP_CRASH,
+            CLOCK_JUMP,
+        ),
+    ),
+    Allowance(
+        "failed-resumable-outcome",
+        "FAILED at the validation or the outcome's record after their transient retries",
+        (
+            Fault(
+                "invoke:ValidateCase/RecordOutcome",
+                "Lambda fails invokes of the validation or of the outcome's record",
+                lambda e: _invoke("ValidateCase")(e) or _invoke("RecordOutcome")(e),
+            ),
+            Fault("dynamodb:cases", "DynamoDB fails the case record's writes", _dynamodb("cases")),
+        ),
+    ),
+    Allowance(
+        "still-failed-after-final-redrive",
+        "still FAILED after the cause was removed and a last redrive: the step's budget is spent "
+        "(a person decides)",
+        (
+            Fault(
+                "budget-spent",
+                "the failed step's record used the attempt budget",
+                _budget_spent,
+            ),
+        ),
+    ),
+    Allowance(
+        "closed-record-expired",
+        "an effect without its ledger record: the record was closed (COMPLETED) and its "
+        "retention passed since (an open record never expires, docs/design.md §3.7)",
+        (
+            Fault(
+                "jump:>retention",
+                "the clock passed the ledger's retention after the case closed (a resubmission "
+                "or the operator, 30 days and more)",
+                _retention_passed,
+            ),
+        ),
+    ),
+)
+_BY_KEY = {allowance.key: allowance for allowance in ALLOWANCES}
+
+
+def enabling(key: str, evidence: Evidence) -> list[str]:
+    """The names of the faults in `evidence` that make alternative `key` honest (empty: none,
+    the state is a violation)."""
+    step = evidence.step or ""
+    return [
+        fault.name.replace("<step>", step).replace("<step tool>", _STEP.get(step, ("",) * 3)[2])
+        for fault in _BY_KEY[key].faults
+        if fault.present(evidence)
+    ]
+
+
+def render() -> str:
+    """The table as docs/invariants.md prints it."""
+    lines = ["| alternative | allowed state | enabling faults (any one) |", "|---|---|---|"]
+    for allowance in ALLOWANCES:
+        faults = "<br>".join(f"`{fault.name}`: {fault.why}" for fault in allowance.faults)
+        lines.append(f"| `{allowance.key}` | {allowance.allows} | {faults} |")
+    return "\n".join(lines) + "\n"
