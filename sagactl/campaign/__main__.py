@@ -125,9 +125,6 @@ def main(argv: list[str] | None = None) -> int:
     mut.add_argument("--only", action="append", default=[], help="mutant names (default: all)")
     mut.add_argument("--skip-suite", action="store_true")
     mut.add_argument("--skip-campaign", action="store_true")
-    mut.add_argument(
-        "--both", action="store_true", help="the slice also where the suite killed the mutant"
-    )
     mut.add_argument("--check", action="store_true", help="only check each mutant applies once")
     mut.add_argument("--out", default=None, help="the results as JSON (a rerun resumes them)")
     mut.add_argument("--table", default=None, help="the table as Markdown (docs/mutants.md)")

@@ -236,7 +236,7 @@ class EscalationChecks:
         reservation = snap.reservations[0] if snap.reservations else {}
         self.check(
             "compensated_only_after_rejection",
-            (snap.ledger.get("release") or {}).get("status") in (None, "SETTLED")
+            (self.outcome.own(snap, "release") or {}).get("status") in (None, "SETTLED")
             and not output.get("compensations")
             and reservation.get("status") != "RELEASED",
             f"{label}: release record {fields_of(snap.ledger.get('release'), 'status')}, "

@@ -385,9 +385,9 @@ def _shape(rng: random.Random, faults: dict[str, list[str]]) -> list[dict[str, A
 
 
 _OPERATOR_STEPS: tuple[tuple[str, ...], ...] = (
-    ("sweep", "resolve", "redrive:sagactl", "redrive:plain", "late", "sweep"),
-    ("sweep", "jump", "sweep", "late"),
-    ("sweep", "jump", "sweep", "resolve", "redrive:plain", "sweep"),
+    ("sweep", "resolve", "redrive:plain", "late"),
+    ("jump", "sweep", "late"),
+    ("sweep", "jump", "resolve", "redrive:sagactl", "sweep"),
     ("resolve", "redrive:plain"),
     ("late", "jump", "late"),
 )
@@ -395,7 +395,7 @@ _OPERATOR_STEPS: tuple[tuple[str, ...], ...] = (
 
 def _operator(rng: random.Random) -> dict[str, Any] | None:
     """A person at work on some cases: at the first close (before any redrive) or at the end."""
-    if rng.random() >= 0.22:
+    if rng.random() >= 0.15:
         return None
     return {
         "at": rng.choice(("closed", "end", "end")),

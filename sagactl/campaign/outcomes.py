@@ -199,7 +199,7 @@ class OutcomeChecker:
                 (snap.ledger.get(op) or {}).get("status") == "COMPLETED" or self.expired(snap, op)
                 for op in FORWARD
             )
-            and "release" not in snap.ledger,
+            and self.own(snap, "release") is None,
             f"{snap.label}: COMPLETED with {len(snap.refunds)} refunds, {len(snap.shipments)} "
             f"shipments, reservation {reservation.get('status')}, output steps "
             f"{sorted(output.get('steps') or {})}, ledger "

@@ -155,7 +155,14 @@ class CaseRunner:
             if redrive.get("final"):
                 nemeses.clear()  # the cause removed: DynamoDB and Lambda behave again
                 run.notes.append("final heal and redrive")
-            self.observer.redrive(owner)
+            try:
+                self.observer.redrive(owner)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ExecutionNotRedrivable":
+                    raise
+                # Past the 14 days (the operator let time pass): the case waits for a person.
+                run.notes.append(f"not redrivable: {exc}")
+                return
             run.redrives = number
             run.labels.add("redrive" if number == 1 else "redrive:several")
             self.wait_all([owner])
