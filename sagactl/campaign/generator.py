@@ -363,7 +363,7 @@ def _reconcile_fails(rng: random.Random, faults: dict[str, list[str]]) -> dict[s
     }
 
 
-def _shape(rng: random.Random, faults: dict[str, list[str]]) -> list[dict[str, Any]]:
+def _shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> list[dict[str, Any]]:
     """Sometimes replace the random faults by a shape that reaches a rarer outcome; the
     nemeses it needs."""
     roll = rng.random()
@@ -381,7 +381,23 @@ def _shape(rng: random.Random, faults: dict[str, list[str]]) -> list[dict[str, A
         if operation == "release":
             faults.setdefault("shipment", []).insert(0, "reject")
         return [{"kind": "foreign_record", "operation": operation}]
+    elif roll < 0.17:
+        return [_stock_contention(rng, sku)]
     return []
+
+
+def _stock_contention(rng: random.Random, sku: str) -> dict[str, Any]:
+    """Other transactions hold the SKU's stock item as the reservation commits: DynamoDB
+    cancels it with a TransactionConflict on that item (nothing applied, retried)."""
+    return {
+        "kind": "dynamodb",
+        "table": "inventory",
+        "operation": "TransactWriteItems",
+        "error": "conflict",
+        "match": sku,
+        "skip": 0,
+        "count": rng.randint(1, 3),
+    }
 
 
 _OPERATOR_STEPS: tuple[tuple[str, ...], ...] = (
@@ -459,7 +475,7 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     # Drawn from their own stream, so that adding a shape leaves the other draws as they were.
     extra = random.Random(f"{seed}:shape:{index}")
     if expect is None:
-        nemeses += _shape(extra, faults)
+        nemeses += _shape(extra, faults, str(raw["reserve"]["sku"]))
     if faults:
         case["sandbox"] = {"faults": faults}
     duplicate = _duplicate(rng, rejected=expect is not None)

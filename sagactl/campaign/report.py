@@ -39,20 +39,26 @@ def _active_seconds(blocks: list[dict[str, Any]]) -> float:
     return total
 
 
+def _operator_steps(cases: list[dict[str, Any]]) -> Counter[str]:
+    """The operator's steps, and what each was answered (resolved, refused and why)."""
+    steps: Counter[str] = Counter()
+    for case in cases:
+        for event in case.get("operator", []):
+            steps[event["step"]] += 1
+            answer = "resolved" if event.get("resolved") else event.get("error")
+            answer = answer or event.get("refused")
+            if answer:
+                steps[f"{event['step']}: {answer}"] += 1
+    return steps
+
+
 def summarize(directory: Path) -> dict[str, Any]:
     config = json.loads((directory / "campaign.json").read_text(encoding="utf-8"))
     blocks = load_results(directory)
     cases = [case for block in blocks for case in block["cases"]]
     outcomes: Counter[str] = Counter(c["outcome"] for c in cases)
     closes: Counter[str] = Counter(k for c in cases for k in c.get("closes", []))
-    operator: Counter[str] = Counter()
-    for case in cases:
-        for event in case.get("operator", []):
-            operator[event["step"]] += 1
-            outcome = "resolved" if event.get("resolved") else event.get("error")
-            outcome = outcome or event.get("refused")
-            if outcome:
-                operator[f"{event['step']}: {outcome}"] += 1
+    operator = _operator_steps(cases)
     executions: Counter[str] = Counter(k for c in cases for k in c.get("executions", {}).values())
     reasons: Counter[str] = Counter(c.get("reason") for c in cases if c.get("reason"))
     by_class: dict[str, Counter[str]] = defaultdict(Counter)

@@ -11,7 +11,7 @@ from typing import Any
 from sagactl.campaign.approval import approve
 from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
-from sagactl.campaign.outcomes import classify
+from sagactl.campaign.paths import classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.local.environment import LocalAws
