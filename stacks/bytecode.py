@@ -16,23 +16,32 @@ times to compare with):
   built here, and checking would read and hash every module of pydantic, Powertools and
   botocore at each cold start (about 10 ms, `python -m sagactl.bench.deployed`).
 
-The interpreter is `$SAGA_BYTECODE_PYTHON`, else `python3.12` on the PATH or one pyenv
-installed. Without one the assets carry no bytecode (slower cold starts, same behaviour) and
-`cdk synth` says so; the asset hashes say which it is, so the two never share a hash.
+The interpreter is `$SAGA_BYTECODE_PYTHON`, else the one running the synth when it is 3.12 (the
+venv `make venv` made with it: the suite, CI and the synth share one interpreter), else the
+first 3.12 stacks/lambda_python.py finds (`python3.12` on the PATH, pyenv's). Without one the
+assets carry no bytecode (slower cold starts, same behaviour) and `cdk synth` says so; the
+asset hashes say which it is, so the two never share a hash.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from aws_cdk import Annotations
 from constructs import IConstruct
 
-LAMBDA_PYTHON_VERSION = "3.12"
+from stacks.lambda_python import (
+    LAMBDA_PYTHON_VERSION,
+    is_lambda_version,
+    lambda_python,
+    this_python_version,
+    version_of,
+)
+
 ENVIRONMENT_VARIABLE = "SAGA_BYTECODE_PYTHON"
 CHECKED = "checked-hash"
 UNCHECKED = "unchecked-hash"
@@ -54,36 +63,13 @@ def bytecode_python() -> str | None:
 def _interpreter() -> tuple[str, str] | None:
     """The interpreter and its full version (e.g. 3.12.1)."""
     explicit = os.environ.get(ENVIRONMENT_VARIABLE)
-    for candidate in [explicit] if explicit else _candidates():
-        version = _version(candidate)
-        # A pyenv shim of a version not selected has none; another version is not ours.
-        if version is not None and version.rsplit(".", 1)[0] == LAMBDA_PYTHON_VERSION:
-            return candidate, version
-    return None
-
-
-def _candidates() -> list[str]:
-    name = f"python{LAMBDA_PYTHON_VERSION}"
-    on_path = shutil.which(name)
-    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    installed = sorted(pyenv.glob(f"{LAMBDA_PYTHON_VERSION}.*/bin/{name}"), reverse=True)
-    return ([on_path] if on_path else []) + [str(p) for p in installed]
-
-
-def _version(candidate: str) -> str | None:
-    try:
-        done = subprocess.run(
-            [candidate, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
-    except OSError:
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    if explicit:
+        # Only that one: another version would write bytecode the runtime ignores.
+        version = version_of(explicit)
+        return (explicit, version) if is_lambda_version(version) and version else None
+    if is_lambda_version(this_python_version()):
+        return sys.executable, this_python_version()
+    return lambda_python()
 
 
 def bytecode_tag(mode: str) -> str:

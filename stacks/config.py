@@ -64,9 +64,9 @@ from stacks.context import (
     refused,
     string_list,
 )
+from stacks.lambda_errors import LAMBDA_INVOKE_ERRORS
 from stacks.retry_policy import (
     DEFAULT_RETRY_ERRORS,
-    LAMBDA_INVOKE_ERRORS,
     PENDING_CLASS,
     PENDING_ERRORS,
     RetryPolicy,

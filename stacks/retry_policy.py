@@ -15,17 +15,9 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stacks.context import ContextSection, invalid, positive_int, string_list
+from stacks.lambda_errors import LAMBDA_INVOKE_ERRORS, ErrorNamesError, expand_error_names
 
-# Lambda invoke-level faults (docs/design.md §4): the invoke itself failed, the tool never decided.
-# Invoke-level faults AWS recommends retrying: the function did not run, or ran and its answer
-# was lost on the way back; every tool is ledger-guarded, so a repeat is decided by the ledger.
-LAMBDA_INVOKE_ERRORS: tuple[str, ...] = (
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.TooManyRequestsException",
-    "Lambda.ClientExecutionTimeoutException",
-)
+# Invoke-level faults (stacks/lambda_errors.py) are retried by every class unless it says which.
 DEFAULT_RETRY_ERRORS: tuple[str, ...] = ("TransientError", *LAMBDA_INVOKE_ERRORS)
 PENDING_ERRORS: tuple[str, ...] = ("ActionPending",)
 PENDING_CLASS = "pending"
@@ -69,7 +61,10 @@ class RetryPolicy(ContextSection):
                 "must not use States.ALL: rejections and uncertain outcomes are never blindly "
                 "retried (docs/design.md §4)"
             )
-        return errors
+        try:
+            return tuple(expand_error_names(errors))
+        except ErrorNamesError as exc:
+            raise invalid(str(exc)) from None
 
     @field_validator("max_attempts", mode="before")
     @classmethod

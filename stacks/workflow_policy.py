@@ -12,6 +12,10 @@ For every Task state, at any depth (Parallel branches, Map processors):
   `service_task_timeout_seconds`.
 The execution timeout becomes the top-level TimeoutSeconds. A Task that already declares Retry
 or TimeoutSeconds is an error: two places for one policy would drift apart.
+
+A Catch names the errors of a function that died as `@LambdaCrash` (stacks/lambda_errors.py),
+expanded here (cdk.json's retry policies name it the same way): naming one of them on its own is
+an error, so every Catch and Retry routes the family whole or not at all.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stacks.config import SagaConfig
+from stacks.lambda_errors import ErrorNamesError, expand_error_names
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9_]*)\}")
 _LAMBDA_RESOURCE_PREFIXES = ("arn:aws:states:::lambda:invoke", "arn:aws:lambda:", "${")
@@ -76,6 +81,7 @@ def render_definition(definition: dict[str, Any], config: SagaConfig) -> dict[st
             "context ('workflow.execution_timeout_minutes')"
         )
     rendered["TimeoutSeconds"] = config.workflow.execution_timeout_minutes * 60
+    _expand_catchers(rendered)
     tasks = 0
     for name, state in iter_states(rendered):
         if state.get("Type") != "Task":
@@ -98,3 +104,12 @@ def render_definition(definition: dict[str, Any], config: SagaConfig) -> dict[st
     if tasks == 0:
         raise DefinitionError("the state machine definition has no Task state")
     return rendered
+
+
+def _expand_catchers(definition: dict[str, Any]) -> None:
+    for name, state in iter_states(definition):
+        for position, catcher in enumerate(state.get("Catch", [])):
+            try:
+                catcher["ErrorEquals"] = expand_error_names(catcher.get("ErrorEquals", []))
+            except ErrorNamesError as exc:
+                raise DefinitionError(f"State {name!r} Catch #{position + 1} {exc}") from None

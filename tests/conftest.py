@@ -17,7 +17,7 @@
 The server shares moto's in-process state with `mock_aws`: a `mock_aws` test wipes it, which is
 why every test that uses the local AWS gets a fresh provisioning. It shares moto's code too, so
 DynamoDB's rules that the local AWS enforces (atomic requests, the ClientRequestToken contract,
-TTL deletion when the clock is advanced) are installed for the whole session
+request validation, TTL deletion when the clock is advanced) are installed for the whole session
 (`dynamodb_as_on_aws`): every test sees the same DynamoDB, whatever ran before it.
 """
 
@@ -39,6 +39,7 @@ from sagactl.local.emulator import (
     LocalServer,
     client_environment,
     install_dynamodb_atomicity,
+    install_dynamodb_validation,
     install_transaction_tokens,
     install_ttl_deletion,
 )
@@ -88,10 +89,11 @@ def fake_aws_credentials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 @pytest.fixture(scope="session", autouse=True)
 def dynamodb_as_on_aws() -> None:
     """moto's DynamoDB, in `mock_aws` and in the local AWS alike, with the rules the local AWS
-    adds: atomic requests, the ClientRequestToken contract and TTL deletion (on the local
-    clock)."""
+    adds: atomic requests, the ClientRequestToken contract, DynamoDB's request validation and
+    TTL deletion (on the local clock)."""
     install_dynamodb_atomicity()
     install_transaction_tokens()
+    install_dynamodb_validation()
     install_ttl_deletion()
 
 

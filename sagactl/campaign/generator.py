@@ -18,6 +18,7 @@ from typing import Any
 from saga import formats
 from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
+from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
 TENANTS: dict[str, str] = {"acme": "supervisor@acme", "globex": "ops@globex"}
@@ -202,12 +203,16 @@ _TABLE_OPERATIONS: dict[str, tuple[str, ...]] = {
 _READS = ("GetItem",)
 
 
+_CRASH_ANSWERS = (Death.EXITED.value, Death.TIMED_OUT.value, "Lambda.ServiceException")
+
+
 def _crash(rng: random.Random) -> dict[str, Any]:
     return {
         "kind": "crash",
         "effect": rng.choices(("refund", "shipment", "release", "reserve"), (35, 35, 20, 10))[0],
         "nth": 1,
-        "answer": rng.choices(("Lambda.Unknown", "Lambda.ServiceException"), (7, 3))[0],
+        # How it died, or the invoke failing after it ran (one draw: later plans are unchanged).
+        "answer": rng.choices(_CRASH_ANSWERS, (4, 3, 3))[0],
         # By the time anyone looks, the dead delivery's lease (at most 40 s) has run out.
         "jump": rng.choice((45, 60, 120)),
     }

@@ -180,10 +180,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "provider.refund(refund, idempotency_key=request.digest)",
     ),
     Mutant(
-        "catch-lambda-unknown",
-        "a refund step that died goes to reconciliation (§4)",
+        "catch-lambda-crash",
+        "a refund step that died goes to reconciliation, whatever Lambda names it (§4)",
         "statemachines/replacement_order.asl.json",
-        '            "States.Timeout",\n            "Lambda.Unknown"\n          ],\n'
+        '            "States.Timeout",\n            "@LambdaCrash"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',
         '            "States.Timeout"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',
@@ -426,8 +426,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "compensation-retry-list",
         "the compensation is retried after an uncertain delivery (§5, item 3)",
         "cdk.json",
-        '"TransientError", "OutcomeUnknown", "States.Timeout", "Lambda.Unknown",',
-        '"TransientError", "States.Timeout", "Lambda.Unknown",',
+        '"TransientError", "OutcomeUnknown", "States.Timeout", "@LambdaCrash",',
+        '"TransientError", "States.Timeout", "@LambdaCrash",',
     ),
     Mutant(
         "sweeper-index-upkeep",
@@ -489,6 +489,15 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if outcome == "COMPLETED":\n        return {"status": "COMPLETED"',
         '    if outcome != "ESCALATED":\n        return {"status": "COMPLETED"',
         outside_slice=_AGENT,
+    ),
+    Mutant(
+        "unused-expression-value",
+        "a claim is a request DynamoDB accepts: no expression value its condition does not use "
+        "(§7: moto alone accepts one on PutItem)",
+        "lambdas/saga/ledger/items.py",
+        '        return {"ConditionExpression": CLAIM_CONDITION}',
+        '        return {"ConditionExpression": CLAIM_CONDITION, '
+        '"ExpressionAttributeValues": {":new": {"S": "IN_PROGRESS"}}}',
     ),
 )
 

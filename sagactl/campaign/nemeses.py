@@ -4,10 +4,13 @@ Each is a dict in a case plan (`kind` + parameters), armed for one case at a tim
 
 - `crash` {effect, nth, answer, jump}: the tool dies right after its downstream call committed
   the effect (a TransactWriteItems that puts a refund or a shipment, updates a reservation to
-  released, or puts a reservation), before it records anything: the in-process Lambda runtime
-  answers `SimulatedCrash` as a dead process (Lambda.Unknown), or, with answer
-  `Lambda.ServiceException`, the invoke itself fails after the function ran (the workflow
-  retries the step: a second delivery). The clock jumps `jump` seconds, past the dead
+  released, or puts a reservation), before it records anything: with answer `exited` or
+  `timed_out` (stacks.lambda_errors.Death) the in-process Lambda runtime answers the
+  `SimulatedCrash` as Lambda answers a process that crashed or ran out of time
+  (Runtime.ExitError / Sandbox.Timedout, or Lambda.Unknown in a local AWS started with
+  `--crash-errors lambda-unknown`; plans written before answer `Lambda.Unknown`: a crash), or,
+  with answer `Lambda.ServiceException`, the invoke itself fails after the function ran (the
+  workflow retries the step: a second delivery). The clock jumps `jump` seconds, past the dead
   delivery's lease, as real time would have passed by the time anyone looks.
 - `invoke_error` {tool, error, skip, count}: Lambda answers an invoke-level error: ServiceException
   after the function ran (its answer lost), TooManyRequestsException before it ran.
@@ -36,6 +39,7 @@ from typing import Any
 from sagactl.local.clock import LOCAL_CLOCK
 from sagactl.local.lambda_runtime import SimulatedCrash, running_function
 from sagactl.local.patching import wrap_once
+from stacks.lambda_errors import LAMBDA_UNKNOWN, Death
 
 OBSERVER_AGENT = "saga-campaign-observer"
 _MARK = "_saga_campaign_nemesis"
@@ -59,6 +63,7 @@ _DYNAMODB_ERRORS = {
 }
 # Which crash is armed in this invoke's thread: the invoke wrapper reads it back.
 _CRASHED: ContextVar[str | None] = ContextVar("saga_campaign_crashed", default=None)
+INVOKE_FAILED = "Lambda.ServiceException"  # a crash answer: the invoke fails after the function ran
 
 
 @dataclass
@@ -146,10 +151,21 @@ def _after_handler_call(state: Armed, operation: str, params: Mapping[str, Any])
             continue
         if state.count(position) != int(nemesis.get("nth", 1)):
             continue
-        state.fired.append(f"crash:{effect}:{nemesis['answer']}")
+        answer = str(nemesis["answer"])
+        state.fired.append(f"crash:{effect}:{answer}")
         LOCAL_CLOCK.advance(float(nemesis.get("jump", 60)))
-        _CRASHED.set(str(nemesis["answer"]))
-        raise SimulatedCrash(f"campaign nemesis: died after the {effect} committed")
+        _CRASHED.set(answer)
+        raise SimulatedCrash(
+            f"campaign nemesis: died after the {effect} committed", death=_death(answer)
+        )
+
+
+def _death(answer: str) -> Death:
+    """How the process ended for a crash answer (the invoke-level one: a crash the invoke
+    wrapper turns into that error; a plan's old `Lambda.Unknown`: a crash)."""
+    if answer in (INVOKE_FAILED, LAMBDA_UNKNOWN):
+        return Death.EXITED
+    return Death(answer)
 
 
 def _install_client_hook() -> None:
@@ -203,7 +219,7 @@ def _install_invoke_hook() -> None:
                 crashed = _CRASHED.get()
             finally:
                 _CRASHED.reset(token)
-            if crashed == "Lambda.ServiceException" or failing is not None:
+            if crashed == INVOKE_FAILED or failing is not None:
                 if failing is not None:
                     state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
                 return _invoke_error_payload("Lambda.ServiceException", name), True, ""

@@ -27,26 +27,17 @@ from sagactl.campaign.paths import (
     tasks_beyond_validation,
 )
 from sagactl.campaign.runner import CaseRun
+from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 
 # Errors the workflow retries (docs/design.md §4): an execution that stops with one of them
 # stopped after its retries ran out.
-RETRIED_ERRORS = frozenset(
-    {
-        "TransientError",
-        "ActionPending",
-        "Lambda.ServiceException",
-        "Lambda.AWSLambdaException",
-        "Lambda.SdkClientException",
-        "Lambda.TooManyRequestsException",
-        "Lambda.ClientExecutionTimeoutException",
-    }
-)
+RETRIED_ERRORS = frozenset({"TransientError", "ActionPending", *LAMBDA_INVOKE_ERRORS})
 # The compensation also retries what may have dispatched (§5, item 3); BudgetExhausted is not
 # retried (nothing more can be sent), so it stops at its first delivery.
 COMPENSATION_RETRIED_ERRORS = RETRIED_ERRORS | {
     "OutcomeUnknown",
     "States.Timeout",
-    "Lambda.Unknown",
+    *LAMBDA_CRASH_ERRORS,
 }
 NOT_RETRIED = frozenset({"BudgetExhausted"})
 FORWARD = ("reserve", "refund", "ship")

@@ -15,8 +15,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sagactl.commands.common import add_command
 from sagactl.commands.demo import register_demo
@@ -27,7 +28,13 @@ from sagactl.commands.local_common import (
     deleted_text,
     guarded_local,
 )
-from sagactl.local.emulator import DEFAULT_HOST, DEFAULT_PORT, sweep_ttl_until
+from sagactl.local.emulator import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    sweep_ttl_until,
+    time_scale_from_env,
+)
+from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env
 from sagactl.local.process import (
     env_file,
     is_local_server,
@@ -53,6 +60,7 @@ LOST_STATE = (
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
+T = TypeVar("T")
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -93,6 +101,16 @@ def _listen_error(host: str, port: int, exc: OSError) -> LocalCommandError:
     return LocalCommandError(f"cannot listen on {host}:{port}: {reason}")
 
 
+def _or_from_env(given: T | None, from_env: Callable[[], T]) -> T:
+    """The option's value, else its environment variable's, which must be valid."""
+    if given is not None:
+        return given
+    try:
+        return from_env()
+    except ValueError as exc:
+        raise LocalCommandError(str(exc)) from None
+
+
 def command_up(args: argparse.Namespace) -> int:
     from sagactl.local.emulator import LocalServer
 
@@ -105,7 +123,13 @@ def command_up(args: argparse.Namespace) -> int:
             "stop it with `sagactl local down`"
         )
     # The port first: a busy one is reported at once, before seconds of synthesis.
-    server = LocalServer(args.host, args.port, time_scale=args.time_scale, run_schedules=True)
+    server = LocalServer(
+        args.host,
+        args.port,
+        time_scale=_or_from_env(args.time_scale, time_scale_from_env),
+        run_schedules=True,
+        crash_errors=_or_from_env(args.crash_errors, crash_naming_from_env),
+    )
     started = time.perf_counter()
     try:
         server.start()
@@ -287,6 +311,15 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=DEFAULT_TTL_SWEEP_SECONDS,
         help="delete TTL-expired items this often (default %(default)s; 0: only when the "
         "clock is advanced)",
+    )
+    up.add_argument(
+        "--crash-errors",
+        type=CrashNaming,
+        choices=list(CrashNaming),
+        default=None,
+        help="the error a function that died answers: current (Sandbox.Timedout, "
+        "Runtime.ExitError, Runtime.OutOfMemory) or lambda-unknown (none: Lambda.Unknown, what "
+        "Step Functions' guide documents); default: $SAGA_LOCAL_CRASH_ERRORS, else current",
     )
     up.add_argument("--verbose", action="store_true", help="debug logging")
 

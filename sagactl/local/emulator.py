@@ -10,12 +10,16 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_definition_validation()`: Create/UpdateStateMachine refuse a definition whose JSONata
   the reference parser (jsonata-js) rejects, as AWS does; ValidateStateMachineDefinition answers;
 - `install_choice_state_assign()`: a Choice state's own Assign applies whatever rule matches;
-- `install_lambda_unknown_mapping()`: a function that died answers Lambda.Unknown, as on AWS;
+- `install_lambda_unknown_mapping()`: an answer without an error type is Lambda.Unknown, as on
+  AWS (a function that died answers its own error type unless the server is started with
+  `crash_errors=CrashNaming.LAMBDA_UNKNOWN`: sagactl.local.lambda_errors);
 - `install_local_clock()`: one movable clock (sagactl/local/clock.py) for the Lambda code and
   moto's Step Functions timestamps;
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
   (`delete_expired_items_now()` sweeps on demand);
 - `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
+- `install_dynamodb_validation()`: DynamoDB's request validation for the operations the code
+  uses (unused expression values and names, keys, enums...: sagactl.local.dynamodb_validation);
 - `install_execution_name_validation()`: StartExecution refuses names Step Functions refuses;
 - `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
@@ -44,9 +48,10 @@ from sagactl.local.clock import (
     install_local_clock,
 )
 from sagactl.local.definition_validation import install_definition_validation
+from sagactl.local.dynamodb_validation import install_dynamodb_validation
 from sagactl.local.event_rules import install_execution_events
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
-from sagactl.local.lambda_errors import install_lambda_unknown_mapping
+from sagactl.local.lambda_errors import CrashNaming, install_lambda_unknown_mapping
 from sagactl.local.lambda_runtime import (
     FAKE_CREDENTIALS,
     RuntimeSettings,
@@ -80,6 +85,7 @@ __all__ = [
     "delete_expired_items_now",
     "enable_step_functions_execution",
     "install_dynamodb_atomicity",
+    "install_dynamodb_validation",
     "install_hooks",
     "install_inprocess_lambda",
     "install_jsonata_evaluator",
@@ -185,7 +191,7 @@ class _ScaledRetryClock:
 _retry_clock = _ScaledRetryClock()
 
 
-def _time_scale_from_env() -> float:
+def time_scale_from_env() -> float:
     raw = os.environ.get(TIME_SCALE_ENV, "1")
     try:
         scale = float(raw)
@@ -204,7 +210,7 @@ def set_retry_time_scale(scale: float | None = None) -> None:
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
     if scale is None:
-        scale = _time_scale_from_env()
+        scale = time_scale_from_env()
     if scale < 0:
         raise ValueError(f"retry time scale must be >= 0, got {scale}")
     _retry_clock.scale = scale
@@ -228,6 +234,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_local_clock()
     install_ttl_deletion()
     install_transaction_tokens()
+    install_dynamodb_validation()  # after the token contract: a refused request binds no token
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
     install_execution_name_validation()
@@ -265,7 +272,8 @@ class LocalServer:
     port=0 picks a free port. The server shares this process's moto backends, so in-process
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
     `run_schedules` fires the scheduled EventBridge rules (off by default: a test's queue
-    should hold only what the test caused).
+    should hold only what the test caused). `crash_errors` names a function that died (default:
+    $SAGA_LOCAL_CRASH_ERRORS, else current names: sagactl.local.lambda_errors).
     """
 
     def __init__(
@@ -276,6 +284,7 @@ class LocalServer:
         region: str = DEFAULT_REGION,
         time_scale: float | None = None,
         run_schedules: bool = False,
+        crash_errors: CrashNaming | None = None,
     ) -> None:
         if not host.startswith("127.") and host not in ("localhost", "::1"):
             raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
@@ -283,6 +292,7 @@ class LocalServer:
         self.requested_port = port
         self.region = region
         self.time_scale = time_scale
+        self.crash_errors = crash_errors
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -333,7 +343,7 @@ class LocalServer:
         self._previous = (os.environ.get("MOTO_PORT"), current_runtime())
         # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
-        configure_runtime(self.endpoint, self.region)
+        configure_runtime(self.endpoint, self.region, self.crash_errors)
         if self.scheduler is not None:
             self.start_schedules(self.scheduler)
         logger.info("local AWS listening on %s", self.endpoint)

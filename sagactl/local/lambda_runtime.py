@@ -10,6 +10,7 @@ handler as `context.client_context` (sagactl.local.client_context), which moto d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import io
@@ -34,7 +35,9 @@ from sagactl.local.client_context import (
     header_value,
     parse_client_context,
 )
+from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env, crash_payload
 from sagactl.local.patching import wrap_once
+from stacks.lambda_errors import Death
 
 logger = logging.getLogger(__name__)
 
@@ -86,15 +89,25 @@ class RuntimeSettings:
 
     endpoint_url: str | None = None
     region: str = "us-east-1"
+    crash_errors: CrashNaming = CrashNaming.CURRENT  # how a function that died is named
 
 
 class _Runtime:
     settings = RuntimeSettings()
 
 
-def configure_runtime(endpoint_url: str | None, region: str = "us-east-1") -> None:
-    """Set the endpoint that handlers' boto3 clients use (the local server; None in mock_aws)."""
-    _Runtime.settings = RuntimeSettings(endpoint_url=endpoint_url, region=region)
+def configure_runtime(
+    endpoint_url: str | None,
+    region: str = "us-east-1",
+    crash_errors: CrashNaming | None = None,
+) -> None:
+    """Set the endpoint that handlers' boto3 clients use (the local server; None in mock_aws),
+    and how a function that died is named (default: $SAGA_LOCAL_CRASH_ERRORS, else current)."""
+    _Runtime.settings = RuntimeSettings(
+        endpoint_url=endpoint_url,
+        region=region,
+        crash_errors=crash_errors or crash_naming_from_env(),
+    )
 
 
 def current_runtime() -> RuntimeSettings:
@@ -103,6 +116,19 @@ def current_runtime() -> RuntimeSettings:
 
 def restore_runtime(settings: RuntimeSettings) -> None:
     _Runtime.settings = settings
+
+
+@contextmanager
+def crash_errors_named(naming: CrashNaming) -> Iterator[None]:
+    """Name a function that died this way while the block runs (tests of both namings)."""
+    previous = _Runtime.settings
+    _Runtime.settings = dataclasses.replace(previous, crash_errors=naming)
+    try:
+        yield
+    finally:
+        _Runtime.settings = dataclasses.replace(
+            _Runtime.settings, crash_errors=previous.crash_errors
+        )
 
 
 def load_handler(handler_path: str) -> Callable[[Any, Any], Any]:
@@ -183,8 +209,13 @@ def invoke_environment(
 
 
 class SimulatedCrash(BaseException):
-    """Raised by a test's nemesis inside handler code: the function's process dies there (a
-    crash, out of memory) before it answers. A BaseException, so no handler code catches it."""
+    """Raised by a test's nemesis inside handler code: the function's process ends there (a
+    crash, out of memory, its own timeout: `death`) before it answers. A BaseException, so no
+    handler code catches it."""
+
+    def __init__(self, detail: str, death: Death = Death.EXITED) -> None:
+        super().__init__(detail)
+        self.death = death
 
 
 def running_function() -> str | None:
@@ -239,13 +270,16 @@ def invoke_in_process(
         try:
             result = handler(event, context)
         except SimulatedCrash as crash:
-            # What Lambda answers for a process that died: no error type (Lambda.Unknown).
-            logger.debug("%s crashed: %s", function_name, crash)
-            message = (
-                f"RequestId: {context.aws_request_id} Error: Runtime exited with error: "
-                f"signal: killed ({crash})"
+            # What Lambda answers for a process that ended before it answered.
+            logger.debug("%s died (%s): %s", function_name, crash.death, crash)
+            answer = crash_payload(
+                crash.death,
+                _Runtime.settings.crash_errors,
+                request_id=context.aws_request_id,
+                timeout_seconds=context.timeout_seconds,
+                detail=str(crash),
             )
-            return json.dumps({"errorMessage": message}), True, message
+            return json.dumps(answer), True, answer["errorMessage"]
         except Exception as exc:
             logger.debug("%s raised %s: %s", function_name, type(exc).__name__, exc)
             return (

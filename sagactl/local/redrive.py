@@ -15,14 +15,19 @@ What Step Functions documents, and what this module makes moto's interpreter do:
   (REDRIVABLE / NOT_REDRIVABLE) and `redriveStatusReason`; ListExecutions takes `redriveFilter`;
 - RedriveExecution refuses with `ExecutionNotRedrivable` (message: the documented
   `redriveStatusReason`) a RUNNING or SUCCEEDED execution, one closed more than 14 days ago,
-  open for more than a year or with 25,000 history events; it answers idempotently for the last
-  10 `clientToken`s, each for 15 minutes after its first use.
+  open for more than a year or with 24,999 history events or more (a redrive needs room for
+  two more under the 25,000 limit); it answers idempotently for the last 10 `clientToken`s,
+  each for 15 minutes after its first use.
 
 Times (close, redrive, the 14-day window) are read from `saga.clock.now()`: the one clock of the
 local AWS process, which the emulator may move.
 
 Locally, a failed Map or Parallel state reruns whole (Step Functions reruns only the failed
-iterations or branches); the saga's state machine has neither.
+iterations or branches); the saga's state machine has neither. A redriven execution is RUNNING at
+once (Step Functions may show it PENDING_REDRIVE first, its `redriveCount` not yet raised). Two
+`redriveStatusReason`s cannot arise here: "State machine is in DELETING status" (moto deletes a
+state machine and its executions at once: a redrive then finds no execution) and "Execution was
+started before the launch of RedriveExecution" (November 2023).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ from saga import clock
 
 REDRIVE_WINDOW_SECONDS = 14 * 86400
 MAX_OPEN_SECONDS = 365 * 86400
-HISTORY_EVENT_LIMIT = 25_000
+# "The execution event history count is less than 24,999": a redrive appends ExecutionRedriven
+# and at least one more event under the 25,000-event limit (RedriveExecution, API reference).
+REDRIVE_HISTORY_LIMIT = 24_999
 CLIENT_TOKEN_MEMORY = 10
 CLIENT_TOKEN_SECONDS = 15 * 60
 REDRIVABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
@@ -96,7 +98,7 @@ def redrive_status(execution: Any, now: datetime.datetime) -> tuple[str, str | N
         return NOT_REDRIVABLE, REASON_PERIOD
     if (now - _aware(execution.start_date)).total_seconds() > MAX_OPEN_SECONDS:
         return NOT_REDRIVABLE, REASON_MAX_TIME
-    if _history_length(execution) >= HISTORY_EVENT_LIMIT:
+    if _history_length(execution) >= REDRIVE_HISTORY_LIMIT:
         return NOT_REDRIVABLE, REASON_HISTORY
     return REDRIVABLE, None
 

@@ -159,3 +159,32 @@ def test_cli_happy_path_example_completes_the_saga(local_aws: LocalAws) -> None:
         for item in scan(local_aws, outputs["InventoryTableName"])
     }
     assert stock[case["reserve"]["sku"]] == 100 - case["reserve"]["quantity"]
+
+
+def test_cli_put_item_with_an_unused_expression_value_is_refused_as_dynamodb_refuses_it(
+    local_aws: LocalAws,
+) -> None:
+    """The local AWS's server validates requests as DynamoDB does (moto alone writes the item)."""
+    table = local_aws.outputs["InventoryTableName"]
+    item = json.dumps({"sku": {"S": "SKU-CLI-VALIDATION"}, "available": {"N": "1"}})
+    put = (
+        "dynamodb",
+        "put-item",
+        "--table-name",
+        table,
+        "--item",
+        item,
+        "--condition-expression",
+        "attribute_not_exists(sku)",
+    )
+    refused = aws_run(
+        local_aws, *put, "--expression-attribute-values", json.dumps({":unused": {"N": "1"}})
+    )
+    assert refused.returncode != 0
+    assert (
+        "An error occurred (ValidationException) when calling the PutItem operation: Value "
+        "provided in ExpressionAttributeValues unused in expressions: keys: {:unused}"
+    ) in refused.stderr
+    assert [i for i in scan(local_aws, table) if i["sku"]["S"] == "SKU-CLI-VALIDATION"] == []
+    aws(local_aws, *put)
+    assert [i for i in scan(local_aws, table) if i["sku"]["S"] == "SKU-CLI-VALIDATION"] != []

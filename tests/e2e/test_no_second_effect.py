@@ -17,7 +17,9 @@ from saga.sandbox.inventory import DEFAULT_STOCK
 from saga.sandbox.payments import SandboxPaymentsService
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.lambda_runtime import SimulatedCrash
+from sagactl.local.lambda_errors import CrashNaming
+from sagactl.local.lambda_runtime import SimulatedCrash, crash_errors_named
+from stacks.lambda_errors import Death
 from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
 
 
@@ -86,12 +88,25 @@ def test_a_request_the_provider_still_processes_is_found_not_sent_again(
     assert saga.output["steps"]["refund"]["reconciled"] is True
 
 
+@pytest.mark.parametrize(
+    ("naming", "death", "error"),
+    [
+        (CrashNaming.CURRENT, Death.OUT_OF_MEMORY, "Runtime.OutOfMemory"),
+        (CrashNaming.CURRENT, Death.EXITED, "Runtime.ExitError"),
+        (CrashNaming.LAMBDA_UNKNOWN, Death.OUT_OF_MEMORY, "Lambda.Unknown"),
+    ],
+)
 def test_a_refund_step_that_dies_after_sending_is_reconciled_not_failed(
-    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+    local_aws: LocalAws,
+    monkeypatch: pytest.MonkeyPatch,
+    naming: CrashNaming,
+    death: Death,
+    error: str,
 ) -> None:
-    """The function crashes after the provider committed the refund and before the ledger
-    recorded it: AWS reports Lambda.Unknown, which goes to reconciliation (not FAILED with the
-    effect unrecorded); the crashed delivery's lease runs out and the lookup finds the refund."""
+    """The function dies after the provider committed the refund and before the ledger recorded
+    it: Step Functions reports the error Lambda gives a dead process (today's name, or
+    Lambda.Unknown), which goes to reconciliation (not FAILED with the effect unrecorded); the
+    dead delivery's lease runs out and the lookup finds the refund."""
     commit = SandboxPaymentsService._commit_refund
     crashes: list[str] = []
 
@@ -101,15 +116,16 @@ def test_a_refund_step_that_dies_after_sending_is_reconciled_not_failed(
             crashes.append(args[0])
             # The process dies; by the time anyone looks, its lease has run out.
             local_aws.clock.advance(120)
-            raise SimulatedCrash("out of memory after the refund was committed")
+            raise SimulatedCrash("after the refund was committed", death)
         return response
 
     monkeypatch.setattr(SandboxPaymentsService, "_commit_refund", commit_then_die)
-    saga = Saga(local_aws, variant("happy-path", "case-crash-after-refund"))
+    with crash_errors_named(naming):
+        saga = Saga(local_aws, variant("happy-path", f"case-crash-{naming}-{death}"))
 
     assert crashes, "the nemesis never fired"
     failed = [e for e in saga.history if e["type"] == "TaskFailed"]
-    assert [e["taskFailedEventDetails"]["error"] for e in failed] == ["Lambda.Unknown"]
+    assert [e["taskFailedEventDetails"]["error"] for e in failed] == [error]
     assert (saga.status, saga.output["outcome"]) == ("SUCCEEDED", "COMPLETED")
     assert saga.path[:6] == [*HAPPY_PATH[:4], "ReconcileStep", "AfterReconcile"]
     assert saga.count_effects("PaymentsTableName") == 1

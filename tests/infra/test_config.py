@@ -86,6 +86,19 @@ def test_retrier_has_all_six_fields_with_full_jitter() -> None:
     }
 
 
+def test_a_policy_names_the_crash_family_and_retries_each_of_its_names() -> None:
+    compensation = SagaConfig.from_mapping(_context()).retry["compensation"]
+    assert compensation.to_retrier()["ErrorEquals"][:7] == [
+        "TransientError",
+        "OutcomeUnknown",
+        "States.Timeout",
+        "Sandbox.Timedout",
+        "Runtime.ExitError",
+        "Runtime.OutOfMemory",
+        "Lambda.Unknown",
+    ]
+
+
 def test_cli_string_values_are_accepted() -> None:
     context = _with("sandbox", "false")
     context["stage"] = "prod"
@@ -114,6 +127,12 @@ def test_cli_string_values_are_accepted() -> None:
         ("retry.tool.JitterStrategy", "NONE", "unknown fields ['JitterStrategy']"),
         ("retry.tool.ErrorEquals", ["States.ALL"], "must not use States.ALL"),
         ("retry.tool.ErrorEquals", ["ActionPending"], "retried by the 'pending' policy"),
+        (
+            "retry.compensation.ErrorEquals",
+            ["TransientError", "Lambda.Unknown"],
+            "'retry.compensation.ErrorEquals' names Lambda.Unknown itself: name the whole family "
+            "of a function that died as '@LambdaCrash'",
+        ),
         ("retry.pending", _DELETE, "must define the 'pending' policy"),
         ("task_retry_class.default", _DELETE, "with a 'default' entry"),
         ("task_retry_class.Escalate", "nope", "'task_retry_class.Escalate' names unknown"),

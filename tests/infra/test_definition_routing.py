@@ -2,9 +2,11 @@
 scenario would show, checked on every state at once.
 
 - every forward step sends an uncertain outcome (OutcomeUnknown, BudgetExhausted,
-  ReplayWindowExpired, States.Timeout, and Lambda.Unknown: a crash or out of memory after the
-  function may have dispatched) to ReconcileStep, never past it;
+  ReplayWindowExpired, States.Timeout, and every name of a function that died after it may have
+  dispatched: Sandbox.Timedout, Runtime.ExitError, Runtime.OutOfMemory, Lambda.Unknown) to
+  ReconcileStep, never past it;
 - the compensation has no Catch for those: retries, then FAILED at that task (redrivable);
+- every Catch and Retry handles the names of a function that died all alike, or none of them;
 - every Lambda task retries the invoke-level faults AWS recommends retrying;
 - a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward.
 """
@@ -16,19 +18,14 @@ from typing import Any
 
 import pytest
 
-from stacks.config import LAMBDA_INVOKE_ERRORS
+from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 from stacks.workflow_policy import is_lambda_task, iter_states
 from tests.infra.synth import Synthesized
 
 STEP_NAMES = {"ReserveStock": "reserve", "IssueRefund": "refund", "CreateShipment": "ship"}
 FORWARD_STEPS = tuple(STEP_NAMES)
-UNCERTAIN = {
-    "OutcomeUnknown",
-    "BudgetExhausted",
-    "ReplayWindowExpired",
-    "States.Timeout",
-    "Lambda.Unknown",
-}
+CRASHED = {"Sandbox.Timedout", "Runtime.ExitError", "Runtime.OutOfMemory", "Lambda.Unknown"}
+UNCERTAIN = {"OutcomeUnknown", "BudgetExhausted", "ReplayWindowExpired", "States.Timeout", *CRASHED}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +62,31 @@ def test_the_compensation_fails_at_its_task_when_it_cannot_finish(
     caught = {error for catcher in release.get("Catch", []) for error in catcher["ErrorEquals"]}
     assert not caught & (UNCERTAIN | {"TransientError", "States.ALL", "States.TaskFailed"})
     retried = {error for retrier in release["Retry"] for error in retrier["ErrorEquals"]}
-    assert {"TransientError", "OutcomeUnknown", "States.Timeout", "Lambda.Unknown"} <= retried
+    assert {"TransientError", "OutcomeUnknown", "States.Timeout", *CRASHED} <= retried
+
+
+def test_every_catch_and_retry_routes_a_function_that_died_whole(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """One name of the family missing from a handler would end the execution FAILED (a forward
+    step's effect unreconciled) when Lambda happens to report that name."""
+    assert set(LAMBDA_CRASH_ERRORS) == CRASHED
+    handlers = [
+        (name, field, handler["ErrorEquals"])
+        for name, state in states.items()
+        for field in ("Retry", "Catch")
+        for handler in state.get(field, [])
+    ]
+    assert len(handlers) > 20
+    partial = [h for h in handlers if set(h[2]) & CRASHED and not set(h[2]) >= CRASHED]
+    assert partial == []
+    routing = [(name, field) for name, field, errors in handlers if set(errors) >= CRASHED]
+    assert routing == [
+        ("ReserveStock", "Catch"),
+        ("IssueRefund", "Catch"),
+        ("CreateShipment", "Catch"),
+        ("ReleaseReservation", "Retry"),
+    ]
 
 
 def test_every_lambda_task_retries_the_invoke_level_faults(

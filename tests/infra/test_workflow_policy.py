@@ -89,3 +89,26 @@ def test_a_definition_without_tasks_is_rejected(config: SagaConfig) -> None:
 def test_task_target_is_the_whole_placeholder_argument() -> None:
     assert task_target(_lambda_task("X")) == "X"
     assert task_target({"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage"}) is None
+
+
+def test_a_catch_names_the_crash_family_whole_never_one_of_its_names(config: SagaConfig) -> None:
+    definition = _definition()
+    definition["States"]["Fan"]["Catch"] = [
+        {"ErrorEquals": ["OutcomeUnknown", "@LambdaCrash"], "Next": "Done"}
+    ]
+    rendered = dict(iter_states(render_definition(definition, config)))
+    assert rendered["Fan"]["Catch"][0]["ErrorEquals"] == [
+        "OutcomeUnknown",
+        "Sandbox.Timedout",
+        "Runtime.ExitError",
+        "Runtime.OutOfMemory",
+        "Lambda.Unknown",
+    ]
+
+    definition["States"]["Fan"]["Catch"] = [
+        {"ErrorEquals": ["OutcomeUnknown", "Lambda.Unknown"], "Next": "Done"}
+    ]
+    with pytest.raises(
+        DefinitionError, match=r"State 'Fan' Catch #1 names Lambda\.Unknown itself: name the whole"
+    ):
+        render_definition(definition, config)

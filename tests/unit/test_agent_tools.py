@@ -14,6 +14,7 @@ from botocore.exceptions import ReadTimeoutError
 from jsonschema import Draft202012Validator
 
 from saga.agent.drafts import DraftConflict, DraftStore, draft_case
+from saga.agent.owned import started_input
 from saga.agent.schemas import TOOL_NAMES, input_schema, tool_definitions
 from saga.agent.tools import AgentTools, ErrorCode, ToolError
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
@@ -332,8 +333,10 @@ def test_a_resolved_case_answers_the_persons_decision(
         escalation={"reason": "OUTCOME_UNCERTAIN"},
         resolution={**decision, "settled_actions": []},
     )
-    succeeded = {"executionArn": arn, "status": "SUCCEEDED"}
-    monkeypatch.setattr(tools, "_describe", lambda _: None if forgotten else succeeded)
+    draft = tools.drafts.get(case_id)
+    assert draft is not None
+    succeeded = {"executionArn": arn, "status": "SUCCEEDED", "input": started_input(draft)}
+    monkeypatch.setattr(tools.records, "describe", lambda _: None if forgotten else succeeded)
 
     answer = tools.call("get_replacement", {"case_id": case_id})
 

@@ -8,10 +8,16 @@ name with three underscores), next to `bedrockAgentCoreGatewayId`, `bedrockAgent
 `bedrockAgentCoreMcpMessageId`. The caller's claims are not passed: the tenant is the one that
 trusted configuration maps the target to (AGENT_TARGETS; the stack creates one gateway, with its
 own inbound authorizer, and one target per tenant).
+
+What the Gateway makes of the function's return value is not documented (AWS's guide asks only
+for "a valid JSON response"): it may pass an MCP CallToolResult through (`isError`, `content`) or
+wrap the returned JSON as the text of one content item. `gateway_answer` makes the answer read
+the same either way (docs/design.md §10).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +51,39 @@ def tenant_of(target: str, targets: Mapping[str, str]) -> str:
             ErrorCode.INVALID_REQUEST, f"gateway target {target!r} is not mapped to a tenant"
         )
     return tenant
+
+
+def gateway_answer(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The function's return value for a CallToolResult (saga.agent.tools.error_result or
+    success_result), readable whichever way the Gateway maps it: passed through, an agent reads
+    `isError` and the text `CODE: sentence`; wrapped, it reads this object as JSON text, which
+    starts with `"isError": true` and holds the same `CODE: sentence` literally, since an
+    error's words use no character a JSON encoder escapes (`"` and `\\` become `'` and `/`,
+    control characters spaces). A success's text is the result's JSON, unchanged."""
+    failed = bool(result.get("isError"))
+    content = [
+        {**item, "text": plain_text(str(item["text"]))}
+        if failed and item.get("type") == "text"
+        else dict(item)
+        for item in result.get("content", [])
+    ]
+    answer: dict[str, Any] = {"isError": failed, "content": content}
+    structured = result.get("structuredContent")
+    if structured is not None:
+        if failed and isinstance(structured.get("error"), Mapping):
+            error = structured["error"]
+            structured = {"error": {**error, "message": plain_text(str(error.get("message")))}}
+        answer["structuredContent"] = structured
+    return answer
+
+
+def plain_text(text: str) -> str:
+    """The text with no character that JSON escapes (besides non-ASCII letters, which some
+    encoders escape as \\uXXXX): quotes and backslashes swapped, control characters blanked."""
+    return "".join(
+        "'" if c == '"' else "/" if c == "\\" else " " if unicodedata.category(c) == "Cc" else c
+        for c in text
+    )
 
 
 def gateway_schema(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> Any:

@@ -1,8 +1,9 @@
 """AgentToolsFunction: the agent tools behind an AgentCore Gateway Lambda target.
 
 The event is the tool's arguments; the tool and the target come from the client context
-(saga.agent.gateway); the tenant from AGENT_TARGETS. The answer is MCP's CallToolResult shape:
-a tool error is `isError` with its code and sentence, never a stack trace.
+(saga.agent.gateway); the tenant from AGENT_TARGETS. The answer is MCP's CallToolResult shape,
+readable whether the Gateway passes it through or wraps it as text (gateway_answer): a tool
+error is `isError` with its code and sentence, never a stack trace.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.agent.drafts import DraftStore
-from saga.agent.gateway import gateway_call, tenant_of
+from saga.agent.gateway import gateway_answer, gateway_call, tenant_of
 from saga.agent.tools import AgentTools, ErrorCode, ToolError, error_result, success_result
 from saga.coldstart import resumed_collection
 from saga.observability import logger
@@ -38,12 +39,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             approvals=runtime.approvals,
         )
         logger.append_keys(tool=tool, target=target)
-        return success_result(tools.call(tool, event if isinstance(event, dict) else None))
+        result = success_result(tools.call(tool, event if isinstance(event, dict) else None))
     except ToolError as error:
         logger.info("tool refused", extra={"code": error.code.value})
-        return error_result(error)
+        result = error_result(error)
     except Exception:  # a bug or a fault: logged with its trace here, a code for the agent
         logger.exception("tool failed")
-        return error_result(
+        result = error_result(
             ToolError(ErrorCode.UNAVAILABLE, "the tool failed unexpectedly; try again later")
         )
+    return gateway_answer(result)
