@@ -18,6 +18,7 @@ from typing import Any
 from saga import formats
 from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
+from sagactl.campaign.shapes import operator, shape
 from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
@@ -343,88 +344,6 @@ def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], s
     return _INVALID_KINDS[rng.choice(tuple(_INVALID_KINDS))](rng, raw)
 
 
-# --- shapes: plans aimed at the rarer terminal outcomes ------------------------------------------
-def _stuck_compensation(rng: random.Random, faults: dict[str, list[str]]) -> None:
-    """A rejection, then a release that keeps failing past its retries (4 deliveries): FAILED
-    with the compensation pending."""
-    faults[rng.choice(("refund", "shipment"))] = ["reject"]
-    faults["release"] = rng.choice(
-        (
-            ["fail_before_commit"] * rng.randint(4, 6),
-            ["timeout", "lose_response", "timeout", "fail_before_commit", "timeout"],
-        )
-    )
-
-
-def _reconcile_fails(rng: random.Random, faults: dict[str, list[str]]) -> dict[str, Any]:
-    """An uncertain step whose reconciliation Lambda cannot invoke past its retries."""
-    faults[rng.choice(("refund", "shipment"))] = [rng.choice(("timeout", "lose_response"))]
-    return {
-        "kind": "invoke_error",
-        "tool": "ReconcileAction",
-        "error": rng.choice(("Lambda.ServiceException", "Lambda.TooManyRequestsException")),
-        "skip": 0,
-        "count": 4,
-    }
-
-
-def _shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> list[dict[str, Any]]:
-    """Sometimes replace the random faults by a shape that reaches a rarer outcome; the
-    nemeses it needs."""
-    roll = rng.random()
-    if roll < 0.04:
-        faults.clear()
-        _stuck_compensation(rng, faults)
-    elif roll < 0.07:
-        faults.clear()
-        return [_reconcile_fails(rng, faults)]
-    elif roll < 0.10:
-        faults.clear()
-        faults["refund"] = ["reject"]
-    elif roll < 0.14:
-        operation = rng.choice(("reserve", "refund", "ship", "release"))
-        if operation == "release":
-            faults.setdefault("shipment", []).insert(0, "reject")
-        return [{"kind": "foreign_record", "operation": operation}]
-    elif roll < 0.17:
-        return [_stock_contention(rng, sku)]
-    return []
-
-
-def _stock_contention(rng: random.Random, sku: str) -> dict[str, Any]:
-    """Other transactions hold the SKU's stock item as the reservation commits: DynamoDB
-    cancels it with a TransactionConflict on that item (nothing applied, retried)."""
-    return {
-        "kind": "dynamodb",
-        "table": "inventory",
-        "operation": "TransactWriteItems",
-        "error": "conflict",
-        "match": sku,
-        "skip": 0,
-        "count": rng.randint(1, 3),
-    }
-
-
-_OPERATOR_STEPS: tuple[tuple[str, ...], ...] = (
-    ("sweep", "resolve", "redrive:plain", "late"),
-    ("jump", "sweep", "late"),
-    ("sweep", "jump", "resolve", "redrive:sagactl", "sweep"),
-    ("resolve", "redrive:plain"),
-    ("late", "jump", "late"),
-)
-
-
-def _operator(rng: random.Random) -> dict[str, Any] | None:
-    """A person at work on some cases: at the first close (before any redrive) or at the end."""
-    if rng.random() >= 0.15:
-        return None
-    return {
-        "at": rng.choice(("closed", "end", "end")),
-        "steps": list(rng.choice(_OPERATOR_STEPS)),
-        "jump_days": rng.choice((31, 31, 45, 60)),
-    }
-
-
 # --- the plan ------------------------------------------------------------------------------------
 def is_twin(seed: int, index: int, block_size: int) -> bool:
     """Whether case `index` repeats the parameters of the case before it (same block only)."""
@@ -480,7 +399,7 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     # Drawn from their own stream, so that adding a shape leaves the other draws as they were.
     extra = random.Random(f"{seed}:shape:{index}")
     if expect is None:
-        nemeses += _shape(extra, faults, str(raw["reserve"]["sku"]))
+        nemeses += shape(extra, faults, str(raw["reserve"]["sku"]))
     if faults:
         case["sandbox"] = {"faults": faults}
     duplicate = _duplicate(rng, rejected=expect is not None)
@@ -493,5 +412,5 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         nemeses=nemeses,
         duplicate=duplicate,
         redrives=_redrives(rng),
-        operator=_operator(extra),
+        operator=operator(extra),
     )
