@@ -103,7 +103,7 @@ def _merged(out: str | None, results: list[dict[str, Any]]) -> list[dict[str, An
     """This run's results, and for the mutants it did not run (`--only`) the latest earlier
     ones (each says at which commit it was measured), in the curated order."""
     latest = {r["name"]: r for r in _load(out)}
-    latest.update({r["name"]: r for r in results})
+    latest.update({r["name"]: combined(latest.get(r["name"]), r) for r in results})
     return [latest[m.name] for m in MUTANTS if m.name in latest]
 
 
@@ -179,6 +179,28 @@ def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[boo
             failed = True
             sink.write(f"\nmutate: timed out after {timeout}s\n")
     return failed, time.monotonic() - started
+
+
+PARTS = ("suite", "campaign")
+
+
+def parts_wanted(args: argparse.Namespace) -> tuple[str, ...]:
+    """What this run measures: the suite, the slice, or both (the default)."""
+    skip = {"suite": args.skip_suite, "campaign": args.skip_campaign}
+    return tuple(part for part in PARTS if not skip[part])
+
+
+def combined(earlier: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """A mutant's parts measured over the same tree in separate runs (`--skip-suite`, then
+    `--skip-campaign`), as one result."""
+    if earlier is None or earlier.get("tree") != new.get("tree"):
+        return new
+    result = {
+        **new,
+        **{part: earlier[part] for part in PARTS if part in earlier and part not in new},
+    }
+    result["killed"] = any(result.get(part, {}).get("killed") for part in PARTS)
+    return result
 
 
 def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -306,11 +328,13 @@ def main(args: argparse.Namespace) -> int:
     print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
     results = []
     for mutant in mutants:
-        if mutant.name in earlier:
-            result = earlier[mutant.name]
+        before = earlier.get(mutant.name)
+        if before is not None and all(part in before for part in parts_wanted(args)):
+            result = before
         else:
             try:
-                result = {**run_mutant(mutant, tree, args), "tree": digest, "commit": commit}
+                measured = {**run_mutant(mutant, tree, args), "tree": digest, "commit": commit}
+                result = combined(before, measured)
             except MutantDoesNotApply as exc:
                 print(f"mutate: {exc}", file=sys.stderr)
                 return 2
