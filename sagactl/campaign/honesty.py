@@ -276,6 +276,13 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "Lambda fails invokes of the reconcile tool",
                 _invoke("ReconcileAction"),
             ),
+            Fault(
+                "crash:<step>+in_flight",
+                "the step's request in flight commits during the reconcile tool's lookup, and "
+                "the tool dies right there (the crash fires where the effect commits): "
+                "ReconcileStep's catch-all escalates a reconcile tool that died",
+                lambda e: _crash()(e) and _sandbox(("in_flight",))(e),
+            ),
             LEDGER_FAULTS,
             STEP_TABLE_FAULTS,
         ),
@@ -428,3 +435,21 @@ def render() -> str:
         faults = "<br>".join(f"`{fault.name}`: {fault.why}" for fault in allowance.faults)
         lines.append(f"| `{allowance.key}` | {allowance.allows} | {faults} |")
     return "\n".join(lines) + "\n"
+
+
+BEGIN = (
+    "<!-- allowances: begin (generated from sagactl/campaign/honesty.py; a test keeps it equal) -->"
+)
+END = "<!-- allowances: end -->"
+
+
+def printed(page: str) -> str:
+    """The table as `page` (docs/invariants.md) prints it, between its markers."""
+    start = page.index(BEGIN) + len(BEGIN) + 1
+    return page[start : page.index(END)]
+
+
+def reprinted(page: str) -> str:
+    """`page` with the table between its markers printed again from ALLOWANCES."""
+    start = page.index(BEGIN) + len(BEGIN) + 1
+    return page[:start] + render() + page[page.index(END) :]
