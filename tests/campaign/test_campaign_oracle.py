@@ -46,6 +46,20 @@ def _step(op: str, ref: str) -> dict[str, Any]:
     return {"action_key": KEYS[op], "downstream_ref": ref}
 
 
+def _escalated(output: dict[str, Any], tasks: list[str]) -> dict[str, Any]:
+    """The owner's execution, SUCCEEDED with `output`, having delivered to `tasks`."""
+    return {
+        "arn": OWNER,
+        "name": "c1",
+        "status": "SUCCEEDED",
+        "output": output,
+        "path": ["ValidateCase", *tasks],
+        "scheduled_states": ["ValidateCase", *tasks],
+        "last_state": "RecordOutcome",
+        "error": None,
+    }
+
+
 def _shipment_rejected(*, blocked: str | None = None) -> tuple[Snapshot, dict[str, Any]]:
     """SHIPMENT_REJECTED, honestly: the carrier refused, the reservation released (or, with
     `blocked`, the release refused and the reservation HELD)."""
@@ -91,18 +105,7 @@ def _shipment_rejected(*, blocked: str | None = None) -> tuple[Snapshot, dict[st
         refunds=[{"refund_id": "re_1", "case_id": "c1", **case["refund"]}],
         shipments=[],
         reservations=[reservation],
-        executions={
-            OWNER: {
-                "arn": OWNER,
-                "name": "c1",
-                "status": "SUCCEEDED",
-                "output": output,
-                "path": ["ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment"],
-                "scheduled_states": ["ValidateCase", "ReserveStock", "IssueRefund"],
-                "last_state": "RecordOutcome",
-                "error": None,
-            }
-        },
+        executions={OWNER: _escalated(output, ["ReserveStock", "IssueRefund", "CreateShipment"])},
         stock=10 if released else 10 - QUANTITY,
     )
     message = {
@@ -213,17 +216,7 @@ def test_out_of_stock_with_the_stock_there_is_a_violation() -> None:
         refunds=[],
         shipments=[],
         reservations=[],
-        executions={
-            OWNER: {
-                "arn": OWNER,
-                "name": "c1",
-                "status": "SUCCEEDED",
-                "output": output,
-                "path": ["ValidateCase", "ReserveStock"],
-                "scheduled_states": ["ValidateCase", "ReserveStock"],
-                "last_state": "RecordOutcome",
-            }
-        },
+        executions={OWNER: _escalated(output, ["ReserveStock"])},
         stock=10,
     )
     message = {
