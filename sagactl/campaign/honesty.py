@@ -313,7 +313,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "ship-may-have-shipped",
                 "the ship record is COMPLETED, IN_PROGRESS or UNKNOWN: the stock may have left "
-                "(docs/design.md §5.1)",
+                "(docs/design.md §5, item 1)",
                 _ship_may_have_shipped,
             ),
             Fault(

@@ -212,7 +212,7 @@ class OperatorChecker:
     def _late(self, event: Mapping[str, Any], before: Snapshot, snap: Snapshot) -> None:
         """A late delivery to a case that ended (or that a person resolved) is refused before
         anything is done: forward steps need the case under way, the release refuses a closed
-        case (§5.1, §8), every tool refuses a resolved one (§3.10)."""
+        case (§5 item 1, §8), every tool refuses a resolved one (§3.10)."""
         record = before.case_record or {}
         if record.get("resolution"):
             expected = dict.fromkeys(event.get("answers") or {}, SETTLED_ERROR)
