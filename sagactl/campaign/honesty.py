@@ -12,43 +12,26 @@ faults present, a violation when there is none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from sagactl.campaign.plan import CasePlan
-
-# ledger operation -> (sandbox downstream, crash nemesis effect, tool, its own tables)
-_STEP: Mapping[str, tuple[str, str, str, tuple[str, ...]]] = {
-    "reserve": ("reserve", "reserve", "ReserveStock", ("inventory", "reservations")),
-    "refund": ("refund", "refund", "IssueRefund", ("payments",)),
-    "ship": ("shipment", "shipment", "CreateShipment", ("shipments",)),
-    "release": ("release", "release", "ReleaseReservation", ("reservations", "inventory")),
-}
-UNCERTAIN_FAULTS = ("lose_response", "timeout", "in_flight", "unavailable")
-# The sandbox payment provider's key retention (cdk.json sandbox): a refund "not found" allows
-# a re-attempt only inside it (docs/design.md §3.6).
-PAYMENT_KEY_RETENTION_SECONDS = 86400
-LEDGER_RETENTION_SECONDS = 30 * 86400
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What an alternative is judged against: the plan, the stock before the case, the step
-    concerned, and a snapshot's ledger where the design names a recorded condition."""
-
-    plan: CasePlan
-    step: str | None = None
-    stock_before: int | None = None
-    ledger: Mapping[str, Mapping[str, Any]] | None = None
-    budget: int = 8
-
-
-@dataclass(frozen=True)
-class Fault:
-    name: str
-    why: str
-    present: Callable[[Evidence], bool]
+from sagactl.campaign.plan_evidence import (
+    PAYMENT_KEY_RETENTION_SECONDS,
+    STEP_PARTS,
+    UNCERTAIN_FAULTS,
+    Evidence,
+    Fault,
+    budget_spent,
+    crash,
+    dynamodb,
+    foreign,
+    invoke,
+    jumps,
+    redrive_jump,
+    retention_passed,
+    sandbox,
+    ship_may_have_shipped,
+    stock_short,
+)
 
 
 @dataclass(frozen=True)
@@ -58,140 +41,44 @@ class Allowance:
     faults: tuple[Fault, ...]
 
 
-# --- what a plan holds -------------------------------------------------------------------------
-def _sandbox(names: Iterable[str], step: str | None = None) -> Callable[[Evidence], bool]:
-    wanted = tuple(names)
-
-    def present(evidence: Evidence) -> bool:
-        downstream = _STEP[step or evidence.step or ""][0]
-        return any(f in wanted for f in evidence.plan.faults.get(downstream, []))
-
-    return present
-
-
-def _nemeses(evidence: Evidence, kind: str) -> list[dict[str, Any]]:
-    return [n for n in evidence.plan.nemeses if n.get("kind") == kind]
-
-
-def _crash(answer: str | None = None) -> Callable[[Evidence], bool]:
-    def present(evidence: Evidence) -> bool:
-        effect = _STEP[evidence.step or ""][1]
-        return any(
-            n.get("effect") == effect and answer in (None, n.get("answer"))
-            for n in _nemeses(evidence, "crash")
-        )
-
-    return present
-
-
-def _invoke(tool: str | None = None, error: str | None = None) -> Callable[[Evidence], bool]:
-    def present(evidence: Evidence) -> bool:
-        name = tool or _STEP[evidence.step or ""][2]
-        return any(
-            n.get("tool") == name and error in (None, n.get("error"))
-            for n in _nemeses(evidence, "invoke_error")
-        )
-
-    return present
-
-
-def _dynamodb(*tables: str, own: bool = False) -> Callable[[Evidence], bool]:
-    def present(evidence: Evidence) -> bool:
-        named = set(tables) | (set(_STEP[evidence.step or ""][3]) if own else set())
-        return any(n.get("table") in named for n in _nemeses(evidence, "dynamodb"))
-
-    return present
-
-
-def _jumps(evidence: Evidence) -> bool:
-    return bool(_nemeses(evidence, "jump"))
-
-
-def _foreign(step: str | None = None) -> Callable[[Evidence], bool]:
-    def present(evidence: Evidence) -> bool:
-        operation = step or evidence.step
-        return any(n.get("operation") == operation for n in _nemeses(evidence, "foreign_record"))
-
-    return present
-
-
-def _stock_short(evidence: Evidence) -> bool:
-    quantity = int(evidence.plan.case["reserve"]["quantity"])
-    return evidence.stock_before is None or evidence.stock_before < quantity
-
-
-def _redrive_jump(seconds: int) -> Callable[[Evidence], bool]:
-    return lambda evidence: (
-        any(float(r.get("jump", 0)) >= seconds for r in evidence.plan.redrives)
-        or (evidence.step == "refund" and _operator_jump(evidence) >= seconds)
-    )
-
-
-def _operator_jump(evidence: Evidence) -> float:
-    operator = evidence.plan.operator or {}
-    return float(operator.get("jump_days", 0)) * 86400 if "jump" in operator.get("steps", ()) else 0
-
-
-def _retention_passed(evidence: Evidence) -> bool:
-    duplicate = evidence.plan.duplicate or {}
-    jumps = [float(duplicate.get("jump", 0)), _operator_jump(evidence)]
-    return sum(jumps) + sum(float(r.get("jump", 0)) for r in evidence.plan.redrives) >= (
-        LEDGER_RETENTION_SECONDS
-    )
-
-
-def _ship_may_have_shipped(evidence: Evidence) -> bool:
-    ship = (evidence.ledger or {}).get("ship") or {}
-    return ship.get("status") in ("COMPLETED", "IN_PROGRESS", "UNKNOWN")
-
-
-def _budget_spent(evidence: Evidence) -> bool:
-    record = (evidence.ledger or {}).get(evidence.step or "") or {}
-    return (
-        bool(record)
-        and max(int(record.get("attempts", 0)), int(record.get("reconcile_rounds", 0)))
-        >= evidence.budget
-    )
-
-
 # --- the faults, named ---------------------------------------------------------------------------
 STEP_UNCERTAIN = Fault(
     "sandbox:<step>:uncertain",
     "the step's downstream loses an answer, times out, keeps a request in flight or stops "
     "answering (lose_response, timeout, in_flight, unavailable)",
-    _sandbox(UNCERTAIN_FAULTS),
+    sandbox(UNCERTAIN_FAULTS),
 )
 STEP_FAILS_BEFORE_COMMIT = Fault(
     "sandbox:<step>:fail_before_commit",
     "the step's downstream fails before committing: a delivery gives its lease back, and enough "
     "of them spend the retries (and, with redrives, the attempt budget)",
-    _sandbox(("fail_before_commit",)),
+    sandbox(("fail_before_commit",)),
 )
 STEP_CRASH = Fault(
     "crash:<step>",
     "the tool dies right after the step's effect committed, before recording it",
-    _crash(),
+    crash(),
 )
 CLOCK_JUMP = Fault(
     "jump:in-execution",
     "the clock jumps during the execution: a delivery's lease runs out under it",
-    _jumps,
+    jumps,
 )
 LEDGER_FAULTS = Fault(
     "dynamodb:ledger",
     "DynamoDB throttles, conflicts or loses the answer of ledger requests",
-    _dynamodb("ledger"),
+    dynamodb("ledger"),
 )
 STEP_TABLE_FAULTS = Fault(
     "dynamodb:<step tables>",
     "DynamoDB throttles, conflicts or loses the answer of the step's own tables, its sandbox "
     "control or its case record",
-    _dynamodb("sandbox", "cases", own=True),
+    dynamodb("sandbox", "cases", own=True),
 )
 STEP_INVOKE = Fault(
     "invoke:<step tool>",
     "Lambda fails invokes of the step's tool (throttled before it runs, or its answer lost)",
-    _invoke(),
+    invoke(),
 )
 
 ALLOWANCES: tuple[Allowance, ...] = (
@@ -202,12 +89,12 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "stock-short",
                 "the SKU's stock before the case is below the quantity (or the SKU is unstocked)",
-                _stock_short,
+                stock_short,
             ),
             Fault(
                 "sandbox:reserve:reject",
                 "the sandbox inventory refuses the reservation",
-                _sandbox(("reject",), "reserve"),
+                sandbox(("reject",), "reserve"),
             ),
         ),
     ),
@@ -218,7 +105,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "sandbox:refund:reject",
                 "the provider refuses the refund",
-                _sandbox(("reject",), "refund"),
+                sandbox(("reject",), "refund"),
             ),
         ),
     ),
@@ -229,7 +116,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "sandbox:shipment:reject",
                 "the carrier refuses the shipment",
-                _sandbox(("reject",), "ship"),
+                sandbox(("reject",), "ship"),
             ),
         ),
     ),
@@ -242,7 +129,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "foreign-record:<step>",
                 "the step's action key was used before with other parameters (a ledger record "
                 "with another digest)",
-                _foreign(),
+                foreign(),
             ),
         ),
     ),
@@ -262,7 +149,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "redrive-jump:>key-retention",
                 "a redrive (or the operator) comes after the provider's key retention: a "
                 'refund "not found" no longer allows a re-attempt',
-                _redrive_jump(PAYMENT_KEY_RETENTION_SECONDS),
+                redrive_jump(PAYMENT_KEY_RETENTION_SECONDS),
             ),
         ),
     ),
@@ -274,14 +161,14 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "invoke:ReconcileAction",
                 "Lambda fails invokes of the reconcile tool",
-                _invoke("ReconcileAction"),
+                invoke("ReconcileAction"),
             ),
             Fault(
                 "crash:<step>+in_flight",
                 "the step's request in flight commits during the reconcile tool's lookup, and "
                 "the tool dies right there (the crash fires where the effect commits): "
                 "ReconcileStep's catch-all escalates a reconcile tool that died",
-                lambda e: _crash()(e) and _sandbox(("in_flight",))(e),
+                lambda e: crash()(e) and sandbox(("in_flight",))(e),
             ),
             LEDGER_FAULTS,
             STEP_TABLE_FAULTS,
@@ -296,7 +183,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "invoke:ReconcileAction:Lambda.ServiceException",
                 "the reconcile tool recorded the effect it found, then its answer was lost on "
                 "every retry",
-                _invoke("ReconcileAction", "Lambda.ServiceException"),
+                invoke("ReconcileAction", "Lambda.ServiceException"),
             ),
         ),
     ),
@@ -314,17 +201,17 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "ship-may-have-shipped",
                 "the ship record is COMPLETED, IN_PROGRESS or UNKNOWN: the stock may have left "
                 "(docs/design.md §5, item 1)",
-                _ship_may_have_shipped,
+                ship_may_have_shipped,
             ),
             Fault(
                 "sandbox:release:reject",
                 "the sandbox inventory refuses the release",
-                _sandbox(("reject",), "release"),
+                sandbox(("reject",), "release"),
             ),
             Fault(
                 "foreign-record:release",
                 "the release's key was used before with other parameters",
-                _foreign("release"),
+                foreign("release"),
             ),
         ),
     ),
@@ -336,14 +223,14 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "sandbox:release:faults",
                 "the release's downstream fails, loses answers or times out",
-                _sandbox(("fail_before_commit", *UNCERTAIN_FAULTS), "release"),
+                sandbox(("fail_before_commit", *UNCERTAIN_FAULTS), "release"),
             ),
             STEP_CRASH,
             STEP_INVOKE,
             Fault(
                 "invoke:RecordOutcome",
                 "Lambda fails invokes of RecordOutcome after the release",
-                _invoke("RecordOutcome"),
+                invoke("RecordOutcome"),
             ),
             LEDGER_FAULTS,
             STEP_TABLE_FAULTS,
@@ -358,9 +245,9 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "invoke:ReleaseReservation",
                 "Lambda throttles the release before it runs",
-                _invoke("ReleaseReservation"),
+                invoke("ReleaseReservation"),
             ),
-            Fault("dynamodb:cases", "DynamoDB fails the case record's mark", _dynamodb("cases")),
+            Fault("dynamodb:cases", "DynamoDB fails the case record's mark", dynamodb("cases")),
         ),
     ),
     Allowance(
@@ -383,9 +270,9 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "invoke:ValidateCase/RecordOutcome",
                 "Lambda fails invokes of the validation or of the outcome's record",
-                lambda e: _invoke("ValidateCase")(e) or _invoke("RecordOutcome")(e),
+                lambda e: invoke("ValidateCase")(e) or invoke("RecordOutcome")(e),
             ),
-            Fault("dynamodb:cases", "DynamoDB fails the case record's writes", _dynamodb("cases")),
+            Fault("dynamodb:cases", "DynamoDB fails the case record's writes", dynamodb("cases")),
         ),
     ),
     Allowance(
@@ -396,7 +283,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
             Fault(
                 "budget-spent",
                 "the failed step's record used the attempt budget",
-                _budget_spent,
+                budget_spent,
             ),
         ),
     ),
@@ -409,7 +296,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "jump:>retention",
                 "the clock passed the ledger's retention after the case closed (a resubmission "
                 "or the operator, 30 days and more)",
-                _retention_passed,
+                retention_passed,
             ),
         ),
     ),
@@ -422,7 +309,9 @@ def enabling(key: str, evidence: Evidence) -> list[str]:
     the state is a violation)."""
     step = evidence.step or ""
     return [
-        fault.name.replace("<step>", step).replace("<step tool>", _STEP.get(step, ("",) * 3)[2])
+        fault.name.replace("<step>", step).replace(
+            "<step tool>", STEP_PARTS.get(step, ("",) * 3)[2]
+        )
         for fault in _BY_KEY[key].faults
         if fault.present(evidence)
     ]

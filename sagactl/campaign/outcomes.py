@@ -14,7 +14,7 @@ from typing import Any
 
 from sagactl.campaign.checks import Checks, fields_of
 from sagactl.campaign.escalated import EscalationChecks
-from sagactl.campaign.honesty import Evidence, enabling
+from sagactl.campaign.honesty import enabling
 from sagactl.campaign.observe import Snapshot, foreign_request
 from sagactl.campaign.paths import (
     OUTCOME_CLASSES,
@@ -26,6 +26,7 @@ from sagactl.campaign.paths import (
     stopped_at_validation,
     tasks_beyond_validation,
 )
+from sagactl.campaign.plan_evidence import Evidence
 from sagactl.campaign.runner import CaseRun
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 

@@ -221,7 +221,7 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
         "## Cases by outcome",
         "",
         "The outcome of the execution that owns each case (the case record names it), after its "
-        "redrives. Executions, duplicates included:",
+        "redrives; RESOLVED once a person decided the case. Executions, duplicates included:",
         "",
     ]
     lines += _table(
@@ -241,7 +241,7 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
     )
     lines += [
         "",
-        "Terminal states reached: the cases whose owning execution closed in each class at some "
+        "Terminal states reached: the cases in which an execution closed in each class at some "
         "point, before a redrive or a person's decision too (RESOLVED: the cases a person "
         "decided; REFUSED: a rerun after the decision, nothing done):",
         "",

@@ -73,15 +73,9 @@ def case_result(run: CaseRun, budget: int) -> dict[str, Any]:
         "case_id": run.plan.case_id,
         "classes": sorted({*run.plan.fault_classes(), *run.labels}),
         "outcome": case_outcome(owner, final.case_record),
-        # the class of every close of the owner, before its redrives too (the report counts
-        # each terminal state the case reached)
-        "closes": sorted(
-            {
-                classify(s.executions[run.owner_arn])
-                for s in run.snapshots
-                if run.owner_arn in s.executions
-            }
-        ),
+        # every class an execution of the case closed in, before a redrive or a person's
+        # decision too (the report counts each terminal state the slice reached)
+        "closes": sorted({classify(e) for snap in run.snapshots for e in snap.executions.values()}),
         "operator": [
             {k: v for k, v in e.items() if k in ("step", "resolved", "error", "refused")}
             for e in run.operator
