@@ -70,17 +70,25 @@ def scratch_copy(root: Path = ROOT) -> Path:
             target = tree / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
-    for linked in (".build", "node_modules"):
+    # The virtualenv too: tests that run this checkout's console scripts find them in the copy.
+    for linked in (".build", "node_modules", ".venv"):
         if (root / linked).exists():
             (tree / linked).symlink_to((root / linked).resolve())
     return tree
+
+
+def python_of(tree: Path) -> str:
+    """The interpreter the runs use: the copy's (linked) virtualenv, so that `sys.executable`
+    and the console scripts next to it are the copy's; else this one."""
+    linked = tree / ".venv" / "bin" / "python"
+    return str(linked) if linked.exists() else sys.executable
 
 
 def tree_digest(tree: Path) -> str:
     """What the results were measured against: every file of the copy (links excepted)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
-        if any(part in (".build", "node_modules", "__pycache__") for part in path.parts):
+        if any(part in (".build", "node_modules", ".venv", "__pycache__") for part in path.parts):
             continue
         digest.update(str(path.relative_to(tree)).encode())
         digest.update(path.read_bytes())
@@ -128,7 +136,7 @@ def _baseline_passes(tree: Path, digest: str, out: str | None) -> bool:
     if marker is not None and marker.is_file() and marker.read_text(encoding="utf-8") == digest:
         return True
     log = tree.parent / "baseline.suite.log"
-    failed, seconds = _run([sys.executable, *SUITE], tree, SUITE_TIMEOUT_SECONDS, log)
+    failed, seconds = _run([python_of(tree), *SUITE], tree, SUITE_TIMEOUT_SECONDS, log)
     if failed:
         print(f"mutate: the suite fails without any mutant (see {log})", file=sys.stderr)
         return False
@@ -150,7 +158,7 @@ def check_imports(tree: Path) -> None:
     """The copy's modules, not the working tree's, are the ones the runs import."""
     code = "import saga.ledger, sagactl.campaign; print(saga.ledger.__file__); print(sagactl.campaign.__file__)"  # noqa: E501
     out = subprocess.run(
-        [sys.executable, "-c", code],
+        [python_of(tree), "-c", code],
         cwd=tree,
         env=_environment(tree),
         capture_output=True,
@@ -218,7 +226,7 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
     try:
         if not args.skip_suite:
             failed, seconds = _run(
-                [sys.executable, *SUITE],
+                [python_of(tree), *SUITE],
                 tree,
                 SUITE_TIMEOUT_SECONDS,
                 logs / f"{mutant.name}.suite.log",
@@ -227,7 +235,7 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
         if not args.skip_campaign:
             directory = tree.parent / f"campaign-{mutant.name}"
             shutil.rmtree(directory, ignore_errors=True)
-            command = [sys.executable, *slice_command(directory, fail_fast=True)]
+            command = [python_of(tree), *slice_command(directory, fail_fast=True)]
             failed, seconds = _run(
                 command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log"
             )
