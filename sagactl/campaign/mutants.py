@@ -45,6 +45,11 @@ def apply(mutant: Mutant, root: Path) -> None:
 
 
 _AGENT = "the agent tools (MCP): the campaign starts cases as approved inputs, never through them"
+_POLICY = (
+    "an IAM or KMS key policy: the local AWS does not enforce policies (docs/design.md §7), so no "
+    "case's execution meets it (the tests evaluate recorded calls against them, §11)"
+)
+_SYNTH = "a limit checked when the stack is synthesized: no case's execution meets it"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -360,10 +365,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "key-of-own-approver",
         "a key verifies only for its own approver (§9)",
         "lambdas/saga/approvals.py",
-        "        if key_uuid(keys.current) == named:\n            return keys.current\n",
+        "        if self._is(keys.current, named, strict=True):\n            return keys.current\n",
         "        for tenant_keys in self.trusted.values():\n"
         "            for any_keys in tenant_keys.values():\n"
-        "                if key_uuid(any_keys.current) == named:\n"
+        "                if self._is(any_keys.current, named, strict=True):\n"
         "                    return any_keys.current\n",
     ),
     Mutant(
@@ -498,6 +503,38 @@ MUTANTS: tuple[Mutant, ...] = (
         '        return {"ConditionExpression": CLAIM_CONDITION}',
         '        return {"ConditionExpression": CLAIM_CONDITION, '
         '"ExpressionAttributeValues": {":new": {"S": "IN_PROGRESS"}}}',
+    ),
+    Mutant(
+        "key-policy-any-principal",
+        "only the approver's role signs with its key: the key policy confines the account (§9)",
+        "stacks/constructs/approvals.py",
+        '"ArnEquals": {"aws:PrincipalArn": role.role_arn},',
+        '"ArnLike": {"aws:PrincipalArn": "*"},',
+        outside_slice=_POLICY,
+    ),
+    Mutant(
+        "key-policy-recreated-role",
+        "a role re-created under the approver role's name cannot sign (§9)",
+        "stacks/constructs/approvals.py",
+        '"StringLike": {"aws:userid": f"{role.role_id}:*"},',
+        '"StringLike": {"aws:userid": "*"},',
+        outside_slice=_POLICY,
+    ),
+    Mutant(
+        "drafts-any-tenant",
+        "an approver or agent role reaches its own tenant's drafts only (§11)",
+        "stacks/constructs/people.py",
+        '    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}',
+        "    return {}",
+        outside_slice=_POLICY,
+    ),
+    Mutant(
+        "environment-over-4kb",
+        "a function's environment that could exceed 4 KB is refused at synth (§9)",
+        "stacks/environment_budget.py",
+        "LAMBDA_ENVIRONMENT_LIMIT = 4096",
+        "LAMBDA_ENVIRONMENT_LIMIT = 65536",
+        outside_slice=_SYNTH,
     ),
 )
 
