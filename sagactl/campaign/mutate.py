@@ -277,12 +277,17 @@ def summary(results: list[dict[str, Any]]) -> str:
         return bool(result.get(key, {}).get("killed"))
 
     behavioural = [r for r in results if not r.get("outside_slice")]
-    by_slice = [r for r in behavioural if killed(r, "campaign")]
-    share = 100 * len(by_slice) / len(behavioural) if behavioural else 0.0
+    # A part not run is no result: the shares are of the mutants that part was run against.
+    against_suite = [r for r in results if "suite" in r]
+    against_slice = [r for r in behavioural if "campaign" in r]
+    by_slice = [r for r in against_slice if killed(r, "campaign")]
+    share = 100 * len(by_slice) / len(against_slice) if against_slice else 0.0
     return (
-        f"{len(results)} mutants: {sum(killed(r, 'suite') for r in results)} killed by the suite, "
+        f"{len(results)} mutants: {sum(killed(r, 'suite') for r in results)} of the "
+        f"{len(against_suite)} run against the suite killed by it, "
         f"{sum(r['killed'] for r in results)} killed in all; of the {len(behavioural)} "
-        f"behavioural ones, {len(by_slice)} ({share:.0f}%) killed by the campaign slice alone."
+        f"behavioural ones, {len(against_slice)} run against the campaign slice alone, "
+        f"{len(by_slice)} ({share:.0f}%) of them killed by it."
     )
 
 

@@ -326,6 +326,11 @@ def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path
     assert "| budget |" in table and "survived (9 s) | killed (3 s) |" in table
     assert "outside the slice: no case's execution displays an amount" in table
     assert mutate.summary([both, outside]) == (
-        "2 mutants: 1 killed by the suite, 2 killed in all; of the 1 behavioural ones, "
-        "1 (100%) killed by the campaign slice alone."
+        "2 mutants: 1 of the 2 run against the suite killed by it, 2 killed in all; of the 1 "
+        "behavioural ones, 1 run against the campaign slice alone, 1 (100%) of them killed by it."
+    )
+    not_run = {**named, "suite": {"killed": True, "seconds": 1}, "killed": True}
+    assert mutate.summary([not_run]).endswith(  # a slice not run is not counted as survived
+        "of the 1 behavioural ones, 0 run against the campaign slice alone, 0 (0%) of them "
+        "killed by it."
     )
