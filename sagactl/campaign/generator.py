@@ -25,6 +25,7 @@ from sagactl.campaign.approval import (
     unapproved,
 )
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
+from sagactl.campaign.shapes import operator, shape
 from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
@@ -420,9 +421,13 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     else:
         case = approve(raw)
     faults = _faults(rng)
+    nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
+    # Drawn from their own stream, so that adding a shape leaves the other draws as they were.
+    extra = random.Random(f"{seed}:shape:{index}")
+    if expect is None:
+        nemeses += shape(extra, faults, str(raw["reserve"]["sku"]))
     if faults:
         case["sandbox"] = {"faults": faults}
-    nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
     duplicate = _duplicate(rng, rejected=expect is not None)
     return CasePlan(
         seed=seed,
@@ -434,4 +439,5 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         nemeses=nemeses,
         duplicate=duplicate,
         redrives=_redrives(rng),
+        operator=operator(extra),
     )

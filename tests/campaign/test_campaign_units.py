@@ -142,7 +142,16 @@ def _completed_execution() -> dict[str, Any]:
         "arn": OWNER,
         "name": "c1",
         "status": "SUCCEEDED",
-        "output": {"outcome": "COMPLETED", "steps": {}},
+        "output": {
+            "outcome": "COMPLETED",
+            "steps": {
+                "reserve": {"action_key": "acme#reserve#c1.reserve", "downstream_ref": None},
+                "refund": {"action_key": "acme#refund#c1.refund", "downstream_ref": "re_1"},
+                "ship": {"action_key": "acme#ship#c1.ship", "downstream_ref": "shp_1"},
+            },
+            "compensations": [],
+            "escalation": None,
+        },
         "path": ["ValidateCase", "NewOrDuplicate", "ReserveStock"],
         "last_state": "RecordOutcome",
         "error": None,
@@ -340,3 +349,42 @@ def test_a_line_being_written_is_not_read_even_cut_inside_a_character(tmp_path: 
     path.write_bytes(done.encode("utf-8") + b"\n" + cut)
 
     assert read_lines(path) == [{"type": "block", "block": 0, "city": "서울"}]
+
+
+def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path: Path) -> None:
+    """`--skip-suite` then `--skip-campaign` over the same tree: one result with both parts;
+    the summary counts the slice's kills among the behavioural mutants only."""
+    from sagactl.campaign import mutate
+
+    named = {"name": "budget", "rule": "attempts within the budget", "tree": "t1"}
+    slice_only = {**named, "campaign": {"killed": True, "seconds": 3}}
+    suite_only = {**named, "suite": {"killed": False, "seconds": 9}}
+    both = mutate.combined({**slice_only, "killed": True}, {**suite_only, "killed": False})
+    assert (both["suite"], both["campaign"], both["killed"]) == (
+        {"killed": False, "seconds": 9},
+        {"killed": True, "seconds": 3},
+        True,
+    )
+    other_tree = mutate.combined({**slice_only, "killed": True}, {**suite_only, "tree": "t2"})
+    assert "campaign" not in other_tree  # measured on another tree: not combined
+
+    outside = {
+        "name": "displayed-amount",
+        "rule": "amounts in the currency's decimals",
+        "killed": True,
+        "suite": {"killed": True, "seconds": 1},
+        "campaign": {"killed": False, "seconds": 1},
+        "outside_slice": "no case's execution displays an amount",
+    }
+    table = mutate._table([both, outside])
+    assert "| budget |" in table and "survived (9 s) | killed (3 s) |" in table
+    assert "outside the slice: no case's execution displays an amount" in table
+    assert mutate.summary([both, outside]) == (
+        "2 mutants: 1 of the 2 run against the suite killed by it, 2 killed in all; of the 1 "
+        "behavioural ones, 1 run against the campaign slice alone, 1 (100%) of them killed by it."
+    )
+    not_run = {**named, "suite": {"killed": True, "seconds": 1}, "killed": True}
+    assert mutate.summary([not_run]).endswith(  # a slice not run is not counted as survived
+        "of the 1 behavioural ones, 0 run against the campaign slice alone, 0 (0%) of them "
+        "killed by it."
+    )
