@@ -36,7 +36,6 @@ from sagactl.local.client_context import (
     parse_client_context,
 )
 from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env, crash_payload
-from sagactl.local.patching import wrap_once
 from stacks.lambda_errors import Death
 
 logger = logging.getLogger(__name__)
@@ -349,60 +348,6 @@ def install_inprocess_lambda() -> None:
             LambdaFunction.invoke = _with_client_context(  # type: ignore[method-assign]
                 LambdaFunction.invoke
             )
-
-
-@dataclass(frozen=True)
-class AwsCall:
-    """One AWS API call made by an in-process handler (what IAM must allow its role)."""
-
-    function_name: str
-    service: str  # botocore's service name: "dynamodb", "sqs", ...
-    operation: str  # the API operation: "PutItem", "TransactWriteItems", ...
-    params: Mapping[str, Any]
-
-
-_ACTIVE_RECORDINGS: list[list[AwsCall]] = []
-_RECORDING_MARK = "_saga_records_calls"
-
-
-def _record_call(client: Any, operation: str, params: Mapping[str, Any]) -> None:
-    function_name = _RUNNING_FUNCTION.get()
-    if function_name is None or not _ACTIVE_RECORDINGS:
-        return  # not a handler's call (the test, the executor, moto itself)
-    # The signing name: the service IAM knows ("states" for Step Functions).
-    call = AwsCall(function_name, client.meta.service_model.signing_name, operation, params)
-    for calls in _ACTIVE_RECORDINGS:
-        calls.append(call)
-
-
-def _install_call_recording() -> None:
-    """Wrap botocore's one entry point for API calls (idempotent), so clients a handler made
-    and cached before recording started are seen too; a call is recorded before it is sent."""
-    from botocore.client import BaseClient
-
-    with _INSTALL_LOCK:
-
-        def wrap(original: Any) -> Any:
-            def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
-                _record_call(self, operation_name, api_params)
-                return original(self, operation_name, api_params)
-
-            return recorded
-
-        wrap_once(BaseClient, "_make_api_call", _RECORDING_MARK, wrap)
-
-
-@contextmanager
-def recording_aws_calls() -> Iterator[list[AwsCall]]:
-    """Collect every AWS API call that in-process handlers make while the block runs, each with
-    the function that made it (tests compare them with the functions' IAM grants)."""
-    _install_call_recording()
-    calls: list[AwsCall] = []
-    _ACTIVE_RECORDINGS.append(calls)
-    try:
-        yield calls
-    finally:
-        _ACTIVE_RECORDINGS.remove(calls)
 
 
 @contextmanager

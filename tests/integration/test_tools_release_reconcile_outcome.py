@@ -221,7 +221,7 @@ def test_record_outcome_writes_the_terminal_record_then_queues_the_escalation(
     env: ToolsEnv,
 ) -> None:
     case = make_case()
-    env.cases.create(case, case.approval.digest, OWNER)
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
     payload = _escalated(case)
     queue = Queue()
     output = record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn, escalations=queue)
@@ -257,7 +257,7 @@ def test_record_outcome_writes_the_terminal_record_then_queues_the_escalation(
 
 def test_a_completed_outcome_queues_nothing(env: ToolsEnv) -> None:
     case = make_case()
-    env.cases.create(case, case.approval.digest, OWNER)
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
     queue = Queue()
     payload = OutcomePayload(case=case, outcome="COMPLETED", attempt=ATTEMPT)
     record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn, escalations=queue)
@@ -269,7 +269,7 @@ def test_an_escalation_not_queued_is_retried_with_the_record_written(env: ToolsE
     """The record first, then the message: a send that fails is a TransientError (retried, and
     a redrive reruns it) with the case record ESCALATED already."""
     case = make_case()
-    env.cases.create(case, case.approval.digest, OWNER)
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
     payload = _escalated(case)
     with pytest.raises(TransientError, match="not queued"):
         record_outcome(
@@ -283,7 +283,7 @@ def test_no_escalation_is_queued_for_a_case_a_person_resolved(env: ToolsEnv) -> 
     """The decision is final (docs/design.md §3.10): the record's write is refused with
     ActionSettled before anything is queued, the record keeps the decision."""
     case = make_case()
-    env.cases.create(case, case.approval.digest, OWNER)
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
     record = env.cases.get(case.case_id)
     assert record is not None
     env.cases.resolve(
@@ -302,7 +302,7 @@ def test_no_escalation_is_queued_for_a_case_a_person_resolved(env: ToolsEnv) -> 
 def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts(
     env: ToolsEnv,
 ) -> None:
-    env.cases.create(make_case(), make_case().approval.digest, OWNER)
+    env.cases.create(make_case(), make_case().approval.digest, OWNER, approvals_required=1)
     other = make_case(order={"order_id": "ord-9", "customer_id": "cus-42"})
     with pytest.raises(KeyConflict):
         record_outcome(

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from saga.approvals import REPLAY_ONLY, accept_forward
+from saga.acceptance import accept_forward
 from saga.coldstart import resumed_collection
 from saga.errors import CaseRecordRefused
 from saga.ledger import Attempt
@@ -29,8 +29,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(CreateShipmentEnvironment)
     cases = runtime.cases()
-    accepted = accept_forward(runtime.approvals, case.signed_approval(), cases, completes_case=True)
-    if accepted == REPLAY_ONLY:
+    approvals = case.signed_approvals()
+    accepted = accept_forward(runtime.approvals, approvals, cases, completes_case=True)
+    if accepted.replay_only:
         # The case record says COMPLETED with this shipment already (docs/design.md §3.11).
         replayed = replay_shipment(
             case, execution_arn=payload.attempt.execution, ledger=runtime.ledger()

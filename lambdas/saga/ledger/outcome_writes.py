@@ -27,11 +27,10 @@ from saga.dynamodb import (
     from_item,
     is_condition_failure,
     number,
-    to_attr,
 )
 from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import ActionRequest
-from saga.ledger.items import names
+from saga.ledger.items import OWNED, Outcome, names, outcome_update
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
     CLOSED_STATUSES,
@@ -45,7 +44,6 @@ from saga.ledger.records import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-_OWNED = "#owner = :me AND #status = :in_progress"
 _CONDITION_CHECK = "ConditionalCheckFailed"  # a transaction item's cancellation reason
 
 
@@ -105,20 +103,27 @@ class OutcomeWrites:
     ) -> LedgerRecord:
         """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record.
 
-        `dispatched_at`: this delivery (claimed then) may have reached the downstream. Raises
-        LeaseLost when another delivery owns the record, OutcomeUnknown when the write failed
-        otherwise (the record stays open; a later delivery takes it over and reconciles).
+        `dispatched_at`: this delivery (claimed then) may have reached the downstream. A record a
+        person settled while this delivery held it (§3.10: only a clock skewed past the
+        allowance lets that happen) still gets the outcome, for what happened must stay on
+        record, but keeps the decision: no retention, no `open_status`; the caller sees the
+        record's `resolution`. Raises LeaseLost when another delivery owns the record,
+        OutcomeUnknown when the write failed otherwise (the record stays open; a later delivery
+        takes it over and reconciles).
         """
-        update = self._outcome_update(
-            request,
-            attempt,
-            status,
-            self.clock(),
-            result=result,
-            downstream_ref=downstream_ref,
-            error=error,
-            dispatched_at=dispatched_at,
-        )
+        outcome = Outcome(status, result, downstream_ref, error, dispatched_at)
+        try:
+            return self._write_outcome(request, attempt, outcome, settled=False)
+        except LeaseLost as lost:
+            if not _settled_while_held(lost.current, attempt):
+                raise
+        return self._write_outcome(request, attempt, outcome, settled=True)
+
+    def _write_outcome(
+        self, request: ActionRequest, attempt: Attempt, outcome: Outcome, *, settled: bool
+    ) -> LedgerRecord:
+        status = outcome.status
+        update = self._outcome_update(request, attempt, outcome, self.clock(), settled=settled)
         try:
             response = self.client.update_item(
                 **update,
@@ -151,14 +156,8 @@ class OutcomeWrites:
         reason (the companion's condition: its `item` is that table's item; a conflict or
         throttling: None), OutcomeUnknown when DynamoDB did not answer (committed or not)."""
         now = self.clock()
-        update = self._outcome_update(
-            request,
-            attempt,
-            LedgerStatus.COMPLETED,
-            now,
-            result=result,
-            downstream_ref=downstream_ref,
-        )
+        outcome = Outcome(LedgerStatus.COMPLETED, result, downstream_ref, None, None)
+        update = self._outcome_update(request, attempt, outcome, now, settled=False)
         completion = cast(
             "TransactWriteItem",
             {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
@@ -171,6 +170,10 @@ class OutcomeWrites:
             reasons = [*cancellation_reasons(exc), {}, {}]
             if reasons[0].get("Code") == _CONDITION_CHECK:
                 current = record_or_none(reasons[0].get("Item"))
+                if _settled_while_held(current, attempt):
+                    # A person settled the action meanwhile (§3.10): the completion is written
+                    # alone, with the decision (finish), and the companion never.
+                    raise NotCommitted(None) from exc
                 raise _lease_lost(request, attempt, LedgerStatus.COMPLETED, current) from exc
             refused = reasons[1].get("Code") == _CONDITION_CHECK
             raise NotCommitted(
@@ -204,54 +207,24 @@ class OutcomeWrites:
         self,
         request: ActionRequest,
         attempt: Attempt,
-        status: LedgerStatus,
+        outcome: Outcome,
         now: float,
         *,
-        result: dict[str, Any] | None = None,
-        downstream_ref: str | None = None,
-        error: dict[str, str] | None = None,
-        dispatched_at: float | None = None,
+        settled: bool,
     ) -> dict[str, Any]:
         """The UpdateItem of an outcome (its table, key, expressions), conditional on this
-        attempt owning the IN_PROGRESS record; a closed outcome carries the retention (§3.7)."""
-        values: dict[str, Any] = {
-            ":me": {"S": attempt.attempt_id},
-            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
-            ":status": {"S": status.value},
-            ":now": number(now),
-        }
-        sets = ["#status = :status", "updated_at = :now"]
-        if dispatched_at is not None:
-            values[":dispatched"] = number(dispatched_at)
-            sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
-        removes: list[str] = []
-        expiry = self._expiry(status, now)
-        if expiry is not None:
-            values[":expires"] = {"N": str(expiry)}
-            sets.append("expires_at = :expires")
-        else:
-            removes.append("expires_at")
-        if status is LedgerStatus.COMPLETED:
-            values[":result"] = to_attr(result or {})
-            sets.append("#result = :result")
-            removes += ["open_status", "#error"]
-            if downstream_ref is not None:
-                values[":ref"] = {"S": downstream_ref}
-                sets.append("downstream_ref = :ref")
-        elif status is LedgerStatus.FAILED:
-            values[":error"] = to_attr(error or {})
-            sets.append("#error = :error")
-            removes.append("open_status")
-        else:  # UNKNOWN stays open for the sweeper (GSI sorted by when it became unknown)
-            values[":error"] = to_attr(error or {})
-            sets += ["#error = :error", "open_status = :status", "lease_expires_at = :now"]
-        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        attempt owning the IN_PROGRESS record (items.outcome_update); a closed outcome carries
+        the retention (§3.7), one on a settled record none."""
+        expiry = None if settled else self._expiry(outcome.status, now)
+        expression, condition, values = outcome_update(
+            outcome, attempt.attempt_id, now, expires_at=expiry, settled=settled
+        )
         return {
             "TableName": self.table_name,
             "Key": {"action_key": {"S": request.key}},
             "UpdateExpression": expression,
-            "ConditionExpression": _OWNED,
-            "ExpressionAttributeNames": names(expression, _OWNED),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names(expression, condition),
             "ExpressionAttributeValues": values,
         }
 
@@ -271,7 +244,7 @@ class OutcomeWrites:
                 UpdateExpression=(
                     "SET lease_expires_at = :now, updated_at = :now REMOVE #owner, expires_at"
                 ),
-                ConditionExpression=_OWNED,
+                ConditionExpression=OWNED,
                 ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
                 ExpressionAttributeValues={
                     ":me": {"S": attempt.attempt_id},
@@ -290,6 +263,16 @@ class OutcomeWrites:
     def _expiry(self, status: LedgerStatus, now: float) -> int | None:
         """The one retention rule (§3.7): a closed record expires, an open one never does."""
         return self.policy.expires_at(now) if status in CLOSED_STATUSES else None
+
+
+def _settled_while_held(current: LedgerRecord | None, attempt: Attempt) -> bool:
+    """The record this delivery still holds, settled by a person meanwhile (§3.10)."""
+    return (
+        current is not None
+        and current.owner == attempt.attempt_id
+        and current.status is LedgerStatus.IN_PROGRESS
+        and current.resolution is not None
+    )
 
 
 def record_or_none(item: Any) -> LedgerRecord | None:
