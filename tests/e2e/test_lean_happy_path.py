@@ -15,6 +15,7 @@ from saga.cases import CaseRecords
 from saga.identity import Operation, case_action_keys
 from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, LedgerPolicy, Resolution
+from saga.ledger.records import SETTLE_SKEW_SECONDS
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.payments import SandboxPaymentsService
 from sagactl.bench.cases import measure_case
@@ -80,7 +81,8 @@ def test_a_case_resolved_while_its_shipment_is_made_fails_there_with_the_shipmen
         receipt = create(self, **kwargs)
         if not fired:
             fired.append(kwargs["business_ref"])
-            local_aws.clock.advance(120)  # the delivery's lease has run out by now
+            # The delivery's lease and the resolver's skew allowance have run out by now.
+            local_aws.clock.advance(120 + SETTLE_SKEW_SECONDS)
             _resolve(local_aws, case)
         return receipt
 

@@ -25,7 +25,7 @@ from saga.ledger.records import (
     Reconciliation,
     Undeterminable,
 )
-from saga.ledger.store import LeaseLost, LedgerStore, NotCommitted
+from saga.ledger.store import LeaseLost, LedgerStore, NotCommitted, SettledMeanwhile
 
 MAX_DECISION_ROUNDS = 4  # a contended takeover re-decides from the winner's record
 
@@ -127,6 +127,16 @@ class LedgerCore:
         except LeaseLost as lost:
             self.observe(LedgerEvent.LEASE_LOST, request, lost.current)
             raise OutcomeUnknown(str(lost)) from lost
+        except SettledMeanwhile as settled:
+            # The effect is on record next to the decision; the companion's refusal (a resolved
+            # case record) says so to a person, for an effect after a decision needs one (§3.10).
+            self.observe(LedgerEvent.OUTCOME_AFTER_SETTLEMENT, request, settled.record)
+            if settled.item is not None:
+                raise companion.refused(settled.item) from settled
+            raise ActionSettled(
+                f"{settled_text(request.key, settled.record)} while attempt "
+                f"{attempt.attempt_id} held it; its COMPLETED outcome is recorded with the decision"
+            ) from settled
         except NotCommitted as cancelled:
             written = self.finish(
                 request,

@@ -56,6 +56,17 @@ class LeaseLost(Exception):
         self.current = current
 
 
+class SettledMeanwhile(Exception):
+    """A completion transaction met the record this delivery holds settled by a person (§3.10):
+    the completion was written alone, with the decision (`record`), the companion never;
+    `item` is the companion table's item as it is (None: its condition held)."""
+
+    def __init__(self, record: LedgerRecord, item: dict[str, Any] | None) -> None:
+        super().__init__("the action was settled while this delivery held it")
+        self.record = record
+        self.item = item
+
+
 class NotCommitted(Exception):
     """A transaction with a companion write wrote nothing, though this delivery still owns the
     record: the companion's condition failed (`item`: that table's item as it is) or DynamoDB
@@ -170,10 +181,13 @@ class OutcomeWrites:
             reasons = [*cancellation_reasons(exc), {}, {}]
             if reasons[0].get("Code") == _CONDITION_CHECK:
                 current = record_or_none(reasons[0].get("Item"))
+                refused = reasons[1].get("Code") == _CONDITION_CHECK
                 if _settled_while_held(current, attempt):
                     # A person settled the action meanwhile (§3.10): the completion is written
-                    # alone, with the decision (finish), and the companion never.
-                    raise NotCommitted(None) from exc
+                    # alone, with the decision, and the companion never.
+                    written = self._write_outcome(request, attempt, outcome, settled=True)
+                    item = from_item(reasons[1].get("Item") or {}) if refused else None
+                    raise SettledMeanwhile(written, item) from exc
                 raise _lease_lost(request, attempt, LedgerStatus.COMPLETED, current) from exc
             refused = reasons[1].get("Code") == _CONDITION_CHECK
             raise NotCommitted(

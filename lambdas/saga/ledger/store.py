@@ -37,6 +37,7 @@ from saga.ledger.outcome_writes import (
     LeaseLost,
     NotCommitted,
     OutcomeWrites,
+    SettledMeanwhile,
     record_or_none,
 )
 from saga.ledger.records import (
@@ -46,7 +47,7 @@ from saga.ledger.records import (
     LedgerStatus,
 )
 
-__all__ = ["LeaseLost", "LedgerStore", "NotCommitted"]
+__all__ = ["LeaseLost", "LedgerStore", "NotCommitted", "SettledMeanwhile"]
 
 # Appended to the SET of every update that leaves a record open (§3.7).
 _OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
