@@ -613,6 +613,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/people.py",
         '    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}',
         "    return {}",
+        outside_slice=_POLICY,
     ),
     Mutant(
         "approver-rewrites-draft",
@@ -620,6 +621,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/people.py",
         '"ForAllValues:StringEquals": {"dynamodb:Attributes": [*key, *APPROVAL_ATTRIBUTES]},',
         '"ForAllValues:StringLike": {"dynamodb:Attributes": ["*"]},',
+        outside_slice=_POLICY,
     ),
     Mutant(
         "environment-over-4kb",
