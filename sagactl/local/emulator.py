@@ -29,6 +29,8 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
   `run_schedules=True` (sagactl.local.schedules).
 - `install_speedups()`: moto's per-request module listing and per-execution definition parse,
   done once (sagactl.local.speedups).
+- `install_task_timeouts()`: a Task's timeout can be fired on demand (`time_out_task`: a
+  delivery that hangs past it, without waiting for it: sagactl.local.task_timeouts).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from sagactl.local.patching import wrap_once
 from sagactl.local.redrive import install_redrive
 from sagactl.local.schedules import RuleScheduler
 from sagactl.local.speedups import install_speedups
+from sagactl.local.task_timeouts import install_task_timeouts
 from sagactl.local.transaction_tokens import install_transaction_tokens
 from sagactl.local.ttl import delete_expired_items
 
@@ -242,6 +245,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_execution_events()  # after install_redrive: the events carry its stopDate
     install_execution_name_validation()
     install_speedups()
+    install_task_timeouts()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
