@@ -62,9 +62,10 @@ bench: venv
 
 # Before `cdk deploy`: AWS's own ValidateStateMachineDefinition on the synthesized definition
 # (DefinitionSubstitutions applied as CloudFormation will) with YOUR credentials, then cfn-lint.
-# Creates nothing. TEMPLATE=cdk.out/<stack>.template.json checks a template you synthesized.
+# Creates nothing. TEMPLATE=cdk.out/<stack>.template.json checks a template you synthesized;
+# REGION=eu-west-1 validates there (default: your AWS configuration's region).
 validate-aws: venv
-	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE))
+	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE)) $(if $(REGION),--region $(REGION))
 
 # The fault campaign (issue 14, sagactl/campaign): N random cases from SEED through the real state
 # machine in SHARDS processes, each with its own local AWS. Resumable: the same command continues a

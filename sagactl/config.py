@@ -1,8 +1,8 @@
 """The stack's configuration as sagactl uses it: cdk.json, read as `cdk synth` reads it.
 
 Who may approve for which tenant, and the ledger's attempt budget shown next to each record,
-come from here unless the deployed stack says otherwise (the ValidateCase function's TENANTS,
-the stack's `AttemptBudget` output).
+come from here unless the deployed stack says otherwise (the approvers of the ValidateCase
+function's APPROVAL_KEYS, the stack's `AttemptBudget` output).
 """
 
 from __future__ import annotations

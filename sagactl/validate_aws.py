@@ -139,8 +139,10 @@ def _run(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
         raise ValidationFailed(f"cannot run {command[0]} (run `make venv`): {exc}") from exc
 
 
-def _aws(*args: str) -> Any:
-    completed = _run([str(AWS_CLI), "--output", "json", *args])
+def _aws(*args: str, region: str) -> Any:
+    """One AWS CLI call, always in `region`: a profile's or the environment's own region
+    would otherwise decide where the definition is validated."""
+    completed = _run([str(AWS_CLI), "--output", "json", "--region", region, *args])
     if completed.returncode != 0:
         raise ValidationFailed(
             f"`aws {' '.join(args[:2])}` failed: {completed.stderr.strip() or completed.stdout}"
@@ -148,7 +150,7 @@ def _aws(*args: str) -> Any:
     return json.loads(completed.stdout)
 
 
-def validate_definition(path: Path) -> dict[str, Any]:
+def validate_definition(path: Path, region: str) -> dict[str, Any]:
     """`aws stepfunctions validate-state-machine-definition` on one definition file."""
     answer: dict[str, Any] = _aws(
         "stepfunctions",
@@ -159,6 +161,7 @@ def validate_definition(path: Path) -> dict[str, Any]:
         "STANDARD",
         "--severity",
         "WARNING",
+        region=region,
     )
     return answer
 
@@ -194,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     region = args.region or boto3.session.Session().region_name or "us-east-1"
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     where = f"the endpoint {endpoint}" if endpoint else f"AWS ({region})"
-    account = str(_aws("sts", "get-caller-identity", "--region", region)["Account"])
+    account = str(_aws("sts", "get-caller-identity", region=region)["Account"])
     target = Target(template_path, stack_name, region, account)
     print(f"validating {template_path} with {where}, account {account}")
     failed = False
@@ -202,10 +205,11 @@ def run(args: argparse.Namespace) -> int:
     for logical_id, text in definitions(target).items():
         path = outdir / f"{stack_name}.{logical_id}.asl.json"
         path.write_text(text, encoding="utf-8")
-        answer = validate_definition(path)
+        answer = validate_definition(path, region)
         diagnostics = answer.get("diagnostics", [])
         print(
-            f"aws stepfunctions validate-state-machine-definition --definition file://{path}: "
+            f"aws stepfunctions validate-state-machine-definition --region {region} "
+            f"--definition file://{path}: "
             f"{answer['result']} ({len(diagnostics)} diagnostics)"
         )
         for d in diagnostics:

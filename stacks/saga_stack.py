@@ -19,14 +19,17 @@ from stacks.constructs.agent_gateway import AgentGateway
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.escalation import Escalation
 from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.people import PeopleRoles
 from stacks.constructs.sandbox import SandboxDownstreams
 from stacks.constructs.tables import SagaTables
 from stacks.constructs.tools import ToolFunctions, metrics_namespace
 from stacks.constructs.workflow import ASL_PATH, SagaWorkflow
+from stacks.environment_budget import check_environments
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_CACHE = PROJECT_ROOT / ".build"
 SWEEPER_ID = "SweepStuckActionsFunction"
+VALIDATE_CASE_ID = "ValidateCaseFunction"
 
 
 class SagaStack(Stack):
@@ -92,6 +95,21 @@ class SagaStack(Stack):
                 },
                 state_machine=self.workflow.state_machine,
             )
+        self.people = PeopleRoles(
+            self,
+            "People",
+            config=config,
+            tables={
+                **table_map,
+                "drafts": self.tables.drafts,
+                "legacy_drafts": self.tables.legacy_drafts,
+            },
+            escalation_queue=self.escalation.queue,
+            state_machine=self.workflow.state_machine,
+            approval_keys=self.approval_keys,
+            validate_case=self.tools.functions[VALIDATE_CASE_ID],
+            sweeper=self.tools.functions[SWEEPER_ID],
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -117,6 +135,10 @@ class SagaStack(Stack):
             "ReservationsTableName": self.tables.reservations.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.
             "AttemptBudget": str(config.ledger.attempt_budget),
+            # The functions sagactl reads (trusted keys) and invokes (a sweep now), by name:
+            # the operator's role may read these two, not every function of the account.
+            "ValidateCaseFunctionName": self.tools.functions[VALIDATE_CASE_ID].function_name,
+            "SweeperFunctionName": self.tools.functions[SWEEPER_ID].function_name,
         }
         if self.sandbox is not None:
             outputs |= {
@@ -127,5 +149,8 @@ class SagaStack(Stack):
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self)
+        self.people.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)
+        # Lambda's 4 KB per environment, checked here rather than refused mid-deploy.
+        self.environment_sizes = check_environments(self, self.tools.environments)

@@ -346,7 +346,6 @@ class ToolsEnv:
         harness's tables and ledger policy."""
         return {
             **self.names,
-            "TENANTS": TENANTS_JSON,
             "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
             "ATTEMPT_BUDGET": str(self.policy.attempt_budget),
             "RETENTION_SECONDS": str(self.policy.retention_seconds),

@@ -7,7 +7,8 @@ to another case, tenant, revision, approver or parameter set: the digest covers 
 
 Which key may sign for whom is trusted configuration (the stack's APPROVAL_KEYS variable), never
 the case: `approval.key_id` only says which of the approver's configured keys signed, and a key
-id that is not one of them is refused before anything is verified. Verification is local: the
+id that is not one of them is refused before anything is verified. A key configured by alias is
+resolved to its ARN by the same request that fetches its public key. Verification is local: the
 public key is fetched from KMS once per container and key (GetPublicKey) and kept for the life
 of the process, so a warm invocation makes no KMS request.
 
@@ -36,8 +37,9 @@ from saga.approval_keys import (
     ApproverKeys,
     PublicKeySource,
     TrustedKeys,
+    is_alias,
     key_uuid,
-    public_point,
+    resolve_key,
 )
 from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied, TransientError
 
@@ -155,11 +157,11 @@ class ApprovalVerifier:
                     f"{where}: the approval allowed starting until {approval.start_by}; "
                     f"it has passed: re-approve the case ({APPROVE_HINT})"
                 )
-        key_arn = self._trusted_key(approval, approvers[approval.approved_by], accept_retired)
+        key = self._trusted_key(approval, approvers[approval.approved_by], accept_retired)
         signature = _decode_signature(approval.signature, where)
-        if signatures.verify(self._point(key_arn), approval.message(), signature):
-            return key_arn
-        other = self._signer_among_others(approval, signature, key_arn)
+        if signatures.verify(self._point(key), approval.message(), signature):
+            return self._arn(key)
+        other = self._signer_among_others(approval, signature, key)
         if other is not None:
             raise AuthorizationDenied(
                 f"{where}: signed by {other[1]!r} of tenant {other[0]!r}, presented as "
@@ -173,16 +175,19 @@ class ApprovalVerifier:
     def _trusted_key(
         self, approval: SignedApproval, keys: ApproverKeys, accept_retired: bool
     ) -> str:
+        """The trusted key (as configured) that `approval.key_id` names. A key configured by
+        alias is resolved to compare (the current one before any retired one), each once per
+        container."""
         named = key_uuid(approval.key_id or "")
-        if key_uuid(keys.current) == named:
+        if self._is(keys.current, named, strict=True):
             return keys.current
         for retired in keys.retired:
-            if key_uuid(retired) == named:
+            if self._is(retired, named, strict=True):
                 if accept_retired:
                     return retired
                 raise ApprovalInvalid(
                     f"case {approval.case_id}: signed with {approval.approved_by!r}'s retired "
-                    f"key {retired}; a new case needs the current key: {APPROVE_HINT}"
+                    f"key {self._arn(retired)}; a new case needs the current key: {APPROVE_HINT}"
                 )
         owner = self._owner_of(named)
         whose = f"a key of {owner[1]!r} of tenant {owner[0]!r}" if owner else "not a trusted key"
@@ -191,10 +196,23 @@ class ApprovalVerifier:
             f"{approval.approved_by!r} for tenant {approval.tenant_id!r}"
         )
 
+    def _is(self, key: str, named: str, *, strict: bool) -> bool:
+        """Whether the configured `key` is the key id `named`. Strict: a key that cannot be
+        resolved raises (a deployment fault); else it simply is not the one."""
+        if not is_alias(key):
+            return key_uuid(key) == named
+        try:
+            return key_uuid(self._arn(key)) == named
+        except (ApprovalKeyUnavailable, TransientError):
+            if strict:
+                raise
+            return False
+
     def _owner_of(self, named: str) -> tuple[str, str] | None:
+        """Whose configured key `named` is, to say so in a refusal (only on that path)."""
         for tenant, approvers in self.trusted.items():
             for approver, keys in approvers.items():
-                if named in {key_uuid(k) for k in (keys.current, *keys.retired)}:
+                if any(self._is(k, named, strict=False) for k in (keys.current, *keys.retired)):
                     return tenant, approver
         return None
 
@@ -217,8 +235,12 @@ class ApprovalVerifier:
                         return tenant, approver
         return None
 
-    def _point(self, key_arn: str) -> signatures.Point:
-        return public_point(self.keys, key_arn, self.function)
+    def _arn(self, key: str) -> str:
+        """The configured key's ARN (an alias resolved; a key ARN as it is, asking nothing)."""
+        return key if not is_alias(key) else resolve_key(self.keys, key, self.function).key_arn
+
+    def _point(self, key: str) -> signatures.Point:
+        return resolve_key(self.keys, key, self.function).point
 
 
 # --- what each tool accepts (docs/design.md §9) ----------------------------------------------

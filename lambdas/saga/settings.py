@@ -29,10 +29,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from saga.approval_keys import ApproverKeys, parse_trusted_keys
+from saga.approval_keys import TrustedKeys, parse_trusted_keys
 
 if TYPE_CHECKING:
     from saga.ledger import LedgerPolicy
@@ -103,18 +104,19 @@ def tenants_variable(tenants: Mapping[str, Iterable[str]]) -> str:
     )
 
 
-def parse_approval_keys(raw: str | Mapping[str, Any]) -> dict[str, dict[str, ApproverKeys]]:
-    """APPROVAL_KEYS: `{"tenant": {"approver": {"current": ARN, "retired": [ARN]}}}`, the keys
-    whose signatures the tools trust (saga.approvals)."""
+def parse_approval_keys(raw: str | Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """APPROVAL_KEYS as the stack writes it, checked and kept as written (compact):
+    `{"tenant": {"approver": N or {"current": REF, "retired": [REF]}}}`, N the generations of
+    the stack's keys (named by alias), REF a key ARN or a generation (saga.approval_keys).
+    `ApprovalVariables.trusted_keys()` resolves it."""
+    name = variable("approval_keys")
+    value = _json_value(name, raw)
     try:
-        return parse_trusted_keys(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(
-            f"{variable('approval_keys')} is not valid JSON: {exc.msg}"
-        ) from None
+        parse_trusted_keys(value, alias_prefix="alias/checked")  # the structure only
     except ValueError as exc:
         separator = "" if str(exc).startswith("[") else " "
-        raise ConfigurationError(f"{variable('approval_keys')}{separator}{exc}") from None
+        raise ConfigurationError(f"{name}{separator}{exc}") from None
+    return dict(value)
 
 
 def _checked(parse: Callable[[Any], Any]) -> BeforeValidator:
@@ -134,8 +136,7 @@ Text = Annotated[str, Field(min_length=1)]
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
-TenantsValue = Annotated[Tenants, _checked(parse_tenants)]
-ApprovalKeysValue = Annotated[dict[str, dict[str, ApproverKeys]], _checked(parse_approval_keys)]
+ApprovalKeysValue = Annotated[dict[str, dict[str, Any]], _checked(parse_approval_keys)]
 
 
 class FunctionEnvironment(BaseModel):
@@ -206,18 +207,17 @@ def _as_variable(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, Mapping):
-        return json.dumps(_plain(value), sort_keys=True)
+        # Compact: every variable shares the 4 KB of an environment (stacks/environment_budget.py).
+        return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"))
     return str(value)
 
 
 def _plain(value: Any) -> Any:
-    """JSON-ready: approvers (frozensets) as sorted lists, approval keys as their mapping."""
+    """JSON-ready: approvers (frozensets) as sorted lists."""
     if isinstance(value, Mapping):
         return {str(key): _plain(item) for key, item in value.items()}
     if isinstance(value, frozenset | set):
         return sorted(value)
-    if isinstance(value, ApproverKeys):
-        return {"current": value.current, "retired": list(value.retired)}
     return value
 
 
@@ -291,16 +291,35 @@ class CarrierVariables(DownstreamVariables):
     shipments_table: TableName | None = None  # the sandbox carrier's table
 
 
-class TenantsVariables(FunctionEnvironment):
-    tenants: TenantsValue
-
-
 class ApprovalVariables(FunctionEnvironment):
     approval_keys: ApprovalKeysValue
+    # The alias prefix of the keys the stack created (APPROVAL_KEYS names them by generation);
+    # needed only when it does.
+    approval_key_aliases: Text | None = None
+
+    @model_validator(mode="after")
+    def _generations_need_the_prefix(self) -> Self:
+        try:
+            self.trusted_keys()
+        except ValueError as exc:
+            raise PydanticCustomError(
+                _CUSTOM,
+                f"{variable('approval_keys')}{exc} (set {variable('approval_key_aliases')})",
+            ) from None
+        return self
+
+    def trusted_keys(self) -> TrustedKeys:
+        """Tenant -> approver -> ApproverKeys (key ARNs, or the created keys' aliases)."""
+        return parse_trusted_keys(self.approval_keys, self.approval_key_aliases)
+
+    def tenants(self) -> Tenants:
+        """Who may approve for which tenant: every approver has keys, so the keys' map says it
+        (one list of approvers in the environment, not two: Lambda's 4 KB are shared)."""
+        return {tenant: frozenset(approvers) for tenant, approvers in self.approval_keys.items()}
 
 
 # --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
-class ValidateCaseEnvironment(CasesVariables, TenantsVariables, ApprovalVariables):
+class ValidateCaseEnvironment(CasesVariables, ApprovalVariables):
     pass
 
 

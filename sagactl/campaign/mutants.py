@@ -289,6 +289,34 @@ MUTANTS: tuple[Mutant, ...] = (
         '        return {"ConditionExpression": CLAIM_CONDITION, '
         '"ExpressionAttributeValues": {":new": {"S": "IN_PROGRESS"}}}',
     ),
+    Mutant(
+        "key-policy-any-principal",
+        "only the approver's role signs with its key: the key policy confines the account (§9)",
+        "stacks/constructs/approvals.py",
+        '"ArnEquals": {"aws:PrincipalArn": role.role_arn},',
+        '"ArnLike": {"aws:PrincipalArn": "*"},',
+    ),
+    Mutant(
+        "key-policy-recreated-role",
+        "a role re-created under the approver role's name cannot sign (§9)",
+        "stacks/constructs/approvals.py",
+        '"StringLike": {"aws:userid": f"{role.role_id}:*"},',
+        '"StringLike": {"aws:userid": "*"},',
+    ),
+    Mutant(
+        "drafts-any-tenant",
+        "an approver or agent role reaches its own tenant's drafts only (§11)",
+        "stacks/constructs/people.py",
+        '    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}',
+        "    return {}",
+    ),
+    Mutant(
+        "environment-over-4kb",
+        "a function's environment that could exceed 4 KB is refused at synth (§9)",
+        "stacks/environment_budget.py",
+        "LAMBDA_ENVIRONMENT_LIMIT = 4096",
+        "LAMBDA_ENVIRONMENT_LIMIT = 65536",
+    ),
 )
 
 

@@ -5,10 +5,10 @@ The copy holds the repository's files (tracked and untracked, not ignored) with 
 modules are the ones imported. First the suite must pass on the copy as it is (else every
 mutant would look killed). Per mutant: the file is restored, the mutant applied (refused unless
 its old text occurs exactly once), then the fast suite (`pytest -x` over the unit, integration
-and end-to-end tests) and the fixed-seed campaign slice of `make test` (`--fail-fast`) run
-against it: the slice only where the suite let the mutant live, unless `--both` (which runs both
-for every mutant, to see everything each one kills). A mutant is killed when either fails; the
-table says which did.
+and end-to-end tests, and the tests of the synthesized policies and environments) and the
+fixed-seed campaign slice of `make test` (`--fail-fast`) run against it: the slice only where
+the suite let the mutant live, unless `--both` (which runs both for every mutant, to see
+everything each one kills). A mutant is killed when either fails; the table says which did.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ SUITE = [
     "tests/unit",
     "tests/integration",
     "tests/e2e",
+    # The synthesized policies and environments (the rules no local run can break).
+    "tests/infra/test_approval_keys.py",
+    "tests/infra/test_environment_budget.py",
     # Timing: whether StopExecution lands before the retry's second call (a loaded machine
     # lets the retry win); it tests the local AWS's stop, no safety rule.
     "--deselect",
@@ -242,8 +245,11 @@ def _write_table(path: str, table: str) -> None:
         "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
         "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
         "applied alone to a scratch copy; the fast suite is `pytest -x` over tests/unit, "
-        "tests/integration and tests/e2e, the campaign slice is the fixed-seed slice "
-        "`make test` runs (stopped at the first violation).\n\n" + table + "\n",
+        "tests/integration, tests/e2e and the synthesized policies' and environments' tests "
+        "(tests/infra/test_approval_keys.py, test_environment_budget.py), the campaign slice "
+        "is the fixed-seed slice `make test` runs (stopped at the first violation).\n\n"
+        + table
+        + "\n",
         encoding="utf-8",
     )
 

@@ -4,8 +4,8 @@ The approval digest covers the case's consequential parameters and the approved 
 (`saga.models.approval_digest`); `sandbox.faults` is never digested. Every command checks a case
 as ValidateCase does, with the same code: the fields, the tenant and its approver, the digest.
 Who may approve for which tenant is read from cdk.json's `tenants`, the configuration `cdk
-deploy` and `sagactl local up` give ValidateCase (its TENANTS). A stack deployed with another
-`-c tenants=...` has other tenants: --deployed reads the TENANTS of the deployed ValidateCase
+deploy` and `sagactl local up` give ValidateCase. A stack deployed with another `-c
+tenants=...` has other tenants: --deployed reads the approvers of the deployed ValidateCase
 function instead (the stack of --stack, or the local AWS with --local). `approve --case CASE_ID`
 approves a case an agent proposed (`sagactl mcp`) where it is stored, the drafts table.
 """
@@ -291,7 +291,7 @@ def _add_tenant_source(parser: argparse.ArgumentParser) -> None:
         "--deployed",
         action="store_true",
         help="check the tenant and approver against the deployed ValidateCase function's "
-        "TENANTS (of --stack, or the local AWS) instead of cdk.json",
+        "approval keys (of --stack, or the local AWS) instead of cdk.json",
     )
     add_target_arguments(parser)
 

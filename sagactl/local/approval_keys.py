@@ -203,3 +203,28 @@ __all__ = [
     "pin_local_key",
     "sign_locally",
 ]
+
+
+_KEY_ARN_MARK = "_saga_answers_key_arn"
+
+
+def install_get_public_key_arn() -> None:
+    """GetPublicKey answers the key's ARN as its KeyId, as KMS does (moto answers the bare key
+    id): the tools resolve an alias with it and report the key they verified with (idempotent)."""
+    import json
+
+    from moto.kms.models import kms_backends
+    from moto.kms.responses import KmsResponse
+
+    from sagactl.local.patching import wrap_once
+
+    def wrap(original: Any) -> Any:
+        def get_public_key(self: KmsResponse) -> str:
+            answer = json.loads(original(self))
+            backend = kms_backends[self.current_account][self.region]
+            answer["KeyId"] = backend.describe_key(answer["KeyId"]).arn
+            return json.dumps(answer)
+
+        return get_public_key
+
+    wrap_once(KmsResponse, "get_public_key", _KEY_ARN_MARK, wrap)

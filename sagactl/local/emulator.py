@@ -27,6 +27,7 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
   (sagactl.local.event_rules). Scheduled rules fire only in a server started with
   `run_schedules=True` (sagactl.local.schedules).
+- `install_get_public_key_arn()`: GetPublicKey answers the key's ARN, as KMS does;
 - `install_speedups()`: moto's per-request module listing and per-execution definition parse,
   done once (sagactl.local.speedups).
 - `install_task_timeouts()`: a Task's timeout can be fired on demand (`time_out_task`: a
@@ -43,6 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sagactl.local.approval_keys import install_get_public_key_arn
 from sagactl.local.choice_assign import install_choice_state_assign
 from sagactl.local.clock import (
     LOCAL_CLOCK,
@@ -244,6 +246,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_redrive()
     install_execution_events()  # after install_redrive: the events carry its stopDate
     install_execution_name_validation()
+    install_get_public_key_arn()
     install_speedups()
     install_task_timeouts()
 

@@ -19,12 +19,16 @@ import json
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stacks.lambda_errors import Death
 
+# The function whose handler runs in this thread (a ContextVar: other threads never see it).
+_RUNNING_FUNCTION: ContextVar[str | None] = ContextVar("saga_local_function", default=None)
 INVOKE_HEADER = "X-Saga-Invoke"
 DIE_HEADER = "X-Saga-Die"
 _TAG_MARK = "_saga_tags_invokes"
@@ -105,6 +109,21 @@ class SimulatedCrash(BaseException):
     def __init__(self, detail: str, death: Death = Death.EXITED) -> None:
         super().__init__(detail)
         self.death = death
+
+
+def running_function() -> str | None:
+    """The function whose handler runs in the calling thread (None outside a handler)."""
+    return _RUNNING_FUNCTION.get()
+
+
+@contextmanager
+def handler_running(function_name: str) -> Iterator[None]:
+    """The calling thread runs `function_name`'s handler while the block runs."""
+    token = _RUNNING_FUNCTION.set(function_name)
+    try:
+        yield
+    finally:
+        _RUNNING_FUNCTION.reset(token)
 
 
 def load_handler(handler_path: str) -> Callable[[Any, Any], Any]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sagactl.local import aws_calls
-from sagactl.local.aws_calls import AwsCall
+from sagactl.local.aws_calls import AwsCall, recording_aws_calls
 from sagactl.local.client_context import (
     CLIENT_CONTEXT_HEADER,
     header_value,
@@ -50,8 +50,10 @@ from sagactl.local.lambda_context import (
     SimulatedCrash,
     call_handler,
     error_payload,
+    handler_running,
     import_error_payload,
     load_handler,
+    running_function,
     tag_handler_requests,
 )
 from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env, crash_payload
@@ -94,8 +96,6 @@ FAKE_CREDENTIALS: dict[str, str] = {
 # In this process, one invoke at a time: handlers share os.environ, module globals and stdout.
 _INVOKE_LOCK = threading.Lock()
 _INSTALL_LOCK = threading.Lock()
-# The function whose handler runs in this thread (a ContextVar: other threads never see it).
-_RUNNING_FUNCTION: ContextVar[str | None] = ContextVar("saga_local_function", default=None)
 # The ClientContext of the Invoke request this thread serves (moto's invoke -> _invoke_lambda).
 _CLIENT_CONTEXT: ContextVar[LocalClientContext | None] = ContextVar(
     "saga_local_client_context", default=None
@@ -246,15 +246,9 @@ def invoke_environment(
     return env
 
 
-def running_function() -> str | None:
-    """The function whose handler runs in the calling thread of this process (None outside an
-    in-process invoke)."""
-    return _RUNNING_FUNCTION.get()
-
-
 def _running_request() -> str | None:
     """The invocation whose handler runs in the calling thread (in-process invokes)."""
-    if _RUNNING_FUNCTION.get() is None:
+    if running_function() is None:
         return None
     current = current_invocation()
     return current.request_id if current is not None else None
@@ -339,11 +333,8 @@ def _invoke_here(
             logger.exception("cannot import handler %s of %s", function.handler_path, context)
             payload = import_error_payload(function.handler_path, exc)
             return json.dumps(payload), True, "".join(traceback.format_exception(exc))
-        running = _RUNNING_FUNCTION.set(function.function_name)
-        try:
+        with handler_running(function.function_name):
             answer = call_handler(handler, event, context)
-        finally:
-            _RUNNING_FUNCTION.reset(running)
     return _answer(answer, current.request_id, function.timeout)
 
 
@@ -494,16 +485,6 @@ def install_inprocess_lambda() -> None:
                 LambdaFunction.invoke
             )
     tag_handler_requests(_running_request)
-    aws_calls.install_call_recording(running_function)
-
-
-@contextmanager
-def recording_aws_calls() -> Iterator[list[AwsCall]]:
-    """Collect every AWS API call that handlers make while the block runs, in this process or
-    in worker processes, each with the function that made it (sagactl.local.aws_calls)."""
-    aws_calls.install_call_recording(running_function)
-    with aws_calls.recording_aws_calls() as calls:
-        yield calls
 
 
 @contextmanager

@@ -56,7 +56,8 @@ def _install_recording() -> None:
             channel = _Invocation.channel
             if _Invocation.recording and channel is not None:
                 service = self.meta.service_model.signing_name
-                call = {"service": service, "operation": operation_name}
+                region = str(self.meta.region_name)
+                call = {"service": service, "operation": operation_name, "region": region}
                 _send(channel, {"call": {**call, "params": to_wire(api_params)}})
             return original(self, operation_name, api_params)
 

@@ -5,13 +5,14 @@ resources
 are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (their code runs
 in-process, moto only holds a dummy zip), Step Functions state machines and EventBridge rules
 with their targets (moto stores them; sagactl.local.event_rules and sagactl.local.schedules make
-them fire), and KMS keys (an approver's signing key gets its local, deterministic identity:
-sagactl.local.approval_keys). Every other resource type is skipped (logged at debug level);
-references to it resolve to placeholder ARNs.
+them fire), KMS keys (an approver's signing key gets its local, deterministic identity:
+sagactl.local.approval_keys) and their aliases. Every other resource type is skipped (logged at
+debug level); references to it resolve to placeholder ARNs (a role's carry a RoleId too).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -40,6 +41,7 @@ FUNCTION_TYPE = "AWS::Lambda::Function"
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
 RULE_TYPE = "AWS::Events::Rule"
 KMS_KEY_TYPE = "AWS::KMS::Key"
+KMS_ALIAS_TYPE = "AWS::KMS::Alias"
 EMULATED_TYPES = (
     *TABLE_TYPES,
     QUEUE_TYPE,
@@ -47,6 +49,7 @@ EMULATED_TYPES = (
     STATE_MACHINE_TYPE,
     RULE_TYPE,
     KMS_KEY_TYPE,
+    KMS_ALIAS_TYPE,
 )
 # The parts of a rule target that EventBridge's PutTargets takes as they are.
 _TARGET_KEYS = (
@@ -88,7 +91,10 @@ class ProvisionResult:
     state_machines: dict[str, str] = field(default_factory=dict)
     rules: dict[str, str] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # alias name -> key ARN
     skipped: dict[str, str] = field(default_factory=dict)
+    # Resolves any template value in this account's terms (the IAM checks read the policies).
+    resolver: ResolutionContext | None = None
 
 
 def dummy_lambda_zip() -> bytes:
@@ -150,9 +156,12 @@ class _Provisioner:
         )
         if service == "iam":
             arn = self._arn("iam", f"role/{name}", regional=False)
-        else:
-            arn = self._arn(service, name)
-        return PhysicalResource(ref=name, attributes={"Arn": arn})
+            # A role's unique id (aws:userid names it): AROA and 17 characters, stable per name.
+            digest = hashlib.sha256(arn.encode()).hexdigest().upper()
+            return PhysicalResource(
+                ref=name, attributes={"Arn": arn, "RoleId": f"AROA{digest[:17]}"}
+            )
+        return PhysicalResource(ref=name, attributes={"Arn": self._arn(service, name)})
 
     def _of_type(self, *types: str) -> list[tuple[str, dict[str, Any]]]:
         return [
@@ -226,6 +235,16 @@ class _Provisioner:
                 ref=key_id, attributes={"Arn": arn, "KeyId": key_id}
             )
             self.result.keys[logical_id] = arn
+
+    def create_aliases(self) -> None:
+        """KMS aliases (the approval keys' names the functions resolve, docs/design.md §9)."""
+        for logical_id, raw_props in self._of_type(KMS_ALIAS_TYPE):
+            props = self.ctx.resolve(raw_props)
+            name, target = str(props["AliasName"]), str(props["TargetKeyId"])
+            self.kms.create_alias(AliasName=name, TargetKeyId=target)
+            key_arn = str(self.kms.describe_key(KeyId=name)["KeyMetadata"]["Arn"])
+            self.ctx.resources[logical_id] = PhysicalResource(ref=name)
+            self.result.aliases[name] = key_arn
 
     def create_queues(self) -> None:
         queues = self._of_type(QUEUE_TYPE)
@@ -358,6 +377,7 @@ class _Provisioner:
     def run(self) -> ProvisionResult:
         self.plan()
         self.create_keys()
+        self.create_aliases()
         self.create_tables()
         self.create_queues()
         role_arn = self._execution_role()
@@ -365,6 +385,7 @@ class _Provisioner:
         self.create_state_machines(role_arn)
         self.create_rules()
         self.resolve_outputs()
+        self.result.resolver = self.ctx
         return self.result
 
 

@@ -1,7 +1,10 @@
 """The stack's Lambda functions on a target: find one, read its configuration, invoke the sweeper.
 
-A function is found by what it runs and which of the stack's resources it names (ListFunctions),
-so the same lookup works on AWS, where CloudFormation generated the name, and in the local AWS.
+A function is named by the stack's outputs (ValidateCaseFunctionName, SweeperFunctionName) and
+read with GetFunctionConfiguration: the operator's role may read those two functions, not every
+function of the account (docs/design.md §11). A stack deployed before those outputs is searched
+with ListFunctions by what the function runs and which of the stack's resources it names.
+Either way the function must run the expected handler with that resource.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from saga.approval_keys import TrustedKeys
+from saga.approval_keys import TrustedKeys, parse_trusted_keys
 from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
 from sagactl.config import Tenants
 from sagactl.errors import NotFound, SagactlError, SweepFailed
@@ -21,12 +24,26 @@ VALIDATE_CASE_HANDLER = "saga.handlers.validate_case.handler"
 SWEEPER_HANDLER = "saga.handlers.sweep_stuck_actions.handler"
 
 
+VALIDATE_CASE_OUTPUT = "ValidateCaseFunctionName"
+SWEEPER_OUTPUT = "SweeperFunctionName"
+
+
 def stack_function(
-    target: Target, what: str, handler: str, variable: str, output: str
+    target: Target, what: str, handler: str, variable: str, output: str, *, named_by: str
 ) -> dict[str, Any]:
-    """The configuration of the stack's `what` function, the one that runs `handler` with the
-    stack's `output` resource in its environment `variable`."""
+    """The configuration of the stack's `what` function (named by the output `named_by`), the
+    one that runs `handler` with the stack's `output` resource in its environment `variable`."""
     resource = target.output(output)
+    name = target.optional_output(named_by)
+    if name is not None:
+        function = target.client("lambda").get_function_configuration(FunctionName=name)
+        variables = (function.get("Environment") or {}).get("Variables") or {}
+        if function.get("Handler") != handler or variables.get(variable) != resource:
+            raise NotFound(
+                f"no {what} function ({handler}) has {variable}={resource}: {named_by} {name} "
+                "is another stack's (are the outputs this stack's?)"
+            )
+        return dict(function)
     found = []
     for page in target.client("lambda").get_paginator("list_functions").paginate():
         for function in page["Functions"]:
@@ -44,33 +61,52 @@ def stack_function(
 def validate_case_environment(target: Target) -> tuple[str, dict[str, str]]:
     """The deployed ValidateCase function's name and environment variables."""
     function = stack_function(
-        target, "ValidateCase", VALIDATE_CASE_HANDLER, "CASES_TABLE", "CasesTableName"
+        target,
+        "ValidateCase",
+        VALIDATE_CASE_HANDLER,
+        "CASES_TABLE",
+        "CasesTableName",
+        named_by=VALIDATE_CASE_OUTPUT,
     )
     variables = (function.get("Environment") or {}).get("Variables") or {}
     return str(function["FunctionName"]), dict(variables)
 
 
 def deployed_tenants(target: Target) -> Tenants:
-    """Who may approve for which tenant, as the deployed ValidateCase function reads it."""
+    """Who may approve for which tenant, as the deployed ValidateCase function reads it: the
+    approvers of its APPROVAL_KEYS (a stack deployed before that: its TENANTS)."""
     name, variables = validate_case_environment(target)
     try:
-        return Tenants(parse_tenants(str(variables.get("TENANTS") or "")), f"TENANTS of {name}")
+        if variables.get("TENANTS"):
+            return Tenants(parse_tenants(str(variables["TENANTS"])), f"TENANTS of {name}")
+        keys = parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
+        approvers = {tenant: frozenset(names) for tenant, names in keys.items()}
+        return Tenants(approvers, f"APPROVAL_KEYS of {name}")
     except ConfigurationError as exc:
         raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
 
 
 def deployed_approval_keys(target: Target) -> tuple[str, TrustedKeys]:
-    """The approval keys the deployed ValidateCase function trusts (its APPROVAL_KEYS)."""
+    """The approval keys the deployed ValidateCase function trusts (its APPROVAL_KEYS; the
+    keys the stack created are named by alias, under its APPROVAL_KEY_ALIASES)."""
     name, variables = validate_case_environment(target)
     try:
-        return name, parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
-    except ConfigurationError as exc:
+        keys = parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
+        return name, parse_trusted_keys(keys, variables.get("APPROVAL_KEY_ALIASES") or None)
+    except (ConfigurationError, ValueError) as exc:
         raise SagactlError(f"cannot read the approval keys of {name}: {exc}") from None
 
 
 def find_sweeper(target: Target) -> str:
     """The name of this stack's sweeper function."""
-    function = stack_function(target, "sweeper", SWEEPER_HANDLER, "LEDGER_TABLE", "LedgerTableName")
+    function = stack_function(
+        target,
+        "sweeper",
+        SWEEPER_HANDLER,
+        "LEDGER_TABLE",
+        "LedgerTableName",
+        named_by=SWEEPER_OUTPUT,
+    )
     return str(function["FunctionName"])
 
 

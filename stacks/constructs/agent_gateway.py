@@ -11,11 +11,15 @@ tenant's target, which every caller of a shared gateway could list and call.
 
 Least privilege: the function may read and write drafts (only read the legacy drafts), read
 cases, read the approval keys' public halves, start executions of the saga's state machine and
-read them; never kms:Sign. The gateways' role may only invoke that function.
+read them; never kms:Sign. The gateways' role may only invoke that function, and only this
+account's gateways of this region may assume it (aws:SourceAccount, aws:SourceArn). Each
+gateway's and target's name is checked at synth against AgentCore's pattern (48 letters or
+digits for a gateway).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +51,11 @@ AGENT_TOOLS_SPEC = ToolSpec(
     ),
     AgentToolsEnvironment,
 )
+# AgentCore's CreateGateway / CreateGatewayTarget name patterns (the service model of
+# bedrock-agentcore-control): up to 48 (gateway) or 100 (target) letters and digits, each
+# optionally followed by one hyphen.
+GATEWAY_NAME = re.compile(r"^([0-9a-zA-Z]-?){1,48}$")
+TARGET_NAME = re.compile(r"^([0-9a-zA-Z]-?){1,100}$")
 START_ACTIONS = ("states:StartExecution",)
 READ_EXECUTION_ACTIONS = ("states:DescribeExecution", "states:GetExecutionHistory")
 GATEWAY_URLS_OUTPUT = "AgentGatewayUrls"
@@ -54,6 +63,27 @@ GATEWAY_URLS_OUTPUT = "AgentGatewayUrls"
 
 def target_name(tenant: str) -> str:
     return f"{tenant}-replacements"
+
+
+def gateway_name(stack_name: str, tenant: str) -> str:
+    return f"{stack_name}-{tenant}"
+
+
+def check_names(stack_name: str, tenant: str) -> None:
+    """The tenant's gateway and target names are what AgentCore accepts; a clear error at synth
+    rather than a failed deploy."""
+    gateway, target = gateway_name(stack_name, tenant), target_name(tenant)
+    if not GATEWAY_NAME.match(gateway):
+        raise ValueError(
+            f"agent gateway of tenant {tenant!r}: the gateway name {gateway!r} is not a valid "
+            "AgentCore gateway name (at most 48 letters or digits, each optionally followed by "
+            "one hyphen): use a shorter stage or tenant name of letters, digits and single hyphens"
+        )
+    if not TARGET_NAME.match(target):
+        raise ValueError(
+            f"agent gateway of tenant {tenant!r}: the target name {target!r} is not a valid "
+            "AgentCore target name (letters or digits, each optionally followed by one hyphen)"
+        )
 
 
 def tool_schema() -> list[dict[str, Any]]:
@@ -114,10 +144,22 @@ class AgentGateway(Construct):
             "the case ids, unknown at deploy time. X-Ray's actions support no resource ARNs.",
         )
 
+        # Confused-deputy protection: only this account's gateways in this region may assume it
+        # (AgentCore's gateway service role trust policy, "Set up permissions for AgentCore
+        # Gateway"). The gateways' own ARNs would make a cycle (each names this role).
+        gateways = stack.format_arn(
+            service="bedrock-agentcore", resource="gateway", resource_name="*"
+        )
         self.gateway_role = iam.Role(
             self,
             "GatewayRole",
-            assumed_by=iam.ServicePrincipal("bedrock-agentcore.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal(
+                "bedrock-agentcore.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": gateways},
+                },
+            ),
             description="AgentCore Gateway: may invoke the agent tools function, nothing else",
         )
         self.function.grant_invoke(self.gateway_role)
@@ -129,6 +171,8 @@ class AgentGateway(Construct):
             "(<function arn>:*), as CDK's grantInvoke writes it; no other function or action.",
         )
         self.gateways: dict[str, agentcore.CfnGateway] = {}
+        for tenant in config.agent_gateway.tenants:
+            check_names(config.stack_name, tenant)
         for tenant, auth in config.agent_gateway.tenants.items():
             jwt: dict[str, Any] = {"discoveryUrl": auth.discovery_url}
             if auth.allowed_clients:
@@ -138,7 +182,7 @@ class AgentGateway(Construct):
             gateway = agentcore.CfnGateway(
                 self,
                 f"Gateway-{tenant}",
-                name=f"{config.stack_name}-{tenant}"[:100],
+                name=gateway_name(config.stack_name, tenant),
                 description=f"Replacement-order agent tools for tenant {tenant}",
                 protocol_type="MCP",
                 authorizer_type="CUSTOM_JWT",

@@ -9,7 +9,20 @@ the account root and so to any principal with a broad IAM policy):
   `kms:Sign` to anyone);
 - exactly one principal may sign: the approver's role that this construct creates (assumable
   from the account, with MFA unless configured otherwise) or the principal the configuration
-  names for that approver.
+  names for that approver. The role is not the key policy's principal: KMS refuses a key
+  policy naming a principal it cannot see yet (MalformedPolicyDocumentException, "the
+  principals in the key policy must exist and be visible to KMS", CreateKey's API reference),
+  and a role created in the same deployment may not be visible yet; CloudFormation does not
+  retry, the stack rolls back. The statement names the account (which always exists) and
+  confines it with conditions, strings KMS does not resolve: `aws:PrincipalArn` the role's ARN
+  and `aws:userid` the role's unique id (a role deleted and re-created under the same name has
+  another id, so it cannot sign), signing ECDSA_SHA_256 over a RAW message only. Through the
+  account principal IAM policies apply too, so the role's own policy allows kms:Sign on this key
+  and nothing else of KMS (docs/design.md §9).
+
+Each created key has an alias, `alias/<stack>/approval/<tenant>/<approver>/<generation>`
+(saga.approval_keys.approval_key_alias): the functions find the keys by it, so their
+environment holds a generation number per approver, not the deploy-time ARNs.
 
 A key the configuration brings (`key_arn`) is used as it is: who may sign with it is that key's
 own policy. Rotating a created key raises `key_generation`: earlier generations stay as retired
@@ -27,7 +40,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
+from saga.approval_keys import ALIAS_MAX_LENGTH, approval_key_alias
+from saga.approvals import APPROVER_TAG, GENERATION_TAG, SIGNING_ALGORITHM, TENANT_TAG
 from stacks.config import SagaConfig
 from stacks.config_sections import ApproverKeyConfig
 from stacks.constructs.common import acknowledge
@@ -56,8 +70,12 @@ KEY_ADMINISTRATION_ACTIONS = (
     "kms:UpdateAlias",
     "kms:UpdateKeyDescription",
 )
-SIGNER_ACTIONS = ("kms:Sign", "kms:GetPublicKey", "kms:DescribeKey")
+SIGNER_ACTIONS = ("kms:Sign",)
 VERIFIER_ACTIONS = ("kms:GetPublicKey",)
+# How an approval is signed (saga.approvals, sagactl.operations.signing): nothing else may be.
+SIGNING_CONDITIONS = {
+    "StringEquals": {"kms:SigningAlgorithm": SIGNING_ALGORITHM, "kms:MessageType": "RAW"}
+}
 
 
 @dataclass
@@ -67,12 +85,22 @@ class ApproverKeyRefs:
     current: str
     retired: list[str] = field(default_factory=list)
     role: iam.Role | None = None
+    # For keys this stack created: their generations (named by alias in the environment).
+    generations: int = 0
+    brought_retired: list[str] = field(default_factory=list)
 
-    def variable(self) -> dict[str, object]:
+    def variable(self) -> object:
+        """This approver's APPROVAL_KEYS entry: the generation count for created keys (each
+        found by its alias), else the ARNs (saga.approval_keys.parse_trusted_keys)."""
+        if self.generations and not self.brought_retired:
+            return self.generations
+        if self.generations:
+            retired: list[object] = [*range(1, self.generations), *self.brought_retired]
+            return {"current": self.generations, "retired": retired}
         return {"current": self.current, "retired": list(self.retired)}
 
 
-def _id_part(text: str) -> str:
+def id_part(text: str) -> str:
     """A construct id fragment from a tenant or approver name (`supervisor@acme` ->
     `SupervisorAtAcme`), stable across synths."""
     words = re.split(r"[^A-Za-z0-9]+", text.replace("@", " at "))
@@ -85,6 +113,8 @@ class ApprovalKeys(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: SagaConfig) -> None:
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
+        # Where the created keys' aliases live (APPROVAL_KEY_ALIASES): one name space per stack.
+        self.alias_prefix = f"alias/{Stack.of(self).stack_name}/approval"
         self.approvers: dict[str, dict[str, ApproverKeyRefs]] = {}
         # The keys this stack creates: "<tenant>/<approver>" (+ "#<generation>" after the 1st).
         self.created: dict[str, kms.Key] = {}
@@ -97,16 +127,22 @@ class ApprovalKeys(Construct):
     def _approver(
         self, tenant: str, approver: str, spec: ApproverKeyConfig, removal: RemovalPolicy
     ) -> ApproverKeyRefs:
-        base = f"{_id_part(tenant)}{_id_part(approver)}"
+        base = f"{id_part(tenant)}{id_part(approver)}"
         if spec.key_arn is not None:
             return ApproverKeyRefs(current=spec.key_arn, retired=list(spec.retired_key_arns))
         role: iam.Role | None = None
-        signer: iam.IPrincipal
+        signer: iam.PolicyStatement
         if spec.principal is not None:
-            signer = iam.ArnPrincipal(spec.principal)
+            signer = self._signer_statement(iam.ArnPrincipal(spec.principal))
         else:
             role = self._approver_role(base, tenant, approver, spec.role_requires_mfa)
-            signer = role
+            signer = self._signer_statement(
+                iam.AccountRootPrincipal(),
+                {
+                    "ArnEquals": {"aws:PrincipalArn": role.role_arn},
+                    "StringLike": {"aws:userid": f"{role.role_id}:*"},
+                },
+            )
         keys = [
             self._key(
                 base,
@@ -118,30 +154,49 @@ class ApprovalKeys(Construct):
             )
             for generation in range(1, spec.key_generation + 1)
         ]
+        if role is not None:
+            # Through the account principal the role's own policy counts: Sign, on this key.
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=list(SIGNER_ACTIONS),
+                    resources=[keys[-1].key_arn],
+                    conditions=SIGNING_CONDITIONS,
+                )
+            )
         return ApproverKeyRefs(
             current=keys[-1].key_arn,
             retired=[key.key_arn for key in keys[:-1]] + list(spec.retired_key_arns),
             role=role,
+            generations=spec.key_generation,
+            brought_retired=list(spec.retired_key_arns),
+        )
+
+    @staticmethod
+    def _signer_statement(
+        principal: iam.IPrincipal, confined: dict[str, dict[str, str]] | None = None
+    ) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            sid="OnlyTheApproverSigns",
+            principals=[principal],
+            actions=list(SIGNER_ACTIONS),
+            resources=["*"],
+            conditions={**SIGNING_CONDITIONS, **(confined or {})},
         )
 
     def _approver_role(self, base: str, tenant: str, approver: str, mfa: bool) -> iam.Role:
+        """The role that signs as this approver; what else its flows call (the stack's
+        outputs, its tenant's drafts) is granted with the other people's roles
+        (stacks/constructs/people.py)."""
         principal: iam.PrincipalBase = iam.AccountRootPrincipal()
         if mfa:
             principal = principal.with_conditions({"Bool": {"aws:MultiFactorAuthPresent": "true"}})
-        role = iam.Role(
+        return iam.Role(
             self,
             f"{base}ApproverRole",
             assumed_by=principal,
             description=f"Signs approvals of {approver} for tenant {tenant} (kms:Sign on one key)",
             max_session_duration=Duration.hours(1),
         )
-        # `sagactl case approve` reads the stack's ApprovalKeys output to find the key.
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["cloudformation:DescribeStacks"], resources=[Stack.of(self).stack_id]
-            )
-        )
-        return role
 
     def _key(
         self,
@@ -151,7 +206,7 @@ class ApprovalKeys(Construct):
         generation: int,
         removal: RemovalPolicy,
         *,
-        signer: iam.IPrincipal | None,
+        signer: iam.PolicyStatement | None,
     ) -> kms.Key:
         statements = [
             iam.PolicyStatement(
@@ -162,14 +217,7 @@ class ApprovalKeys(Construct):
             )
         ]
         if signer is not None:
-            statements.append(
-                iam.PolicyStatement(
-                    sid="OnlyTheApproverSigns",
-                    principals=[signer],
-                    actions=list(SIGNER_ACTIONS),
-                    resources=["*"],
-                )
-            )
+            statements.append(signer)
         suffix = "" if generation == 1 else f"G{generation}"
         key = kms.Key(
             self,
@@ -185,6 +233,14 @@ class ApprovalKeys(Construct):
             pending_window=Duration.days(30),
         )
         self.created[f"{tenant}/{approver}" + ("" if generation == 1 else f"#{generation}")] = key
+        alias = approval_key_alias(self.alias_prefix, tenant, approver, generation)
+        if len(alias) > ALIAS_MAX_LENGTH:
+            raise ValueError(
+                f"the alias of {approver}'s key for tenant {tenant} would be {len(alias)} "
+                f"characters, KMS allows {ALIAS_MAX_LENGTH}: shorten the stack, tenant or "
+                "approver name"
+            )
+        kms.Alias(self, f"{base}Alias{suffix}", alias_name=alias, target_key=key)
         Tags.of(key).add(TENANT_TAG, tenant)
         Tags.of(key).add(APPROVER_TAG, approver)
         Tags.of(key).add(GENERATION_TAG, str(generation))
@@ -197,17 +253,19 @@ class ApprovalKeys(Construct):
         return key
 
     # --- what the rest of the stack needs ------------------------------------------------------
-    def trusted_keys(self) -> dict[str, dict[str, dict[str, object]]]:
-        """The APPROVAL_KEYS value: tenant -> approver -> {current, retired} (ARNs)."""
+    def trusted_keys(self) -> dict[str, dict[str, object]]:
+        """The APPROVAL_KEYS value: tenant -> approver -> generations or {current, retired}."""
         return {
             tenant: {approver: refs.variable() for approver, refs in approvers.items()}
             for tenant, approvers in self.approvers.items()
         }
 
-    def key_arns(self) -> list[str]:
+    def key_arns(self, tenant: str | None = None) -> list[str]:
+        """Every approval key's ARN (current and retired), or only `tenant`'s."""
         return [
             arn
-            for approvers in self.approvers.values()
+            for name, approvers in self.approvers.items()
+            if tenant is None or name == tenant
             for refs in approvers.values()
             for arn in (refs.current, *refs.retired)
         ]

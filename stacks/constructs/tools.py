@@ -76,11 +76,6 @@ class ToolSpec:
     environment: type[FunctionEnvironment]  # what the function reads, validated on entry
 
     @property
-    def tenants(self) -> bool:
-        """Only validation decides who may approve for a tenant."""
-        return "tenants" in self.environment.model_fields
-
-    @property
     def verifies_approvals(self) -> bool:
         """Reads the approval keys: gets GetPublicKey on each (docs/design.md §9)."""
         return "approval_keys" in self.environment.model_fields
@@ -229,8 +224,8 @@ def environment_values(
         "lease_margin_seconds": config.ledger.lease_margin_seconds,
         "payment_key_retention_seconds": config.payment_key_retention_hours * 3600,
         "downstream_timeout_seconds": config.downstream_timeout_seconds,
-        "tenants": config.tenants,
         "approval_keys": approval_keys.trusted_keys(),
+        "approval_key_aliases": approval_keys.alias_prefix,
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,
@@ -271,6 +266,9 @@ class ToolFunctions(Construct):
         self._layer, self._code, self._escalation_queue = layer, code, escalation_queue
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, str] = {}
+        # Every function's environment as given (values may be tokens), by construct path:
+        # stacks/environment_budget.py checks each fits Lambda's 4 KB.
+        self.environments: dict[str, dict[str, str]] = {}
         for spec in TOOL_SPECS:
             check_tables_match_grants(spec)
             access = tuple(a for a in spec.access if a.table in tables)
@@ -362,6 +360,7 @@ class ToolFunctions(Construct):
             log_group=logs,
             environment=environment,
         )
+        self.environments[function.node.path] = environment
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::*]",

@@ -121,7 +121,8 @@ def test_deployed_checks_against_the_deployed_functions_tenants(
     assert approved.code == 0, approved.err
     assert from_cdk_json.code == 2 and "tenant 'initech' is not configured" in from_cdk_json.err
     assert deployed.code == 0, deployed.err
-    assert deployed.json()["tenants_from"] == f"TENANTS of {function['FunctionName']}"
+    # Who may approve: the approvers of the deployed APPROVAL_KEYS (listed once).
+    assert deployed.json()["tenants_from"] == f"APPROVAL_KEYS of {function['FunctionName']}"
     assert started.code == 0, started.out + started.err
     assert "outcome: COMPLETED" in started.out
     assert [e["name"] for e in executions(saga)] == ["case-cli-1"]

@@ -1,4 +1,5 @@
-"""Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed.
+"""Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed;
+and AWS would allow each call (key policies and conditions included, evaluated by sagactl.iam).
 
 The scenarios below run the saga's paths in the local AWS (the same handlers, the synthesized
 template with the agent gateway on, so AgentToolsFunction is among the functions; the flag
@@ -40,10 +41,12 @@ from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
+from sagactl.iam.coverage import evaluate_calls
+from sagactl.iam.stack_policies import provisioned_account, stack_policies
 from sagactl.local.approval_keys import sign_locally
+from sagactl.local.aws_calls import AwsCall, acting_as, recording_aws_calls
 from sagactl.local.emulator import LocalServer, client_environment
 from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.lambda_runtime import AwsCall, recording_aws_calls
 from sagactl.local.template import load_template
 from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
@@ -54,6 +57,9 @@ from tests.infra.test_agent_gateway import AGENT_GATEWAY
 from tests.unit.test_agent_tools import PROPOSAL
 
 ROOT = Path(__file__).resolve().parents[2]
+# A function's role session: no MFA (Lambda assumes the role).
+FUNCTION_SESSION_MFA = False
+GATEWAY_ROLE = "gateway"  # the calls AgentCore Gateway makes with its role: the tool invokes
 EXAMPLES = ROOT / "examples"
 
 TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
@@ -118,11 +124,17 @@ class Names:
         provisioned = local.provisioned
         assert provisioned is not None
         physical = {**provisioned.tables, **provisioned.queues, **provisioned.keys}
+        resource_of_name = {name: resources[lid] for lid, name in physical.items()}
+        # The functions name the stack's approval keys by alias (saga.approval_keys).
+        key_of_arn = {arn: lid for lid, arn in provisioned.keys.items()}
+        resource_of_name |= {
+            alias: resources[key_of_arn[arn]] for alias, arn in provisioned.aliases.items()
+        }
         return cls(
             function_of_name={name: functions[lid] for lid, name in provisioned.functions.items()},
             function_of_logical_id=functions,
             resource_of_logical_id=resources,
-            resource_of_name={name: resources[lid] for lid, name in physical.items()},
+            resource_of_name=resource_of_name,
         )
 
 
@@ -131,6 +143,8 @@ def required_grants(calls: Iterable[AwsCall], names: Names) -> set[Grant]:
     """The (function, action, resource) IAM must allow for each recorded call."""
     grants: set[Grant] = set()
     for call in calls:
+        if call.kind != "function":
+            continue  # the gateway's invokes: evaluated against its role in denied_calls
         function = names.function_of_name[call.function_name]
         for action, resource in _authorised_as(call, names):
             grants.add((function, action, resource))
@@ -383,11 +397,12 @@ def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str
         "bedrockAgentCoreMessageVersion": "1.0",
         "bedrockAgentCoreToolName": f"{target_name(tenant)}{TARGET_DELIMITER}{tool}",
     }
-    response = local.client("lambda").invoke(
-        FunctionName=function,
-        Payload=json.dumps(arguments).encode(),
-        ClientContext=base64.b64encode(json.dumps({"custom": custom}).encode()).decode(),
-    )
+    with acting_as(GATEWAY_ROLE):  # the invoke is the gateway role's (evaluated below)
+        response = local.client("lambda").invoke(
+            FunctionName=function,
+            Payload=json.dumps(arguments).encode(),
+            ClientContext=base64.b64encode(json.dumps({"custom": custom}).encode()).decode(),
+        )
     result = json.loads(response["Payload"].read())
     assert "FunctionError" not in response and result["isError"] is False, result
     return result["structuredContent"]
@@ -687,6 +702,40 @@ def test_each_function_is_granted_exactly_the_calls_its_code_makes(
     assert {f for f, _, _ in required} == functions
     differences = grant_differences(granted, required, KEPT_WITHOUT_A_LOCAL_CALL)
     assert not differences, "grants differ from the calls:\n" + "\n".join(differences)
+    denied = denied_calls(gateway_local_aws, with_gateway, calls)
+    assert not denied, "AWS would deny these calls:\n" + "\n".join(denied)
+
+
+def denied_calls(local: LocalAws, synth: Synthesized, calls: list[AwsCall]) -> list[str]:
+    """Each function's recorded calls evaluated as IAM would (sagactl.iam: its role's policies,
+    the approval keys' key policies, conditions): one line per request AWS would deny."""
+    provisioned = local.provisioned
+    assert provisioned is not None and provisioned.resolver is not None
+    policies = stack_policies(synth.template_json, provisioned.resolver)
+    account = provisioned_account(synth.template_json, provisioned)
+    denied: list[str] = []
+    for function_id, name in provisioned.functions.items():
+        role_id = policies.role_of_function[function_id]
+        evaluated = evaluate_calls(
+            [call for call in calls if call.kind == "function" and call.caller == name],
+            account,
+            policies.grants(role_id),
+            policies.roles[role_id].session_context(mfa=FUNCTION_SESSION_MFA),
+        )
+        denied += [e.line() for e in evaluated if not e.allowed]
+    gateway = synth.saga.stack.agent_gateway
+    assert gateway is not None
+    role_id = synth.logical_id(gateway.gateway_role)
+    invokes = [call for call in calls if call.kind == "role" and call.caller == GATEWAY_ROLE]
+    assert invokes, "no tool call went through a gateway"
+    evaluated = evaluate_calls(
+        invokes,
+        account,
+        policies.grants(role_id),
+        policies.roles[role_id].session_context(mfa=FUNCTION_SESSION_MFA),
+    )
+    denied += [e.line() for e in evaluated if not e.allowed]
+    return list(dict.fromkeys(denied))
 
 
 def _role_statements(synth: Synthesized, construct_id: str) -> list[Any]:

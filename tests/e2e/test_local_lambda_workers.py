@@ -159,7 +159,7 @@ def test_past_its_reserved_concurrency_an_invoke_is_throttled(
     with pytest.raises(ClientError) as caught:
         invoke(fixture_local_aws, function, {"dir": "unused"})
 
-    response = caught.value.response
+    response: Any = caught.value.response  # Invoke's 429 carries a Reason
     assert response["ResponseMetadata"]["HTTPStatusCode"] == 429
     assert response["Error"]["Code"] == "TooManyRequestsException"
     assert response["Reason"] == "ReservedFunctionConcurrentInvocationLimitExceeded"

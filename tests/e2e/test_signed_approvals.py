@@ -20,8 +20,9 @@ from saga.approvals import ApprovalVerifier
 from saga.identity import Operation
 from saga.models import approval_digest
 from sagactl.local.approval_keys import sign_locally
+from sagactl.local.aws_calls import recording_aws_calls
 from sagactl.local.environment import LocalAws
-from sagactl.local.lambda_runtime import handlers_in_process, recording_aws_calls
+from sagactl.local.lambda_runtime import handlers_in_process
 from tests.e2e.test_saga_paths import Saga, load_example
 
 SKU = "SKU-RED-MUG"

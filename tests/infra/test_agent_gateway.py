@@ -6,6 +6,7 @@ flag off (cdk.json) there is no gateway at all, and the drafts table is deployed
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,15 @@ import pytest
 
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.agent.schemas import TOOL_NAMES
+from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
+from sagactl.iam.stack_policies import offline_resolver, stack_policies
 from stacks.config import ConfigError, SagaConfig
+from stacks.constructs.agent_gateway import GATEWAY_NAME
 from tests.infra.synth import Synthesized, synthesize
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
+SHARED_ISSUER = "https://idp.example.com/.well-known/openid-configuration"
+SERVICE = "bedrock-agentcore.amazonaws.com"
 AGENT_GATEWAY = {
     "enabled": True,
     "tenants": {
@@ -154,13 +160,66 @@ def test_the_agent_function_may_start_and_read_but_never_sign(enabled: Synthesiz
             assert {r["Fn::GetAtt"][0] for r in resources} <= {drafts, legacy, cases}
     gateway_role = enabled.logical_id(stack.agent_gateway.gateway_role)
     assert _actions(_policy_statements(enabled, gateway_role)) == {"lambda:InvokeFunction"}
-    # Nobody in the saga signs: no statement anywhere allows kms:Sign.
+    # Nobody in the saga signs: only the approvers' own roles have kms:Sign.
+    approvers = {lid for lid in enabled.resources("AWS::IAM::Role") if "ApproverRole" in lid}
     everything = [
         s
         for p in enabled.resources("AWS::IAM::Policy").values()
+        if not {r["Ref"] for r in p["Properties"]["Roles"]} & approvers
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     assert not {"kms:Sign", "kms:*", "*"} & _actions(everything)
+
+
+def test_only_this_accounts_gateways_may_assume_the_gateway_role(enabled: Synthesized) -> None:
+    stack = enabled.saga.stack
+    assert stack.agent_gateway is not None
+    role_id = enabled.logical_id(stack.agent_gateway.gateway_role)
+    template = enabled.template_json
+    (trust,) = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "bedrock-agentcore.amazonaws.com"}
+    assert set(trust["Condition"]) == {"StringEquals", "ArnLike"}
+    # Evaluated as IAM would: the AgentCore service acting for a gateway of this account and
+    # region may assume it; acting for another account's gateway (a confused deputy) may not.
+    resolver = offline_resolver(template, stack.stack_name)
+    role = stack_policies(template, resolver).roles[role_id]
+    service = Principal(SERVICE, "123456789012", service=SERVICE)
+    grants = Grants(service, [], {role.arn: role.trust}, frozenset({role.arn}))
+
+    def assume(account: str, gateway_arn: str) -> Decision:
+        context = {"aws:SourceAccount": account, "aws:SourceArn": gateway_arn}
+        return evaluate(grants, Request("sts:AssumeRole", role.arn, context)).decision
+
+    ours = "arn:aws:bedrock-agentcore:us-east-1:123456789012:gateway/gw-acme"
+    theirs = "arn:aws:bedrock-agentcore:us-east-1:999999999999:gateway/gw-x"
+    assert assume("123456789012", ours) is Decision.ALLOW
+    assert assume("999999999999", theirs) is Decision.IMPLICIT_DENY
+    assert assume("123456789012", theirs) is Decision.IMPLICIT_DENY
+    other_region = ours.replace("us-east-1", "eu-west-1")
+    assert assume("123456789012", other_region) is Decision.IMPLICIT_DENY
+
+
+@pytest.mark.parametrize(
+    ("stage", "tenant", "message"),
+    [
+        ("dev", "acme-and-sons-international-holdings", "is not a valid AgentCore gateway name"),
+        ("dev", "acme_corp", "is not a valid AgentCore gateway name"),
+    ],
+)
+def test_a_gateway_name_agentcore_would_refuse_is_a_clear_synth_error(
+    tmp_path: Path, stage: str, tenant: str, message: str
+) -> None:
+    auth = {"discovery_url": SHARED_ISSUER, "allowed_clients": ["c"]}
+    context = {
+        "stage": stage,
+        "tenants": {tenant: ["boss@example.com"]},
+        "agent_gateway": {"enabled": True, "tenants": {tenant: auth}},
+    }
+    with pytest.raises(ValueError, match=re.escape(message) + ".*48 letters or digits"):
+        synthesize(tmp_path, context)
+    assert GATEWAY_NAME.match("ReplacementOrderSaga-dev-acme")
+    assert not GATEWAY_NAME.match("a" * 49)
+    assert GATEWAY_NAME.match("a" * 48)
 
 
 def test_cdk_nag_is_clean_with_the_gateway(enabled: Synthesized) -> None:
@@ -190,9 +249,6 @@ def test_the_flag_refuses_a_gateway_without_its_authorizer(tmp_path: Path) -> No
                 }
             },
         )
-
-
-SHARED_ISSUER = "https://idp.example.com/.well-known/openid-configuration"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,11 @@
 """The approval keys in the template: one ECC signing key per approver, whose key policy lets
 exactly that approver sign, and no principal of the saga itself able to sign or to become an
-approver (docs/design.md §9)."""
+approver (docs/design.md §9).
+
+Who may sign is also evaluated, not only read: sagactl.iam (IAM's documented evaluation logic)
+answers for the approver's role, every other role of the stack, an account administrator with
+`kms:*` on everything, and a role re-created under the approver role's name.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from saga.approval_keys import approval_key_alias
+from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
+from sagactl.iam.stack_policies import offline_resolver, stack_policies
 from stacks.config import ConfigError, SagaConfig
 from stacks.constructs.approvals import KEY_ADMINISTRATION_ACTIONS
 from stacks.saga_stack import PROJECT_ROOT
@@ -63,13 +71,26 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def signers(key: dict[str, Any]) -> list[Any]:
-    """The principals of the key policy statements that allow kms:Sign."""
+def signers(key: dict[str, Any]) -> list[dict[str, Any]]:
+    """The key policy statements that allow kms:Sign."""
     return [
-        statement["Principal"]["AWS"]
+        statement
         for statement in key["Properties"]["KeyPolicy"]["Statement"]
         if "kms:Sign" in as_list(statement["Action"])
     ]
+
+
+ACCOUNT_ROOT = {
+    "Fn::Join": [
+        "",
+        ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"],
+    ]
+}
+SIGNING = {"kms:SigningAlgorithm": "ECDSA_SHA_256", "kms:MessageType": "RAW"}
+
+
+def approver_role_ids(synth: Synthesized) -> set[str]:
+    return {lid for lid in synth.resources("AWS::IAM::Role") if "ApproverRole" in lid}
 
 
 def statements(synth: Synthesized) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -108,14 +129,28 @@ def test_every_approver_has_an_ecc_signing_key_that_only_its_approver_role_may_s
     assert {
         (tags(k)["saga:tenant"], tags(k)["saga:approver"]) for k in keys(synthesized).values()
     } == (approvers)
-    for key in keys(synthesized).values():
+    for key_id, key in keys(synthesized).items():
         props = key["Properties"]
         assert (props["KeySpec"], props["KeyUsage"]) == ("ECC_NIST_P256", "SIGN_VERIFY")
         (signer,) = signers(key)
-        role = roles[signer["Fn::GetAtt"][0]]
-        (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        # The principal is the account, which exists before anything is deployed: nothing KMS
+        # must resolve (a role created in the same deployment may not be visible to it yet).
+        assert signer["Principal"] == {"AWS": ACCOUNT_ROOT}
+        assert signer["Action"] == "kms:Sign"
+        condition = signer["Condition"]
+        role_id = condition["ArnEquals"]["aws:PrincipalArn"]["Fn::GetAtt"][0]
+        assert condition["ArnEquals"] == {"aws:PrincipalArn": {"Fn::GetAtt": [role_id, "Arn"]}}
+        assert condition["StringLike"] == {
+            "aws:userid": {"Fn::Join": ["", [{"Fn::GetAtt": [role_id, "RoleId"]}, ":*"]]}
+        }
+        assert condition["StringEquals"] == SIGNING
+        (trust,) = roles[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert trust["Condition"] == {"Bool": {"aws:MultiFactorAuthPresent": "true"}}
         assert ":root" in json.dumps(trust["Principal"])
+        # Through the account principal the role's own policy counts: Sign on this key only.
+        kms = [(o, st) for o, st in statements(synthesized) if "kms:Sign" in as_list(st["Action"])]
+        mine = [st for _, st in kms if st["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+        assert [st["Condition"] for st in mine] == [{"StringEquals": SIGNING}]
         (account,) = [
             s for s in props["KeyPolicy"]["Statement"] if "kms:Sign" not in as_list(s["Action"])
         ]
@@ -126,23 +161,117 @@ def test_every_approver_has_an_ecc_signing_key_that_only_its_approver_role_may_s
         assert "kms:CreateGrant" not in account["Action"]
 
 
+def test_only_the_approvers_own_role_session_may_sign_evaluated(synthesized: Synthesized) -> None:
+    template = synthesized.template_json
+    resolver = offline_resolver(template, synthesized.saga.stack.stack_name)
+    policies = stack_policies(template, resolver)
+    request_context = {"kms:SigningAlgorithm": "ECDSA_SHA_256", "kms:MessageType": "RAW"}
+    approver_roles = approver_role_ids(synthesized)
+    assert approver_roles
+    for key_id in keys(synthesized):
+        key_arn = resolver.get_att(key_id, "Arn")
+        (signer,) = signers(template["Resources"][key_id])
+        owner = signer["Condition"]["ArnEquals"]["aws:PrincipalArn"]["Fn::GetAtt"][0]
+
+        def sign(grants: Grants, context: dict[str, Any], key_arn: str = key_arn) -> Decision:
+            request = Request("kms:Sign", key_arn, {**request_context, **context})
+            return evaluate(grants, request).decision
+
+        for logical_id, role in policies.roles.items():
+            decision = sign(policies.grants(logical_id), role.session_context(mfa=True))
+            expected = Decision.ALLOW if logical_id == owner else Decision.IMPLICIT_DENY
+            assert decision is expected, (key_id, logical_id, decision)
+        owner_role = policies.roles[owner]
+        session = owner_role.session_context(mfa=True)
+        # Another signing algorithm or a digest instead of the message: refused.
+        assert sign(policies.grants(owner), {**session, "kms:MessageType": "DIGEST"}) is (
+            Decision.IMPLICIT_DENY
+        )
+        # An administrator allowed kms:* on everything by IAM still cannot sign.
+        admin = Grants(
+            Principal("arn:aws:iam::123456789012:role/Admin", "123456789012"),
+            [{"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}],
+            resource_policies=policies.key_policies,
+            policy_required=frozenset(policies.key_policies),
+        )
+        admin_session = {"aws:PrincipalArn": "arn:aws:iam::123456789012:role/Admin"}
+        assert sign(admin, {**admin_session, "aws:userid": "AROAADMIN:x"}) is Decision.IMPLICIT_DENY
+        # The approver role deleted and re-created under its name (same ARN, a new unique id),
+        # even with kms:* from IAM: not the role the key policy names.
+        recreated = Grants(
+            Principal(owner_role.arn, "123456789012"),
+            admin.identity,
+            resource_policies=policies.key_policies,
+            policy_required=frozenset(policies.key_policies),
+        )
+        assert sign(recreated, {**session, "aws:userid": "AROANEWROLE:x"}) is (
+            Decision.IMPLICIT_DENY
+        )
+
+
 def test_no_principal_of_the_saga_can_sign_or_become_an_approver(
     synthesized: Synthesized,
 ) -> None:
     key_ids = set(keys(synthesized))
+    approvers = approver_role_ids(synthesized)
+    policies = synthesized.resources("AWS::IAM::Policy")
+    approver_policies = {
+        lid
+        for lid, p in policies.items()
+        if {r["Ref"] for r in p["Properties"]["Roles"]} & approvers
+    }
     for owner, statement in statements(synthesized):
         actions = as_list(statement["Action"])
+        if owner in approver_policies and actions == ["kms:Sign"]:
+            continue  # the approver itself (its key is checked above)
         assert not [a for a in actions if DANGEROUS.match(a)], (owner, actions)
         kms = [a for a in actions if a.startswith("kms:")]
         if kms:
-            # The tools read public keys: GetPublicKey on the approval keys, nothing else.
+            # Tools and the operator read public keys: GetPublicKey on approval keys only.
             assert kms == ["kms:GetPublicKey"], (owner, kms)
             resources = {r["Fn::GetAtt"][0] for r in as_list(statement["Resource"])}
-            assert resources == key_ids
+            assert resources <= key_ids
+    function_roles = {
+        f["Properties"]["Role"]["Fn::GetAtt"][0]
+        for f in synthesized.resources("AWS::Lambda::Function").values()
+    }
     verifying = {
-        lid for lid, s in statements(synthesized) if "kms:GetPublicKey" in as_list(s["Action"])
+        lid
+        for lid, p in policies.items()
+        if {r["Ref"] for r in p["Properties"]["Roles"]} & function_roles
+        and any(
+            "kms:GetPublicKey" in as_list(s["Action"])
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        )
     }
     assert len(verifying) == 7  # every tool but the sweeper
+
+
+def test_each_created_key_has_its_alias_and_the_functions_find_keys_by_it(
+    synthesized: Synthesized,
+) -> None:
+    prefix = f"alias/{synthesized.saga.stack.stack_name}/approval"
+    aliases = {
+        a["Properties"]["TargetKeyId"]["Fn::GetAtt"][0]: a["Properties"]["AliasName"]
+        for a in synthesized.resources("AWS::KMS::Alias").values()
+    }
+    for key_id, key in keys(synthesized).items():
+        tenant, approver = tags(key)["saga:tenant"], tags(key)["saga:approver"]
+        generation = int(tags(key)["saga:key-generation"])
+        assert aliases[key_id] == approval_key_alias(prefix, tenant, approver, generation)
+    assert aliases[next(iter(keys(synthesized)))].startswith(f"{prefix}/")
+    assert approval_key_alias(prefix, "acme", "supervisor@acme", 1) == (
+        f"{prefix}/acme/supervisor_40acme/1"
+    )
+    for function in synthesized.resources("AWS::Lambda::Function").values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        if "APPROVAL_KEYS" in variables:
+            assert variables["APPROVAL_KEY_ALIASES"] == prefix
+            # Generation numbers, not deploy-time ARNs.
+            assert json.loads(variables["APPROVAL_KEYS"]) == {
+                "acme": {"supervisor@acme": 1},
+                "globex": {"ops@globex": 1},
+            }
 
 
 def test_outputs_name_each_approvers_key_and_role(synthesized: Synthesized) -> None:
@@ -160,20 +289,21 @@ def test_outputs_name_each_approvers_key_and_role(synthesized: Synthesized) -> N
 def test_rotation_keeps_earlier_keys_verifying_with_nobody_allowed_to_sign(
     variants: Synthesized,
 ) -> None:
-    current_id, current = key_of(variants, "supervisor@acme", 2)
-    retired_id, retired = key_of(variants, "supervisor@acme", 1)
+    _, current = key_of(variants, "supervisor@acme", 2)
+    _, retired = key_of(variants, "supervisor@acme", 1)
     assert len(signers(current)) == 1
     assert signers(retired) == []
-    variable = json.loads(approval_keys_variable(variants).replace("<", "").replace(">", ""))
-    assert variable["acme"]["supervisor@acme"] == {
-        "current": current_id,
-        "retired": [retired_id, RETIRED],
-    }
+    variable = json.loads(approval_keys_variable(variants))
+    # Generation 2 current, generation 1 and the brought retired key retired.
+    assert variable["acme"]["supervisor@acme"] == {"current": 2, "retired": [1, RETIRED]}
 
 
 def test_a_named_principal_signs_instead_of_an_approver_role(variants: Synthesized) -> None:
     _, key = key_of(variants, "manager@acme")
-    assert signers(key) == [MANAGER_PRINCIPAL]
+    (signer,) = signers(key)
+    # A principal that exists before the deploy is named as it is (KMS can resolve it).
+    assert signer["Principal"] == {"AWS": MANAGER_PRINCIPAL}
+    assert signer["Condition"] == {"StringEquals": SIGNING}
     roles = [lid for lid in variants.resources("AWS::IAM::Role") if "Manager" in lid]
     assert roles == []
 

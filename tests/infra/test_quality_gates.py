@@ -28,6 +28,9 @@ ASL_VALIDATOR = PROJECT_ROOT / "node_modules" / ".bin" / "asl-validator"
 CFN_LINT_IGNORED = ("W3005",)
 EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-IAM5[Resource::*]",  # X-Ray / log-delivery actions without resource ARNs
+    # The people's roles read and redrive the saga's executions (names are case ids).
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+    "execution:<WorkflowStateMachine8F1B1C15.Name>:*]",
     "AwsSolutions-L1",  # runtime pinned to the layer's cp312 ABI
     "AwsSolutions-DDB3",  # sandbox tables without PITR
     "AwsSolutions-SQS3",  # the dead-letter queue itself

@@ -408,7 +408,7 @@ def test_each_function_gets_only_its_tables_actions_and_environment(
         variables = props["Environment"]["Variables"]
         table_variables = {v for v in variables if v in TABLE_VARIABLES.values()}
         assert table_variables == {TABLE_VARIABLES[a.table] for a in spec.access}
-        assert ("TENANTS" in variables) is spec.tenants
+        assert "TENANTS" not in variables  # who approves is APPROVAL_KEYS (one list, 4 KB)
         assert ("ESCALATION_QUEUE_URL" in variables) is spec.escalation_queue
 
 

@@ -172,7 +172,7 @@ def test_every_tool_refuses_a_case_edited_after_approval_and_changes_nothing(
 @pytest.mark.parametrize(
     ("invoke", "variable"),
     [
-        ((validate_case, "ValidateCase", {}), "TENANTS"),
+        ((validate_case, "ValidateCase", {}), "APPROVAL_KEYS"),
         ((reserve_stock, "ReserveStock", {}), "ATTEMPT_BUDGET"),
         ((issue_refund, "IssueRefund", {}), "DOWNSTREAM_TIMEOUT_SECONDS"),
         ((create_shipment, "CreateShipment", {}), "LEDGER_TABLE"),

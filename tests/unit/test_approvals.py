@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from saga.approval_keys import ApproverKeys, forget_public_keys
+from saga.approval_keys import (
+    ApproverKeys,
+    PublicKey,
+    approval_key_alias,
+    forget_public_keys,
+    parse_trusted_keys,
+)
 from saga.approvals import (
     RECORDED,
     ApprovalVerifier,
@@ -46,15 +52,29 @@ KEYS = {
     local_key_arn("globex", OPS): ("globex", OPS, 1),
 }
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+PREFIX = "alias/ReplacementOrderSaga-dev/approval"
+# The same keys as the stack configures them: created keys by generation, found by alias.
+BY_ALIAS = parse_trusted_keys(
+    {"acme": {SUPERVISOR: 2, MANAGER: 1}, "globex": {OPS: 1}}, alias_prefix=PREFIX
+)
+
+
+ALIASES = {
+    approval_key_alias(PREFIX, tenant, approver, generation): arn
+    for arn, (tenant, approver, generation) in KEYS.items()
+}
 
 
 class CountingKeys:
+    """KMS's GetPublicKey in memory: a key by ARN or by alias (answered with the key's ARN)."""
+
     def __init__(self) -> None:
         self.reads: list[str] = []
 
-    def public_key(self, key_arn: str) -> bytes:
-        self.reads.append(key_arn)
-        return local_public_key_der(*KEYS[key_arn])
+    def public_key(self, key: str) -> PublicKey:
+        self.reads.append(key)
+        arn = ALIASES.get(key, key)
+        return PublicKey(arn, local_public_key_der(*KEYS[arn]))
 
 
 class Records:
@@ -253,6 +273,31 @@ def test_each_public_key_is_read_once_per_function_and_never_when_warm() -> None
     assert keys.reads == [local_key_arn("acme", SUPERVISOR, 2)] * 2
     forward(refund, approval_of(signed(approver=MANAGER, generation=1)))
     assert keys.reads[2:] == [local_key_arn("acme", MANAGER)]
+
+
+def test_keys_named_by_alias_are_resolved_by_the_read_of_their_public_key_once() -> None:
+    keys = CountingKeys()
+    validate = ApprovalVerifier(BY_ALIAS, keys, function="validate-case")
+    refund = ApprovalVerifier(BY_ALIAS, keys, function="issue-refund")
+    for _ in range(3):
+        # The approval names the key's ARN (what KMS Sign answered); the alias resolves to it.
+        assert accept_new_case(validate, approval_of(signed()), started=NOW) == (
+            local_key_arn("acme", SUPERVISOR, 2)
+        )
+        forward(refund, approval_of(signed()))
+    current = approval_key_alias(PREFIX, "acme", SUPERVISOR, 2)
+    assert keys.reads == [current, current]  # one GetPublicKey per function and key
+    # A retired key: resolved (once) only when an approval names a key that is not current.
+    assert forward(refund, approval_of(signed(generation=1))) == local_key_arn(
+        "acme", SUPERVISOR, 1
+    )
+    with pytest.raises(ApprovalInvalid, match="retired key"):
+        accept_new_case(validate, approval_of(signed(generation=1)), started=NOW)
+    assert keys.reads[2:] == [approval_key_alias(PREFIX, "acme", SUPERVISOR, 1)] * 2
+    # Another approver's key presented as this approver's: refused, naming whose it is.
+    forged = dataclasses.replace(approval_of(signed()), key_id=local_key_arn("globex", OPS))
+    with pytest.raises(AuthorizationDenied, match="a key of 'ops@globex' of tenant 'globex'"):
+        accept_new_case(validate, forged, started=NOW)
 
 
 def test_finishing_tools_accept_a_case_record_of_exactly_this_digest() -> None:

@@ -51,8 +51,9 @@ def test_a_function_environment_is_validated_and_names_each_missing_variable() -
     # A forward step reads the case record: only a case under way moves forward.
     with pytest.raises(ConfigurationError, match="CASES_TABLE is required"):
         ReserveStockEnvironment.from_env({**RESERVE, "CASES_TABLE": ""})
-    with pytest.raises(ConfigurationError, match="TENANTS is required"):
-        ValidateCaseEnvironment.from_env({**POWERTOOLS, **APPROVALS, "CASES_TABLE": "cases"})
+    # Who may approve is APPROVAL_KEYS' approvers: ValidateCase needs it.
+    with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is required"):
+        ValidateCaseEnvironment.from_env({**POWERTOOLS, "CASES_TABLE": "cases"})
     with pytest.raises(ConfigurationError, match="APPROVAL_KEYS is required"):
         ReserveStockEnvironment.from_env({k: v for k, v in RESERVE.items() if k not in APPROVALS})
     with pytest.raises(ConfigurationError, match="ATTEMPT_BUDGET must be an integer"):
@@ -114,12 +115,11 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "PYDANTIC_DISABLE_PLUGINS": "__all__",
         "CASES_TABLE": "cases",
-        "TENANTS": '{"acme": ["a@acme", "b@acme"]}',
-        "APPROVAL_KEYS": '{"acme": {"a@acme": {"current": "arn:k1", "retired": ["arn:k0"]}}}',
+        "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1","retired":["arn:k0"]}}}',
     }
     rendered = ValidateCaseEnvironment.from_env(ValidateCaseEnvironment.render(values))
-    assert rendered.tenants == {"acme": frozenset({"a@acme", "b@acme"})}
-    assert rendered.approval_keys["acme"]["a@acme"] == ApproverKeys("arn:k1", ("arn:k0",))
+    assert rendered.tenants() == {"acme": frozenset({"a@acme"})}
+    assert rendered.trusted_keys()["acme"]["a@acme"] == ApproverKeys("arn:k1", ("arn:k0",))
     with pytest.raises(ConfigurationError, match=r"ValidateCaseEnvironment: .*CASES_TABLE"):
         ValidateCaseEnvironment.render({**values, "cases_table": None})
 
@@ -147,8 +147,8 @@ def test_an_undeployed_sandbox_table_is_named_when_a_use_needs_it() -> None:
 
 def test_a_collaborator_the_model_does_not_declare_is_a_named_wiring_mistake() -> None:
     runtime = Runtime(ReserveStockEnvironment.from_env(RESERVE))
-    with pytest.raises(ConfigurationError, match="ReserveStockEnvironment declares no Tenants"):
-        assert runtime.tenants is None  # raises before
+    with pytest.raises(ConfigurationError, match="ReserveStockEnvironment declares no Downstream"):
+        assert runtime.downstream_client is None  # raises before
     assert runtime.ledger().policy == LedgerPolicy(
         attempt_budget=7, retention_seconds=2592000, lease_margin_seconds=10
     )
@@ -173,3 +173,15 @@ def test_approval_keys_configuration_is_parsed_and_checked() -> None:
         ReserveStockEnvironment.from_env({**RESERVE, "APPROVAL_KEYS": '{"acme": {"a@acme": {}}}'})
     with pytest.raises(ConfigurationError, match="APPROVAL_KEYS must be a JSON object"):
         ReserveStockEnvironment.from_env({**RESERVE, "APPROVAL_KEYS": "[]"})
+    # The stack's own keys by generation: found by alias under APPROVAL_KEY_ALIASES.
+    by_generation = {**RESERVE, "APPROVAL_KEYS": '{"acme":{"a@acme":2}}'}
+    with pytest.raises(ConfigurationError, match="needs the stack's alias prefix"):
+        ReserveStockEnvironment.from_env(by_generation)
+    prefixed = {**by_generation, "APPROVAL_KEY_ALIASES": "alias/Stack/approval"}
+    assert ReserveStockEnvironment.from_env(prefixed).trusted_keys() == {
+        "acme": {
+            "a@acme": ApproverKeys(
+                "alias/Stack/approval/acme/a_40acme/2", ("alias/Stack/approval/acme/a_40acme/1",)
+            )
+        }
+    }

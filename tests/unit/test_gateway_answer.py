@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from mcp.types import CallToolResult, TextContent
 
 from saga.agent.gateway import gateway_answer, plain_text
-from saga.agent.tools import ErrorCode, ToolError, agent_case_id, error_result
+from saga.agent.tools import ErrorCode, ToolError, error_result
+from saga.identity import agent_case_id
 from tests.unit.test_agent_gateway_handler import gateway, gateway_context, handler
 from tests.unit.test_agent_tools import PROPOSAL
 

@@ -1,7 +1,7 @@
 """ValidateCase: validate, authorize, verify the signed approval, record the case, derive ids.
 
 Nothing here trusts the case for *who* may act: the tenant's approvers come from trusted
-configuration (TENANTS), their keys too (APPROVAL_KEYS), never from the input or from model
+configuration (the approvers of APPROVAL_KEYS, with their keys), never from the input or model
 output. Only after all checks pass is anything written, so a rejected case has no effect.
 """
 

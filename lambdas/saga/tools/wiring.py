@@ -47,7 +47,6 @@ from saga.settings import (
     PaymentsVariables,
     SandboxVariables,
     Tenants,
-    TenantsVariables,
     variable,
 )
 
@@ -155,12 +154,12 @@ class Runtime:
         process) and only when an approval is first verified."""
         env = self.variables(ApprovalVariables)
         return ApprovalVerifier(
-            env.approval_keys, KmsPublicKeys(kms_client), function=env.powertools_service_name
+            env.trusted_keys(), KmsPublicKeys(kms_client), function=env.powertools_service_name
         )
 
     @property
     def tenants(self) -> Tenants:
-        return self.variables(TenantsVariables).tenants
+        return self.variables(ApprovalVariables).tenants()
 
     def ledger(self) -> ActionLedger:
         from saga.ledger import ActionLedger

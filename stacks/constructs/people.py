@@ -1,0 +1,202 @@
+"""The roles people assume to run sagactl against the stack, one per job (docs/design.md §11).
+
+- the operator (`OperatorRole`): start, status, watch, ledger, stuck, keep-open-actions,
+  redrive, escalations (list, show, resolve), sweep, inventory, `case check --deployed`;
+- an approver per tenant and approver (`ApproverRoles`, created with the approver's key in
+  stacks/constructs/approvals.py): `case approve FILE` and `case approve --case`; here it gets
+  the drafts of its own tenant only (`dynamodb:LeadingKeys`, the drafts table's partition key
+  being the tenant), the drafts from before ids carried the tenant (keyed by case id alone: no
+  condition can confine them) and the stack's outputs;
+- an agent role per tenant (`AgentRoles`): `sagactl mcp --tenant T` against the stack, the
+  drafts of that tenant only (and, read-only, the drafts from before).
+
+Each is allowed exactly the calls its flows make, recorded in the local AWS and evaluated
+against these policies (tests/e2e/test_people_allowed.py): a call AWS would deny fails that
+test, and so does a grant no flow uses. The operator and approvers assume their role with MFA;
+the agent role is assumed by whatever runs the MCP server (a service, not a person at a
+keyboard), so it requires none and can do nothing a person decides: no signing, no resolving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.config import SagaConfig
+from stacks.constructs.approvals import VERIFIER_ACTIONS, ApprovalKeys, id_part
+from stacks.constructs.common import acknowledge
+from stacks.constructs.tables import OPEN_ACTIONS_INDEX
+
+GET = "dynamodb:GetItem"
+PUT = "dynamodb:PutItem"
+UPDATE = "dynamodb:UpdateItem"
+QUERY = "dynamodb:Query"
+SCAN = "dynamodb:Scan"
+
+# The operator's table actions, by table: what its flows call (recorded; the test names any
+# call missing here and any action no flow uses).
+OPERATOR_TABLES: Mapping[str, Sequence[str]] = {
+    # status and escalations show read a case; escalations lists by Scan; resolve writes the
+    # resolution in one transaction with the settled ledger records (docs/design.md §5).
+    "cases": (GET, SCAN, UPDATE),
+    # resolve settles the case's open records and writes a settled placeholder for an action
+    # that has none (PutItem, in the same transaction); keep-open-actions updates open ones.
+    "ledger": (GET, PUT, UPDATE),
+    # status: the reservation's state; inventory seed: whether cases under way hold stock.
+    "reservations": (GET, SCAN),
+    "inventory": (SCAN, PUT),  # inventory show, inventory seed
+    "payments": (SCAN,),  # status: the effects of a case in the sandbox downstreams
+    "shipments": (SCAN,),
+}
+# `stuck` queries the ledger's index of open actions (as the sweeper does).
+OPERATOR_INDEXES: Mapping[tuple[str, str], Sequence[str]] = {
+    ("ledger", OPEN_ACTIONS_INDEX): (QUERY,)
+}
+# What the operator does with the escalation queue (`escalations`: read, and delete a resolved
+# case's messages; `status`: the queue's depth).
+OPERATOR_QUEUE_ACTIONS = (
+    "sqs:GetQueueAttributes",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+)
+APPROVER_DRAFT_ACTIONS = (GET, UPDATE)  # `case approve --case`: read the draft, store approval
+AGENT_DRAFT_ACTIONS = (GET, PUT)  # propose (write once), get and start (read)
+# The drafts from before ids carried the tenant (docs/design.md §10): approved and read where
+# they are, never written anew. Their key is the case id alone, so no condition can confine
+# them to a tenant: the one exception to tenant-only drafts, until that table is drained.
+APPROVER_LEGACY_DRAFT_ACTIONS = (GET, UPDATE)
+AGENT_LEGACY_DRAFT_ACTIONS = (GET,)
+READ_STACK = "cloudformation:DescribeStacks"  # sagactl finds the outputs on AWS with it
+
+
+def tenant_only(tenant: str) -> dict[str, dict[str, list[str]]]:
+    """Every partition key the request touches is the tenant's (the drafts table is keyed by
+    tenant first). ForAllValues is also true for a request without keys (a Scan): the roles
+    are never given one on that table."""
+    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}
+
+
+class PeopleRoles(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SagaConfig,
+        tables: Mapping[str, dynamodb.ITable],
+        escalation_queue: sqs.IQueue,
+        state_machine: sfn.StateMachine,
+        approval_keys: ApprovalKeys,
+        validate_case: lambda_.IFunction,
+        sweeper: lambda_.IFunction,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self._stack_id = stack.stack_id
+        executions = stack.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{state_machine.state_machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        drafts, legacy = tables["drafts"], tables["legacy_drafts"]
+
+        self.operator = self._role("OperatorRole", "Operates the saga with sagactl", mfa=True)
+        for table, actions in OPERATOR_TABLES.items():
+            if table in tables:
+                self._allow(self.operator, actions, [tables[table].table_arn])
+        for (table, index), actions in OPERATOR_INDEXES.items():
+            self._allow(self.operator, actions, [f"{tables[table].table_arn}/index/{index}"])
+        self._allow(self.operator, OPERATOR_QUEUE_ACTIONS, [escalation_queue.queue_arn])
+        self._allow(self.operator, ["states:StartExecution"], [state_machine.state_machine_arn])
+        self._allow(
+            self.operator,
+            ["states:DescribeExecution", "states:GetExecutionHistory", "states:RedriveExecution"],
+            [executions],
+        )
+        self._allow(self.operator, ["lambda:InvokeFunction"], [sweeper.function_arn])
+        self._allow(
+            self.operator,
+            ["lambda:GetFunctionConfiguration"],
+            [validate_case.function_arn, sweeper.function_arn],
+        )
+        self._allow(self.operator, VERIFIER_ACTIONS, approval_keys.key_arns())
+
+        for tenant, approvers in approval_keys.approvers.items():
+            for refs in approvers.values():
+                if refs.role is not None:
+                    self._allow(refs.role, [READ_STACK], [self._stack_id])
+                    self._allow(
+                        refs.role, APPROVER_DRAFT_ACTIONS, [drafts.table_arn], tenant_only(tenant)
+                    )
+                    self._allow(refs.role, APPROVER_LEGACY_DRAFT_ACTIONS, [legacy.table_arn])
+
+        self.agents: dict[str, iam.Role] = {}
+        for tenant in sorted(config.tenants):
+            agent = self._role(
+                f"{id_part(tenant)}AgentRole",
+                f"Serves the agent tools of tenant {tenant} (sagactl mcp)",
+                mfa=False,
+            )
+            self._allow(agent, AGENT_DRAFT_ACTIONS, [drafts.table_arn], tenant_only(tenant))
+            self._allow(agent, AGENT_LEGACY_DRAFT_ACTIONS, [legacy.table_arn])
+            self._allow(agent, [GET], [tables["cases"].table_arn])
+            self._allow(agent, ["states:StartExecution"], [state_machine.state_machine_arn])
+            self._allow(
+                agent, ["states:DescribeExecution", "states:GetExecutionHistory"], [executions]
+            )
+            self._allow(agent, ["lambda:GetFunctionConfiguration"], [validate_case.function_arn])
+            # Its tenant's approvers' keys only: it verifies its own drafts' approvals.
+            self._allow(agent, VERIFIER_ACTIONS, approval_keys.key_arns(tenant))
+            self.agents[tenant] = agent
+        machine_id = stack.get_logical_id(state_machine.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            self,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+            f"<AWS::AccountId>:execution:<{machine_id}.Name>:*]",
+            "Executions are read (and redriven by the operator) on the saga's own state machine "
+            "only (execution:<machine name>:*): execution names are case ids, unknown at deploy.",
+        )
+
+    def _role(self, construct_id: str, description: str, *, mfa: bool) -> iam.Role:
+        principal: iam.PrincipalBase = iam.AccountRootPrincipal()
+        if mfa:
+            principal = principal.with_conditions({"Bool": {"aws:MultiFactorAuthPresent": "true"}})
+        role = iam.Role(
+            self,
+            construct_id,
+            assumed_by=principal,
+            description=description,
+            max_session_duration=Duration.hours(1),
+        )
+        self._allow(role, [READ_STACK], [self._stack_id])
+        return role
+
+    @staticmethod
+    def _allow(
+        role: iam.Role,
+        actions: Sequence[str],
+        resources: Sequence[str],
+        conditions: Mapping[str, object] | None = None,
+    ) -> None:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=sorted(set(actions)),
+                resources=list(resources),
+                conditions=dict(conditions) if conditions else None,
+            )
+        )
+
+    def add_outputs(self, scope: Construct) -> None:
+        """`OperatorRole` (an ARN) and `AgentRoles` (JSON: tenant -> role ARN)."""
+        CfnOutput(scope, "OperatorRole", value=self.operator.role_arn)
+        agents = {tenant: role.role_arn for tenant, role in self.agents.items()}
+        CfnOutput(scope, "AgentRoles", value=Stack.of(self).to_json_string(agents))
