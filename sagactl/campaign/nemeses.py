@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagactl.campaign import overlap
+from sagactl.campaign.overlap import OverlapMeter
 from sagactl.local.clock import LOCAL_CLOCK
 from sagactl.local.invokes import HandlerRequest, add_request_hook, current_invocation
 from sagactl.local.lambda_context import die_directive
@@ -78,6 +80,7 @@ class Armed:
     counts: dict[int, int] = field(default_factory=dict)  # matches seen, per nemesis
     requests: int = 0  # AWS requests made by tools for this case
     fired: list[str] = field(default_factory=list)
+    meter: OverlapMeter | None = None  # the case's deliveries that overlapped (overlap.py)
 
     def count(self, position: int) -> int:
         self.counts[position] = self.counts.get(position, 0) + 1
@@ -102,11 +105,13 @@ def armed(
     install()
     tables = {name: outputs[key] for name, key in TABLE_OUTPUTS.items() if key in outputs}
     state = Armed([dict(n) for n in nemeses], tables, case_id)
+    state.meter = overlap.arm(state.nemeses, tables, case_id, state.fired)
     with _LOCK:
         _ACTIVE = state
     try:
         yield state
     finally:
+        overlap.disarm()
         with _LOCK:
             _ACTIVE = None
 
@@ -325,5 +330,6 @@ def install() -> None:
     """Install the three hooks into this process's local AWS (idempotent; inert until armed)."""
     with _LOCK:
         add_request_hook("campaign-nemeses", _HandlerRequests())
+        overlap.install()
         _install_invoke_hook()
         _install_dynamodb_hook()

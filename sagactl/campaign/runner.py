@@ -21,6 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from sagactl.campaign import overlap
 from sagactl.campaign.approval import approve
 from sagactl.campaign.nemeses import armed
 from sagactl.campaign.observe import Observer, Snapshot
@@ -45,6 +46,7 @@ class CaseRun:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)  # what happened at run time (for the report)
+    overlaps: dict[str, int] = field(default_factory=dict)  # per step (sagactl.campaign.overlap)
 
     @property
     def final(self) -> Snapshot:
@@ -69,10 +71,13 @@ class CaseRunner:
         self.timeout = timeout_seconds
 
     def _wait_all(self, arns: list[str]) -> None:
-        for arn in arns:
-            description = self.observer.wait(arn, timeout_seconds=self.timeout)
-            if description["status"] == "RUNNING":
-                raise TimeoutError(f"{arn} still RUNNING after {self.timeout}s")
+        while True:
+            for arn in arns:
+                description = self.observer.wait(arn, timeout_seconds=self.timeout)
+                if description["status"] == "RUNNING":
+                    raise TimeoutError(f"{arn} still RUNNING after {self.timeout}s")
+            if not overlap.settle():  # an execution the overlap nemesis stopped runs again
+                return
 
     def _close(self, run: CaseRun, label: str, arns: list[str]) -> None:
         run.messages.extend(self.observer.drain_queue())
@@ -107,6 +112,7 @@ class CaseRunner:
             if duplicate.get("when") == "same_name":
                 self._same_name_after_close(run)
             run.fired = list(state.fired)
+            run.overlaps = state.meter.overlaps() if state.meter is not None else {}
         run.stock_after = self.observer.stock(sku)
         run.seconds = time.perf_counter() - started
         return run
