@@ -59,6 +59,7 @@ EFFECT_TABLES: Mapping[str, str] = {
 HOWS = ("hang", "abort", "stale")
 BOUNDARIES = ("claim", "dispatch", "outcome")
 _STATE_STEPS = {state: step for step, state in STEP_STATES.items()}
+_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"})
 
 
 def plan_overlap(seed: int, index: int) -> dict[str, Any] | None:
@@ -209,7 +210,11 @@ class Scenario:
             if at == "dispatch":
                 self.dispatched.set()
             return
-        written = status == 200 and self.tables.get("ledger") in _tables_of(request.document())
+        written = (
+            status == 200
+            and request.operation in _WRITES
+            and self.tables.get("ledger") in _tables_of(request.document())
+        )
         if self.how == "stale" and written and self._lease_ran_out():
             self.gate.set()  # another delivery wrote the record after A's lease ran out
 
