@@ -17,6 +17,7 @@ from typing import Any
 
 from saga import formats
 from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
+from sagactl.campaign.overlap import plan_overlap
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
 from stacks.lambda_errors import Death
 
@@ -397,6 +398,9 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     if faults:
         case["sandbox"] = {"faults": faults}
     nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
+    overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
+    if overlapping is not None and expect is None:
+        nemeses.append(overlapping)
     duplicate = _duplicate(rng, rejected=expect is not None)
     return CasePlan(
         seed=seed,

@@ -26,7 +26,6 @@ the same time as another delivery of the same action: what the campaign report s
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -199,7 +198,7 @@ class Scenario:
         if self.how == "stale" and at == "outcome" and not self.gate.is_set():
             # the write is delayed past the lease; meanwhile the task times out
             threading.Thread(target=self._time_out, args=(invocation,), daemon=True).start()
-            self.gate.wait(HOLD_SECONDS)
+            self._hold()
 
     def after(self, request: HandlerRequest, status: int) -> None:
         invocation = request.invocation
@@ -246,7 +245,12 @@ class Scenario:
         self.fired.append(f"overlap:{self.how}:{self.step}:{self.nemesis['at']}")
         target = self._time_out if self.how == "hang" else self._abort_and_redrive
         threading.Thread(target=target, args=(invocation,), daemon=True).start()
-        self.gate.wait(HOLD_SECONDS)
+        self._hold()
+
+    def _hold(self) -> None:
+        """A's request waits for its release (or, said in the report, for HOLD_SECONDS)."""
+        if not self.gate.wait(HOLD_SECONDS):
+            self.fired.append(f"overlap:unreleased:{self.step}")
 
     def _lost_answer(self) -> dict[str, Any]:
         """A's dispatch is applied and answered with an error (sagactl.campaign.nemeses)."""
@@ -415,5 +419,41 @@ def settle() -> bool:
     return waited
 
 
-def describe(nemesis: Mapping[str, Any]) -> str:
-    return json.dumps(dict(nemesis), sort_keys=True)
+# --- the report ---------------------------------------------------------------------------------
+def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per step: the deliveries in flight while another delivery of the same action was, and
+    the cases where that happened; and which overlap nemeses fired."""
+    deliveries: dict[str, int] = {}
+    cases_with: dict[str, int] = {}
+    for case in cases:
+        for step, count in (case.get("overlaps") or {}).items():
+            deliveries[step] = deliveries.get(step, 0) + int(count)
+            cases_with[step] = cases_with.get(step, 0) + 1
+    fired = [f for case in cases for f in case.get("fired", []) if f.startswith("overlap:")]
+    return {
+        "deliveries": dict(sorted(deliveries.items())),
+        "cases": dict(sorted(cases_with.items())),
+        "total": sum(deliveries.values()),
+        "fired": len(fired),
+    }
+
+
+def report_lines(summary: Mapping[str, Any]) -> list[str]:
+    rows = [
+        f"| {step} | {count} | {summary['cases'].get(step, 0)} |"
+        for step, count in summary["deliveries"].items()
+    ]
+    return [
+        "",
+        "## Deliveries in flight at once",
+        "",
+        "Deliveries of one action that overlapped in time (each Lambda invocation runs in a "
+        "process of its own, concurrently): a delivery counts when another delivery of the same "
+        "action was in flight at some moment of its own; the step's tool and ReconcileStep's "
+        f"reconciliation of it are deliveries of one action. {summary['total']} deliveries, "
+        f"{summary['fired']} overlap nemeses fired (sagactl/campaign/overlap.py).",
+        "",
+        "| step | deliveries that overlapped another | cases |",
+        "|---|---|---|",
+        *rows,
+    ]

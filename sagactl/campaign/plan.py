@@ -82,4 +82,6 @@ def _nemesis_label(nemesis: dict[str, Any]) -> str:
         return f"invoke:{nemesis['error']}"
     if kind == "crash":
         return f"crash:{nemesis['effect']}"
+    if kind == "overlap":
+        return f"overlap:{nemesis['how']}"
     return "jump:in-execution"

@@ -84,6 +84,7 @@ def case_result(run: CaseRun, budget: int) -> dict[str, Any]:
         "reconciliations": sum(e["reconciliations"] for e in final.executions.values()),
         "invocations": sum(e["invocations"] for e in final.executions.values()),
         "redrives": run.redrives,
+        "overlaps": run.overlaps,
         "stock_before": run.stock_before,
         "seconds": round(run.seconds, 3),
     }
