@@ -154,10 +154,11 @@ class Scenario:
     first: str | None = None  # A's request id
     lease: float | None = None  # until when A's claim holds the action
     gate: threading.Event = field(default_factory=threading.Event)  # A's request goes on
-    # A has sent its dispatch, or ended: a delivery that takes the action over now cannot
-    # race A's dispatch. Before that, a takeover waits: on AWS, A's function timeout (30 s)
-    # ends it before its lease (40 s) runs out; here the clock may pass it meanwhile (retry
-    # waits move it), and a delivery alive past its lease is not a fault AWS can produce.
+    # A has sent its dispatch (or reached its outcome without one), or ended: a delivery that
+    # takes the action over now cannot race A's dispatch. Before that, a delivery that would
+    # act after A's lease ran out waits: on AWS, A's function timeout (30 s) ends it before
+    # its lease (40 s) runs out; here the clock may pass it meanwhile (retry waits move it),
+    # and a delivery dispatching past its lease is not a fault AWS can produce.
     dispatched: threading.Event = field(default_factory=threading.Event)
     aborting: threading.Event = field(default_factory=threading.Event)  # an abort fired
     redriven: threading.Event = field(default_factory=threading.Event)  # ... and redriven
@@ -195,6 +196,8 @@ class Scenario:
     def _before_own(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
         if at == "claim" and self.lease is None:
             self.lease = _lease_of(request)
+        if at == "outcome":
+            self.dispatched.set()  # past its dispatch (or it sent none)
         if self.how == "stale" and at == "outcome" and not self.gate.is_set():
             # the write is delayed past the lease; meanwhile the task times out
             threading.Thread(target=self._time_out, args=(invocation,), daemon=True).start()
