@@ -29,6 +29,7 @@ from sagactl.campaign.outcomes import classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.campaign.shrink import shrink
+from sagactl.local.server_errors import recent_server_errors
 
 MAX_SHRINKS_PER_SHARD = 3
 
@@ -247,6 +248,8 @@ def _error_result(index: int, plan: CasePlan, exc: Exception) -> dict[str, Any]:
         "violations": [{"invariant": "case_ran", "detail": f"{type(exc).__name__}: {exc}"}],
         "plan": plan.to_json(),
         "traceback": traceback.format_exc(),
+        # A 500 of the local AWS says only "Internal Server Error": its own traceback.
+        "server_errors": recent_server_errors(),
     }
 
 

@@ -70,6 +70,7 @@ from sagactl.local.lambda_runtime import (
 from sagactl.local.patching import wrap_once
 from sagactl.local.redrive import install_redrive
 from sagactl.local.schedules import RuleScheduler
+from sagactl.local.server_errors import ServerErrors
 from sagactl.local.speedups import install_speedups
 from sagactl.local.task_timeouts import install_task_timeouts
 from sagactl.local.transaction_tokens import install_transaction_tokens
@@ -349,9 +350,10 @@ class LocalServer:
             )
         finally:
             listener.close()  # werkzeug serves on its own duplicate of the socket
-        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing, and the hooks
-        # on handlers' requests (nobody knows the port yet, so no request has been served).
-        wsgi.app = ClockEndpoint(HandlerRequests(wsgi.app))
+        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing, the hooks on
+        # handlers' requests, and the traceback of a request that failed with a 500 kept
+        # (nobody knows the port yet, so no request has been served).
+        wsgi.app = ServerErrors(ClockEndpoint(HandlerRequests(wsgi.app)))
         self._server = wsgi
         self._thread = threading.Thread(target=wsgi.serve_forever, name="local-aws", daemon=True)
         self._thread.start()
