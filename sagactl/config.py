@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from saga.four_eyes import case_approvals_required
 from saga.ledger import LedgerPolicy
+from saga.models import Case
 from sagactl.errors import SagactlError
 from sagactl.paths import CDK_JSON
 from sagactl.target import Target
@@ -20,10 +22,16 @@ from stacks.config import ConfigError, SagaConfig
 
 @dataclass(frozen=True)
 class Tenants:
-    """Who may approve cases for which tenant, and where that was read."""
+    """Who may approve cases for which tenant, the tenants' four-eyes thresholds (saga.four_eyes),
+    and where that was read."""
 
     approvers: Mapping[str, frozenset[str]]
     source: str
+    thresholds: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def approvals_required(self, case: Case) -> int:
+        """How many distinct approvers `case` needs under these thresholds."""
+        return case_approvals_required(self.thresholds, case)
 
 
 def cdk_config() -> SagaConfig:
@@ -39,8 +47,9 @@ def cdk_config() -> SagaConfig:
 
 def configured_tenants() -> Tenants:
     """Who may approve for which tenant, as cdk.json configures ValidateCase."""
-    tenants = cdk_config().tenants
-    return Tenants({t: frozenset(a) for t, a in tenants.items()}, "cdk.json")
+    config = cdk_config()
+    approvers = {t: frozenset(a) for t, a in config.tenants.items()}
+    return Tenants(approvers, "cdk.json", config.approval_thresholds)
 
 
 def default_attempt_budget() -> int:

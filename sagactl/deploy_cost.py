@@ -197,6 +197,40 @@ FREE = {
 }
 
 
+def approver_trust_lines(template: dict[str, Any]) -> list[str]:
+    """Who may assume the approver roles the template creates: the risk of the default (the
+    account) and how to tighten it (`role_assumed_by`, stacks/constructs/approvals.py)."""
+    roles = {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Role" and "ApproverRole" in logical_id
+    }
+    confined = sorted(
+        logical_id
+        for logical_id, role in roles.items()
+        if any(
+            "aws:PrincipalArn" in json.dumps(statement.get("Condition", {}))
+            for statement in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        )
+    )
+    open_to_account = len(roles) - len(confined)
+    return [
+        "## Who may assume the approver roles",
+        "",
+        f"{len(roles)} approver role(s), each able to sign approvals with its approver's key; "
+        f"{open_to_account} trust(s) the whole account (the default): any principal of the "
+        "account whose own IAM policies allow `sts:AssumeRole` on it (an administrator, a "
+        "developer with `sts:AssumeRole` on `*`) may assume it, with MFA unless "
+        "`role_requires_mfa` is false, and sign as that approver. That is the account's IAM "
+        "deciding who approves refunds. To tighten it, name who may assume each role in "
+        '`cdk.json`: `approval_keys."<tenant>/<approver>".role_assumed_by`, a list of IAM '
+        "role or user ARNs (the trust policy then requires `aws:PrincipalArn` to be one of "
+        "them); keep `sts:AssumeRole` on `*` out of other principals' policies, or deny the "
+        "approver roles' ARNs there.",
+        "",
+    ]
+
+
 def render(template: dict[str, Any], stack_name: str) -> str:
     counts = Counter(r["Type"] for r in template["Resources"].values())
     lines = cost_lines(template)
@@ -244,6 +278,7 @@ def render(template: dict[str, Any], stack_name: str) -> str:
         "1 million requests and 400,000 GB-seconds, X-Ray's 100,000 traces, 5 GB of logs) "
         "only the KMS keys are billed.",
         "",
+        *approver_trust_lines(template),
         "Prices used:",
         "",
         *(f"- ${_usd(price.usd)} {price.unit}: {price.source}" for price in PRICES.values()),

@@ -64,6 +64,11 @@ from stacks.context import (
     refused,
     string_list,
 )
+from stacks.four_eyes_config import (
+    check_no_shared_signers,
+    check_thresholds_name_four_eyes_tenants,
+    thresholds_value,
+)
 from stacks.lambda_errors import LAMBDA_INVOKE_ERRORS
 from stacks.retry_policy import (
     DEFAULT_RETRY_ERRORS,
@@ -156,6 +161,10 @@ class SagaConfig(ContextSection):
     tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenants)]
     # Optional: per approver, a key of your own, who signs, retired keys (see ApproverKeyConfig).
     approval_keys: Annotated[dict[str, ApproverKeyConfig], BeforeValidator(from_json)] = {}
+    # Optional: four eyes, per tenant a threshold per currency in minor units (docs/design.md §9).
+    approval_thresholds: Annotated[
+        dict[str, dict[str, int]], BeforeValidator(thresholds_value)
+    ] = {}
     # Optional: the agent tools behind AgentCore Gateway (off by default).
     agent_gateway: AgentGatewayConfig = AgentGatewayConfig()
     ledger: LedgerConfig
@@ -239,6 +248,8 @@ class SagaConfig(ContextSection):
         self._check_budget_outlasts_one_run()
         self._check_retention_outlasts_redrives()
         self._check_approval_keys_name_approvers()
+        check_thresholds_name_four_eyes_tenants(self.approval_thresholds, self.tenants)
+        check_no_shared_signers(self.tenants, self.approver_keys)
         self._check_agent_gateway_tenants()
         self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():

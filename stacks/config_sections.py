@@ -90,6 +90,9 @@ class ApproverKeyConfig(ContextSection):
     key_generation: Annotated[int, positive_int(100)] = 1
     # The created approver role may be assumed only with MFA: approving is a person's act.
     role_requires_mfa: Annotated[bool, BeforeValidator(boolean)] = True
+    # Who may assume the created approver role (IAM role or user ARNs, `aws:PrincipalArn`).
+    # Empty: any principal of the account whose own policies allow sts:AssumeRole on it.
+    role_assumed_by: tuple[Annotated[str, BeforeValidator(_principal_arn)], ...] = ()
 
     @model_validator(mode="after")
     def _one_way_to_sign(self) -> ApproverKeyConfig:
@@ -97,6 +100,11 @@ class ApproverKeyConfig(ContextSection):
             raise refused(
                 "context 'approval_keys': with 'key_arn' (a key you bring) neither 'principal' "
                 "nor 'key_generation' applies: who may sign is that key's own policy"
+            )
+        if self.role_assumed_by and (self.key_arn is not None or self.principal is not None):
+            raise refused(
+                "context 'approval_keys': 'role_assumed_by' applies to the approver role the "
+                "stack creates, and with 'key_arn' or 'principal' it creates none"
             )
         return self
 

@@ -148,7 +148,7 @@ class SagaStack(Stack):
             }
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
-        self.approval_keys.add_outputs(self)
+        self.approval_keys.add_outputs(self, config.approval_thresholds)
         self.people.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)

@@ -57,8 +57,14 @@ TABLE_NAMES = {
     "SANDBOX_TABLE": "t-sandbox",
 }
 STOCK = DEFAULT_STOCK
-TENANTS = {"acme": ["supervisor@acme"], "globex": ["boss@globex"]}
+TENANTS = {
+    "acme": ["supervisor@acme"],
+    "globex": ["boss@globex"],
+    "hooli": ["controller@hooli", "cfo@hooli"],
+}
 TENANTS_JSON = json.dumps(TENANTS)
+# Four eyes (saga.four_eyes): hooli's refunds above 1000.00 USD, and in any other currency.
+THRESHOLDS = {"hooli": {"USD": 100_000}}
 # Each approver's local key (sagactl.local.approval_keys), as the stack's APPROVAL_KEYS names it.
 APPROVAL_KEYS_JSON = json.dumps(
     {
@@ -178,7 +184,10 @@ class ToolsEnv:
     def approvals(self) -> ApprovalVerifier:
         """The verifier the tools get, with APPROVAL_KEYS_JSON's keys (in moto's KMS)."""
         return ApprovalVerifier(
-            parse_trusted_keys(APPROVAL_KEYS_JSON), KmsPublicKeys(kms_client), function="tests"
+            parse_trusted_keys(APPROVAL_KEYS_JSON),
+            KmsPublicKeys(kms_client),
+            function="tests",
+            thresholds=THRESHOLDS,
         )
 
     @property
@@ -347,6 +356,7 @@ class ToolsEnv:
         return {
             **self.names,
             "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
+            "APPROVAL_THRESHOLDS": json.dumps(THRESHOLDS),
             "ATTEMPT_BUDGET": str(self.policy.attempt_budget),
             "RETENTION_SECONDS": str(self.policy.retention_seconds),
             "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),

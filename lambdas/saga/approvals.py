@@ -12,13 +12,9 @@ resolved to its ARN by the same request that fetches its public key. Verificatio
 public key is fetched from KMS once per container and key (GetPublicKey) and kept for the life
 of the process, so a warm invocation makes no KMS request.
 
-- ValidateCase accepts only the approver's current key and checks the start deadline.
-- Every forward tool verifies again (current or retired keys) and needs the case record of this
-  case still IN_PROGRESS: a direct invoke of a tool with a forged case, or with a genuine one
-  the saga did not accept or has finished, is refused before the ledger is touched.
-- A compensation, reconciliation or the outcome record may also proceed on the case record:
-  ValidateCase accepted exactly this digest for this tenant (cases already under way when
-  signing was introduced or a key was retired; docs/design.md §9 "Upgrading").
+A case above its tenant's four-eyes threshold (saga.four_eyes) carries one signature per approver
+over the same digest: `approval`'s own and its `co_signatures`. What each tool accepts (every
+signature verified, the distinct approvers counted, the case record) is saga.acceptance.
 """
 
 from __future__ import annotations
@@ -26,10 +22,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from saga import signatures
 from saga.approval_keys import (
@@ -41,9 +36,14 @@ from saga.approval_keys import (
     key_uuid,
     resolve_key,
 )
-from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied, TransientError
+from saga.errors import ApprovalInvalid, AuthorizationDenied, TransientError
+from saga.four_eyes import Thresholds, approvals_required
 
 APPROVE_HINT = "sign it with `sagactl case approve FILE`"
+COSIGN_HINT = (
+    "another approver of the tenant signs it too: `sagactl case approve FILE --as APPROVER` "
+    "(a proposed case: `--case CASE_ID`)"
+)
 SIGNING_ALGORITHM = "ECDSA_SHA_256"
 # The tags on an approver's key: whose it is (the local AWS gives it its identity from them).
 TENANT_TAG = "saga:tenant"
@@ -123,16 +123,69 @@ def format_instant(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
+class CaseApprovals:
+    """Every signature a case's approval carries, all over its one digest: the first signer's
+    (the approval's own fields) and each co-signature (docs/design.md §9, four eyes)."""
+
+    signatures: tuple[SignedApproval, ...]
+    # What four eyes reads (saga.four_eyes): the refund the digest covers.
+    currency: str
+    amount_minor: int
+
+    @property
+    def first(self) -> SignedApproval:
+        return self.signatures[0]
+
+    @property
+    def case_id(self) -> str:
+        return self.first.case_id
+
+    @property
+    def tenant_id(self) -> str:
+        return self.first.tenant_id
+
+    @property
+    def digest(self) -> str:
+        return self.first.digest
+
+    def approvers(self) -> tuple[str, ...]:
+        """Who signed, each once, in the order they appear."""
+        return tuple(dict.fromkeys(s.approved_by for s in self.signatures))
+
+    def start_by(self) -> str | None:
+        """The deadline in force: the earliest of the signatures' `start_by`, if any has one."""
+        deadlines = [s.start_by for s in self.signatures if s.start_by is not None]
+        if not deadlines:
+            return None
+        return min(deadlines, key=lambda value: parse_instant(value, "start_by"))
+
+
 # --- verification --------------------------------------------------------------------------
 class ApprovalVerifier:
-    """Checks an approval's signature against the keys trusted for its tenant and approver.
+    """Checks an approval's signature against the keys trusted for its tenant and approver, and
+    knows the tenants' four-eyes thresholds (trusted configuration too).
     `function` scopes the cache of public keys: each function fetches a key once, as its own
     container would, also where the local AWS runs every function in one process."""
 
-    def __init__(self, trusted: TrustedKeys, keys: PublicKeySource, function: str = "") -> None:
+    def __init__(
+        self,
+        trusted: TrustedKeys,
+        keys: PublicKeySource,
+        function: str = "",
+        *,
+        thresholds: Thresholds,
+    ) -> None:
         self.trusted = trusted
         self.keys = keys
         self.function = function
+        self.thresholds = thresholds
+
+    def required(self, approvals: CaseApprovals) -> int:
+        """How many distinct approvers the case needs under the thresholds configured now."""
+        return approvals_required(
+            self.thresholds, approvals.tenant_id, approvals.currency, approvals.amount_minor
+        )
 
     def verify(
         self, approval: SignedApproval, *, accept_retired: bool, now: datetime | None = None
@@ -243,89 +296,19 @@ class ApprovalVerifier:
         return resolve_key(self.keys, key, self.function).point
 
 
-# --- what each tool accepts (docs/design.md §9) ----------------------------------------------
-class CaseRecordReader(Protocol):
-    def get(self, case_id: str) -> Mapping[str, Any] | None: ...
-
-
-RECORDED = "case-record"  # accepted on the case record, not on a signature
-
-
-def accept_new_case(
-    verifier: ApprovalVerifier, approval: SignedApproval, *, started: datetime
-) -> str:
-    """ValidateCase: the approver's current key only, and the start deadline against the
-    execution's start time (a retry or a redrive of the same execution keeps it, so neither is
-    refused because the approval aged meanwhile)."""
-    return verifier.verify(approval, accept_retired=False, now=started)
-
-
-def accept_forward(
-    verifier: ApprovalVerifier, approval: SignedApproval, records: CaseRecordReader
-) -> str:
-    """ReserveStock, IssueRefund, CreateShipment: current or retired keys; no deadline; and a
-    case record of exactly this case still under way. A signature is public and outlives the
-    case: without the record, a direct invoke could carry out an approval ValidateCase never
-    accepted (its start deadline passed) or replay a finished case once its ledger records
-    expired (a second refund)."""
-    key_arn = verifier.verify(approval, accept_retired=True)
-    from saga.cases import CaseOutcome, resolved_text  # saga.cases imports this module
-
-    record = records.get(approval.case_id)
-    resolution = record.get("resolution") if record is not None else None
-    if _records_this_case(record, approval) and isinstance(resolution, Mapping):
-        # A person's decision is final (§3.10). This read is a courtesy: what makes it hold
-        # against a delivery that read the record just before the decision is the ledger,
-        # where the resolution settled every action of the case in the same transaction.
-        raise ActionSettled(resolved_text(approval.case_id, resolution))
-    if not (
-        _records_this_case(record, approval)
-        and record is not None
-        and record.get("outcome") == CaseOutcome.IN_PROGRESS.value
-    ):
-        state = "no case record" if record is None else f"case record {record.get('outcome')}"
-        raise AuthorizationDenied(
-            f"case {approval.case_id}: not a case under way ({state}): a forward step runs "
-            "only in the execution ValidateCase accepted it for, until the case ends"
-        )
-    return key_arn
-
-
-def accept_finishing(
-    verifier: ApprovalVerifier, approval: SignedApproval, records: CaseRecordReader
-) -> str:
-    """ReleaseReservation, ReconcileAction, RecordOutcome: what a forward tool accepts, or else
-    a case record showing that ValidateCase accepted exactly this digest for this tenant (cases
-    under way when signing was introduced, or whose key was since removed): a case already
-    under way must still be able to finish. Returns the key's ARN or RECORDED."""
-    try:
-        return verifier.verify(approval, accept_retired=True)
-    except (ApprovalInvalid, AuthorizationDenied, ApprovalKeyUnavailable) as refusal:
-        if _records_this_case(records.get(approval.case_id), approval):
-            return RECORDED
-        raise refusal
-
-
-def _records_this_case(record: Mapping[str, Any] | None, approval: SignedApproval) -> bool:
-    """The case record shows that ValidateCase accepted exactly this digest for this tenant."""
-    return (
-        record is not None
-        and record.get("digest") == approval.digest
-        and record.get("tenant_id") == approval.tenant_id
-    )
-
-
-def require_signature(approval: SignedApproval | Any) -> None:
-    """ApprovalInvalid unless the approval carries a signature, its key and its time (given a
-    SignedApproval, or a case that has one)."""
-    if hasattr(approval, "signed_approval"):
-        approval = approval.signed_approval()
-    missing = [name for name in ("signed_at", "key_id", "signature") if not getattr(approval, name)]
-    if missing:
-        raise ApprovalInvalid(
-            f"case {approval.case_id}: the approval is not signed (no {', '.join(missing)}); "
-            f"{APPROVE_HINT}"
-        )
+def require_signature(approval: SignedApproval | CaseApprovals | Any) -> None:
+    """ApprovalInvalid unless every signature of the approval carries its signature, key and
+    time (given a SignedApproval, CaseApprovals, or a case that has them)."""
+    if hasattr(approval, "signed_approvals"):
+        approval = approval.signed_approvals()
+    signed = approval.signatures if isinstance(approval, CaseApprovals) else (approval,)
+    for signature in signed:
+        missing = [n for n in ("signed_at", "key_id", "signature") if not getattr(signature, n)]
+        if missing:
+            raise ApprovalInvalid(
+                f"case {signature.case_id}: the approval is not signed (no "
+                f"{', '.join(missing)}); {APPROVE_HINT}"
+            )
 
 
 def _decode_signature(value: str, where: str) -> bytes:

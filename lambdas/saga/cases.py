@@ -42,6 +42,7 @@ from saga.dynamodb import (
     to_item,
 )
 from saga.errors import ActionSettled, KeyConflict, ReservationNotHeld, TransientError
+from saga.four_eyes import RECORD_FIELD as APPROVALS_REQUIRED
 from saga.models import Case
 
 if TYPE_CHECKING:
@@ -112,8 +113,17 @@ class CaseRecords:
             and record.get("digest") == digest
         )
 
-    def create(self, case: Case, digest: str, execution: OwningExecution) -> OwningExecution | None:
-        """Write the IN_PROGRESS record bound to `execution`, once; returns the owner on record.
+    def create(
+        self,
+        case: Case,
+        digest: str,
+        execution: OwningExecution,
+        *,
+        approvals_required: int,
+    ) -> OwningExecution | None:
+        """Write the IN_PROGRESS record bound to `execution`, once, with how many distinct
+        approvers ValidateCase required (saga.four_eyes: the tools after it read that count);
+        returns the owner on record.
 
         The owner is `execution` for the first write and for that execution's own retries and
         redrives; another owner (or None for a record that predates execution binding) means
@@ -127,6 +137,7 @@ class CaseRecords:
             "digest": digest,
             "outcome": CaseOutcome.IN_PROGRESS.value,
             "execution_arn": execution.arn,
+            APPROVALS_REQUIRED: approvals_required,
             "created_at": now,
             "updated_at": now,
         }

@@ -212,6 +212,7 @@ AGENT_ID_DELIMITER = "_"
 # below n^2 / 2^61 for n requests, and such a collision is refused (CONFLICT), never merged.
 AGENT_CODE_LENGTH = 12
 # The ids the agent tools gave before they carried the tenant: `agt-` + 32 hex digits.
+LEGACY_AGENT_CASE_PREFIX = "agt-"
 _LEGACY_AGENT_CASE_ID = re.compile(r"agt-[0-9a-f]{32}")
 
 
@@ -230,6 +231,13 @@ def legacy_agent_case_id(tenant_id: str, request_id: str) -> str:
     """The id the same request got before agent case ids carried the tenant: `agt-` + the first
     32 hex digits of SHA-256(tenant \\n request). Its drafts are read where they were written."""
     return f"agt-{_request_hash(tenant_id, request_id).hex()[:32]}"
+
+
+def agent_readable_prefixes(tenant_id: str) -> tuple[str, ...]:
+    """How the case ids a tenant's agent may read begin (docs/design.md §11): its own agent case
+    ids, and the ids from before ids carried the tenant (which name none). They are also the
+    names of the drafts' executions: a draft runs as revision 1, named by its case id (§2)."""
+    return (f"{AGENT_CASE_PREFIX}{tenant_id}{AGENT_ID_DELIMITER}", LEGACY_AGENT_CASE_PREFIX)
 
 
 def is_legacy_agent_case_id(case_id: str) -> bool:

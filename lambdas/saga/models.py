@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from saga import formats
-from saga.approvals import SignedApproval
+from saga.approvals import CaseApprovals, SignedApproval
 from saga.errors import ApprovalMismatch, InvalidRequest
 from saga.fault_plan import validate_fault_plan
 from saga.identity import AGENT_CASE_PREFIX, agent_namespace, sha256_hex
@@ -121,6 +121,22 @@ class Shipment(StrictModel):
 
 
 ApprovalText = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Approver = Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
+KeyId = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+SignatureText = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+# Four eyes needs one co-signature; a few more are tolerated (each verified), not a list.
+MAX_CO_SIGNATURES = 4
+
+
+class CoSignature(StrictModel):
+    """Another approver's signature over the same digest (four eyes, docs/design.md §9): the
+    fields of the approval that differ per signer, all required."""
+
+    approved_by: Approver
+    signed_at: ApprovalText
+    key_id: KeyId
+    signature: SignatureText
+    start_by: ApprovalText | None = None
 
 
 class Approval(StrictModel):
@@ -129,13 +145,15 @@ class Approval(StrictModel):
     with what to do, rather than as a malformed request."""
 
     revision: Annotated[int, Field(ge=1, le=MAX_REVISION)]
-    approved_by: Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
+    approved_by: Approver
     digest: Digest
     signed_at: ApprovalText | None = None
-    key_id: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
-    signature: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    key_id: KeyId | None = None
+    signature: SignatureText | None = None
     # Optional deadline for starting the case, checked at ValidateCase only.
     start_by: ApprovalText | None = None
+    # Four eyes: the other approvers' signatures over the same digest and revision.
+    co_signatures: Annotated[list[CoSignature], Field(max_length=MAX_CO_SIGNATURES)] | None = None
 
 
 class Sandbox(StrictModel):
@@ -205,6 +223,30 @@ class Case(CaseParameters):
             key_id=approval.key_id,
             signature=approval.signature,
             start_by=approval.start_by,
+        )
+
+    def signed_approvals(self) -> CaseApprovals:
+        """Every signature the approval carries (the first signer's, then each co-signature),
+        with the refund four eyes reads (saga.four_eyes)."""
+        first = self.signed_approval()
+        others = tuple(
+            SignedApproval(
+                case_id=self.case_id,
+                tenant_id=self.tenant_id,
+                digest=first.digest,
+                revision=first.revision,
+                approved_by=co.approved_by,
+                signed_at=co.signed_at,
+                key_id=co.key_id,
+                signature=co.signature,
+                start_by=co.start_by,
+            )
+            for co in self.approval.co_signatures or ()
+        )
+        return CaseApprovals(
+            (first, *others),
+            currency=self.refund.currency,
+            amount_minor=self.refund.amount_minor,
         )
 
     def to_json(self) -> dict[str, Any]:

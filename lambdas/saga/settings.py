@@ -34,6 +34,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from saga.approval_keys import TrustedKeys, parse_trusted_keys
+from saga.four_eyes import FOUR_EYES, parse_thresholds
 
 if TYPE_CHECKING:
     from saga.ledger import LedgerPolicy
@@ -119,6 +120,17 @@ def parse_approval_keys(raw: str | Mapping[str, Any]) -> dict[str, dict[str, Any
     return dict(value)
 
 
+def parse_approval_thresholds(raw: str | Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """APPROVAL_THRESHOLDS: `{"tenant": {"CURRENCY": minor units}}`, four eyes above them
+    (saga.four_eyes); `{}` when no tenant has thresholds."""
+    name = variable("approval_thresholds")
+    try:
+        return parse_thresholds(_json_value(name, raw))
+    except ValueError as exc:
+        separator = "" if str(exc).startswith("[") else " "
+        raise ConfigurationError(f"{name}{separator}{exc}") from None
+
+
 def _checked(parse: Callable[[Any], Any]) -> BeforeValidator:
     """A field validator from a parser that raises ConfigurationError with its own message."""
 
@@ -137,6 +149,7 @@ PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 ApprovalKeysValue = Annotated[dict[str, dict[str, Any]], _checked(parse_approval_keys)]
+ThresholdsValue = Annotated[dict[str, dict[str, int]], _checked(parse_approval_thresholds)]
 
 
 class FunctionEnvironment(BaseModel):
@@ -293,6 +306,9 @@ class CarrierVariables(DownstreamVariables):
 
 class ApprovalVariables(FunctionEnvironment):
     approval_keys: ApprovalKeysValue
+    # Four eyes (saga.four_eyes): ValidateCase decides with them; a tool after it with the
+    # count on the case record, or with them where there is no record.
+    approval_thresholds: ThresholdsValue
     # The alias prefix of the keys the stack created (APPROVAL_KEYS names them by generation);
     # needed only when it does.
     approval_key_aliases: Text | None = None
@@ -306,6 +322,13 @@ class ApprovalVariables(FunctionEnvironment):
                 _CUSTOM,
                 f"{variable('approval_keys')}{exc} (set {variable('approval_key_aliases')})",
             ) from None
+        for tenant in self.approval_thresholds:
+            if len(self.approval_keys.get(tenant) or {}) < FOUR_EYES:
+                raise PydanticCustomError(
+                    _CUSTOM,
+                    f"{variable('approval_thresholds')}[{tenant!r}]: four eyes needs at least "
+                    f"{FOUR_EYES} approvers of the tenant in {variable('approval_keys')}",
+                )
         return self
 
     def trusted_keys(self) -> TrustedKeys:

@@ -75,6 +75,19 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _allowances(args: argparse.Namespace) -> int:
+    """Print the allowed alternatives' table into docs/invariants.md (or to stdout)."""
+    from sagactl.campaign import honesty
+
+    if not args.write:
+        print(honesty.render(), end="")
+        return 0
+    page = Path(args.write)
+    page.write_text(honesty.reprinted(page.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"allowances: {page}")
+    return 0
+
+
 def _mutate(args: argparse.Namespace) -> int:
     from sagactl.campaign import mutate
 
@@ -121,13 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--command", default=None)
     rep.set_defaults(handler=_report)
 
+    allowed = commands.add_parser(
+        "allowances", help="the table of allowed alternatives (docs/invariants.md prints it)"
+    )
+    allowed.add_argument("--write", default=None, help="rewrite its block in this page")
+    allowed.set_defaults(handler=_allowances)
+
     mut = commands.add_parser("mutate", help="apply each curated mutant to a scratch copy")
     mut.add_argument("--only", action="append", default=[], help="mutant names (default: all)")
     mut.add_argument("--skip-suite", action="store_true")
     mut.add_argument("--skip-campaign", action="store_true")
-    mut.add_argument(
-        "--both", action="store_true", help="the slice also where the suite killed the mutant"
-    )
     mut.add_argument("--check", action="store_true", help="only check each mutant applies once")
     mut.add_argument("--out", default=None, help="the results as JSON (a rerun resumes them)")
     mut.add_argument("--table", default=None, help="the table as Markdown (docs/mutants.md)")

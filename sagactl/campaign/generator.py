@@ -4,9 +4,10 @@ Parameters span their valid ranges (docs/design.md §8): quantities 1..1000, amo
 units in any circulating ISO 4217 currency, any ISO 3166-1 country, references up to 128
 characters, and names, street lines and cities of unicode text up to the carriers' limits
 (`saga.formats` decides what is acceptable: the generator asks it). A few cases are
-generated invalid, each with the error ValidateCase must give. Cases are grouped in blocks (one
-local account each): the block's stock levels come from the seed too, with a hot SKU that runs
-out.
+generated invalid, each with the error ValidateCase must give; a few are the four-eyes tenant's,
+above its threshold, signed by two distinct approvers or not (campaign.approval). Cases are
+grouped in blocks (one local account each): the block's stock levels come from the seed too, with
+a hot SKU that runs out.
 """
 
 from __future__ import annotations
@@ -16,13 +17,30 @@ from collections.abc import Callable
 from typing import Any
 
 from saga import formats
-from sagactl.campaign.approval import PASSED_DEADLINE, SIGNED_AT, approve, unapproved
+from sagactl.campaign.approval import (
+    PASSED_DEADLINE,
+    SIGNED_AT,
+    approve,
+    four_eyes_case,
+    unapproved,
+)
 from sagactl.campaign.overlap import plan_overlap
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
+from sagactl.campaign.shapes import operator, shape
 from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
 TENANTS: dict[str, str] = {"acme": "supervisor@acme", "globex": "ops@globex"}
+# Four eyes as cdk.json configures it (docs/design.md §9): hooli's approvers and thresholds.
+FOUR_EYES_TENANT = "hooli"
+FOUR_EYES_APPROVERS = ("controller@hooli", "cfo@hooli")
+FOUR_EYES_THRESHOLDS: dict[str, int] = {
+    "USD": 100_000,
+    "EUR": 100_000,
+    "GBP": 80_000,
+    "JPY": 150_000,
+}
+FOUR_EYES_CHANCE = 0.08
 HOT_SKU = "CMP-HOT"
 UNSTOCKED_SKU = "CMP-NONE"
 SKU_WEIGHTS: dict[str, int] = {"CMP-A": 50, "CMP-B": 20, "CMP-C": 10, HOT_SKU: 15, UNSTOCKED_SKU: 5}
@@ -390,25 +408,40 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         sibling = parameters(seed, index - 1)
         raw = {**sibling, "case_id": raw["case_id"]}
     expect: str | None = None
+    four_eyes: str | None = None
+    # Drawn from a stream of its own, so every other draw of the seed is as it was.
+    eyes = random.Random(f"{seed}:four-eyes:{index}")
     if twin_of is None and rng.random() < 0.06:
         case, expect = _invalid(rng, raw)
+    elif (
+        twin_of is None
+        and not is_twin(seed, index + 1, block_size)  # a twin repeats the parameters as drawn
+        and eyes.random() < FOUR_EYES_CHANCE
+    ):
+        case, four_eyes, expect = four_eyes_case(eyes, raw)
     else:
         case = approve(raw)
     faults = _faults(rng)
+    nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
+    # Drawn from their own stream, so that adding a shape leaves the other draws as they were.
+    extra = random.Random(f"{seed}:shape:{index}")
+    if expect is None:
+        nemeses += shape(extra, faults, str(raw["reserve"]["sku"]))
+        overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
+        if overlapping is not None:
+            nemeses.append(overlapping)
     if faults:
         case["sandbox"] = {"faults": faults}
-    nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
-    overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
-    if overlapping is not None and expect is None:
-        nemeses.append(overlapping)
     duplicate = _duplicate(rng, rejected=expect is not None)
     return CasePlan(
         seed=seed,
         index=index,
         case=case,
         expect_rejection=expect,
+        four_eyes=four_eyes,
         twin_of=twin_of,
         nemeses=nemeses,
         duplicate=duplicate,
         redrives=_redrives(rng),
+        operator=operator(extra),
     )

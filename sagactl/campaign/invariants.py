@@ -1,30 +1,25 @@
 """The invariants, checked after every case (on every snapshot) and over every account.
+docs/invariants.md is their reader's page: per terminal outcome what must hold, and which
+fault makes each allowed alternative honest (sagactl.campaign.honesty).
 
-Per case (issue 14, docs/design.md §3-§5, §8):
+Per snapshot here (docs/design.md §3-§5, §8):
 - at most one refund, one shipment, one reservation;
-- no effect unrecorded: an effect's ledger record exists (unless its retention passed since it
-  was last seen) and says COMPLETED or UNKNOWN, or IN_PROGRESS held by an owner or marked with
-  `first_dispatch_at`; never FAILED, never "nothing happened" (IN_PROGRESS with no owner and no
-  `first_dispatch_at`);
+- no effect unrecorded: an effect's ledger record exists and says COMPLETED, or UNKNOWN /
+  IN_PROGRESS marked as a possible dispatch where a planned fault makes the outcome uncertain;
+  never FAILED, never "nothing happened"; a record may be gone only if it was closed and its
+  retention passed (an open record never expires, §3.7);
+- nothing open disappears: a record once seen stays (closed ones until their retention);
 - a COMPLETED record has its effect, with the recorded downstream reference; a reservation
   exists iff the reserve record is COMPLETED; a RELEASED reservation was released by this
   case's release action; stock that shipped is never released;
+- the SKU's stock moved by the case's own reservation only (taken while HELD, back once
+  RELEASED);
 - effects carry exactly the approved parameters (amount, currency, address text, SKU, quantity);
-- attempts and re-attempt rounds never exceed the stack's AttemptBudget;
-- every execution ends in a state of the closed list: COMPLETED, ESCALATED, DUPLICATE, REJECTED
-  (FAILED at ValidateCase, nothing done), FAILED_RESUMABLE (FAILED at a forward step after its
-  transient retries, case IN_PROGRESS) or COMPENSATION_PENDING (FAILED at the release); the
-  last two only before a redrive, or, after the cause was removed and a redrive, with the
-  step's budget spent (a person decides). Each agrees with the case record, the ledger, the
-  effects and the escalation queue;
-- at most one execution of a case runs forward; a duplicate points at the owner;
-- a clean case (no fault, enough stock) completes; a case generated invalid is rejected with
-  its error, a valid one never is.
+- attempts and re-attempt rounds never exceed the stack's AttemptBudget.
+Per execution and per outcome: sagactl/campaign/outcomes.py and escalated.py; a person's work
+(resolutions, redrive attempts, sweeps, time): sagactl/campaign/operator_checks.py.
 Per account: stock conserved (initial - held reservations = available, never negative), every
 effect belongs to a case of the account, at most one per case.
-
-The checks of effects and records are here; those of executions and outcomes (from "every
-execution ends" on) in sagactl/campaign/outcomes.py.
 """
 
 from __future__ import annotations
@@ -33,8 +28,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sagactl.campaign.checks import Checks
+from sagactl.campaign.checks import Checks, fields_of
 from sagactl.campaign.observe import Snapshot
+from sagactl.campaign.operator_checks import OperatorChecker
 from sagactl.campaign.outcomes import OutcomeChecker
 from sagactl.campaign.runner import CaseRun
 
@@ -55,14 +51,14 @@ class CaseChecker:
     # -- effects and records ---------------------------------------------------------------
     def _record_for_effect(self, snap: Snapshot, operation: str, what: str) -> None:
         record = snap.ledger.get(operation)
+        if self.outcomes.expired(snap, operation):
+            return  # closed, its retention passed since (§3.7): `_kept` judged that
         if record is None:
-            seen = self.last_seen.get(operation)
-            expired = seen is not None and float(seen.get("expires_at", 0)) <= snap.clock
             self.checks.check(
                 "effect_recorded",
-                expired,
-                f"{snap.label}: a {what} exists but no {operation} ledger record"
-                + ("" if seen is None else f" (last seen expiring at {seen.get('expires_at')})"),
+                False,
+                f"{snap.label}: a {what} exists but no {operation} ledger record (last seen "
+                f"{fields_of(self.last_seen.get(operation), 'status', 'expires_at')})",
             )
             return
         status = record.get("status")
@@ -77,19 +73,68 @@ class CaseChecker:
             f"{snap.label}: a {what} exists but the {operation} record is {status}"
             + (" with no owner and no first_dispatch_at" if nothing_happened else ""),
         )
+        if status != "COMPLETED":
+            self.outcomes.allowed(
+                "effect_recorded",
+                "effect-unconfirmed",
+                snap,
+                operation,
+                f"{snap.label}: a {what} exists and its record is {status}",
+            )
+
+    def _kept(self, snap: Snapshot) -> None:
+        """Nothing open disappears: a record once seen stays, unless it was closed and its
+        retention passed since (§3.7); an open or settled record never expires."""
+        for operation, seen in self.last_seen.items():
+            if operation in snap.ledger:
+                continue
+            closed = seen.get("status") in ("COMPLETED", "FAILED")
+            self.checks.check(
+                "open_record_kept",
+                closed,
+                f"{snap.label}: the {operation} record, last seen {seen.get('status')}, is gone",
+            )
+            if closed:
+                seen_expiry = seen.get("expires_at")
+                self.checks.check(
+                    "record_kept_until_retention",
+                    seen_expiry is not None and float(seen_expiry) <= snap.clock,
+                    f"{snap.label}: the {operation} record is gone before its retention "
+                    f"({seen.get('expires_at')} > {snap.clock})",
+                )
+                self.outcomes.allowed(
+                    "record_kept_until_retention",
+                    "closed-record-expired",
+                    snap,
+                    operation,
+                    f"{snap.label}: the closed {operation} record expired",
+                )
+                self.outcomes.expired_ops[operation] = seen
+
+    def _stock(self, snap: Snapshot, reservation: dict[str, Any] | None) -> None:
+        """The SKU's stock moved by the case's own reservation only (cases run one at a time in
+        an account): taken while it is HELD, back once RELEASED."""
+        before = self.run.stock_before
+        if before is None or snap.stock is None:
+            return
+        held = reservation is not None and reservation.get("status") == "HELD"
+        taken = int(self.case["reserve"]["quantity"]) if held else 0
+        self.checks.check(
+            "stock_follows_reservation",
+            before - snap.stock == taken,
+            f"{snap.label}: stock {before} before the case, {snap.stock} now, reservation "
+            f"{None if reservation is None else reservation.get('status')}",
+        )
 
     def _reservation(self, snap: Snapshot, reservation: dict[str, Any]) -> None:
         """The case's reservation exists iff its reserve record completed (or has expired
         since), and a released one was released by the case's own release."""
         check = self.checks.check
         record = snap.ledger.get("reserve")
-        seen = self.last_seen.get("reserve")
-        expired = (
-            record is None and seen is not None and float(seen.get("expires_at", 0)) <= snap.clock
-        )
         check(
             "reservation_iff_reserved",
-            expired or (record is not None and record.get("status") == "COMPLETED"),
+            self.outcomes.expired(snap, "reserve")
+            or (record is not None and record.get("status") == "COMPLETED"),
             f"{snap.label}: reservation {reservation.get('status')} but reserve record "
             f"{None if record is None else record.get('status')}",
         )
@@ -114,6 +159,8 @@ class CaseChecker:
             f"{label}: {len(snap.reservations)} reservations",
         )
         reservation = snap.reservations[0] if snap.reservations else None
+        self._kept(snap)
+        self._stock(snap, reservation)
         if snap.refunds:
             self._record_for_effect(snap, "refund", "refund")
         if snap.shipments:
@@ -136,7 +183,7 @@ class CaseChecker:
             )
             status = record.get("status")
             if status != "COMPLETED":
-                if operation == "reserve":
+                if operation == "reserve" and not self.outcomes.expired(snap, operation):
                     check(
                         "reservation_iff_reserved",
                         reservation is None,
@@ -213,6 +260,7 @@ class CaseChecker:
             )
         self.outcomes.same_name()
         self.outcomes.oracle()
+        OperatorChecker(self.run, self.checks).all()
 
 
 def check_case(run: CaseRun, budget: int) -> Checks:

@@ -19,6 +19,10 @@ class Mutant:
     file: str  # relative to the repository root
     old: str
     new: str
+    # Why the campaign slice cannot meet this bug, for a rule outside what a case's execution
+    # does (an agent's or an approver's tool, a configuration the campaign's stack lacks); None:
+    # a behavioural mutant, which the slice alone should kill.
+    outside_slice: str | None = None
 
 
 class MutantDoesNotApply(ValueError):
@@ -39,6 +43,13 @@ def apply(mutant: Mutant, root: Path) -> None:
         )
     path.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
 
+
+_AGENT = "the agent tools (MCP): the campaign starts cases as approved inputs, never through them"
+_POLICY = (
+    "an IAM or KMS key policy: the local AWS does not enforce policies (docs/design.md §7), so no "
+    "case's execution meets it (the tests evaluate recorded calls against them, §11)"
+)
+_SYNTH = "a limit checked when the stack is synthesized: no case's execution meets it"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -65,9 +76,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "owner-conditional-outcome",
         "outcome writes require owner = this delivery (§3.3)",
-        "lambdas/saga/ledger/store.py",
-        '_OWNED = "#owner = :me AND #status = :in_progress"',
-        '_OWNED = "#owner = :me OR #status = :in_progress"',
+        "lambdas/saga/ledger/items.py",
+        'OWNED = "#owner = :me AND #status = :in_progress"',
+        'OWNED = "#owner = :me OR #status = :in_progress"',
     ),
     Mutant(
         "budget",
@@ -119,6 +130,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "            if False:\n                compensates =",
     ),
     Mutant(
+        "settle-skew-allowance",
+        "a person's clock settles no lease that may still be live on the Lambda's (§3.10)",
+        "lambdas/saga/ledger/operations.py",
+        "        if held and seen.lease_live(self.clock() - SETTLE_SKEW_SECONDS):",
+        "        if held and seen.lease_live(self.clock()):",
+    ),
+    Mutant(
+        "outcome-keeps-the-decision",
+        "an outcome on a settled action keeps the decision: no retention, no sweep (§3.10)",
+        "lambdas/saga/ledger/items.py",
+        '"attribute_exists(resolution)" if settled else "attribute_not_exists(resolution)"',
+        '"attribute_exists(resolution)" if settled else "attribute_exists(action_key)"',
+    ),
+    Mutant(
         "resolved-case-record",
         "no write of the automation lands on a resolved case record (§3.10)",
         "lambdas/saga/cases.py",
@@ -136,6 +161,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/formats.py",
         "    exponent = currency_exponent(currency)\n    sign =",
         "    exponent = 2\n    sign =",
+        outside_slice="what an approver is shown; no case's execution displays an amount",
     ),
     Mutant(
         "release-held-condition",
@@ -192,15 +218,40 @@ MUTANTS: tuple[Mutant, ...] = (
         "per-tool-signature",
         "each forward tool verifies the approval's signature again (§9)",
         "lambdas/saga/handlers/issue_refund.py",
-        "    accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())\n",
+        "    accept_forward(runtime.approvals, case.signed_approvals(), runtime.cases())\n",
         "    pass  # the signature is not verified here\n",
     ),
     Mutant(
         "validate-signature",
         "a case starts only with a signature by its approver's current key (§9)",
         "lambdas/saga/tools/validate.py",
-        "        accept_new_case(approvals, case.signed_approval(), started=_now())\n",
-        "        pass  # the signature is not verified at the start\n",
+        "            accepted = accept_new_case(approvals, case.signed_approvals(), "
+        "started=_now())\n"
+        "            required = accepted.required\n",
+        "            pass  # the signatures are not verified at the start\n",
+    ),
+    Mutant(
+        "four-eyes-threshold",
+        "a refund above its currency's threshold, in minor units, needs two approvers (§9)",
+        "lambdas/saga/four_eyes.py",
+        "    return FOUR_EYES if amount_minor > limit else ONE_APPROVER",
+        "    from saga.formats import currency_exponent  # the threshold read in major units\n\n"
+        "    major = 10 ** currency_exponent(currency)\n"
+        "    return FOUR_EYES if amount_minor > limit * major else ONE_APPROVER",
+    ),
+    Mutant(
+        "four-eyes-distinct-keys",
+        "approvals are counted by distinct approvers' keys: one approver twice counts once (§9)",
+        "lambdas/saga/acceptance.py",
+        "    if len(distinct) < required:",
+        "    if len(approvals.signatures) < required:",
+    ),
+    Mutant(
+        "four-eyes-fail-closed",
+        "a tenant with thresholds needs two approvers in a currency it names none for (§9)",
+        "lambdas/saga/four_eyes.py",
+        "    if limit is None:\n        return FOUR_EYES\n",
+        "    if limit is None:\n        return ONE_APPROVER\n",
     ),
     Mutant(
         "stock-condition",
@@ -229,6 +280,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/agent/owned.py",
         '        if not _same_json(str(execution.get("input") or ""), started_input(draft)):',
         "        if False:",
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-status-record-tenant",
@@ -236,6 +288,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/agent/owned.py",
         '        if record.get("tenant_id") != self.tenant_id or record.get("digest") != draft',
         '        if record.get("digest") != draft',
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-status-owner",
@@ -243,6 +296,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/agent/owned.py",
         '            and approval_digest(case) == draft["digest"]',
         "            or True",
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-draft-tenant",
@@ -251,6 +305,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        draft = None if theirs else self.drafts.get(case_id)\n"
         '        if draft is None or draft.get("tenant_id") != self.tenant_id:',
         "        draft = None if theirs else self.drafts.get(case_id)\n        if draft is None:",
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-draft-namespace",
@@ -258,6 +313,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/agent/tools.py",
         "        theirs = owner is not None and owner != self.tenant_id",
         "        theirs = False",
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-legacy-lookup",
@@ -265,6 +321,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/agent/tools.py",
         "        draft = self._legacy_draft(request.request_id)",
         "        draft = None",
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-one-draft-starts",
@@ -272,6 +329,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/agent/tools.py",
         "        if older is not None:",
         "        if False:",
+        outside_slice=_AGENT,
     ),
     Mutant(
         "agent-case-id-tenant",
@@ -279,6 +337,202 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/models.py",
         "        if owner is not None and owner != tenant_id:",
         "        if False:",
+        outside_slice=_AGENT,
+    ),
+    # --- the planted bugs of issue 24: each passed the slice before its oracle was made strict --
+    Mutant(
+        "release-blocked-by-rejected-shipment",
+        "a release is blocked only while the shipment may have happened (§5.1)",
+        "lambdas/saga/tools/release.py",
+        "    {LedgerStatus.COMPLETED, LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN}",
+        "    {LedgerStatus.COMPLETED, LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN, "
+        "LedgerStatus.FAILED}",
+    ),
+    Mutant(
+        "reconcile-escalates-found",
+        "reconciliation that finds the effect records it and resumes (§3.8)",
+        "lambdas/saga/ledger/reconcile.py",
+        "                outcome = ActionOutcome.of(written, replayed=False, reconciled=True)\n"
+        '                return self._resume("found at the downstream", outcome)',
+        '                return self._escalate("found at the downstream", written.attempts)',
+    ),
+    Mutant(
+        "escalation-message-compensated",
+        "the escalation message names what was compensated (§5)",
+        "statemachines/replacement_order.asl.json",
+        "'compensated': $compensations.action_key,",
+        "'compensated': [],",
+    ),
+    Mutant(
+        "compensation-pending-mark",
+        "the release marks the case COMPENSATION_PENDING before anything else (§5, item 3)",
+        "lambdas/saga/tools/release.py",
+        "    cases.mark_compensation_pending(case, approval_digest(case), execution_arn)\n",
+        "    approval_digest(case)  # the case record is not marked\n",
+    ),
+    Mutant(
+        "conflict-as-out-of-stock",
+        "a transaction conflict is transient, never a business refusal (§3.9)",
+        "lambdas/saga/ledger/transaction.py",
+        '            if reason.get("Code") == "ConditionalCheckFailed"\n',
+        '            if reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict")\n',
+    ),
+    # --- rules that had no mutant ------------------------------------------------------------
+    Mutant(
+        "forward-needs-case-under-way",
+        "a forward tool acts only for a case record under way, whatever the signature (§9)",
+        "lambdas/saga/acceptance.py",
+        '        and record.get("outcome") == CaseOutcome.IN_PROGRESS.value\n',
+        "",
+    ),
+    Mutant(
+        "start-by-deadline",
+        "a case starts only before its approval's start_by deadline (§9)",
+        "lambdas/saga/approvals.py",
+        "            if now.astimezone(UTC) > deadline:",
+        "            if False:",
+    ),
+    Mutant(
+        "retired-key-new-case",
+        "a retired key is refused for a new case (§9)",
+        "lambdas/saga/acceptance.py",
+        "    keys = verified_keys(verifier, approvals, accept_retired=False, now=started)",
+        "    keys = verified_keys(verifier, approvals, accept_retired=True, now=started)",
+        outside_slice="the campaign's stack trusts no retired key (cdk.json has none to rotate)",
+    ),
+    Mutant(
+        "key-of-own-approver",
+        "a key verifies only for its own approver (§9)",
+        "lambdas/saga/approvals.py",
+        "        if self._is(keys.current, named, strict=True):\n            return keys.current\n",
+        "        for tenant_keys in self.trusted.values():\n"
+        "            for any_keys in tenant_keys.values():\n"
+        "                if self._is(any_keys.current, named, strict=True):\n"
+        "                    return any_keys.current\n",
+    ),
+    Mutant(
+        "draft-approval-digest",
+        "a draft's approval is stored only for the digest the approver saw (§10)",
+        "lambdas/saga/agent/drafts.py",
+        '"digest = :digest AND revision = :revision AND attribute_not_exists(approval)"',
+        '"revision = :revision AND attribute_not_exists(approval) AND :digest = :digest"',
+        outside_slice=_AGENT,
+    ),
+    Mutant(
+        "closed-case-releases-nothing",
+        "a late release of a closed case releases nothing (§5.1)",
+        "lambdas/saga/cases.py",
+        '            if old.get("outcome") in (CaseOutcome.COMPLETED.value, '
+        "CaseOutcome.ESCALATED.value):\n",
+        "            if False:\n",
+    ),
+    Mutant(
+        "transaction-token-digest",
+        "the transaction token is a digest of the whole body (§3.9)",
+        "lambdas/saga/dynamodb.py",
+        "    return hashlib.sha256(canonical_json(transact_items).encode()).hexdigest()[:36]",
+        # the token names the action (the ledger item's key), not the request's body
+        '    return hashlib.sha256(canonical_json(transact_items[0].get("Put", {})'
+        '.get("Item", {}).get("action_key")).encode()).hexdigest()[:36]',
+    ),
+    Mutant(
+        "old-execution-fresh-claim",
+        "a fresh claim in an execution older than the retention counts as a possible dispatch "
+        "(§3.2)",
+        "lambdas/saga/ledger/decisions.py",
+        "    if now - execution_started_at < retention_seconds - RETENTION_MARGIN_SECONDS:\n"
+        "        return None\n",
+        "    return None\n",
+    ),
+    Mutant(
+        "resolution-one-transaction",
+        "a resolution and the settlement of the case's actions commit in one transaction (§3.10)",
+        "lambdas/saga/cases.py",
+        '        items = [cast("TransactWriteItem", case_update), *settle]',
+        '        items = [cast("TransactWriteItem", case_update)]',
+    ),
+    Mutant(
+        "settle-live-lease",
+        "a resolution does not settle an action a live attempt holds (§3.10)",
+        "lambdas/saga/ledger/operations.py",
+        "        if held and seen.lease_live(self.clock() - SETTLE_SKEW_SECONDS):\n",
+        "        if False:\n",
+    ),
+    Mutant(
+        "lease-sizing",
+        "a lease outlives the attempt that holds it (§3.2)",
+        "lambdas/saga/ledger/records.py",
+        "        return max(float(self.min_lease_seconds), remaining_seconds + "
+        "self.lease_margin_seconds)",
+        "        return float(self.min_lease_seconds)",
+    ),
+    Mutant(
+        "compensation-retry-list",
+        "the compensation is retried after an uncertain delivery (§5, item 3)",
+        "cdk.json",
+        '"TransientError", "OutcomeUnknown", "States.Timeout", "@LambdaCrash",',
+        '"TransientError", "States.Timeout", "@LambdaCrash",',
+    ),
+    Mutant(
+        "sweeper-index-upkeep",
+        "an open record is in the open-actions index the sweeper reads (§3.7, §5)",
+        "lambdas/saga/ledger/items.py",
+        '    if status in OPEN_STATUSES:\n        item["open_status"]',
+        '    if False:\n        item["open_status"]',
+    ),
+    Mutant(
+        "failed-execution-rule",
+        "a refused rerun of a resolved case queues no message and pages nobody (§3.10)",
+        "stacks/constructs/escalation.py",
+        '    {"error": events.Match.anything_but(RESOLVED_CASE_ERROR)},',
+        '    {"error": events.Match.anything_but("")},',
+    ),
+    Mutant(
+        "escalation-message-effects",
+        "the escalation message names the confirmed effects (§5)",
+        "statemachines/replacement_order.asl.json",
+        "'confirmed_effects': $steps.*.{'action_key': action_key, 'downstream_ref': "
+        "downstream_ref},",
+        "'confirmed_effects': $steps.reserve.{'action_key': action_key, 'downstream_ref': "
+        "downstream_ref},",
+    ),
+    # --- the boundaries of issue 24, item 5 ------------------------------------------------
+    Mutant(
+        "reattempt-window-edge",
+        "a re-attempt must land strictly inside the provider's key retention (§3.6)",
+        "lambdas/saga/ledger/decisions.py",
+        "    if now + lease_seconds < closes:",
+        "    if now + lease_seconds <= closes:",
+    ),
+    Mutant(
+        "reattempt-window-lease",
+        "the re-attempt's lease counts against the provider's key retention (§3.6)",
+        "lambdas/saga/ledger/decisions.py",
+        "    if now + lease_seconds < closes:",
+        "    if now < closes:",
+    ),
+    Mutant(
+        "retention-margin",
+        "no record proves nothing was sent only while no earlier record can have expired (§3.2)",
+        "lambdas/saga/ledger/decisions.py",
+        "RETENTION_MARGIN_SECONDS = 3600\n",
+        "RETENTION_MARGIN_SECONDS = 0\n",
+    ),
+    Mutant(
+        "replacement-completed-closed",
+        "get_replacement reports COMPLETED only for a case recorded COMPLETED (§10)",
+        "lambdas/saga/agent/status.py",
+        '    if status == "SUCCEEDED" and outcome == "COMPLETED":',
+        '    if status == "SUCCEEDED" and outcome != "ESCALATED":',
+        outside_slice=_AGENT,
+    ),
+    Mutant(
+        "replacement-completed-recorded",
+        "get_replacement reports COMPLETED only for a case recorded COMPLETED (§10)",
+        "lambdas/saga/agent/status.py",
+        '    if outcome == "COMPLETED":\n        return {"status": "COMPLETED"',
+        '    if outcome != "ESCALATED":\n        return {"status": "COMPLETED"',
+        outside_slice=_AGENT,
     ),
     Mutant(
         "unused-expression-value",
@@ -295,6 +549,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/approvals.py",
         '"ArnEquals": {"aws:PrincipalArn": role.role_arn},',
         '"ArnLike": {"aws:PrincipalArn": "*"},',
+        outside_slice=_POLICY,
     ),
     Mutant(
         "key-policy-recreated-role",
@@ -302,6 +557,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/approvals.py",
         '"StringLike": {"aws:userid": f"{role.role_id}:*"},',
         '"StringLike": {"aws:userid": "*"},',
+        outside_slice=_POLICY,
     ),
     Mutant(
         "drafts-any-tenant",
@@ -309,6 +565,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/people.py",
         '    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}',
         "    return {}",
+        outside_slice=_POLICY,
+    ),
+    Mutant(
+        "agent-reads-any-case",
+        "an agent role reads its own tenant's agent cases only (§11)",
+        "stacks/constructs/people.py",
+        '    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}',
+        "    return {}",
+    ),
+    Mutant(
+        "approver-rewrites-draft",
+        "an approver role's UpdateItem on a draft only stores an approval (§11)",
+        "stacks/constructs/people.py",
+        '"ForAllValues:StringEquals": {"dynamodb:Attributes": [*key, *APPROVAL_ATTRIBUTES]},',
+        '"ForAllValues:StringLike": {"dynamodb:Attributes": ["*"]},',
     ),
     Mutant(
         "environment-over-4kb",
@@ -316,6 +587,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/environment_budget.py",
         "LAMBDA_ENVIRONMENT_LIMIT = 4096",
         "LAMBDA_ENVIRONMENT_LIMIT = 65536",
+        outside_slice=_SYNTH,
     ),
 )
 

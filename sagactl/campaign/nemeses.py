@@ -259,13 +259,20 @@ def _error_response(status: int, code: str, message: str, **extra: Any) -> Any:
     return status, headers, json.dumps(body)
 
 
-def _conflict(operation: str, request: Mapping[str, Any]) -> Any:
+def _conflict(operation: str, request: Mapping[str, Any], table: str) -> Any:
+    """A conflict on the items of `table` (as DynamoDB reports the item another transaction
+    holds: TransactionConflict on that item, None on the others)."""
     if operation == "TransactWriteItems":
         items = request.get("TransactItems", [])
+        conflicting = [table in _tables_named(item, set()) for item in items]
+        if not any(conflicting):
+            conflicting = [index == 0 for index in range(len(items))]
         reasons = [
             {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+            if conflict
+            else {"Code": "None"}
+            for conflict in conflicting
         ]
-        reasons += [{"Code": "None"} for _ in items[1:]]
         codes = ", ".join(reason["Code"] for reason in reasons)
         return _error_response(
             400,
@@ -301,7 +308,7 @@ def _dynamodb_fault(handler: Any) -> dict[str, Any] | None:
             if table not in _tables_named(json.loads(body or "{}"), set()):
                 continue
             if state.due(position, nemesis) and chosen is None:
-                chosen = {**nemesis, "operation": operation, "body": body}
+                chosen = {**nemesis, "operation": operation, "body": body, "table_name": table}
                 state.fired.append(f"dynamodb:{nemesis['error']}:{nemesis['table']}:{operation}")
     return chosen
 
@@ -315,7 +322,9 @@ def _install_dynamodb_hook() -> None:
             if fault is None:
                 return original(self)
             if fault["error"] == "conflict":
-                return _conflict(fault["operation"], json.loads(fault["body"] or "{}"))
+                return _conflict(
+                    fault["operation"], json.loads(fault["body"] or "{}"), fault["table_name"]
+                )
             status, code, message = _DYNAMODB_ERRORS[fault["error"]]
             if fault["error"] == "internal_after":
                 original(self)  # applied; only the answer is an error

@@ -33,9 +33,38 @@ class Snapshot:
     shipments: list[dict[str, Any]]
     reservations: list[dict[str, Any]]
     executions: dict[str, dict[str, Any]]  # arn -> {description, path, errors, ...}
+    stock: int | None = None  # the case's SKU, available
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+def foreign_request(case: dict[str, Any], operation: str) -> Any:
+    """The ledger request of the case's `operation` under another approved revision: the same
+    action key, another digest (the `foreign_record` nemesis)."""
+    from saga.identity import Operation, action_request
+    from saga.models import parse_case
+
+    other = json.loads(json.dumps(case))
+    other["approval"]["revision"] = int(other["approval"]["revision"]) + 1
+    return action_request(parse_case(other), Operation(operation))
+
+
+def _deliveries(events: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The state of every task delivery (TaskScheduled), over the whole history and since the
+    last (re)start."""
+    state: str | None = None
+    every: list[str] = []
+    last_run: list[str] = []
+    for event in events:
+        if "stateEnteredEventDetails" in event:
+            state = event["stateEnteredEventDetails"]["name"]
+        elif event["type"] == "ExecutionRedriven":
+            last_run = []
+        elif event["type"] == "TaskScheduled" and state is not None:
+            every.append(state)
+            last_run.append(state)
+    return every, last_run
 
 
 @dataclass
@@ -87,11 +116,9 @@ class Observer:
         task_errors = [
             e["taskFailedEventDetails"].get("error") for e in events if e["type"] == "TaskFailed"
         ]
-        failed_state = None
-        for event in events:
-            if "stateEnteredEventDetails" in event:
-                failed_state = event["stateEnteredEventDetails"]["name"]
-        scheduled = sum(1 for e in events if e["type"] == "TaskScheduled")
+        scheduled_states, last_run = _deliveries(events)
+        failed_state = path[-1] if path else None
+        scheduled = len(scheduled_states)
         tasks_entered = sum(1 for e in events if e["type"] == "TaskStateEntered")
         output = description.get("output")
         return {
@@ -104,11 +131,27 @@ class Observer:
             "redrive_count": int(description.get("redriveCount", 0)),
             "path": path,
             "last_state": failed_state,
+            "scheduled_states": scheduled_states,
+            # deliveries to the last state since the execution last started or was redriven
+            "last_run_deliveries": sum(1 for state in last_run if state == failed_state),
             "task_errors": task_errors,
             "invocations": scheduled,
             "retries": max(0, scheduled - tasks_entered),
             "reconciliations": path.count("ReconcileStep"),
         }
+
+    def last_deliveries(self, arn: str) -> dict[str, dict[str, Any]]:
+        """The last delivery to each task state of the execution: its Lambda parameters
+        (FunctionName, Payload) as Step Functions sent them (TaskScheduled)."""
+        state: str | None = None
+        found: dict[str, dict[str, Any]] = {}
+        for page in self.sfn.get_paginator("get_execution_history").paginate(executionArn=arn):
+            for event in page["events"]:
+                if "stateEnteredEventDetails" in event:
+                    state = event["stateEnteredEventDetails"]["name"]
+                elif event["type"] == "TaskScheduled" and state is not None:
+                    found[state] = json.loads(event["taskScheduledEventDetails"]["parameters"])
+        return found
 
     def redrive(self, arn: str) -> None:
         self.sfn.redrive_execution(executionArn=arn)
@@ -177,6 +220,26 @@ class Observer:
                 ExpressionAttributeValues={":end": {"N": str(len(names))}},
             )
 
+    def put_foreign_record(self, case: dict[str, Any], operation: str) -> None:
+        """A ledger record of the case's `operation` written by another request (the key used
+        before with other parameters: another approved revision), open and held by nobody, as a
+        delivery that gave its lease back leaves it (docs/design.md §2: a KeyConflict)."""
+        from saga.ledger.items import record_item
+        from saga.ledger.records import Attempt, LedgerStatus
+
+        request = foreign_request(case, operation)
+        now = self.local.clock.now()
+        item = record_item(
+            request,
+            Attempt("campaign:foreign-request", 0.0),
+            now,
+            expires_at=None,
+            status=LedgerStatus.IN_PROGRESS,
+            attempts=1,
+            owner=False,
+        )
+        self.ddb.put_item(TableName=self.outputs["LedgerTableName"], Item=item)
+
     def drain_queue(self) -> list[dict[str, Any]]:
         """Every message on the escalation queue, removed."""
         url = self.outputs["EscalationQueueUrl"]
@@ -191,7 +254,7 @@ class Observer:
                 bodies.append(json.loads(message["Body"]))
                 self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
-    def snapshot(self, label: str, case_id: str, arns: list[str]) -> Snapshot:
+    def snapshot(self, label: str, case_id: str, arns: list[str], sku: str = "") -> Snapshot:
         return Snapshot(
             label=label,
             clock=self.local.clock.now(),
@@ -201,4 +264,5 @@ class Observer:
             shipments=self._scan_case("ShipmentsTableName", case_id),
             reservations=self._scan_case("ReservationsTableName", case_id),
             executions={arn: self.execution(arn) for arn in arns},
+            stock=self.stock(sku) if sku else None,
         )

@@ -1,7 +1,12 @@
-"""The outcome invariants of a case's executions (sagactl/campaign/invariants.py lists them
-all): each ends in a state of the closed list, agreeing with the case record, the ledger, the
-effects and the escalation queue; at most one runs forward; the oracle (a clean case
-completes, a valid one is never rejected)."""
+"""The outcome invariants of a case's executions (docs/invariants.md lists them all): each ends
+in a class of the closed list, agreeing with the case record, the ledger, the effects, the
+stock and the escalation queue; every class other than COMPLETED is honest only where the
+case's plan holds a fault that makes it so (sagactl.campaign.honesty); at most one execution
+runs forward; a clean case completes, a valid one is never rejected, one generated invalid
+always is. ESCALATED cases are
+judged in sagactl/campaign/escalated.py, what follows a person's decision in
+sagactl/campaign/operator_checks.py.
+"""
 
 from __future__ import annotations
 
@@ -9,61 +14,35 @@ from collections.abc import Mapping
 from typing import Any
 
 from sagactl.campaign.checks import Checks, fields_of
-from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.runner import REJECTIONS, CaseRun
+from sagactl.campaign.escalated import EscalationChecks
+from sagactl.campaign.honesty import enabling
+from sagactl.campaign.observe import Snapshot, foreign_request
+from sagactl.campaign.paths import (
+    OUTCOME_CLASSES,
+    classify,
+    escalated_in,
+    failed_operation,
+    ran_forward,
+    stopped_at_outcome_record,
+    stopped_at_validation,
+    tasks_beyond_validation,
+)
+from sagactl.campaign.plan_evidence import Evidence
+from sagactl.campaign.runner import CaseRun
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 
-FORWARD_STATES = frozenset(
-    {"ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment", "RecordOutcome"}
-)
-RETRIED_OUT_ERRORS = frozenset({"TransientError", "ActionPending", *LAMBDA_INVOKE_ERRORS})
-ESCALATION_REASONS = frozenset(
-    {
-        "OUT_OF_STOCK",
-        "REFUND_REJECTED",
-        "SHIPMENT_REJECTED",
-        "REJECTED_AFTER_EFFECTS",
-        "OUTCOME_UNCERTAIN",
-        "RECONCILIATION_FAILED",
-    }
-)
-OUTCOME_CLASSES = (
-    "COMPLETED",
-    "ESCALATED",
-    "DUPLICATE",
-    "REJECTED",
-    "FAILED_RESUMABLE",
-    "COMPENSATION_PENDING",
-)
-STEP_OPERATIONS = {"reserve": "reserve", "refund": "refund", "ship": "ship"}
-
-
-def classify(execution: Mapping[str, Any]) -> str:
-    """The terminal class of one execution (an unknown one is reported as is)."""
-    status = execution["status"]
-    output = execution.get("output") or {}
-    if status == "SUCCEEDED":
-        return str(output.get("outcome", "SUCCEEDED?"))
-    if status == "FAILED" and execution.get("error") in REJECTIONS:
-        return "REJECTED"
-    if status == "FAILED" and execution.get("last_state") == "ReleaseReservation":
-        return "COMPENSATION_PENDING"
-    # The release marked the case COMPENSATION_PENDING; only the outcome's record failed since.
-    if (
-        status == "FAILED"
-        and execution.get("last_state") == "RecordOutcome"
-        and "ReleaseReservation" in execution.get("path", ())
-    ):
-        return "COMPENSATION_PENDING"
-    if status == "FAILED" and execution.get("last_state") in FORWARD_STATES:
-        return "FAILED_RESUMABLE"
-    return f"{status}@{execution.get('last_state')}"
-
-
-def _redrives_folded(path: list[str]) -> list[str]:
-    """The path with each state a redrive entered again folded into one: a redrive resumes at
-    the state that failed, so it is entered twice in a row (the saga has no loop of one state)."""
-    return [state for i, state in enumerate(path) if i == 0 or path[i - 1] != state]
+# Errors the workflow retries (docs/design.md §4): an execution that stops with one of them
+# stopped after its retries ran out.
+RETRIED_ERRORS = frozenset({"TransientError", "ActionPending", *LAMBDA_INVOKE_ERRORS})
+# The compensation also retries what may have dispatched (§5, item 3); BudgetExhausted is not
+# retried (nothing more can be sent), so it stops at its first delivery.
+COMPENSATION_RETRIED_ERRORS = RETRIED_ERRORS | {
+    "OutcomeUnknown",
+    "States.Timeout",
+    *LAMBDA_CRASH_ERRORS,
+}
+NOT_RETRIED = frozenset({"BudgetExhausted"})
+FORWARD = ("reserve", "refund", "ship")
 
 
 class OutcomeChecker:
@@ -73,20 +52,62 @@ class OutcomeChecker:
         self.run = run
         self.budget = budget
         self.checks = checks
-        # Each operation's ledger record as last seen (kept by the effect checks).
+        # Each operation's ledger record as last seen (kept by the effect checks), and the
+        # closed ones that expired since (operation -> the record last seen).
         self.last_seen = last_seen
+        self.expired_ops: dict[str, Mapping[str, Any]] = {}
+        self.foreign_digests = {
+            foreign_request(run.plan.case, str(n["operation"])).digest
+            for n in run.plan.nemeses
+            if n["kind"] == "foreign_record"
+        }
+        self.escalations = EscalationChecks(self)
+
+    # -- helpers the checks share ----------------------------------------------------------
+    def allowed(
+        self, name: str, key: str, snap: Snapshot | None, step: str | None, detail: str
+    ) -> bool:
+        """Check that the plan holds a fault that makes alternative `key` honest."""
+        evidence = Evidence(
+            plan=self.run.plan,
+            step=step,
+            stock_before=self.run.stock_before,
+            ledger=snap.ledger if snap is not None else None,
+            budget=self.budget,
+        )
+        faults = enabling(key, evidence)
+        return self.checks.check(
+            name, bool(faults), f"{detail}: no planned fault makes `{key}` honest"
+        )
+
+    def expired(self, snap: Snapshot, operation: str) -> bool:
+        """The operation's record was closed and expired (its retention passed, §3.7), and is
+        gone or, since, written SETTLED by a person's decision (a resolution settles an action
+        it finds no record of)."""
+        record = snap.ledger.get(operation)
+        return operation in self.expired_ops and (
+            record is None or record.get("status") == "SETTLED"
+        )
+
+    def own(self, snap: Snapshot, operation: str) -> Mapping[str, Any] | None:
+        """The operation's record if it is the case's own (not a planted foreign request's)."""
+        record = snap.ledger.get(operation)
+        if record is None or record.get("request_digest") in self.foreign_digests:
+            return None
+        return record
+
+    def messages(self, arn: str, kind: str) -> list[dict[str, Any]]:
+        return [m for m in self.run.messages if m.get("kind") == kind and m.get("execution") == arn]
 
     # -- executions ------------------------------------------------------------------------
     def executions(self, snap: Snapshot, *, final: bool) -> None:
         check = self.checks.check
-        record = snap.case_record
-        forward = [e for e in snap.executions.values() if "ReserveStock" in e["path"]]
+        forward = [e for e in snap.executions.values() if ran_forward(e)]
         check(
             "one_execution_runs_forward",
             len(forward) <= 1,
             f"{snap.label}: {[e['name'] for e in forward]} ran forward",
         )
-        owner = (record or {}).get("execution_arn")
         for arn, execution in snap.executions.items():
             kind = classify(execution)
             name = execution["name"]
@@ -95,41 +116,48 @@ class OutcomeChecker:
                 continue
             check("terminal_state", kind in OUTCOME_CLASSES, f"{snap.label}: {name} ended {kind}")
             if kind == "DUPLICATE":
-                output = execution["output"] or {}
-                check(
-                    "duplicate_has_no_effect",
-                    _redrives_folded(execution["path"])
-                    == ["ValidateCase", "NewOrDuplicate", "DuplicateCase"]
-                    and output.get("original_execution_arn") == owner
-                    and arn != owner,
-                    f"{snap.label}: {name} path {execution['path']} points at "
-                    f"{output.get('original_execution_arn')}, owner {owner}",
-                )
+                self._duplicate(snap, arn, execution)
             elif kind == "REJECTED":
-                self._rejected(snap, arn, execution)
-            elif kind in ("COMPLETED", "ESCALATED"):
-                check(
-                    "case_record_agrees",
-                    record is not None
-                    and record.get("outcome") == kind
-                    and record.get("execution_arn") == arn,
-                    f"{snap.label}: {name} {kind}, case record "
-                    f"{fields_of(record, 'outcome', 'execution_arn')}",
-                )
+                self._rejected(snap, execution)
+            elif kind == "COMPLETED":
+                self._completed(snap, arn, execution)
+            elif kind == "ESCALATED":
                 self._steps_agree(snap, execution)
-                if kind == "COMPLETED":
-                    self._completed(snap, execution)
-                else:
-                    self._escalated(snap, execution)
+                self.escalations.escalated(snap, arn, execution)
             elif kind in ("FAILED_RESUMABLE", "COMPENSATION_PENDING"):
                 self._failed(snap, arn, execution, kind, final=final)
+            elif kind == "REFUSED":
+                check(
+                    "refused_only_after_resolution",
+                    bool((snap.case_record or {}).get("resolution")),
+                    f"{snap.label}: {name} FAILED with ActionSettled, case record "
+                    f"{fields_of(snap.case_record, 'outcome', 'resolution')}",
+                )
+
+    def _owner(self, snap: Snapshot) -> Any:
+        return (snap.case_record or {}).get("execution_arn")
+
+    def _duplicate(self, snap: Snapshot, arn: str, execution: Mapping[str, Any]) -> None:
+        output = execution["output"] or {}
+        owner = self._owner(snap)
+        self.checks.check(
+            "duplicate_has_no_effect",
+            not tasks_beyond_validation(execution)
+            and output.get("original_execution_arn") == owner
+            and arn != owner
+            and not self.messages(arn, "CASE_ESCALATED"),
+            f"{snap.label}: {execution['name']} delivered to "
+            f"{tasks_beyond_validation(execution)}, points at "
+            f"{output.get('original_execution_arn')}, owner {owner}",
+        )
 
     def _steps_agree(self, snap: Snapshot, execution: Mapping[str, Any]) -> None:
+        """Each step the output reports is the ledger's COMPLETED record, same reference."""
         steps = (execution.get("output") or {}).get("steps") or {}
         for step, result in steps.items():
-            record = snap.ledger.get(STEP_OPERATIONS.get(step, step))
-            if record is None and self.last_seen.get(step) is not None:
-                continue  # expired since (retention passed between a close and a redrive)
+            record = snap.ledger.get(step)
+            if self.expired(snap, step):
+                continue  # closed, and its retention passed since (§3.7)
             self.checks.check(
                 "outputs_agree_with_ledger",
                 record is not None
@@ -140,84 +168,48 @@ class OutcomeChecker:
                 f"{fields_of(record, 'status', 'downstream_ref')}",
             )
 
-    def _completed(self, snap: Snapshot, execution: Mapping[str, Any]) -> None:
+    def _completed(self, snap: Snapshot, arn: str, execution: Mapping[str, Any]) -> None:
+        check = self.checks.check
+        record = snap.case_record or {}
+        output = execution.get("output") or {}
         reservation = snap.reservations[0] if snap.reservations else {}
-        self.checks.check(
+        self._steps_agree(snap, execution)
+        check(
+            "case_record_agrees",
+            record.get("outcome") == "COMPLETED" and record.get("execution_arn") == arn,
+            f"{snap.label}: {execution['name']} COMPLETED, case record "
+            f"{fields_of(record, 'outcome', 'execution_arn')}",
+        )
+        check(
             "completed_means_done",
             len(snap.refunds) == 1
             and len(snap.shipments) == 1
-            and reservation.get("status") == "HELD",
+            and reservation.get("status") == "HELD"
+            and set(output.get("steps") or {}) == set(FORWARD)
+            and not output.get("compensations")
+            and not output.get("escalation")
+            and all(
+                (snap.ledger.get(op) or {}).get("status") == "COMPLETED" or self.expired(snap, op)
+                for op in FORWARD
+            )
+            and self.own(snap, "release") is None,
             f"{snap.label}: COMPLETED with {len(snap.refunds)} refunds, {len(snap.shipments)} "
-            f"shipments, reservation {reservation.get('status')}",
+            f"shipments, reservation {reservation.get('status')}, output steps "
+            f"{sorted(output.get('steps') or {})}, ledger "
+            f"{ {op: r.get('status') for op, r in snap.ledger.items()} }",
         )
-        self.checks.check(
+        check(
             "queue_agrees",
-            not self._messages(execution["arn"], "CASE_ESCALATED"),
+            not self.messages(arn, "CASE_ESCALATED"),
             f"{snap.label}: COMPLETED but an escalation message was sent",
         )
 
-    def _escalated(self, snap: Snapshot, execution: Mapping[str, Any]) -> None:
-        check = self.checks.check
-        escalation = (execution.get("output") or {}).get("escalation") or {}
-        reason = escalation.get("reason")
-        step = escalation.get("step")
-        reservation = snap.reservations[0] if snap.reservations else None
-        check("escalation_reason", reason in ESCALATION_REASONS, f"{snap.label}: reason {reason}")
-        messages = self._messages(execution["arn"], "CASE_ESCALATED")
-        check(
-            "queue_agrees",
-            bool(messages) and all(m.get("reason") == reason for m in messages),
-            f"{snap.label}: ESCALATED {reason}, messages {[m.get('reason') for m in messages]}",
-        )
-        if reason == "OUT_OF_STOCK":
-            check(
-                "escalation_honest",
-                not snap.refunds and not snap.shipments and reservation is None,
-                f"{snap.label}: OUT_OF_STOCK with effects {len(snap.refunds)} refunds, "
-                f"{len(snap.shipments)} shipments, reservation {reservation}",
-            )
-        compensating = reason in ("REFUND_REJECTED", "SHIPMENT_REJECTED") or (
-            reason == "REJECTED_AFTER_EFFECTS" and step in ("refund", "ship")
-        )
-        if compensating:
-            blocked = escalation.get("compensation_blocked")
-            released = reservation is not None and reservation.get("status") == "RELEASED"
-            check(
-                "compensated_or_said_so",
-                not snap.shipments
-                and (released or (blocked and reservation is None) or bool(blocked)),
-                f"{snap.label}: {reason} at {step}: shipments {len(snap.shipments)}, reservation "
-                f"{None if reservation is None else reservation.get('status')}, blocked {blocked}",
-            )
-            if released and not blocked:
-                check(
-                    "compensated_or_said_so",
-                    bool((execution.get("output") or {}).get("compensations")),
-                    f"{snap.label}: released but no compensation in the output",
-                )
-        if reason == "REFUND_REJECTED":
-            check(
-                "escalation_honest",
-                not snap.refunds,
-                f"{snap.label}: REFUND_REJECTED with a refund",
-            )
-        # Every confirmed effect in the output exists.
-        for step_name in (execution.get("output") or {}).get("steps") or {}:
-            present = {
-                "reserve": reservation is not None,
-                "refund": bool(snap.refunds),
-                "ship": bool(snap.shipments),
-            }.get(step_name, True)
-            check(
-                "escalation_honest", present, f"{snap.label}: confirmed {step_name} has no effect"
-            )
-
-    def _rejected(self, snap: Snapshot, arn: str, execution: Mapping[str, Any]) -> None:
+    def _rejected(self, snap: Snapshot, execution: Mapping[str, Any]) -> None:
         check = self.checks.check
         error = execution.get("error")
         check(
             "rejected_at_validation",
-            _redrives_folded(execution["path"]) == ["ValidateCase", "RejectCase"],
+            stopped_at_validation(execution) and not tasks_beyond_validation(execution),
             f"{snap.label}: {execution['name']} {error} path {execution['path']}",
         )
         duplicate = self.run.plan.duplicate or {}
@@ -240,61 +232,89 @@ class OutcomeChecker:
                 f"{snap.case_record is not None}",
             )
 
+    # -- stopped executions ----------------------------------------------------------------
     def _failed(
         self, snap: Snapshot, arn: str, execution: Mapping[str, Any], kind: str, *, final: bool
     ) -> None:
         check = self.checks.check
-        record = snap.case_record
         error = execution.get("error")
         state = execution.get("last_state")
+        operation = failed_operation(execution)
+        label = f"{snap.label}: {execution['name']} FAILED at {state} with {error}"
+        pending = kind == "COMPENSATION_PENDING"
+        retried = COMPENSATION_RETRIED_ERRORS if pending else RETRIED_ERRORS
         check(
             "failed_after_transient_retries",
-            error in RETRIED_OUT_ERRORS
-            or (
-                kind == "COMPENSATION_PENDING"
-                and error
-                in ("OutcomeUnknown", "BudgetExhausted", "States.Timeout", *LAMBDA_CRASH_ERRORS)
-            ),
-            f"{snap.label}: {execution['name']} FAILED at {state} with {error}: "
-            f"{str(execution.get('cause'))[:400]}",
+            (error in retried and int(execution.get("last_run_deliveries", 0)) >= 2)
+            or (pending and error in NOT_RETRIED),
+            f"{label} after {execution.get('last_run_deliveries')} deliveries in its last run: "
+            f"{str(execution.get('cause'))[:300]}",
         )
-        outcomes: tuple[str, ...] = (
-            ("COMPENSATION_PENDING", "IN_PROGRESS")
-            if kind == "COMPENSATION_PENDING"
-            else ("IN_PROGRESS",)
-        )
-        if state == "RecordOutcome":
-            # The record may already be written: an invoke that failed after the function ran.
-            outcomes += ("ESCALATED" if "Escalate" in execution["path"] else "COMPLETED",)
-        if state != "ValidateCase" or record is not None:
-            check(
-                "case_record_agrees",
-                record is not None and record.get("outcome") in outcomes,
-                f"{snap.label}: FAILED at {state}, case record "
-                f"{None if record is None else record.get('outcome')}",
-            )
+        if pending:
+            self.allowed("failed_honestly", "compensation-pending", snap, "release", label)
+        elif operation in FORWARD:
+            self.allowed("failed_honestly", "failed-resumable", snap, operation, label)
+            self._nothing_after_failed(snap, str(operation), label)
+        else:
+            self.allowed("failed_honestly", "failed-resumable-outcome", snap, None, label)
+        self._failed_record(snap, execution, pending, label)
         check(
             "queue_agrees",
-            bool(self._messages(arn, "EXECUTION_NOT_SUCCEEDED")),
-            f"{snap.label}: FAILED at {state} and no message on the escalation queue",
+            bool(self.messages(arn, "EXECUTION_NOT_SUCCEEDED")),
+            f"{label}, and no message on the escalation queue",
         )
         if final:
-            operation = {
-                "ReserveStock": "reserve",
-                "IssueRefund": "refund",
-                "CreateShipment": "ship",
-                "ReleaseReservation": "release",
-            }.get(str(state))
             ledger = snap.ledger.get(operation or "") or {}
-            check(
-                "redrive_finishes",
-                int(ledger.get("attempts", 0)) >= self.budget or error == "BudgetExhausted",
-                f"{snap.label}: still FAILED at {state} ({error}) after the cause was removed and "
-                f"a redrive; {operation} attempts {ledger.get('attempts')}/{self.budget}",
-            )
+            if not (int(ledger.get("attempts", 0)) >= self.budget or error == "BudgetExhausted"):
+                self.allowed(
+                    "redrive_finishes",
+                    "still-failed-after-final-redrive",
+                    snap,
+                    operation,
+                    f"{label}: still FAILED after the cause was removed and a redrive; "
+                    f"{operation} attempts {ledger.get('attempts')}/{self.budget}",
+                )
 
-    def _messages(self, arn: str, kind: str) -> list[dict[str, Any]]:
-        return [m for m in self.run.messages if m.get("kind") == kind and m.get("execution") == arn]
+    def _failed_record(
+        self, snap: Snapshot, execution: Mapping[str, Any], pending: bool, label: str
+    ) -> None:
+        """What the case record must say of a stopped execution (§5, items 3 and 6)."""
+        record = snap.case_record
+        outcome = None if record is None else record.get("outcome")
+        allowed: tuple[str, ...] = ("COMPENSATION_PENDING",) if pending else ("IN_PROGRESS",)
+        if stopped_at_outcome_record(execution):
+            # The record may already be written: an invoke that failed after the function ran.
+            allowed += ("ESCALATED" if escalated_in(execution) else "COMPLETED",)
+        if record is None and stopped_at_validation(execution):
+            return  # failed before the record was written (throttled before it ran)
+        if pending and outcome == "IN_PROGRESS":
+            # Honest only where the release never reached the ledger (it marks first).
+            self.checks.check(
+                "case_record_agrees",
+                "release" not in snap.ledger,
+                f"{label}: case record IN_PROGRESS but a release record exists",
+            )
+            self.allowed(
+                "case_record_agrees", "compensation-pending-unmarked", snap, "release", label
+            )
+            return
+        self.checks.check(
+            "case_record_agrees",
+            outcome in allowed,
+            f"{label}: case record {outcome}, expected one of {allowed}",
+        )
+
+    def _nothing_after_failed(self, snap: Snapshot, operation: str, label: str) -> None:
+        later = FORWARD[FORWARD.index(operation) + 1 :]
+        effects = {"refund": snap.refunds, "ship": snap.shipments}
+        self.checks.check(
+            "nothing_after_failed_step",
+            not any(effects.get(op) for op in later)
+            and not any(
+                (self.own(snap, op) or {}).get("status") not in (None, "SETTLED") for op in later
+            ),
+            f"{label}: later steps {later} acted",
+        )
 
     # -- the oracle ------------------------------------------------------------------------
     def oracle(self) -> None:
@@ -309,19 +329,29 @@ class OutcomeChecker:
                 kind != "REJECTED",
                 f"valid case rejected: {owner.get('error')}: {owner.get('cause')}",
             )
+        else:
+            # Its error is checked with the rejection (_rejected); here, that it was rejected
+            # at all: an invalid case (or one short of four eyes) that ran is the worst outcome.
+            self.checks.check(
+                "invalid_case_rejected",
+                kind == "REJECTED",
+                f"a case generated to be rejected ({plan.expect_rejection}) ended {kind}",
+            )
         quantity = int(plan.case["reserve"]["quantity"])
         clean = (
             plan.expect_rejection is None
             and not plan.faults
             and not self.run.fired
+            and not any(n["kind"] == "foreign_record" for n in plan.nemeses)
             and self.run.stock_before is not None
             and self.run.stock_before >= quantity
         )
         if clean:
+            first = self.run.snapshots[0].executions.get(self.run.owner_arn or "") or owner
             self.checks.check(
                 "clean_case_completes",
-                kind == "COMPLETED",
-                f"a case without faults and with stock ended {kind}",
+                classify(first) == "COMPLETED",
+                f"a case without faults and with stock ended {classify(first)}",
             )
 
     def same_name(self) -> None:

@@ -3,12 +3,17 @@
 - `case`: the execution input (approved, with `sandbox.faults`: the fault plan over every
   downstream, docs/design.md §8);
 - `expect_rejection`: the error ValidateCase must answer (a case generated invalid), else None;
+- `four_eyes`: how a case above its tenant's four-eyes threshold was signed (`two` distinct
+  approvers, `once`, `twice` by one, `forged`: a co-signature changed), else None;
 - `twin_of`: the index of a case with equal parameters that runs just before this one;
 - `nemeses`: faults the sandbox cannot give (sagactl.campaign.nemeses), each a dict with `kind`;
 - `duplicate`: another execution of the case (`concurrent`, `later` after a jump, `same_name`,
   or `changed`: a resubmission with other parameters), or None;
 - `redrives`: what happens while the owning execution ends FAILED: per round a clock jump (at
-  most 14 days after the close) and whether the cause is removed first.
+  most 14 days after the close) and whether the cause is removed first;
+- `operator`: a person at work (sagactl.campaign.operator): `at` (`closed`: on the first close,
+  before any redrive; `end`: after everything else) and `steps` in order (`sweep`, `jump` by
+  `jump_days`, `resolve`, `redrive:sagactl`, `redrive:plain`), or None.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ class CasePlan:
     index: int
     case: dict[str, Any]
     expect_rejection: str | None = None
+    four_eyes: str | None = None
     twin_of: int | None = None
     nemeses: list[dict[str, Any]] = field(default_factory=list)
     duplicate: dict[str, Any] | None = None
     redrives: list[dict[str, Any]] = field(default_factory=list)
+    operator: dict[str, Any] | None = None
     # Stock levels to seed when the case is replayed alone (the levels its account had).
     stock: dict[str, int] | None = None
 
@@ -69,6 +76,10 @@ class CasePlan:
             labels.add("twin")
         if self.expect_rejection is not None:
             labels.add(f"rejection:{self.expect_rejection}")
+        if self.four_eyes is not None:
+            labels.add(f"four-eyes:{self.four_eyes}")
+        for step in (self.operator or {}).get("steps", ()):
+            labels.add(f"operator:{step}")
         if not labels:
             labels.add("clean")
         return sorted(labels)
@@ -84,4 +95,6 @@ def _nemesis_label(nemesis: dict[str, Any]) -> str:
         return f"crash:{nemesis['effect']}"
     if kind == "overlap":
         return f"overlap:{nemesis['how']}"
+    if kind == "foreign_record":
+        return f"foreign-record:{nemesis['operation']}"
     return "jump:in-execution"

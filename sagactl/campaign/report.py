@@ -16,7 +16,7 @@ from typing import Any
 from sagactl.campaign import overlap
 from sagactl.campaign.known import KNOWN_BUGS, known_bug
 from sagactl.campaign.orchestrate import load_results
-from sagactl.campaign.outcomes import OUTCOME_CLASSES
+from sagactl.campaign.paths import CASE_OUTCOMES as OUTCOME_CLASSES
 
 
 def _mean(values: list[float]) -> float | None:
@@ -40,11 +40,26 @@ def _active_seconds(blocks: list[dict[str, Any]]) -> float:
     return total
 
 
+def _operator_steps(cases: list[dict[str, Any]]) -> Counter[str]:
+    """The operator's steps, and what each was answered (resolved, refused and why)."""
+    steps: Counter[str] = Counter()
+    for case in cases:
+        for event in case.get("operator", []):
+            steps[event["step"]] += 1
+            answer = "resolved" if event.get("resolved") else event.get("error")
+            answer = answer or event.get("refused")
+            if answer:
+                steps[f"{event['step']}: {answer}"] += 1
+    return steps
+
+
 def summarize(directory: Path) -> dict[str, Any]:
     config = json.loads((directory / "campaign.json").read_text(encoding="utf-8"))
     blocks = load_results(directory)
     cases = [case for block in blocks for case in block["cases"]]
     outcomes: Counter[str] = Counter(c["outcome"] for c in cases)
+    closes: Counter[str] = Counter(k for c in cases for k in c.get("closes", []))
+    operator = _operator_steps(cases)
     executions: Counter[str] = Counter(k for c in cases for k in c.get("executions", {}).values())
     reasons: Counter[str] = Counter(c.get("reason") for c in cases if c.get("reason"))
     by_class: dict[str, Counter[str]] = defaultdict(Counter)
@@ -91,6 +106,8 @@ def summarize(directory: Path) -> dict[str, Any]:
         "cases": len(cases),
         "blocks": len(blocks),
         "outcomes": outcomes,
+        "closes": closes,
+        "operator": operator,
         "executions": executions,
         "reasons": reasons,
         "by_class": by_class,
@@ -136,6 +153,8 @@ def chart(summary: dict[str, Any], path: Path) -> None:
         "REJECTED": "#8172b3",
         "FAILED_RESUMABLE": "#c44e52",
         "COMPENSATION_PENDING": "#937860",
+        "RESOLVED": "#64b5cd",
+        "REFUSED": "#8c8c8c",
     }
     for outcome in names:
         values = [summary["by_class"][c].get(outcome, 0) for c in classes]
@@ -204,7 +223,7 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
         "## Cases by outcome",
         "",
         "The outcome of the execution that owns each case (the case record names it), after its "
-        "redrives. Executions, duplicates included:",
+        "redrives; RESOLVED once a person decided the case. Executions, duplicates included:",
         "",
     ]
     lines += _table(
@@ -222,8 +241,27 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
             ]
         ],
     )
+    lines += [
+        "",
+        "Terminal states reached: the cases in which an execution closed in each class at some "
+        "point, before a redrive or a person's decision too (RESOLVED: the cases a person "
+        "decided; REFUSED: a rerun after the decision, nothing done):",
+        "",
+    ]
+    lines += _table(
+        ["terminal state", "cases"],
+        [[name, summary["closes"].get(name, 0)] for name in OUTCOME_CLASSES if name != "RESOLVED"]
+        + [["RESOLVED", summary["outcomes"].get("RESOLVED", 0)]],
+    )
     lines += ["", "Escalation reasons:", ""]
     lines += _table(["reason", "cases"], [[r, n] for r, n in summary["reasons"].most_common()])
+    lines += [
+        "",
+        "The operator (sagactl.campaign.operator): steps taken, and what sagactl or Step "
+        "Functions answered:",
+        "",
+    ]
+    lines += _table(["step", "times"], [[k, n] for k, n in sorted(summary["operator"].items())])
     lines += [
         "",
         "## Cases by fault class",

@@ -10,6 +10,11 @@ The order of events for a plan:
    removes the cause, disarms the nemeses and redrives;
 4. a later duplicate (or a resubmission with other parameters) starts after its jump;
 5. a final snapshot. The escalation queue is drained after every close.
+
+A planned `foreign_record` nemesis writes its ledger record before step 1 (the step's key used
+before with other parameters). The operator (sagactl.campaign.operator) acts at the first close
+(before 3; a case it resolves is not redriven by the runner) or after 4, each of its steps
+followed by a snapshot.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class CaseRun:
     snapshots: list[Snapshot] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     fired: list[str] = field(default_factory=list)
+    operator: list[dict[str, Any]] = field(default_factory=list)  # what the operator did
     same_name: dict[str, Any] | None = None
     owner_arn: str | None = None
     redrives: int = 0
@@ -70,7 +76,7 @@ class CaseRunner:
         self.local = observer.local
         self.timeout = timeout_seconds
 
-    def _wait_all(self, arns: list[str]) -> None:
+    def wait_all(self, arns: list[str]) -> None:
         while True:
             for arn in arns:
                 description = self.observer.wait(arn, timeout_seconds=self.timeout)
@@ -79,9 +85,11 @@ class CaseRunner:
             if not overlap.settle():  # an execution the overlap nemesis stopped runs again
                 return
 
-    def _close(self, run: CaseRun, label: str, arns: list[str]) -> None:
+    def close(self, run: CaseRun, label: str, arns: list[str]) -> None:
+        """Drain the escalation queue and take a snapshot."""
         run.messages.extend(self.observer.drain_queue())
-        run.snapshots.append(self.observer.snapshot(label, run.plan.case_id, arns))
+        sku = str((run.plan.case.get("reserve") or {}).get("sku", ""))
+        run.snapshots.append(self.observer.snapshot(label, run.plan.case_id, arns, sku))
 
     def _owner(self, run: CaseRun, first: str) -> str:
         record = run.snapshots[-1].case_record if run.snapshots else None
@@ -95,6 +103,10 @@ class CaseRunner:
         run = CaseRun(plan=plan, stock_before=self.observer.stock(sku), stock_after=None)
         arns: list[str] = []
         duplicate = plan.duplicate or {}
+        for nemesis in plan.nemeses:
+            if nemesis["kind"] == "foreign_record":
+                self.observer.put_foreign_record(case, str(nemesis["operation"]))
+        operator = plan.operator or {}
         with armed(plan.nemeses, self.observer.outputs, plan.case_id) as state:
             first = self.observer.start(case, plan.case_id)["executionArn"]
             arns.append(first)
@@ -103,19 +115,34 @@ class CaseRunner:
             if duplicate.get("when") == "same_name":
                 again = self.observer.start(case, plan.case_id)["executionArn"]
                 run.same_name = {"while_open": again}
-            self._wait_all(arns)
-            self._close(run, "closed", arns)
+            self.wait_all(arns)
+            self.close(run, "closed", arns)
             run.owner_arn = self._owner(run, first)
-            self._redrives(run, arns, state.nemeses)
+            if operator.get("at") == "closed":
+                self._operate(run, arns, state.nemeses)
+            if not self._resolved(run):
+                self._redrives(run, arns, state.nemeses)
             if duplicate.get("when") in ("later", "changed"):
                 self._resubmit(run, arns, duplicate)
             if duplicate.get("when") == "same_name":
                 self._same_name_after_close(run)
+            if operator.get("at") == "end":
+                self._operate(run, arns, state.nemeses)
             run.fired = list(state.fired)
             run.overlaps = state.meter.overlaps() if state.meter is not None else {}
         run.stock_after = self.observer.stock(sku)
         run.seconds = time.perf_counter() - started
         return run
+
+    def _operate(self, run: CaseRun, arns: list[str], nemeses: list[dict[str, Any]]) -> None:
+        from sagactl.campaign.operator import Operator
+
+        nemeses.clear()  # the person acts after the faults are over
+        Operator(self, int(self.observer.outputs["AttemptBudget"])).act(run, arns)
+
+    @staticmethod
+    def _resolved(run: CaseRun) -> bool:
+        return bool((run.snapshots[-1].case_record or {}).get("resolution"))
 
     def _redrives(self, run: CaseRun, arns: list[str], nemeses: list[dict[str, Any]]) -> None:
         """While the owner is FAILED (not rejected): the planned rounds, then a final one."""
@@ -134,11 +161,18 @@ class CaseRunner:
             if redrive.get("final"):
                 nemeses.clear()  # the cause removed: DynamoDB and Lambda behave again
                 run.notes.append("final heal and redrive")
-            self.observer.redrive(owner)
+            try:
+                self.observer.redrive(owner)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ExecutionNotRedrivable":
+                    raise
+                # Past the 14 days (the operator let time pass): the case waits for a person.
+                run.notes.append(f"not redrivable: {exc}")
+                return
             run.redrives = number
             run.labels.add("redrive" if number == 1 else "redrive:several")
-            self._wait_all([owner])
-            self._close(run, f"redrive {number}", arns)
+            self.wait_all([owner])
+            self.close(run, f"redrive {number}", arns)
 
     def _resubmit(self, run: CaseRun, arns: list[str], duplicate: dict[str, Any]) -> None:
         """The same case later (after a jump), or the same case id with other parameters."""
@@ -147,8 +181,8 @@ class CaseRunner:
         case = run.plan.case
         resubmitted = case if duplicate["when"] == "later" else changed_case(case)
         arns.append(self.observer.start(resubmitted, f"{run.plan.case_id}-again")["executionArn"])
-        self._wait_all(arns[-1:])
-        self._close(run, f"resubmitted {duplicate['when']}", arns)
+        self.wait_all(arns[-1:])
+        self.close(run, f"resubmitted {duplicate['when']}", arns)
 
     def _same_name_after_close(self, run: CaseRun) -> None:
         try:

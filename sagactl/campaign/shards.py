@@ -25,7 +25,7 @@ from typing import Any
 from sagactl.campaign.generator import block_stock, generate
 from sagactl.campaign.invariants import check_account, check_case
 from sagactl.campaign.observe import Observer
-from sagactl.campaign.outcomes import classify
+from sagactl.campaign.paths import case_outcome, classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.campaign.shrink import shrink
@@ -73,7 +73,14 @@ def case_result(run: CaseRun, budget: int) -> dict[str, Any]:
         "index": run.plan.index,
         "case_id": run.plan.case_id,
         "classes": sorted({*run.plan.fault_classes(), *run.labels}),
-        "outcome": classify(owner) if owner else "NONE",
+        "outcome": case_outcome(owner, final.case_record),
+        # every class an execution of the case closed in, before a redrive or a person's
+        # decision too (the report counts each terminal state the slice reached)
+        "closes": sorted({classify(e) for snap in run.snapshots for e in snap.executions.values()}),
+        "operator": [
+            {k: v for k, v in e.items() if k in ("step", "resolved", "error", "refused")}
+            for e in run.operator
+        ],
         "reason": ((owner.get("output") or {}).get("escalation") or {}).get("reason"),
         "path": owner.get("path"),
         "executions": {e["name"]: classify(e) for e in final.executions.values()},
@@ -182,7 +189,7 @@ def run_alone(
     runner = CaseRunner(observer)
     if plan.twin_of is not None:
         sibling = generate(plan.seed, plan.twin_of, block_size=block_size)
-        sibling.nemeses, sibling.duplicate = [], None
+        sibling.nemeses, sibling.duplicate, sibling.operator = [], None, None
         runner.run(sibling)
     return case_result(runner.run(plan), budget)
 

@@ -13,15 +13,19 @@ approves a case an agent proposed (`sagactl mcp`) where it is stored, the drafts
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from saga.approvals import format_instant, parse_instant
-from saga.errors import ApprovalInvalid, AuthorizationDenied, InvalidRequest
+from saga.errors import ApprovalInvalid, AuthorizationDenied
 from saga.fault_plan import DOWNSTREAMS
-from saga.models import Case, parse_case, with_approval_digest
+from saga.models import Case, parse_case
 from saga.tools.validate import authorize
+from sagactl.commands.case_approve import (
+    approval_summary,
+    command_approve,
+    with_digest,
+    write_case,
+)
 from sagactl.commands.common import (
     Subparsers,
     add_command,
@@ -31,16 +35,13 @@ from sagactl.commands.common import (
     positive_int,
     read_case_file,
     resolve_target,
-    write_json_file,
 )
 from sagactl.commands.render import emit_json
 from sagactl.config import Tenants, configured_tenants
-from sagactl.errors import EXIT_REFUSED, InvalidCaseFile, UsageError
-from sagactl.operations.drafts import approve_draft, default_approver, open_draft
+from sagactl.errors import InvalidCaseFile, UsageError
 from sagactl.operations.functions import deployed_tenants
-from sagactl.operations.signing import sign_case, verify_deployed_signature
-from sagactl.paths import LOCAL_STATE_DIR, display_path
-from sagactl.views.approval import describe_case, describe_draft
+from sagactl.operations.signing import verify_deployed_signature
+from sagactl.paths import LOCAL_STATE_DIR
 
 
 def tenants_for(args: argparse.Namespace) -> Tenants:
@@ -96,16 +97,6 @@ def case_from_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def with_digest(case: Any, *, source: str) -> dict[str, Any]:
-    """The case with its approval digest filled in; InvalidCaseFile names the bad field."""
-    if not isinstance(case, dict):
-        raise InvalidCaseFile(f"{source}: expected a JSON object, got {type(case).__name__}")
-    try:
-        return with_approval_digest(case)
-    except InvalidRequest as exc:
-        raise InvalidCaseFile(f"{source}: {exc}") from None
-
-
 def approve(case: Any, tenants: Tenants, *, source: str) -> dict[str, Any]:
     """The case with its approval digest filled in; InvalidCaseFile names the bad field, or the
     tenant or approver ValidateCase would refuse."""
@@ -114,40 +105,12 @@ def approve(case: Any, tenants: Tenants, *, source: str) -> dict[str, Any]:
     return approved
 
 
-def _write(case: dict[str, Any], output: str, *, force: bool) -> str:
-    if output == "-":
-        emit_json(case)
-        return "stdout"
-    path = Path(output)
-    if path.exists() and not force:
-        raise UsageError(f"{display_path(path)} exists: pass --force to overwrite it")
-    write_json_file(path, case)
-    return display_path(path)
-
-
-def _approval_summary(case: dict[str, Any], written_to: str) -> dict[str, Any]:
-    approval = case["approval"]
-    summary = {
-        "file": written_to,
-        "case_id": case["case_id"],
-        "tenant_id": case["tenant_id"],
-        "revision": approval["revision"],
-        "approved_by": approval["approved_by"],
-        "digest": approval["digest"],
-        "signed": bool(approval.get("signature")),
-    }
-    for name in ("signed_at", "key_id", "start_by"):
-        if approval.get(name):
-            summary[name] = approval[name]
-    return summary
-
-
 def command_new(args: argparse.Namespace) -> int:
     case = approve(case_from_args(args), tenants_for(args), source="case")
     # By default under .local/ (ignored by git), not the working directory.
     output = args.output or str(LOCAL_STATE_DIR / f"{case['case_id']}.json")
-    written_to = _write(case, output, force=args.force)
-    summary = _approval_summary(case, written_to)
+    written_to = write_case(case, output, force=args.force)
+    summary = approval_summary(case, written_to)
     if output == "-":
         return 0
     if args.json:
@@ -158,103 +121,6 @@ def command_new(args: argparse.Namespace) -> int:
             f"an approver signs it with: sagactl case approve {written_to}"
         )
     return 0
-
-
-def command_approve(args: argparse.Namespace) -> int:
-    if (args.file is None) == (args.case is None):
-        raise UsageError("approve either a case FILE or a proposed draft with --case CASE_ID")
-    if args.case is not None:
-        return command_approve_draft(args)
-    case = read_case_file(args.file)
-    if isinstance(case, dict) and (args.approved_by or args.revision):
-        approval = dict(case.get("approval") or {})
-        if args.approved_by:
-            approval["approved_by"] = args.approved_by
-        if args.revision:
-            approval["revision"] = args.revision
-        case = {**case, "approval": approval}
-    prepared = with_digest(case, source=str(args.file))
-    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
-    output = args.output or str(args.file)
-    # What is signed, before it is: on stderr when stdout carries JSON (--json, -o -).
-    shown_on = sys.stderr if args.json or output == "-" else sys.stdout
-    print("\n".join(describe_case(prepared, start_by=start_by)), file=shown_on, flush=True)
-    # A person at a terminal is asked; a script (stdin not a terminal) signs what it was given.
-    if not args.yes and sys.stdin.isatty() and not _confirmed("approve and sign this case?"):
-        print("not approved: nothing signed or written", file=shown_on)
-        return EXIT_REFUSED
-    target = resolve_target(args)
-    approved = sign_case(target, prepared, now=target.now_utc(), start_by=start_by)
-    written_to = _write(approved, output, force=True)
-    summary = _approval_summary(approved, written_to)
-    if output == "-":
-        return 0
-    if args.json:
-        emit_json(summary)
-    else:
-        print(
-            f"approved case {approved['case_id']} revision {summary['revision']} as "
-            f"{summary['approved_by']}, signed with {summary['key_id']}: {summary['digest']} "
-            f"({written_to}){_deadline(summary.get('start_by'))}"
-        )
-    return 0
-
-
-def command_approve_draft(args: argparse.Namespace) -> int:
-    """`case approve --case CASE_ID`: show the draft an agent proposed, confirm, sign, store."""
-    if args.revision or args.output:
-        raise UsageError("--revision and --output apply to files: a draft is approved as proposed")
-    target = resolve_target(args)
-    draft = open_draft(target, args.case)
-    approver = args.approved_by or default_approver(target, str(draft["tenant_id"]))
-    if not args.json:
-        print("\n".join(describe_draft(draft, approver)))
-    elif not args.yes:  # stdout is for the JSON; whoever confirms still sees what they sign
-        print("\n".join(describe_draft(draft, approver)), file=sys.stderr)
-    if not args.yes and not _confirmed("approve and sign this case?"):
-        print("not approved: nothing signed or stored")
-        return EXIT_REFUSED
-    start_by = _instant(args.start_by, "--start-by") if args.start_by else None
-    approval = approve_draft(target, draft, approver, start_by=start_by)
-    if args.json:
-        emit_json({"case_id": args.case, "approved": True, **approval})
-    else:
-        print(
-            f"approved case {args.case} revision {approval['revision']} as {approver}, signed "
-            f"with {approval['key_id']}: {approval['digest']}; the agent can start it now "
-            f"(start_replacement){_deadline(approval.get('start_by'))}"
-        )
-    return 0
-
-
-def _deadline(start_by: str | None) -> str:
-    """What a signed start deadline means, said where the approval is made (§9)."""
-    if not start_by:
-        return ""
-    return (
-        f"\nsigned start deadline: {start_by} (it must start by then; compensations and "
-        "redrives later are not refused for it)"
-    )
-
-
-def _confirmed(question: str) -> bool:
-    if not sys.stdin.isatty():
-        raise UsageError("cannot ask for confirmation without a terminal: pass --yes")
-    # Asked on stderr: stdout may be carrying JSON (--json).
-    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
-    return input().strip().lower() in {"y", "yes"}
-
-
-def _instant(value: str, flag: str) -> str:
-    """An ISO 8601 time with a zone, normalized to UTC (`2026-12-01T18:00:00Z`), read as the
-    tools read the approval's times."""
-    try:
-        return format_instant(parse_instant(value, flag))
-    except ApprovalInvalid:
-        raise UsageError(
-            f"{flag} {value!r}: expected an ISO 8601 time with its time zone, e.g. "
-            "2026-12-01T18:00Z"
-        ) from None
 
 
 def command_check(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from saga.acceptance import require_approvers
 from saga.approvals import require_signature
 from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
 from saga.models import Case
@@ -154,11 +155,19 @@ def read_case_file(path: Path) -> Any:
 
 def check_case_file(raw: Any, tenants: Tenants, source: str) -> Case:
     """A case file checked as ValidateCase checks it, in its order (saga.tools.validate.
-    checked_case): the fields, the tenant and its approver (against `tenants`), the digest,
-    then that it is signed (the signature itself is verified with the deployed keys only). The
-    first failure is an InvalidCaseFile naming the file."""
+    checked_case): the fields, the tenant and its approvers (against `tenants`), the digest,
+    then that it is signed, by as many distinct approvers as four eyes asks for under
+    `tenants`' thresholds (the signatures themselves are verified with the deployed keys only).
+    The first failure is an InvalidCaseFile naming the file."""
+
+    def signed_enough(case: Case) -> None:
+        require_signature(case)
+        approvals = case.signed_approvals()
+        named = {s.approved_by: str(s.key_id) for s in approvals.signatures}
+        require_approvers(approvals, named, tenants.approvals_required(case))
+
     try:
-        return checked_case(raw, tenants.approvers, require_signature)
+        return checked_case(raw, tenants.approvers, signed_enough)
     except AuthorizationDenied as exc:  # the tenant or approver: say whose configuration
         raise InvalidCaseFile(f"{source}: {exc} (tenants from {tenants.source})") from None
     except (InvalidRequest, ApprovalMismatch, ApprovalInvalid) as exc:

@@ -123,6 +123,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         "ESCALATED",
         default=False,
     ),
+    Scenario(
+        "four-eyes",
+        "four eyes: 2500.00 USD, above tenant hooli's threshold, signed by two approvers",
+        "SUCCEEDED",
+        "COMPLETED",
+        default=False,
+    ),
 )
 # Every example file is a scenario (tests/cli/test_demo.py); `make demo` runs the defaults.
 SCENARIO_KEYS = tuple(scenario.key for scenario in SCENARIOS)

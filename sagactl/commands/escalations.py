@@ -48,8 +48,9 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json, record_lines
 from sagactl.config import resolve_budget
+from sagactl.identifiers import check_tenant
 from sagactl.operations.escalations import caller_identity, open_escalations, resolve, show
-from sagactl.views.escalations import Escalation, EscalationView, ResolveReport, check_tenant
+from sagactl.views.escalations import Escalation, EscalationView, ResolveReport
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
 

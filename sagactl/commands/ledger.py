@@ -27,6 +27,7 @@ from sagactl.commands.common import (
 from sagactl.commands.render import emit_json, record_lines
 from sagactl.config import resolve_budget
 from sagactl.errors import NotFound, UsageError
+from sagactl.identifiers import check_case_id, check_tenant
 from sagactl.operations.records import (
     case_actions,
     ledger_record,
@@ -34,14 +35,13 @@ from sagactl.operations.records import (
     stuck_actions,
 )
 from sagactl.operations.retention import keep_open_records
+from sagactl.target import Target
 from sagactl.views.case import actions_json, record_summary
 
 
 def command_ledger(args: argparse.Namespace) -> int:
     if bool(args.action_key) == bool(args.case):
         raise UsageError("give either an ACTION_KEY or --case CASE")
-    target = resolve_target(args)
-    budget = resolve_budget(target, args.budget)
     if args.action_key:
         try:
             parse_action_key(args.action_key)
@@ -49,17 +49,31 @@ def command_ledger(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{args.action_key!r} is not an action key (tenant#operation#action_id)"
             ) from None
-        record = ledger_record(target, args.action_key)
-        if record is None:
-            raise NotFound(f"no ledger record for {args.action_key}")
-        summary = record_summary(record, budget)
-        if args.json:
-            emit_json(summary)
-        else:
-            print(args.action_key)
-            print("\n".join(record_lines(summary, indent="  ", now=target.now())))
-        return 0
+    else:
+        check_case_id(args.case)  # before any call: `acme#refund#x` is a key, not a case
+    if args.tenant is not None:
+        check_tenant(args.tenant)
+    target = resolve_target(args)
+    budget = resolve_budget(target, args.budget)
+    if args.action_key:
+        return _show_action(args, target, budget)
+    return _show_case(args, target, budget)
 
+
+def _show_action(args: argparse.Namespace, target: Target, budget: int) -> int:
+    record = ledger_record(target, args.action_key)
+    if record is None:
+        raise NotFound(f"no ledger record for {args.action_key}")
+    summary = record_summary(record, budget)
+    if args.json:
+        emit_json(summary)
+    else:
+        print(args.action_key)
+        print("\n".join(record_lines(summary, indent="  ", now=target.now())))
+    return 0
+
+
+def _show_case(args: argparse.Namespace, target: Target, budget: int) -> int:
     tenant = args.tenant
     if not tenant:
         case_record = read_case_record(target, args.case)

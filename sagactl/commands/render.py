@@ -47,11 +47,12 @@ def _age(epoch: float, now: float) -> str:
 
 def record_lines(record: dict[str, Any], indent: str = "    ", *, now: float) -> list[str]:
     """A ledger record, the fields an operator needs first (`now`: the target's, for the lease)."""
-    lines = [
-        f"{indent}status          {record['status']}",
-        f"{indent}attempts        {record['attempts']}/{record['budget']} "
-        f"({record['remaining_budget']} left)",
-    ]
+    if record.get("resolution") or record["status"] == "SETTLED":
+        # A person decided it: it is never dispatched again, whatever budget is left.
+        attempts = f"{record['attempts']} (settled: no more attempts)"
+    else:
+        attempts = f"{record['attempts']}/{record['budget']} ({record['remaining_budget']} left)"
+    lines = [f"{indent}status          {record['status']}", f"{indent}attempts        {attempts}"]
     for name in ("downstream_ref", "business_ref", "compensates", "owner"):
         # the owner only matters while the action is open
         if name == "owner" and record["status"] not in ("IN_PROGRESS", "UNKNOWN"):
@@ -139,11 +140,13 @@ def _compensation_lines(view: CaseView) -> list[str]:
     lines = [f"  {_compact(item)}" for item in view.compensations]
     for action in view.actions:
         record = action.record
-        if (
-            action.step == "release"
-            and record
-            and record.get("status") not in ("COMPLETED", "SETTLED")
-        ):
+        if action.step != "release" or not record or record.get("status") == "COMPLETED":
+            continue
+        resolution = record.get("resolution")
+        if record.get("status") == "SETTLED" or resolution:  # a person decided it: finished
+            by = f" by {resolution.get('by')} at {resolution.get('at')}" if resolution else ""
+            lines.append(f"  {record.get('status')} {action.action_key} (settled{by})")
+        else:
             lines.append(
                 f"  {record.get('status')} {action.action_key} (unfinished: attempts "
                 f"{record.get('attempts')}/{view.attempt_budget})"

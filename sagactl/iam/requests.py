@@ -4,7 +4,8 @@ Each API call becomes the authorization requests AWS makes for it, as the servic
 Authorization Reference pages describe them:
 - DynamoDB: a TransactWriteItems or TransactGetItems is authorized per item by the item's own
   action on its table; a Query on an index on the index's ARN; `dynamodb:LeadingKeys` holds the
-  partition key values the request touches (absent for a Scan).
+  partition key values the request touches (absent for a Scan); `dynamodb:Attributes`,
+  `dynamodb:ReturnValues` and `dynamodb:Select` come from the request (dynamodb_context.py).
   https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazondynamodb.html
   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
 - SQS: a batch is authorized as its single action (DeleteMessageBatch as sqs:DeleteMessage).
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagactl.iam.dynamodb_context import UnmappedExpression, request_context
 from sagactl.iam.evaluate import Request
 from sagactl.local.aws_calls import AwsCall
 
@@ -57,6 +59,7 @@ _TRANSACT_ITEM_ACTIONS = {
     "ConditionCheck": "ConditionCheckItem",
     "Get": "GetItem",
 }
+_ITEM_OPERATIONS = frozenset(_TRANSACT_ITEM_ACTIONS.values()) | {"Query", "Scan"}
 _KEYED = {"GetItem": "Key", "UpdateItem": "Key", "DeleteItem": "Key", "PutItem": "Item"}
 
 
@@ -101,6 +104,11 @@ def _table_request(
     if params.get("IndexName"):
         resource += f"/index/{params['IndexName']}"
     context: dict[str, Any] = {}
+    if operation in _ITEM_OPERATIONS:
+        try:
+            context = request_context(operation, params)
+        except UnmappedExpression as exc:
+            raise UnmappedCall(str(exc)) from None
     leading = _leading_keys(operation, params, account)
     if leading is not None:
         context["dynamodb:LeadingKeys"] = leading

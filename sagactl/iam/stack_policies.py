@@ -24,6 +24,9 @@ ROLE = "AWS::IAM::Role"
 POLICY = "AWS::IAM::Policy"
 MANAGED_POLICY = "AWS::IAM::ManagedPolicy"
 KEY = "AWS::KMS::Key"
+# The resource part of the ARNs whose shape a policy's condition or pattern relies on (the
+# requests sagactl.iam.requests computes name tables so); other kinds get `<service>:<id>`.
+_ARN_RESOURCE = {"AWS::DynamoDB::Table": "table/{}"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ def offline_resolver(
         if kind == ROLE:
             arn = f"arn:aws:iam::{account_id}:role/{logical_id}"
             return PhysicalResource(logical_id, {"Arn": arn, "RoleId": f"AROA{logical_id.upper()}"})
-        arn = f"arn:aws:{service}:{region}:{account_id}:{logical_id}"
+        resource = _ARN_RESOURCE.get(kind, "{}").format(logical_id)
+        arn = f"arn:aws:{service}:{region}:{account_id}:{resource}"
         return PhysicalResource(logical_id, {"Arn": arn, "Name": logical_id, "KeyId": logical_id})
 
     return ResolutionContext(

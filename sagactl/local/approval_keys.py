@@ -93,37 +93,91 @@ def sign_locally(
 ) -> dict[str, Any]:
     """A copy of `case` with its digest and a signature by the local key of its approver (or of
     `approved_by`), as `sagactl case approve` makes it against the local AWS. `signer` (tenant,
-    approver) signs with someone else's key instead (for tests of refusals)."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-
+    approver) signs with someone else's key instead (for tests of refusals). Any co-signature
+    the case carried is dropped: this is the first signature."""
     from saga.models import approval_digest
 
     approval = dict(case.get("approval") or {})
+    approval.pop("co_signatures", None)
     if approved_by is not None:
         approval["approved_by"] = approved_by
     approval["digest"] = approval_digest({**case, "approval": approval})
-    approval["signed_at"] = signed_at or format_instant(datetime.now(UTC))
+    approval.pop("start_by", None)
+    approval |= _local_signature(
+        case,
+        approval,
+        approver=str(approval["approved_by"]),
+        signed_at=signed_at,
+        start_by=start_by,
+        generation=generation,
+        signer=signer,
+        region=region,
+    )
+    return {**case, "approval": approval}
+
+
+def co_sign_locally(
+    case: Mapping[str, Any],
+    *,
+    approved_by: str,
+    signed_at: str | None = None,
+    start_by: str | None = None,
+    generation: int = 1,
+    signer: tuple[str, str] | None = None,
+    region: str = "us-east-1",
+) -> dict[str, Any]:
+    """A copy of a signed `case` with `approved_by`'s co-signature added over the same digest
+    (four eyes, docs/design.md §9), as a second `sagactl case approve FILE --as` makes it."""
+    approval = dict(case["approval"])
+    mine = {"approved_by": approved_by}
+    mine |= _local_signature(
+        case,
+        approval,
+        approver=approved_by,
+        signed_at=signed_at,
+        start_by=start_by,
+        generation=generation,
+        signer=signer,
+        region=region,
+    )
+    approval["co_signatures"] = [*approval.get("co_signatures", []), mine]
+    return {**case, "approval": approval}
+
+
+def _local_signature(
+    case: Mapping[str, Any],
+    approval: Mapping[str, Any],
+    *,
+    approver: str,
+    signed_at: str | None,
+    start_by: str | None,
+    generation: int,
+    signer: tuple[str, str] | None,
+    region: str,
+) -> dict[str, Any]:
+    """`{signed_at, start_by?, key_id, signature}` of `approver` over the approval's digest and
+    revision, made with the local key of `signer` (default: the approver's own)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    fields: dict[str, Any] = {"signed_at": signed_at or format_instant(datetime.now(UTC))}
     if start_by is not None:
-        approval["start_by"] = start_by
-    else:
-        approval.pop("start_by", None)
-    approver = str(approval["approved_by"])
+        fields["start_by"] = start_by
     signer_tenant, signer_approver = signer or (str(case["tenant_id"]), approver)
     message = signed_message(
         case_id=str(case["case_id"]),
         tenant_id=str(case["tenant_id"]),
-        digest=approval["digest"],
+        digest=str(approval["digest"]),
         revision=int(approval["revision"]),
         approved_by=approver,
-        signed_at=approval["signed_at"],
-        start_by=approval.get("start_by"),
+        signed_at=fields["signed_at"],
+        start_by=start_by,
     )
     private = local_private_key(signer_tenant, signer_approver, generation)
     signature = private.sign(message, ec.ECDSA(hashes.SHA256()))
-    approval["key_id"] = local_key_arn(signer_tenant, signer_approver, generation, region=region)
-    approval["signature"] = base64.b64encode(signature).decode("ascii")
-    return {**case, "approval": approval}
+    fields["key_id"] = local_key_arn(signer_tenant, signer_approver, generation, region=region)
+    fields["signature"] = base64.b64encode(signature).decode("ascii")
+    return fields
 
 
 # --- provisioning ------------------------------------------------------------------------------
@@ -195,6 +249,7 @@ def pin_local_key(
 __all__ = [
     "LOCAL_KEY_SEED",
     "SIGNING_ALGORITHM",
+    "co_sign_locally",
     "create_local_key",
     "local_key_arn",
     "local_key_id",

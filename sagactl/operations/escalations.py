@@ -38,6 +38,7 @@ from sagactl.errors import (
     RedriveRefused,
     SagactlError,
 )
+from sagactl.identifiers import check_case_id
 from sagactl.operations.executions import describe_execution_arn, execution_history
 from sagactl.operations.queue import escalation_queue_depth, remove_case_messages
 from sagactl.operations.records import (
@@ -59,7 +60,6 @@ from sagactl.views.escalations import (
     QueueCleanup,
     ResolveReport,
     assess_record,
-    check_case_id,
     checked_text,
     execution_gone,
     iso,

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from saga.identity import execution_name
 from sagactl.errors import NotFound
+from sagactl.identifiers import check_case_id
 from sagactl.operations.records import read_case_record
 from sagactl.target import Target
 from sagactl.views.plain import execution_input
@@ -80,6 +81,7 @@ def find_case_execution(target: Target, case: str) -> CaseExecution:
     (the one that passed ValidateCase first: a re-approved revision runs under another name
     than the case id, a console start under any name), else the execution named `case`. That
     name may also be an execution's own (`case-7--r2`): the case id is then its input's."""
+    check_case_id(case)
     record = read_case_record(target, case)
     owner = record.get("execution_arn") if record else None
     if isinstance(owner, str):

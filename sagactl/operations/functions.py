@@ -12,8 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from saga.approval_keys import TrustedKeys, parse_trusted_keys
-from saga.settings import ConfigurationError, parse_approval_keys, parse_tenants
+from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
+from saga.approvals import ApprovalVerifier
+from saga.settings import (
+    ConfigurationError,
+    parse_approval_keys,
+    parse_approval_thresholds,
+    parse_tenants,
+)
 from sagactl.config import Tenants
 from sagactl.errors import NotFound, SagactlError, SweepFailed
 from sagactl.target import Target
@@ -74,27 +80,41 @@ def validate_case_environment(target: Target) -> tuple[str, dict[str, str]]:
 
 def deployed_tenants(target: Target) -> Tenants:
     """Who may approve for which tenant, as the deployed ValidateCase function reads it: the
-    approvers of its APPROVAL_KEYS (a stack deployed before that: its TENANTS)."""
+    approvers of its APPROVAL_KEYS (a stack deployed before that: its TENANTS), with its
+    APPROVAL_THRESHOLDS (none before four eyes)."""
     name, variables = validate_case_environment(target)
     try:
+        thresholds = deployed_thresholds(variables)
         if variables.get("TENANTS"):
-            return Tenants(parse_tenants(str(variables["TENANTS"])), f"TENANTS of {name}")
+            approvers = parse_tenants(str(variables["TENANTS"]))
+            return Tenants(approvers, f"TENANTS of {name}", thresholds)
         keys = parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
         approvers = {tenant: frozenset(names) for tenant, names in keys.items()}
-        return Tenants(approvers, f"APPROVAL_KEYS of {name}")
+        return Tenants(approvers, f"APPROVAL_KEYS of {name}", thresholds)
     except ConfigurationError as exc:
         raise SagactlError(f"cannot read who may approve from {name}: {exc}") from None
 
 
-def deployed_approval_keys(target: Target) -> tuple[str, TrustedKeys]:
-    """The approval keys the deployed ValidateCase function trusts (its APPROVAL_KEYS; the
-    keys the stack created are named by alias, under its APPROVAL_KEY_ALIASES)."""
+def deployed_thresholds(variables: dict[str, str]) -> dict[str, dict[str, int]]:
+    """The four-eyes thresholds of a function's environment: none for a stack deployed before
+    four eyes (its functions have no APPROVAL_THRESHOLDS)."""
+    raw = variables.get("APPROVAL_THRESHOLDS")
+    return parse_approval_thresholds(raw) if raw else {}
+
+
+def deployed_verifier(target: Target) -> tuple[str, ApprovalVerifier]:
+    """A verifier with what the deployed ValidateCase function trusts: its APPROVAL_KEYS (the
+    keys the stack created named by alias, under its APPROVAL_KEY_ALIASES) and its
+    APPROVAL_THRESHOLDS; public keys read with the target's credentials."""
     name, variables = validate_case_environment(target)
     try:
         keys = parse_approval_keys(str(variables.get("APPROVAL_KEYS") or ""))
-        return name, parse_trusted_keys(keys, variables.get("APPROVAL_KEY_ALIASES") or None)
+        trusted = parse_trusted_keys(keys, variables.get("APPROVAL_KEY_ALIASES") or None)
+        thresholds = deployed_thresholds(variables)
     except (ConfigurationError, ValueError) as exc:
         raise SagactlError(f"cannot read the approval keys of {name}: {exc}") from None
+    public_keys = KmsPublicKeys(lambda: target.client("kms"))
+    return name, ApprovalVerifier(trusted, public_keys, thresholds=thresholds)
 
 
 def find_sweeper(target: Target) -> str:

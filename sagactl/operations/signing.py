@@ -18,16 +18,18 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from saga.approval_keys import KmsPublicKeys
-from saga.approvals import SIGNING_ALGORITHM, ApprovalVerifier, format_instant, signed_message
+from saga.acceptance import accept_new_case
+from saga.approvals import SIGNING_ALGORITHM, format_instant, signed_message
+from saga.four_eyes import approval_with, parse_thresholds
 from saga.models import Case, approval_digest
 from sagactl.config import Tenants
 from sagactl.errors import NotAnApprover, NotFound, SagactlError, SigningRefused
-from sagactl.operations.functions import deployed_approval_keys
+from sagactl.operations.functions import deployed_verifier
 from sagactl.target import Target
 
 APPROVAL_KEYS_OUTPUT = "ApprovalKeys"
 APPROVER_ROLES_OUTPUT = "ApproverRoles"
+APPROVAL_THRESHOLDS_OUTPUT = "ApprovalThresholds"
 
 
 def _json_output(target: Target, key: str) -> dict[str, Any]:
@@ -46,9 +48,22 @@ def stack_approval_keys(target: Target) -> dict[str, Any]:
     return _json_output(target, APPROVAL_KEYS_OUTPUT)
 
 
+def stack_thresholds(target: Target) -> dict[str, dict[str, int]]:
+    """The stack's four-eyes thresholds (its ApprovalThresholds output; a stack deployed before
+    four eyes has none)."""
+    raw = target.optional_output(APPROVAL_THRESHOLDS_OUTPUT)
+    if raw is None:
+        return {}
+    try:
+        return parse_thresholds(raw)
+    except ValueError as exc:
+        raise SagactlError(f"the {APPROVAL_THRESHOLDS_OUTPUT} output: {exc}") from None
+
+
 def stack_tenants(target: Target) -> Tenants:
     """Who may approve for which tenant in the stack, from its ApprovalKeys output (one key per
-    approver of each tenant ValidateCase's TENANTS names): no request beyond the outputs."""
+    approver of each tenant ValidateCase's TENANTS names), and the four-eyes thresholds from its
+    ApprovalThresholds output: no request beyond the outputs."""
     keys = stack_approval_keys(target)
     where = "the local AWS" if target.local else f"stack {target.stack_name}"
     return Tenants(
@@ -58,6 +73,7 @@ def stack_tenants(target: Target) -> Tenants:
             if isinstance(approvers, dict)
         },
         f"the ApprovalKeys output of {where}",
+        stack_thresholds(target),
     )
 
 
@@ -95,23 +111,41 @@ def sign_case(
     now: datetime,
     start_by: str | None = None,
 ) -> dict[str, Any]:
-    """A copy of the (validated) case with digest, signed_at, key_id and signature filled in."""
-    approval = dict(case["approval"])
-    tenant, approver = str(case["tenant_id"]), str(approval["approved_by"])
+    """A copy of the (validated) case with digest, signed_at, key_id and signature filled in:
+    the approval signed by its `approved_by` alone."""
+    signature = sign_approval(
+        target, case, approver=str(case["approval"]["approved_by"]), now=now, start_by=start_by
+    )
+    approval = approval_with(int(case["approval"]["revision"]), approval_digest(case), [signature])
+    return {**case, "approval": approval}
+
+
+def sign_approval(
+    target: Target,
+    case: dict[str, Any],
+    *,
+    approver: str,
+    now: datetime,
+    start_by: str | None = None,
+) -> dict[str, Any]:
+    """`approver`'s signature over the case's digest and revision (KMS Sign with their key,
+    with the caller's credentials): `{approved_by, signed_at, start_by?, key_id, signature}`,
+    the fields of one signer (docs/design.md §9)."""
+    tenant = str(case["tenant_id"])
+    revision = int(case["approval"]["revision"])
     key = approver_key(target, tenant, approver)
-    approval["digest"] = approval_digest({**case, "approval": approval})
-    approval["signed_at"] = format_instant(now)
-    approval.pop("start_by", None)
+    digest = approval_digest(case)
+    signed: dict[str, Any] = {"approved_by": approver, "signed_at": format_instant(now)}
     if start_by is not None:
-        approval["start_by"] = start_by
+        signed["start_by"] = start_by
     message = signed_message(
         case_id=str(case["case_id"]),
         tenant_id=tenant,
-        digest=approval["digest"],
-        revision=int(approval["revision"]),
+        digest=digest,
+        revision=revision,
         approved_by=approver,
-        signed_at=approval["signed_at"],
-        start_by=approval.get("start_by"),
+        signed_at=signed["signed_at"],
+        start_by=start_by,
     )
     try:
         response = target.client("kms").sign(
@@ -133,16 +167,15 @@ def sign_case(
                 f"credentials: {how}"
             ) from None
         raise
-    approval["key_id"] = str(response.get("KeyId") or key)
-    approval["signature"] = base64.b64encode(response["Signature"]).decode("ascii")
-    return {**case, "approval": approval}
+    signed["key_id"] = str(response.get("KeyId") or key)
+    signed["signature"] = base64.b64encode(response["Signature"]).decode("ascii")
+    return signed
 
 
 def verify_deployed_signature(target: Target, case: Case) -> str:
-    """ValidateCase's signature check (saga.approvals) with the deployed keys, at the target's
-    now: a sentence on success; ApprovalInvalid or AuthorizationDenied as ValidateCase would
-    raise them."""
-    name, trusted = deployed_approval_keys(target)
-    verifier = ApprovalVerifier(trusted, KmsPublicKeys(lambda: target.client("kms")))
-    key = verifier.verify(case.signed_approval(), accept_retired=False, now=target.now_utc())
-    return f"signed with {key}, trusted by {name}"
+    """ValidateCase's signature check (saga.acceptance.accept_new_case) with the deployed keys
+    and thresholds, at the target's now: a sentence on success; ApprovalInvalid or
+    AuthorizationDenied as ValidateCase would raise them."""
+    name, verifier = deployed_verifier(target)
+    accepted = accept_new_case(verifier, case.signed_approvals(), started=target.now_utc())
+    return f"signed with {', '.join(accepted.keys)}, trusted by {name}"

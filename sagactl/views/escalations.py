@@ -15,14 +15,12 @@ these rules judge, and records a resolution.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from saga.cases import CaseOutcome
 from saga.ledger import OPEN_STATUSES, LedgerStatus
-from saga.models import CASE_ID_PATTERN, TENANT_ID_PATTERN
 from sagactl.errors import UsageError
 from sagactl.views.case import ActionView
 from sagactl.views.redrive import REDRIVABLE_STATUSES
@@ -358,16 +356,6 @@ class ResolveReport:
 
 
 # --- input ---------------------------------------------------------------------------------------
-def check_case_id(case_id: str) -> None:
-    if not re.fullmatch(CASE_ID_PATTERN, case_id):
-        raise UsageError(f"{case_id!r} is not a case id (letters, digits, '-', '_'; at most 80)")
-
-
-def check_tenant(tenant: str) -> None:
-    if not re.fullmatch(TENANT_ID_PATTERN, tenant):
-        raise UsageError(f"{tenant!r} is not a tenant id (lowercase letters, digits, '-')")
-
-
 def checked_text(flag: str, text: str, limit: int) -> str:
     stripped = text.strip()
     if not stripped:

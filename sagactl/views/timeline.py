@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from saga.four_eyes import signatures_of
 from sagactl.views.plain import parse_json
 
 # The Task states that run one ledger action; ReconcileStep names its step in the payload.
@@ -84,12 +85,14 @@ def summarize_result(payload: Any) -> str:
 
 
 def _validated_case(payload: dict[str, Any]) -> str:
-    """ValidateCase's result: who approved and when they signed (cases before signed
-    approvals carry neither)."""
+    """ValidateCase's result: who approved and when they signed, each co-signer too (cases
+    before signed approvals carry neither)."""
     approval = (payload.get("case") or {}).get("approval") or {}
-    if approval.get("approved_by") and approval.get("signed_at"):
-        return f"case valid, approved by {approval['approved_by']} (signed {approval['signed_at']})"
-    return "case valid and approved"
+    signed = [s for s in signatures_of(approval) if s.get("approved_by") and s.get("signed_at")]
+    if not signed:
+        return "case valid and approved"
+    who = " and ".join(f"{s['approved_by']} (signed {s['signed_at']})" for s in signed)
+    return f"case valid, approved by {who}"
 
 
 def build_entries(events: list[dict[str, Any]]) -> list[TimelineEntry]:

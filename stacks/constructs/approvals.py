@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
@@ -135,7 +137,7 @@ class ApprovalKeys(Construct):
         if spec.principal is not None:
             signer = self._signer_statement(iam.ArnPrincipal(spec.principal))
         else:
-            role = self._approver_role(base, tenant, approver, spec.role_requires_mfa)
+            role = self._approver_role(base, tenant, approver, spec)
             signer = self._signer_statement(
                 iam.AccountRootPrincipal(),
                 {
@@ -183,13 +185,23 @@ class ApprovalKeys(Construct):
             conditions={**SIGNING_CONDITIONS, **(confined or {})},
         )
 
-    def _approver_role(self, base: str, tenant: str, approver: str, mfa: bool) -> iam.Role:
+    def _approver_role(
+        self, base: str, tenant: str, approver: str, spec: ApproverKeyConfig
+    ) -> iam.Role:
         """The role that signs as this approver; what else its flows call (the stack's
         outputs, its tenant's drafts) is granted with the other people's roles
-        (stacks/constructs/people.py)."""
+        (stacks/constructs/people.py). Trusted: the account (which delegates to its
+        principals' own policies), confined to `role_assumed_by` when that names any: a
+        condition on aws:PrincipalArn, not a principal of the statement, so a principal
+        deleted later never turns the trust policy into an unmatchable id."""
+        conditions: dict[str, Any] = {}
+        if spec.role_requires_mfa:
+            conditions["Bool"] = {"aws:MultiFactorAuthPresent": "true"}
+        if spec.role_assumed_by:
+            conditions["ArnEquals"] = {"aws:PrincipalArn": list(spec.role_assumed_by)}
         principal: iam.PrincipalBase = iam.AccountRootPrincipal()
-        if mfa:
-            principal = principal.with_conditions({"Bool": {"aws:MultiFactorAuthPresent": "true"}})
+        if conditions:
+            principal = principal.with_conditions(conditions)
         return iam.Role(
             self,
             f"{base}ApproverRole",
@@ -276,8 +288,9 @@ class ApprovalKeys(Construct):
             iam.PolicyStatement(actions=list(VERIFIER_ACTIONS), resources=self.key_arns())
         )
 
-    def add_outputs(self, scope: Construct) -> None:
-        """`ApprovalKeys` and `ApproverRoles`: JSON tenant -> approver -> ARN."""
+    def add_outputs(self, scope: Construct, thresholds: Mapping[str, Mapping[str, int]]) -> None:
+        """`ApprovalKeys` and `ApproverRoles`: JSON tenant -> approver -> ARN; and
+        `ApprovalThresholds`: JSON tenant -> currency -> minor units (four eyes above)."""
         keys = {
             tenant: {approver: refs.current for approver, refs in approvers.items()}
             for tenant, approvers in self.approvers.items()
@@ -292,6 +305,7 @@ class ApprovalKeys(Construct):
         }
         CfnOutput(scope, "ApprovalKeys", value=_json(keys))
         CfnOutput(scope, "ApproverRoles", value=_json({t: r for t, r in roles.items() if r}))
+        CfnOutput(scope, "ApprovalThresholds", value=_json(thresholds))
 
 
 def _json(value: object) -> str:

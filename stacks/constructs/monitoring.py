@@ -45,6 +45,7 @@ LEDGER_METRICS = (
     "BudgetExhausted",
     "KeyConflict",
     "LateReplay",
+    "OutcomeAfterSettlement",  # an effect recorded next to a person's decision (§3.10)
 )
 # Business outcomes emitted by ValidateCase and RecordOutcome.
 CASE_METRICS = ("CasesAccepted", "CasesCompleted", "CasesEscalated")

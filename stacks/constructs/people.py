@@ -19,7 +19,7 @@ keyboard), so it requires none and can do nothing a person decides: no signing, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -29,6 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from saga.identity import agent_readable_prefixes
 from stacks.config import SagaConfig
 from stacks.constructs.approvals import VERIFIER_ACTIONS, ApprovalKeys, id_part
 from stacks.constructs.common import acknowledge
@@ -67,13 +68,18 @@ OPERATOR_QUEUE_ACTIONS = (
     "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibility",
 )
-APPROVER_DRAFT_ACTIONS = (GET, UPDATE)  # `case approve --case`: read the draft, store approval
 AGENT_DRAFT_ACTIONS = (GET, PUT)  # propose (write once), get and start (read)
 # The drafts from before ids carried the tenant (docs/design.md §10): approved and read where
 # they are, never written anew. Their key is the case id alone, so no condition can confine
 # them to a tenant: the one exception to tenant-only drafts, until that table is drained.
-APPROVER_LEGACY_DRAFT_ACTIONS = (GET, UPDATE)
 AGENT_LEGACY_DRAFT_ACTIONS = (GET,)
+# What storing an approval touches besides the draft's key (saga.agent.drafts.DraftStore
+# .approve): the approval and its time written, the digest and revision its condition reads.
+# An approver's UpdateItem on a draft is confined to them, in both tables (and, since an
+# UpdateItem can also read the item, to ReturnValues that return only what it wrote). Never
+# the parameters, nor an old draft's tenant (not its key there): those decide what is signed.
+APPROVAL_ATTRIBUTES = ("approval", "approved_at", "co_signed_at", "digest", "revision")
+UPDATE_RETURNS_WRITTEN_ONLY = ("NONE", "UPDATED_OLD", "UPDATED_NEW")
 READ_STACK = "cloudformation:DescribeStacks"  # sagactl finds the outputs on AWS with it
 
 
@@ -82,6 +88,28 @@ def tenant_only(tenant: str) -> dict[str, dict[str, list[str]]]:
     tenant first). ForAllValues is also true for a request without keys (a Scan): the roles
     are never given one on that table."""
     return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}
+
+
+def agent_ids_only(tenant: str) -> dict[str, dict[str, list[str]]]:
+    """Every partition key the request touches is one of the tenant's agent case ids (or an id
+    from before ids carried the tenant, which names none): the cases table's key."""
+    patterns = [f"{prefix}*" for prefix in agent_readable_prefixes(tenant)]
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}
+
+
+def approval_only(
+    key: Sequence[str], leading: Mapping[str, Mapping[str, list[str]]] | None = None
+) -> dict[str, dict[str, list[str]]]:
+    """An UpdateItem of a draft keyed by `key` that stores an approval and nothing else
+    (dynamodb:Attributes must list the key's attributes too), and returns no attribute it did
+    not write; with the leading keys' condition, if any."""
+    conditions: dict[str, dict[str, list[str]]] = {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": [*key, *APPROVAL_ATTRIBUTES]},
+        "StringEquals": {"dynamodb:ReturnValues": list(UPDATE_RETURNS_WRITTEN_ONLY)},
+    }
+    for operator, keys in (leading or {}).items():
+        conditions.setdefault(operator, {}).update(keys)
+    return conditions
 
 
 class PeopleRoles(Construct):
@@ -101,12 +129,16 @@ class PeopleRoles(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self._stack_id = stack.stack_id
-        executions = stack.format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{state_machine.state_machine_name}:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
+
+        def executions_named(pattern: str) -> str:
+            return stack.format_arn(
+                service="states",
+                resource="execution",
+                resource_name=f"{state_machine.state_machine_name}:{pattern}",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+
+        executions = executions_named("*")
         drafts, legacy = tables["drafts"], tables["legacy_drafts"]
 
         self.operator = self._role("OperatorRole", "Operates the saga with sagactl", mfa=True)
@@ -133,38 +165,81 @@ class PeopleRoles(Construct):
         for tenant, approvers in approval_keys.approvers.items():
             for refs in approvers.values():
                 if refs.role is not None:
-                    self._allow(refs.role, [READ_STACK], [self._stack_id])
-                    self._allow(
-                        refs.role, APPROVER_DRAFT_ACTIONS, [drafts.table_arn], tenant_only(tenant)
-                    )
-                    self._allow(refs.role, APPROVER_LEGACY_DRAFT_ACTIONS, [legacy.table_arn])
+                    self._allow_approver(refs.role, tenant, drafts, legacy)
 
-        self.agents: dict[str, iam.Role] = {}
-        for tenant in sorted(config.tenants):
-            agent = self._role(
-                f"{id_part(tenant)}AgentRole",
-                f"Serves the agent tools of tenant {tenant} (sagactl mcp)",
-                mfa=False,
+        self.agents = {
+            tenant: self._agent_role(
+                tenant,
+                tables=tables,
+                state_machine=state_machine,
+                executions_named=executions_named,
+                approval_keys=approval_keys,
+                validate_case=validate_case,
             )
-            self._allow(agent, AGENT_DRAFT_ACTIONS, [drafts.table_arn], tenant_only(tenant))
-            self._allow(agent, AGENT_LEGACY_DRAFT_ACTIONS, [legacy.table_arn])
-            self._allow(agent, [GET], [tables["cases"].table_arn])
-            self._allow(agent, ["states:StartExecution"], [state_machine.state_machine_arn])
-            self._allow(
-                agent, ["states:DescribeExecution", "states:GetExecutionHistory"], [executions]
-            )
-            self._allow(agent, ["lambda:GetFunctionConfiguration"], [validate_case.function_arn])
-            # Its tenant's approvers' keys only: it verifies its own drafts' approvals.
-            self._allow(agent, VERIFIER_ACTIONS, approval_keys.key_arns(tenant))
-            self.agents[tenant] = agent
+            for tenant in sorted(config.tenants)
+        }
         machine_id = stack.get_logical_id(state_machine.node.default_child)  # type: ignore[arg-type]
+        executions_of = (
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+            f"<AWS::AccountId>:execution:<{machine_id}.Name>:{{}}*]"
+        )
         acknowledge(
             self,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
-            f"<AWS::AccountId>:execution:<{machine_id}.Name>:*]",
+            executions_of.format(""),
             "Executions are read (and redriven by the operator) on the saga's own state machine "
             "only (execution:<machine name>:*): execution names are case ids, unknown at deploy.",
         )
+        for tenant, agent in self.agents.items():
+            for prefix in agent_readable_prefixes(tenant):
+                acknowledge(
+                    agent,
+                    executions_of.format(prefix),
+                    f"An agent reads the executions of its tenant's agent cases only ({prefix}*: "
+                    "names are agent case ids, made per request; agt-* ids name no tenant).",
+                )
+
+    def _agent_role(
+        self,
+        tenant: str,
+        *,
+        tables: Mapping[str, dynamodb.ITable],
+        state_machine: sfn.StateMachine,
+        executions_named: Callable[[str], str],
+        approval_keys: ApprovalKeys,
+        validate_case: lambda_.IFunction,
+    ) -> iam.Role:
+        agent = self._role(
+            f"{id_part(tenant)}AgentRole",
+            f"Serves the agent tools of tenant {tenant} (sagactl mcp)",
+            mfa=False,
+        )
+        self._allow(agent, AGENT_DRAFT_ACTIONS, [tables["drafts"].table_arn], tenant_only(tenant))
+        self._allow(agent, AGENT_LEGACY_DRAFT_ACTIONS, [tables["legacy_drafts"].table_arn])
+        # Its own drafts' case records and executions only (§10: names are case ids).
+        self._allow(agent, [GET], [tables["cases"].table_arn], agent_ids_only(tenant))
+        self._allow(agent, ["states:StartExecution"], [state_machine.state_machine_arn])
+        self._allow(
+            agent,
+            ["states:DescribeExecution", "states:GetExecutionHistory"],
+            [executions_named(f"{prefix}*") for prefix in agent_readable_prefixes(tenant)],
+        )
+        self._allow(agent, ["lambda:GetFunctionConfiguration"], [validate_case.function_arn])
+        # Its tenant's approvers' keys only: it verifies its own drafts' approvals.
+        self._allow(agent, VERIFIER_ACTIONS, approval_keys.key_arns(tenant))
+        return agent
+
+    def _allow_approver(
+        self, role: iam.Role, tenant: str, drafts: dynamodb.ITable, legacy: dynamodb.ITable
+    ) -> None:
+        """`case approve --case`: read the draft (GetItem), store the approval (UpdateItem)."""
+        self._allow(role, [READ_STACK], [self._stack_id])
+        self._allow(role, [GET], [drafts.table_arn], tenant_only(tenant))
+        stores = approval_only(("tenant_id", "case_id"), tenant_only(tenant))
+        self._allow(role, [UPDATE], [drafts.table_arn], stores)
+        # Old drafts name no tenant in their key: read by id (§11 says what that leaves open),
+        # written only where an approval goes.
+        self._allow(role, [GET], [legacy.table_arn])
+        self._allow(role, [UPDATE], [legacy.table_arn], approval_only(("case_id",)))
 
     def _role(self, construct_id: str, description: str, *, mfa: bool) -> iam.Role:
         principal: iam.PrincipalBase = iam.AccountRootPrincipal()

@@ -190,7 +190,11 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "saga.handlers.sweep_stuck_actions.handler",
         "sweep-stuck-actions",
         "Scheduled: find actions stuck IN_PROGRESS past their lease or UNKNOWN, escalate them",
-        (TableAccess("ledger", (QUERY,), index=OPEN_ACTIONS_INDEX),),
+        # Query the open actions, then read each one back: the index may be stale.
+        (
+            TableAccess("ledger", (QUERY,), index=OPEN_ACTIONS_INDEX),
+            TableAccess("ledger", (GET,)),
+        ),
         SweepStuckActionsEnvironment,
     ),
 )
@@ -226,6 +230,7 @@ def environment_values(
         "downstream_timeout_seconds": config.downstream_timeout_seconds,
         "approval_keys": approval_keys.trusted_keys(),
         "approval_key_aliases": approval_keys.alias_prefix,
+        "approval_thresholds": config.approval_thresholds,
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,

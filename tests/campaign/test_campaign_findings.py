@@ -11,7 +11,7 @@ from typing import Any
 from sagactl.campaign.approval import approve
 from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
-from sagactl.campaign.outcomes import classify
+from sagactl.campaign.paths import classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.local.environment import LocalAws
@@ -152,4 +152,58 @@ def test_a_rejection_after_a_redrive_of_a_throttled_validation_is_a_rejection(
     assert after["path"] == ["ValidateCase", "ValidateCase", "RejectCase"]
     assert (after["status"], after["error"]) == ("FAILED", "ApprovalMismatch")
     assert (redriven.refunds, redriven.shipments, redriven.reservations) == ([], [], [])
+    assert check_case(run, budget=8).violations == []
+
+
+def test_a_case_generated_to_be_rejected_that_ran_is_a_violation(local_aws: LocalAws) -> None:
+    """Found by `make mutate` (four-eyes-fail-closed survived the campaign slice): an
+    above-threshold case signed by one approver, which a broken rule let run to COMPLETED, was
+    checked by nothing, since the rejection checks run only on executions that were rejected.
+    The oracle now says that a case generated to be rejected was. Here a case signed properly is
+    planned as if it were short of an approver: it completes, and that is the violation."""
+    plan = CasePlan(
+        seed=20261,
+        index=0,
+        case=_case("case-should-be-rejected", {}),
+        expect_rejection="ApprovalInvalid",
+        four_eyes="once",
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert classify(run.final.executions[run.owner_arn or ""]) == "COMPLETED"
+    violations = check_case(run, budget=8).violations
+    assert [v["invariant"] for v in violations] == ["invalid_case_rejected"]
+    assert "ApprovalInvalid) ended COMPLETED" in violations[0]["detail"]
+
+
+def test_a_reconcile_tool_that_dies_as_the_refund_in_flight_commits_is_escalated_honestly(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 7, case 136 (issue 24's 1,000-case run), shrunk: the provider keeps the
+    refund in flight (no answer, OutcomeUnknown); ReconcileStep's lookup is what commits it, and
+    the crash nemesis (armed on the refund's commit) kills the reconcile tool right there
+    (Sandbox.Timedout). ReconcileStep's catch-all escalates: RECONCILIATION_FAILED at refund,
+    with the refund made once and its record still UNKNOWN (open: the sweeper reports it). The
+    new oracle found no planned fault on the reconcile tool and flagged it; the state is honest
+    (the person is told to check the refund by its business reference), and the fault that
+    makes it so is `crash:refund+in_flight` (sagactl/campaign/honesty.py)."""
+    plan = CasePlan(
+        seed=7,
+        index=136,
+        case=_case("case-reconcile-dies", {"refund": ["in_flight"]}),
+        nemeses=[
+            {"kind": "crash", "effect": "refund", "nth": 1, "answer": "timed_out", "jump": 45}
+        ],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed = run.snapshots[0]
+    owner = closed.executions[run.owner_arn or ""]
+    assert run.fired == ["crash:refund:timed_out"]
+    assert owner["task_errors"] == ["OutcomeUnknown", "Sandbox.Timedout"]
+    escalation = (owner["output"] or {})["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("RECONCILIATION_FAILED", "refund")
+    assert len(closed.refunds) == 1 and closed.shipments == []
+    assert closed.ledger["refund"]["status"] == "UNKNOWN"
+    assert closed.reservations[0]["status"] == "HELD"
     assert check_case(run, budget=8).violations == []

@@ -4,15 +4,25 @@ shrinker finds a minimal plan, the mutant list applies exactly once."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from saga.errors import SagaError
+from saga.acceptance import accept_new_case
+from saga.approval_keys import ApproverKeys, PublicKey
+from saga.approvals import ApprovalVerifier
+from saga.errors import ApprovalInvalid, SagaError
 from saga.models import parse_case
-from sagactl.campaign.approval import comparable
+from sagactl.campaign.approval import (
+    FOUR_EYES_APPROVERS,
+    FOUR_EYES_TENANT,
+    FOUR_EYES_THRESHOLDS,
+    comparable,
+)
 from sagactl.campaign.generator import block_stock, generate
 from sagactl.campaign.invariants import check_account, check_case
 from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply
@@ -20,6 +30,8 @@ from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun
 from sagactl.campaign.shrink import shrink
+from sagactl.config import cdk_config
+from sagactl.local.approval_keys import local_key_arn, local_public_key_der
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "arn:aws:states:us-east-1:123456789012:execution:sm:c1"
@@ -68,6 +80,48 @@ def test_twins_have_equal_parameters_and_their_own_case_id() -> None:
         assert twin.case["shipment"] == sibling.case["shipment"] or sibling.expect_rejection
 
 
+class _LocalKeys:
+    """KMS's GetPublicKey for the local approvers' keys (what the local AWS answers)."""
+
+    def public_key(self, key: str) -> PublicKey:
+        for tenant, approvers in cdk_config().tenants.items():
+            for approver in approvers:
+                if local_key_arn(tenant, approver) == key:
+                    return PublicKey(key, local_public_key_der(tenant, approver))
+        raise AssertionError(key)
+
+
+def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() -> None:
+    """Above the four-eyes tenant's threshold (as cdk.json configures it): signed by two
+    distinct approvers (accepted), once, twice by one, or with a forged co-signature (each
+    ApprovalInvalid), checked with the verifier every tool uses."""
+    config = cdk_config()
+    assert config.approval_thresholds == {FOUR_EYES_TENANT: FOUR_EYES_THRESHOLDS}
+    assert config.tenants[FOUR_EYES_TENANT] == FOUR_EYES_APPROVERS
+    trusted = {
+        tenant: {a: ApproverKeys(local_key_arn(tenant, a)) for a in approvers}
+        for tenant, approvers in config.tenants.items()
+    }
+    verifier = ApprovalVerifier(trusted, _LocalKeys(), thresholds=config.approval_thresholds)
+    plans = [generate(9, index, block_size=25) for index in range(600)]
+    kinds: Counter[str] = Counter()
+    for plan in plans:
+        if plan.four_eyes is None:
+            assert plan.case["tenant_id"] != FOUR_EYES_TENANT
+            continue
+        kinds[plan.four_eyes] += 1
+        approvals = parse_case(plan.case).signed_approvals()
+        assert verifier.required(approvals) == 2
+        started = datetime(2026, 6, 1, tzinfo=UTC)
+        if plan.expect_rejection is None:
+            assert len(accept_new_case(verifier, approvals, started=started).keys) == 2
+        else:
+            assert plan.expect_rejection == "ApprovalInvalid"
+            with pytest.raises(ApprovalInvalid):
+                accept_new_case(verifier, approvals, started=started)
+    assert set(kinds) == {"two", "once", "twice", "forged"}, kinds
+
+
 def _snapshot(**overrides: Any) -> Snapshot:
     values: dict[str, Any] = {
         "label": "closed",
@@ -88,7 +142,16 @@ def _completed_execution() -> dict[str, Any]:
         "arn": OWNER,
         "name": "c1",
         "status": "SUCCEEDED",
-        "output": {"outcome": "COMPLETED", "steps": {}},
+        "output": {
+            "outcome": "COMPLETED",
+            "steps": {
+                "reserve": {"action_key": "acme#reserve#c1.reserve", "downstream_ref": None},
+                "refund": {"action_key": "acme#refund#c1.refund", "downstream_ref": "re_1"},
+                "ship": {"action_key": "acme#ship#c1.ship", "downstream_ref": "shp_1"},
+            },
+            "compensations": [],
+            "escalation": None,
+        },
         "path": ["ValidateCase", "NewOrDuplicate", "ReserveStock"],
         "last_state": "RecordOutcome",
         "error": None,
@@ -286,3 +349,42 @@ def test_a_line_being_written_is_not_read_even_cut_inside_a_character(tmp_path: 
     path.write_bytes(done.encode("utf-8") + b"\n" + cut)
 
     assert read_lines(path) == [{"type": "block", "block": 0, "city": "서울"}]
+
+
+def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path: Path) -> None:
+    """`--skip-suite` then `--skip-campaign` over the same tree: one result with both parts;
+    the summary counts the slice's kills among the behavioural mutants only."""
+    from sagactl.campaign import mutate
+
+    named = {"name": "budget", "rule": "attempts within the budget", "tree": "t1"}
+    slice_only = {**named, "campaign": {"killed": True, "seconds": 3}}
+    suite_only = {**named, "suite": {"killed": False, "seconds": 9}}
+    both = mutate.combined({**slice_only, "killed": True}, {**suite_only, "killed": False})
+    assert (both["suite"], both["campaign"], both["killed"]) == (
+        {"killed": False, "seconds": 9},
+        {"killed": True, "seconds": 3},
+        True,
+    )
+    other_tree = mutate.combined({**slice_only, "killed": True}, {**suite_only, "tree": "t2"})
+    assert "campaign" not in other_tree  # measured on another tree: not combined
+
+    outside = {
+        "name": "displayed-amount",
+        "rule": "amounts in the currency's decimals",
+        "killed": True,
+        "suite": {"killed": True, "seconds": 1},
+        "campaign": {"killed": False, "seconds": 1},
+        "outside_slice": "no case's execution displays an amount",
+    }
+    table = mutate._table([both, outside])
+    assert "| budget |" in table and "survived (9 s) | killed (3 s) |" in table
+    assert "outside the slice: no case's execution displays an amount" in table
+    assert mutate.summary([both, outside]) == (
+        "2 mutants: 1 of the 2 run against the suite killed by it, 2 killed in all; of the 1 "
+        "behavioural ones, 1 run against the campaign slice alone, 1 (100%) of them killed by it."
+    )
+    not_run = {**named, "suite": {"killed": True, "seconds": 1}, "killed": True}
+    assert mutate.summary([not_run]).endswith(  # a slice not run is not counted as survived
+        "of the 1 behavioural ones, 0 run against the campaign slice alone, 0 (0%) of them "
+        "killed by it."
+    )

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from saga.acceptance import accept_new_case
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
-from saga.approvals import ApprovalVerifier, accept_new_case
+from saga.approvals import ApprovalVerifier
 from saga.models import parse_case
 from sagactl.errors import EXIT_USAGE, SigningRefused
 from sagactl.local.environment import LocalAws
@@ -62,8 +63,10 @@ def test_approve_signs_with_the_approvers_key_and_the_case_then_runs(
     }
     # What ValidateCase will do with it, with the deployed keys (KMS GetPublicKey).
     trusted = parse_trusted_keys(json.dumps({"acme": {"supervisor@acme": {"current": key}}}))
-    verifier = ApprovalVerifier(trusted, KmsPublicKeys(lambda: saga.client("kms")), "cli-test")
-    accept_new_case(verifier, parse_case(written).signed_approval(), started=datetime.now(UTC))
+    verifier = ApprovalVerifier(
+        trusted, KmsPublicKeys(lambda: saga.client("kms")), "cli-test", thresholds={}
+    )
+    accept_new_case(verifier, parse_case(written).signed_approvals(), started=datetime.now(UTC))
 
     started = sagactl("start", str(case_file), "--watch", "--timeout", "60")
     assert started.code == 0, started.out + started.err

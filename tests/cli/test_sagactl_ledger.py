@@ -55,6 +55,18 @@ def test_ledger_refusals(saga: LocalAws, sagactl: Sagactl) -> None:
     both = sagactl("ledger", "acme#refund#x.refund", "--case", "x")
     assert both.code == 2
 
+    # A value with `#` is an action key's, never a case's: a usage error, with or without the
+    # tenant (which would otherwise derive keys from it), before any call.
+    for argv in (
+        ("--case", "acme#refund#case-happy-path.refund"),
+        ("--case", "acme#refund#x", "--tenant", "acme"),
+        ("--case", "case-1", "--tenant", "ac#me"),
+    ):
+        bad = sagactl("ledger", *argv, "--json")
+        assert bad.code == 2, bad.err
+        assert bad.json()["error"]["type"] == "UsageError"
+        assert "is not a case id" in bad.out or "is not a tenant id" in bad.out
+
     unknown_case = sagactl("ledger", "--case", "never-started", "--json")
     assert unknown_case.code == 1
     assert unknown_case.json()["error"]["type"] == "NotFound"

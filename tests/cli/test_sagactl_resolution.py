@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import saga.handlers.reserve_stock as reserve_module
-from saga.approvals import accept_forward
+from saga.acceptance import Accepted, accept_forward
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
 from sagactl.local.lambda_runtime import handlers_in_process
@@ -165,7 +165,7 @@ def test_a_late_delivery_past_its_gate_when_the_case_is_resolved_reserves_nothin
     real_gate = accept_forward
     resolved: list[str] = []
 
-    def gate_then_resolve(*args: Any) -> str:
+    def gate_then_resolve(*args: Any) -> Accepted:
         key = real_gate(*args)  # passes: the case is under way and nobody decided yet
         report = resolve(target, case_id, decision=DECISION, by="ops@acme", budget=8)
         resolved.extend(report.settled)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import (
     Sagactl,
@@ -137,6 +139,18 @@ def test_status_of_an_unknown_case(saga: LocalAws, sagactl: Sagactl) -> None:
     assert result.code == 1
     assert result.json()["error"]["type"] == "NotFound"
     assert "no execution for case no-such-case" in result.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("command", ["status", "watch", "redrive"])
+@pytest.mark.parametrize("case", ["", "acme#refund#case-1", "x" * 81])
+def test_a_malformed_case_id_is_a_usage_error_before_any_call(
+    saga: LocalAws, sagactl: Sagactl, command: str, case: str
+) -> None:
+    result = sagactl(command, case, "--json")
+
+    assert result.code == 2, result.err
+    assert result.json()["error"]["type"] == "UsageError"
+    assert f"{case!r} is not a case id" in result.json()["error"]["message"]
 
 
 def test_watch_streams_entries_then_the_case(saga: LocalAws, sagactl: Sagactl) -> None:

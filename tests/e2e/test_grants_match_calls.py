@@ -43,7 +43,7 @@ from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
 from sagactl.iam.coverage import evaluate_calls
 from sagactl.iam.stack_policies import provisioned_account, stack_policies
-from sagactl.local.approval_keys import sign_locally
+from sagactl.local.approval_keys import co_sign_locally, sign_locally
 from sagactl.local.aws_calls import AwsCall, acting_as, recording_aws_calls
 from sagactl.local.emulator import LocalServer, client_environment
 from sagactl.local.environment import LocalAws, StackSource
@@ -63,6 +63,7 @@ GATEWAY_ROLE = "gateway"  # the calls AgentCore Gateway makes with its role: the
 EXAMPLES = ROOT / "examples"
 
 TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
+HOOLI_CONTROLLER, HOOLI_CFO = "controller@hooli", "cfo@hooli"  # four eyes above a threshold
 Grant = tuple[str, str, str]  # (function construct id, IAM action, resource)
 
 # IAM actions used by the Lambda service and the tracing library for the function, never by
@@ -442,6 +443,39 @@ def agent_replacements(monkeypatch: pytest.MonkeyPatch) -> Callable[[LocalAws], 
     return scenario
 
 
+def four_eyes(monkeypatch: pytest.MonkeyPatch) -> Callable[[LocalAws], None]:
+    """Tenant hooli's two approvers (four eyes, docs/design.md §9): each function reads both
+    keys. Through the state machine, with a lost refund answer and a rejected shipment (so
+    ReconcileAction and ReleaseReservation verify the co-signed case too), and through the agent
+    tools, a draft above the threshold approved by one and co-signed by the other."""
+
+    def scenario(local: LocalAws) -> None:
+        case = example("four-eyes", "g-four-eyes", refund=["timeout"], shipment=["reject"])
+        co_signed = co_sign_locally(case, approved_by=HOOLI_CFO)
+        expect(co_signed, "SUCCEEDED", "ReconcileStep", "ReleaseReservation")(local)
+
+        request = {**PROPOSAL, "request_id": "grants-hooli", "amount_minor": 250_000}
+        case_id = gateway_call(local, "hooli", "propose_replacement", request)["case_id"]
+        approve_proposed(local, case_id, HOOLI_CONTROLLER)
+        drafts = DraftStore(
+            local.client("dynamodb"),
+            local.outputs["DraftsTableName"],
+            legacy_table_name=local.outputs["LegacyDraftsTableName"],
+        )
+        draft = drafts.get(case_id)
+        assert draft is not None
+        both = co_sign_locally(draft_case(draft), approved_by=HOOLI_CFO)
+        (signature,) = both["approval"]["co_signatures"]
+        drafts.co_sign(case_id, digest=draft["digest"], signature=signature)
+        started = gateway_call(local, "hooli", "start_replacement", {"case_id": case_id})
+        assert started["started"] is True, started
+        local.wait_for_execution(started["execution_arn"])
+        done = gateway_call(local, "hooli", "get_replacement", {"case_id": case_id})
+        assert done["status"] == "COMPLETED", done
+
+    return scenario
+
+
 Scenario = Callable[[LocalAws], None]
 
 
@@ -514,6 +548,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
     return [
         ("happy path", expect(example("happy-path"), "SUCCEEDED", "RecordOutcome")),
         ("agent tools through each tenant's gateway target", agent_replacements(monkeypatch)),
+        ("four eyes: two approvers' keys", four_eyes(monkeypatch)),
         (
             "lost refund response",
             expect(example("lost-refund-response"), "SUCCEEDED", "ReconcileStep"),
@@ -664,8 +699,15 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
 
 @pytest.fixture(scope="module")
 def with_gateway(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """The app synthesized with the agent gateway on (tests/infra/test_agent_gateway.py)."""
-    return synthesize(tmp_path_factory.mktemp("gateway"), {"agent_gateway": AGENT_GATEWAY})
+    """The app synthesized with the agent gateway on (tests/infra/test_agent_gateway.py), a
+    target for four-eyes tenant hooli too."""
+    hooli = {
+        "discovery_url": "https://idp.example.com/hooli/.well-known/openid-configuration",
+        "allowed_clients": ["hooli-agent"],
+    }
+    tenants = {**AGENT_GATEWAY["tenants"], "hooli": hooli}  # type: ignore[dict-item]
+    gateway = {**AGENT_GATEWAY, "tenants": tenants}
+    return synthesize(tmp_path_factory.mktemp("gateway"), {"agent_gateway": gateway})
 
 
 @pytest.fixture

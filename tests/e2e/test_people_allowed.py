@@ -28,6 +28,7 @@ import pytest
 
 from saga.approval_keys import forget_public_keys
 from sagactl.commands.mcp import call_tool
+from sagactl.config import cdk_config
 from sagactl.errors import SagactlError
 from sagactl.iam.coverage import evaluate_calls, unused_grants
 from sagactl.iam.evaluate import Grants, Request, evaluate, statements
@@ -37,7 +38,7 @@ from sagactl.iam.stack_policies import (
     provisioned_account,
     stack_policies,
 )
-from sagactl.local.approval_keys import sign_locally
+from sagactl.local.approval_keys import co_sign_locally, sign_locally
 from sagactl.local.aws_calls import acting_as, recording_aws_calls
 from sagactl.local.environment import LocalAws
 from sagactl.operations.agent_tools import agent_tools
@@ -49,7 +50,10 @@ from tests.unit.test_agent_tools import PROPOSAL
 
 __all__ = ["saga", "sagactl"]
 
-TENANT_APPROVERS = {"acme": "supervisor@acme", "globex": "ops@globex"}  # cdk.json's tenants
+# cdk.json's tenants and their approvers; hooli's refunds above its thresholds need two (§9).
+TENANT_APPROVERS = cdk_config().tenants
+FOUR_EYES = cdk_config().approval_thresholds
+ABOVE_THRESHOLDS = 250_000  # minor units: above every threshold of cdk.json
 # The drafts table's partition key that dynamodb:LeadingKeys confines to a tenant.
 TENANT_FIRST_KEY = "tenant_id"
 
@@ -86,13 +90,21 @@ def inspect(s: Sagactl, local: LocalAws, tmp: Path) -> None:
         ("case", "check", str(example("happy-path")), "--deployed"),
     ):
         ok(s(*argv))
-    # Another tenant's case: the operator checks every tenant's approvals.
-    globex = json.loads(example("happy-path").read_text(encoding="utf-8"))
-    globex |= {"case_id": "case-globex-checked", "tenant_id": "globex"}
-    globex["approval"]["approved_by"] = TENANT_APPROVERS["globex"]
-    path = tmp / "globex-checked.json"
-    path.write_text(json.dumps(sign_locally(globex)), encoding="utf-8")
-    ok(s("case", "check", str(path), "--deployed"))
+    # The other tenants' cases: the operator checks every tenant's approvals (every approver's,
+    # where four eyes asks for two).
+    for tenant, approvers in TENANT_APPROVERS.items():
+        if tenant == "acme":
+            continue
+        case = json.loads(example("happy-path").read_text(encoding="utf-8"))
+        case |= {"case_id": f"case-{tenant}-checked", "tenant_id": tenant}
+        case["refund"]["amount_minor"] = _amount(tenant)
+        case["approval"]["approved_by"] = approvers[0]
+        signed = sign_locally(case)
+        for approver in approvers[1:]:
+            signed = co_sign_locally(signed, approved_by=approver)
+        path = tmp / f"{tenant}-checked.json"
+        path.write_text(json.dumps(signed), encoding="utf-8")
+        ok(s("case", "check", str(path), "--deployed"))
 
 
 def escalations(s: Sagactl, local: LocalAws, tmp: Path) -> None:
@@ -106,25 +118,34 @@ def redrive_and_sweep(s: Sagactl, local: LocalAws, tmp: Path) -> None:
     ok(s("sweep"))
 
 
-def approve_file(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
-    case = json.loads(example("happy-path").read_text(encoding="utf-8"))
-    case |= {"case_id": f"case-signed-{tenant}", "tenant_id": tenant}
-    case["approval"] = {"revision": 1, "approved_by": TENANT_APPROVERS[tenant]}
+def approve_file(tenant: str, approver: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    """The tenant's first approver signs a case file; with four eyes, the second adds theirs."""
     path = tmp / f"{tenant}.json"
-    path.write_text(json.dumps(case), encoding="utf-8")
-    ok(s("case", "approve", str(path)))
+    if not path.exists():
+        case = json.loads(example("happy-path").read_text(encoding="utf-8"))
+        case |= {"case_id": f"case-signed-{tenant}", "tenant_id": tenant}
+        case["refund"]["amount_minor"] = _amount(tenant)
+        case["approval"] = {"revision": 1, "approved_by": approver}
+        path.write_text(json.dumps(case), encoding="utf-8")
+    ok(s("case", "approve", str(path), "--as", approver))
+
+
+def _amount(tenant: str) -> int:
+    """A refund the tenant's every approver signs: above its threshold where it has one."""
+    return ABOVE_THRESHOLDS if tenant in FOUR_EYES else int(PROPOSAL["amount_minor"])
 
 
 def propose(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
     tools = agent_tools(local_target(Path(_outputs_path())), tenant)
-    request = {**PROPOSAL, "request_id": f"people-{tenant}"}
+    request = {**PROPOSAL, "request_id": f"people-{tenant}", "amount_minor": _amount(tenant)}
     result = call_tool(tools, "propose_replacement", request)
     assert not result.get("isError"), result
     (tmp / f"draft-{tenant}").write_text(result["structuredContent"]["case_id"])
 
 
-def approve_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
-    ok(s("case", "approve", "--case", (tmp / f"draft-{tenant}").read_text(), "--yes"))
+def approve_draft(tenant: str, approver: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    draft = (tmp / f"draft-{tenant}").read_text()
+    ok(s("case", "approve", "--case", draft, "--yes", "--as", approver))
 
 
 def start_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
@@ -141,13 +162,14 @@ def start_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
 def old_draft(local: LocalAws, tmp: Path, tenant: str) -> None:
     """A draft as the agent tools wrote it before ids carried the tenant (set-up: not a flow's
     call), in the table they wrote it to."""
-    request = {**PROPOSAL, "request_id": f"people-old-{tenant}"}
+    request = {**PROPOSAL, "request_id": f"people-old-{tenant}", "amount_minor": _amount(tenant)}
     client, table = local.client("dynamodb"), local.outputs["LegacyDraftsTableName"]
     (tmp / f"old-draft-{tenant}").write_text(legacy_drafts.propose(client, table, tenant, request))
 
 
-def approve_old_draft(tenant: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
-    ok(s("case", "approve", "--case", (tmp / f"old-draft-{tenant}").read_text(), "--yes"))
+def approve_old_draft(tenant: str, approver: str, s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    draft = (tmp / f"old-draft-{tenant}").read_text()
+    ok(s("case", "approve", "--case", draft, "--yes", "--as", approver))
 
 
 def flows() -> list[Flow]:
@@ -160,15 +182,23 @@ def flows() -> list[Flow]:
         Flow("operator", "escalations: list, show, resolve", escalations),
         Flow("operator", "redrive, sweep", redrive_and_sweep),
     ]
-    for tenant, approver in TENANT_APPROVERS.items():
-        approver_role, agent_role = f"approver {tenant}/{approver}", f"agent {tenant}"
+    for tenant, approvers in TENANT_APPROVERS.items():
+        agent_role = f"agent {tenant}"
+        # Each approver in turn: with four eyes the second adds their signature to the first's.
+        signers = [(f"approver {tenant}/{approver}", tenant, approver) for approver in approvers]
         people += [
-            Flow(approver_role, "approve a case file", partial(approve_file, tenant)),
-            Flow(agent_role, "propose a replacement", partial(propose, tenant)),
-            Flow(approver_role, "approve the proposed case", partial(approve_draft, tenant)),
-            Flow(approver_role, "approve a draft from before", partial(approve_old_draft, tenant)),
-            Flow(agent_role, "start and follow both", partial(start_draft, tenant)),
+            Flow(r, "approve a case file", partial(approve_file, t, a)) for r, t, a in signers
         ]
+        people.append(Flow(agent_role, "propose a replacement", partial(propose, tenant)))
+        people += [
+            Flow(r, "approve the proposed case", partial(approve_draft, t, a))
+            for r, t, a in signers
+        ]
+        people += [
+            Flow(r, "approve a draft from before", partial(approve_old_draft, t, a))
+            for r, t, a in signers
+        ]
+        people.append(Flow(agent_role, "start and follow both", partial(start_draft, tenant)))
     return people
 
 

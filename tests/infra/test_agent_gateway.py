@@ -213,6 +213,7 @@ def test_a_gateway_name_agentcore_would_refuse_is_a_clear_synth_error(
     context = {
         "stage": stage,
         "tenants": {tenant: ["boss@example.com"]},
+        "approval_thresholds": {},
         "agent_gateway": {"enabled": True, "tenants": {tenant: auth}},
     }
     with pytest.raises(ValueError, match=re.escape(message) + ".*48 letters or digits"):

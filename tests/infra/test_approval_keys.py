@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from saga.approval_keys import approval_key_alias
+from sagactl.deploy_cost import approver_trust_lines
 from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
 from sagactl.iam.stack_policies import offline_resolver, stack_policies
 from stacks.config import ConfigError, SagaConfig
@@ -27,6 +28,7 @@ from tests.infra.synth import Synthesized, synthesize
 BROUGHT = "arn:aws:kms:us-east-1:123456789012:key/1111aaaa-2222-3333-4444-555566667777"
 RETIRED = "arn:aws:kms:us-east-1:123456789012:key/0000aaaa-2222-3333-4444-555566667777"
 MANAGER_PRINCIPAL = "arn:aws:iam::123456789012:role/AcmeManager"
+OPS_PERSON = "arn:aws:iam::123456789012:role/GlobexOpsPerson"
 # Actions that sign, or that could hand signing to someone (a grant, a new key policy), or let a
 # principal become another one.
 DANGEROUS = re.compile(r"^(\*|kms:\*|kms:Sign|kms:S\*|kms:CreateGrant|kms:PutKeyPolicy|sts:.*)$")
@@ -40,10 +42,12 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
             "acme": ["supervisor@acme", "manager@acme", "auditor@acme"],
             "globex": ["ops@globex"],
         },
+        "approval_thresholds": {},
         "approval_keys": {
             "acme/supervisor@acme": {"key_generation": 2, "retired_key_arns": [RETIRED]},
             "acme/manager@acme": {"principal": MANAGER_PRINCIPAL},
             "acme/auditor@acme": {"key_arn": BROUGHT},
+            "globex/ops@globex": {"role_assumed_by": [OPS_PERSON]},
         },
     }
     return synthesize(tmp_path_factory.mktemp("approval-variants.out"), context)
@@ -271,6 +275,7 @@ def test_each_created_key_has_its_alias_and_the_functions_find_keys_by_it(
             assert json.loads(variables["APPROVAL_KEYS"]) == {
                 "acme": {"supervisor@acme": 1},
                 "globex": {"ops@globex": 1},
+                "hooli": {"cfo@hooli": 1, "controller@hooli": 1},
             }
 
 
@@ -349,3 +354,42 @@ def test_approval_key_configuration_errors_name_the_key(
     context = json.loads((PROJECT_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
     with pytest.raises(ConfigError, match=re.escape(message)):
         SagaConfig.from_mapping({**context, "approval_keys": approval_keys})
+
+
+def test_who_may_assume_an_approver_role_is_configurable_evaluated(variants: Synthesized) -> None:
+    """`role_assumed_by` confines the trust to the principals it names (aws:PrincipalArn);
+    without it, any principal of the account allowed sts:AssumeRole may (docs/deploy.md)."""
+    template = variants.template_json
+    policies = stack_policies(template, offline_resolver(template, variants.saga.stack.stack_name))
+    [confined] = [lid for lid in policies.roles if "GlobexOpsAtGlobexApproverRole" in lid]
+    [default] = [lid for lid in policies.roles if "AcmeSupervisorAtAcmeApproverRole" in lid]
+
+    def assume(role_id: str, caller: str, *, mfa: bool = True) -> Decision:
+        role = policies.roles[role_id]
+        grants = Grants(
+            Principal(caller, "123456789012"),
+            [{"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}],
+            {role.arn: role.trust},
+            frozenset({role.arn}),
+        )
+        context: dict[str, Any] = {"aws:PrincipalArn": caller, "aws:MultiFactorAuthPresent": mfa}
+        return evaluate(grants, Request("sts:AssumeRole", role.arn, context)).decision
+
+    anyone = "arn:aws:iam::123456789012:role/AnyDeveloper"
+    assert assume(confined, OPS_PERSON) is Decision.ALLOW
+    assert assume(confined, OPS_PERSON, mfa=False) is Decision.IMPLICIT_DENY
+    assert assume(confined, anyone) is Decision.IMPLICIT_DENY
+    assert assume(default, anyone) is Decision.ALLOW  # the default: the account decides
+    # docs/deploy.md says how many approver roles trust the whole account.
+    stated = "\n".join(approver_trust_lines(template))
+    assert "2 approver role(s), each able to sign approvals with its approver's key; " in stated
+    assert "; 1 trust(s) the whole account (the default)" in stated
+
+
+def test_role_assumed_by_needs_a_created_role() -> None:
+    context = json.loads((PROJECT_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
+    keys = {
+        "acme/supervisor@acme": {"principal": MANAGER_PRINCIPAL, "role_assumed_by": [OPS_PERSON]}
+    }
+    with pytest.raises(ConfigError, match="'role_assumed_by' applies to the approver role"):
+        SagaConfig.from_mapping({**context, "approval_keys": keys})

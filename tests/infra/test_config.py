@@ -45,7 +45,15 @@ def test_cdk_json_context_parses_into_typed_values() -> None:
     assert config.stack_name == "ReplacementOrderSaga-dev"
     assert config.sandbox is True
     assert config.retain_data is False
-    assert dict(config.tenants) == {"acme": ("supervisor@acme",), "globex": ("ops@globex",)}
+    assert dict(config.tenants) == {
+        "acme": ("supervisor@acme",),
+        "globex": ("ops@globex",),
+        "hooli": ("controller@hooli", "cfo@hooli"),
+    }
+    # Four eyes for hooli only: acme's and globex's cases need one approver, as ever.
+    assert config.approval_thresholds == {
+        "hooli": {"USD": 100_000, "EUR": 100_000, "GBP": 80_000, "JPY": 150_000}
+    }
     assert config.ledger.retention_seconds == raw["ledger"]["retention_days"] * 86400
     assert config.ledger.attempt_budget == raw["ledger"]["attempt_budget"]
     assert config.retry["compensation"].max_attempts == raw["retry"]["compensation"]["MaxAttempts"]
@@ -54,6 +62,7 @@ def test_cdk_json_context_parses_into_typed_values() -> None:
     assert json.loads(config.tenants_json) == {
         "acme": ["supervisor@acme"],
         "globex": ["ops@globex"],
+        "hooli": ["cfo@hooli", "controller@hooli"],
     }
 
 

@@ -37,6 +37,11 @@ def fifty(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     carries the keys and the gateway targets too)."""
     context: dict[str, Any] = {
         "tenants": FIFTY,
+        # Four eyes everywhere, in a few currencies: thresholds take room in the environment too.
+        "approval_thresholds": {
+            tenant: {"EUR": 100_000, "GBP": 80_000, "JPY": 15_000_000, "USD": 100_000}
+            for tenant in FIFTY
+        },
         "agent_gateway": GATEWAY,
         "approval_keys": {"tenant-01/approver-1@tenant-01.example.com": {"key_generation": 2}},
     }
@@ -79,5 +84,5 @@ def test_an_environment_over_4_kb_is_refused_at_synth_naming_the_function(
     ):
         synthesize(
             tmp_path_factory.mktemp("too-large.out"),
-            {"tenants": tenants, "approval_keys": brought},
+            {"tenants": tenants, "approval_thresholds": {}, "approval_keys": brought},
         )

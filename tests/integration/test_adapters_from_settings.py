@@ -42,6 +42,7 @@ def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "SANDBOX_TABLE": TABLES.sandbox,
         "DOWNSTREAM_TIMEOUT_SECONDS": "3",
         "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
+        "APPROVAL_THRESHOLDS": "{}",
     }.items():
         monkeypatch.setenv(name, value)
 

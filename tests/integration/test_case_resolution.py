@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from saga.approvals import accept_forward
+from saga.acceptance import accept_forward
 from saga.cases import CaseOutcome, OwningExecution
 from saga.errors import ActionSettled
 from saga.identity import case_action_keys
@@ -36,7 +36,9 @@ def _owner(case: Case) -> OwningExecution:
 
 def _accepted(env: ToolsEnv, case: Case) -> None:
     """ValidateCase's record: the case under way in its owning execution."""
-    assert env.cases.create(case, approval_digest(case), _owner(case)) == _owner(case)
+    assert env.cases.create(
+        case, approval_digest(case), _owner(case), approvals_required=1
+    ) == _owner(case)
 
 
 def _resolve(env: ToolsEnv, case: Case) -> list[str]:
@@ -67,7 +69,9 @@ def test_every_write_to_a_resolved_case_record_is_refused_and_changes_nothing(
     arn = _owner(case).arn
 
     writes: dict[str, Callable[[], Any]] = {
-        "a redrive's ValidateCase": lambda: env.cases.create(case, digest, _owner(case)),
+        "a redrive's ValidateCase": lambda: env.cases.create(
+            case, digest, _owner(case), approvals_required=1
+        ),
         "COMPENSATION_PENDING": lambda: env.cases.mark_compensation_pending(case, digest, arn),
         "the terminal record": lambda: env.cases.record_outcome(
             case,
@@ -89,7 +93,7 @@ def test_every_write_to_a_resolved_case_record_is_refused_and_changes_nothing(
 
     # A new execution of the case is still a DUPLICATE, as §8 answers it (no error).
     other = OwningExecution(arn + "-new", "2026-12-01T00:00:00Z")
-    assert env.cases.create(case, digest, other) == _owner(case)
+    assert env.cases.create(case, digest, other, approvals_required=1) == _owner(case)
     assert env.cases.get(case.case_id) == resolved
 
 
@@ -104,7 +108,7 @@ def test_a_delivery_past_its_gate_when_the_case_is_resolved_dispatches_nothing(
     _accepted(env, case)
     stock = env.available("SKU-RED-MUG")
 
-    accept_forward(env.approvals, case.signed_approval(), env.cases)  # the gate: passes
+    accept_forward(env.approvals, case.signed_approvals(), env.cases)  # the gate: passes
     settled = _resolve(env, case)  # the person decides while the delivery is between
     runs: dict[str, Callable[[Case], Any]] = {
         "reserve": env.reserve,
@@ -122,4 +126,4 @@ def test_a_delivery_past_its_gate_when_the_case_is_resolved_dispatches_nothing(
     assert record is not None and record.status is LedgerStatus.SETTLED
     # and a gate read after the decision refuses before the ledger is touched
     with pytest.raises(ActionSettled, match="resolved by ops@acme"):
-        accept_forward(env.approvals, case.signed_approval(), env.cases)
+        accept_forward(env.approvals, case.signed_approvals(), env.cases)

@@ -37,7 +37,9 @@ def test_no_delivery_dispatches_an_action_after_it_was_escalated_as_uncertain(
         # The provider's first answer (the reconcile lookup) is lost; later calls work.
         case = make_case("case-late", faults={"refund": ["timeout"]})
         execution = EXECUTION.format(case_id=case.case_id)
-        env.cases.create(case, approval_digest(case), OwningExecution(execution, "t0"))
+        env.cases.create(
+            case, approval_digest(case), OwningExecution(execution, "t0"), approvals_required=1
+        )
         provider = env.provider(case)
         request = action_request(case, Operation.REFUND)
         late = Delivery("IssueRefund", case.case_id).next()  # invoked; not yet claimed

@@ -19,17 +19,25 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from saga.errors import ActionPending, ActionSettled, OutcomeUnknown, TransientError
+from saga.errors import (
+    ActionPending,
+    ActionSettled,
+    OutcomeUnknown,
+    RefundRejected,
+    TransientError,
+)
 from saga.ledger import (
     Absent,
     ActionLedger,
     ActionRequest,
     Attempt,
+    EffectResult,
     LedgerPolicy,
     LedgerRecord,
     LedgerStatus,
     Resolution,
 )
+from saga.ledger.records import SETTLE_SKEW_SECONDS
 from saga.tools.sweeper import StuckActionSweeper
 from tests.integration.ledger_harness import CountingDownstream, FakeClock, refund_request
 
@@ -285,7 +293,10 @@ def test_settle_refuses_a_live_attempt_a_second_decision_and_leaves_closed_recor
     assert ledger.settle(done.key, DECIDED) == completed  # nothing open to settle
     assert ledger.settle("acme#refund#no-such-case.refund", DECIDED) is None
 
-    clock.advance(120)  # the crashed attempt's lease has run out
+    clock.advance(120)  # the crashed attempt's lease has run out, but not the skew allowance
+    with pytest.raises(ActionPending, match=r"can be settled from .* 15 minutes for the clocks'"):
+        ledger.settle(held.key, DECIDED)
+    clock.advance(SETTLE_SKEW_SECONDS)
     first = ledger.settle(held.key, DECIDED)
     assert isinstance(first, LedgerRecord) and first.resolution == DECIDED.to_record()
     other = Resolution(by="ops@acme", decision="something else", at="2023-11-15T00:00:00Z")
@@ -371,7 +382,7 @@ def test_the_case_settlement_leaves_closed_and_settled_records_and_waits_for_a_l
     with pytest.raises(ActionPending, match="held by attempt a"):
         ledger.settle_case_writes(keys, DECIDED, case_id="case-settled")
 
-    clock.advance(120)  # the crashed attempt's lease has run out
+    clock.advance(120 + SETTLE_SKEW_SECONDS)  # the crashed attempt's lease, and the allowance
     assert _settle_case(ledger, keys) == [missing.key, held.key]
     assert _settle_case(ledger, keys) == []  # settled, closed: nothing left to settle
     completed = ledger.get(REQUEST.key)
@@ -379,3 +390,79 @@ def test_the_case_settlement_leaves_closed_and_settled_records_and_waits_for_a_l
     release = ledger.get(held.key)
     assert release is not None and release.status is LedgerStatus.IN_PROGRESS
     assert release.resolution == DECIDED.to_record()
+
+
+# --- a person's clock is not the Lambda's (§3.10) --------------------------------------------
+CDK_POLICY = LedgerPolicy(
+    attempt_budget=8, retention_seconds=30 * 86400, lease_margin_seconds=10, min_lease_seconds=5
+)
+
+
+def test_a_resolution_on_a_fast_clock_does_not_settle_an_action_a_live_delivery_holds(
+    dynamodb: Any, ledger_table: str, clock: FakeClock
+) -> None:
+    """A delivery claims the refund with 30 s left in its Lambda (lease: 30 s + cdk.json's
+    10 s margin); 25 s later, about to send, an operator whose laptop runs 16 s fast resolves
+    the case. On that clock the lease ended 1 s ago: without the skew allowance the action was
+    settled, then refunded."""
+    downstream = CountingDownstream()
+    lambda_ledger = ActionLedger(ledger_table, dynamodb, CDK_POLICY, clock=clock)
+    operator = ActionLedger(ledger_table, dynamodb, CDK_POLICY, clock=lambda: clock() + 16)
+    refused: list[str] = []
+
+    def effect() -> EffectResult:
+        clock.advance(25)  # the delivery is still running: 5 s left of its Lambda's 30
+        with pytest.raises(ActionPending, match="can be settled from") as pending:
+            operator.settle(REQUEST.key, DECIDED)
+        refused.append(pending.value.message)
+        return downstream.refund(REF, 2000)
+
+    lambda_ledger.execute(
+        REQUEST, Attempt("attempt-1", 30), effect=effect, reconcile=downstream.lookup(REF)
+    )
+    record = lambda_ledger.get(REQUEST.key)
+    assert record is not None and len(refused) == 1
+    assert (record.status, record.resolution) == (LedgerStatus.COMPLETED, None)
+    assert len(downstream.effects) == 1
+
+
+@pytest.mark.parametrize("ends", ["refunds", "loses_the_answer", "is_rejected"])
+def test_an_outcome_on_an_action_settled_meanwhile_is_recorded_with_the_decision(
+    dynamodb: Any, ledger_table: str, clock: FakeClock, raw: RawRecord, ends: str
+) -> None:
+    """A clock further off than the allowance (AWS would refuse its requests: this is the
+    backstop) settles the action while its delivery is about to send. What the delivery then
+    learns is recorded all the same (never lose an effect's record), next to the decision: no
+    retention, not back in the sweeper's index; and the delivery stops with ActionSettled."""
+    downstream = CountingDownstream()
+    lambda_ledger = ActionLedger(ledger_table, dynamodb, CDK_POLICY, clock=clock)
+    far_off = ActionLedger(
+        ledger_table, dynamodb, CDK_POLICY, clock=lambda: clock() + SETTLE_SKEW_SECONDS + 60
+    )
+
+    def effect() -> EffectResult:
+        far_off.settle(REQUEST.key, DECIDED)
+        if ends == "loses_the_answer":
+            downstream.lose_response(REF)()  # raises OutcomeUnknown after the refund
+        if ends == "is_rejected":
+            raise RefundRejected("card closed")
+        return downstream.refund(REF, 2000)
+
+    with pytest.raises(ActionSettled, match=r"settled by supervisor@acme .* recorded with the"):
+        lambda_ledger.execute(
+            REQUEST, Attempt("attempt-1", 30), effect=effect, reconcile=downstream.lookup(REF)
+        )
+    expected = {
+        "refunds": LedgerStatus.COMPLETED,
+        "loses_the_answer": LedgerStatus.UNKNOWN,
+        "is_rejected": LedgerStatus.FAILED,
+    }[ends]
+    record = lambda_ledger.get(REQUEST.key)
+    assert record is not None
+    assert (record.status, record.resolution) == (expected, DECIDED.to_record())
+    assert not {"expires_at", "open_status"} & set(raw(REQUEST.key))
+    assert len(downstream.effects) == (0 if ends == "is_rejected" else 1)
+    # Every later delivery meets the decision, and sends nothing.
+    with pytest.raises(ActionSettled):
+        _deliver_refund(lambda_ledger, downstream, "attempt-2")
+    assert len(downstream.effects) == (0 if ends == "is_rejected" else 1)

@@ -140,6 +140,79 @@ def test_a_resolved_action_leaves_the_index_and_is_not_escalated_again(
     assert len(_messages(queue_url)) == 1
 
 
+class _IndexAsItWas:
+    """The ledger client, but its open-actions index answers as it did when `freeze` ran: an
+    index that has not caught up yet (a GSI is eventually consistent; moto's never lags)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._pages: dict[str, dict[str, Any]] | None = None
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        status = request["ExpressionAttributeValues"][":status"]["S"]
+        if self._pages is None:
+            return dict(self._client.query(**request))
+        return self._pages.get(status, {"Items": []})
+
+    def freeze(self, sweeper: StuckActionSweeper) -> None:
+        pages: dict[str, dict[str, Any]] = {}
+        original = self._client.query
+
+        def recording(**request: Any) -> dict[str, Any]:
+            page = dict(original(**request))
+            pages[request["ExpressionAttributeValues"][":status"]["S"]] = page
+            return page
+
+        self._client.query = recording
+        try:
+            sweeper.find_stuck()
+        finally:
+            del self._client.query
+        self._pages = pages
+
+    def indexed_keys(self) -> list[str]:
+        pages = (self._pages or {}).values()
+        return [item["action_key"]["S"] for page in pages for item in page["Items"]]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("moved_on", ["reconciled", "found in doubt by a new attempt"])
+def test_an_action_the_index_still_shows_but_that_moved_on_is_not_stuck(  # noqa: PLR0917
+    ledger: ActionLedger,
+    dynamodb: Any,
+    ledger_table: str,
+    queue_url: str,
+    clock: FakeClock,
+    moved_on: str,
+) -> None:
+    lagging = _IndexAsItWas(dynamodb)
+    sweeper = sweeper_over(lagging, ledger_table, queue_url, clock)
+    request = refund_request("case-moved-on")
+    reconciled = moved_on == "reconciled"
+    _run(ledger, request, _lose_response if reconciled else _crash, "attempt-1")
+    clock.advance(LEASE_SECONDS + GRACE + 60)
+    lagging.freeze(sweeper)  # the index's copy: open, stuck past its lease and the grace
+    assert lagging.indexed_keys() == [request.key]
+    if reconciled:
+        ledger.reconcile(
+            request,
+            Attempt(attempt_id="reconciler", remaining_seconds=LEASE_SECONDS),
+            reconcile=lambda: Found({"refund_id": "re-9"}, "re-9"),
+        )
+    else:  # the next attempt finds the lease over: UNKNOWN since now, within the grace
+        _run(ledger, request, _succeed, "attempt-2")
+    current = ledger.get(request.key)
+    assert current is not None
+    assert current.status == ("COMPLETED" if reconciled else "UNKNOWN")
+
+    report = sweeper.sweep()
+
+    assert report.stuck == ()
+    assert _messages(queue_url) == []
+
+
 def test_many_stuck_actions_are_read_across_pages(
     ledger: ActionLedger, dynamodb: Any, ledger_table: str, queue_url: str, clock: FakeClock
 ) -> None:

@@ -160,7 +160,7 @@ def test_reconcile_of_a_recorded_failure_raises_the_business_error(env: ToolsEnv
 # --- outcome ----------------------------------------------------------------------------------
 def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: ToolsEnv) -> None:
     case = make_case()
-    env.cases.create(case, case.approval.digest, OWNER)
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
     steps = {
         "reserve": {
             "action_key": "k",
@@ -205,7 +205,7 @@ def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: T
 def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts(
     env: ToolsEnv,
 ) -> None:
-    env.cases.create(make_case(), make_case().approval.digest, OWNER)
+    env.cases.create(make_case(), make_case().approval.digest, OWNER, approvals_required=1)
     other = make_case(order={"order_id": "ord-9", "customer_id": "cus-42"})
     with pytest.raises(KeyConflict):
         record_outcome(

@@ -54,5 +54,6 @@ def tools(stack_tables: StackTables) -> Iterator[AgentTools]:
             approvals=ApprovalVerifier(
                 parse_trusted_keys(APPROVAL_KEYS_JSON),
                 KmsPublicKeys(lambda: boto3.client("kms")),
+                thresholds={},
             ),
         )

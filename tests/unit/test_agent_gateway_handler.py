@@ -88,6 +88,7 @@ def gateway(monkeypatch: pytest.MonkeyPatch, stack_tables: StackTables) -> Itera
             "DRAFTS_TABLE": TABLE_NAMES["DRAFTS_TABLE"],
             "LEGACY_DRAFTS_TABLE": TABLE_NAMES["LEGACY_DRAFTS_TABLE"],
             "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
+            "APPROVAL_THRESHOLDS": "{}",
             "STATE_MACHINE_ARN": machine,
             "AGENT_TARGETS": json.dumps(TARGETS),
         }.items():

@@ -272,7 +272,9 @@ def test_a_retried_start_after_a_key_rotation_answers_the_running_execution(
         "retired": [local_key_arn("acme", "supervisor@acme", 1)],
     }
     verifier = ApprovalVerifier(
-        parse_trusted_keys(json.dumps(keys)), KmsPublicKeys(lambda: boto3.client("kms"))
+        parse_trusted_keys(json.dumps(keys)),
+        KmsPublicKeys(lambda: boto3.client("kms")),
+        thresholds={},
     )
     rotated = AgentTools(**{**tools.__dict__, "approvals": verifier})
 

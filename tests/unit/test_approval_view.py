@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 
 from saga.formats import CURRENCY_CODES, currency_exponent, major_units
-from sagactl.views.approval import describe_case, describe_draft
+from saga.models import approval_digest
+from sagactl.cli import main
+from sagactl.commands import case_approve as case_command
+from sagactl.errors import EXIT_REFUSED
+from sagactl.views.approval import Signing, describe_case, describe_draft, shown
 from tests.tools_harness import BASE_CASE
 
 # ISO 4217: 0 decimals (JPY), 2 (USD), 3 (KWD, BHD).
@@ -77,3 +81,97 @@ def test_every_accepted_currency_has_an_exponent_and_exact_major_units() -> None
         assert text == ("2" if exponent == 0 else "1." + "0" * (exponent - 1) + "1"), code
     with pytest.raises(ValueError, match="not an accepted currency"):
         currency_exponent("XTS")
+
+
+def _draft(**changes: Any) -> dict[str, Any]:
+    case = _case("USD", 2000)
+    parameters = {k: case[k] for k in ("order", "reserve", "refund", "shipment")}
+    digest = approval_digest({**case, "approval": {"revision": 1, "approved_by": "x"}})
+    draft = {
+        "case_id": "agt_acme_abcdefghijkl",
+        "tenant_id": "acme",
+        "request_id": "ticket-1",
+        "created_at": "2026-11-30T10:00:00Z",
+        "revision": 1,
+        "digest": digest,
+        "parameters": parameters,
+    }
+    return {**draft, **changes}
+
+
+def test_a_drafts_untrusted_text_is_shown_escaped_never_acted_on_by_the_terminal() -> None:
+    draft = _draft(
+        request_id="T-1\x1b]0;approved\x07\x1b[2J\rOK",  # retitle, clear the screen, overwrite
+        created_at="2026-11-30\n  refund    1 USD\u202e",  # a forged line, a bidi override
+    )
+    shown_text = "\n".join(describe_draft(draft, "supervisor@acme"))
+
+    assert shown_text.isprintable() is False  # the lines' own breaks
+    assert all(line.isprintable() for line in shown_text.splitlines())
+    assert "proposed as request T-1\\x1b]0;approved\\x07\\x1b[2J\\rOK at " in shown_text
+    assert "at 2026-11-30\\n  refund    1 USD\\u202e" in shown_text
+    assert shown("C:\\x1b") == "C:\\\\x1b"  # a literal backslash cannot forge an escape
+
+
+@pytest.mark.parametrize(
+    ("tampered", "refused"),
+    [
+        ({"digest": "sha256:" + "0" * 64}, "digest does not match its parameters"),
+        ({"parameters": {"order": {}}}, "not a valid case"),
+    ],
+)
+def test_a_draft_is_checked_before_it_is_shown_or_anyone_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tampered: dict[str, Any],
+    refused: str,
+) -> None:
+    draft = _draft(**tampered)
+    asked: list[str] = []
+    monkeypatch.setattr(case_command, "resolve_target", lambda args: object())
+    monkeypatch.setattr(case_command, "open_draft", lambda target, case_id: draft)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+
+    def ask(*prompt: object) -> str:
+        asked.append("asked")
+        return "y"
+
+    monkeypatch.setattr("builtins.input", ask)
+
+    code = main(["case", "approve", "--case", draft["case_id"], "--as", "supervisor@acme"])
+
+    out, err = capsys.readouterr()
+    assert code == EXIT_REFUSED
+    assert refused in err and "nothing signed" in err
+    assert asked == [] and "approve and sign" not in err
+    assert "refund" not in out  # nothing of the draft was shown as if it could be signed
+
+
+def test_four_eyes_shows_what_the_refund_needs_who_signed_and_what_is_left() -> None:
+    case = _case("USD", 250_000)
+    case["tenant_id"] = "hooli"
+    why = "tenant hooli's threshold for USD is 100000 minor units (1000.00 USD)"
+    first = describe_case(case, approver="controller@hooli", signing=Signing(2, why))
+    second = describe_case(
+        case,
+        approver="cfo@hooli",
+        signing=Signing(2, why, [("controller@hooli", "2026-11-30T10:00:00Z")]),
+    )
+    again = describe_case(
+        case,
+        approver="controller@hooli",
+        signing=Signing(2, why, [("controller@hooli", "2026-11-30T10:00:00Z")]),
+    )
+
+    assert first[-3:] == [
+        "  approver  controller@hooli",
+        f"  approvals 2 from distinct approvers ({why})",
+        "  with you  1 of 2 approvals: one more approver of the tenant must sign",
+    ]
+    assert second[-2:] == [
+        "  signed    by controller@hooli at 2026-11-30T10:00:00Z",
+        "  with you  2 of 2 approvals: it can start",
+    ]
+    assert again[-1] == "  with you  1 of 2 approvals: one more approver of the tenant must sign"
+    # One approver needed and nobody signed yet: the lines read as before four eyes.
+    assert describe_case(case, signing=Signing(1, "no threshold")) == describe_case(case)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from saga.acceptance import accept_finishing, accept_forward, accept_new_case
 from saga.approval_keys import (
     ApproverKeys,
     PublicKey,
@@ -20,16 +21,8 @@ from saga.approval_keys import (
     forget_public_keys,
     parse_trusted_keys,
 )
-from saga.approvals import (
-    RECORDED,
-    ApprovalVerifier,
-    SignedApproval,
-    accept_finishing,
-    accept_forward,
-    accept_new_case,
-    signed_message,
-)
-from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.approvals import ApprovalVerifier, CaseApprovals, signed_message
+from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied
 from saga.models import parse_case
 from sagactl.local.approval_keys import local_key_arn, local_public_key_der, sign_locally
 from tests.tools_harness import BASE_CASE
@@ -95,7 +88,7 @@ def cold_container() -> Iterator[None]:
 
 
 def verifier(keys: CountingKeys | None = None, function: str = "validate") -> ApprovalVerifier:
-    return ApprovalVerifier(TRUSTED, keys or CountingKeys(), function=function)
+    return ApprovalVerifier(TRUSTED, keys or CountingKeys(), function=function, thresholds={})
 
 
 def signed(
@@ -106,12 +99,13 @@ def signed(
     return sign_locally(case, generation=generation, signed_at="2026-11-30T10:00:00Z", **kwargs)
 
 
-def forward(verifier: ApprovalVerifier, approval: SignedApproval) -> str:
-    """accept_forward for a case whose record says it is under way (its signature is the test)."""
-    return accept_forward(verifier, approval, Records(under_way(approval)))
+def forward(verifier: ApprovalVerifier, approval: CaseApprovals) -> tuple[str, ...]:
+    """accept_forward for a case whose record says it is under way (its signature is the test):
+    the keys it was accepted on."""
+    return accept_forward(verifier, approval, Records(under_way(approval))).keys
 
 
-def under_way(approval: SignedApproval) -> dict[str, Any]:
+def under_way(approval: CaseApprovals) -> dict[str, Any]:
     return {
         "case_id": approval.case_id,
         "tenant_id": approval.tenant_id,
@@ -120,8 +114,15 @@ def under_way(approval: SignedApproval) -> dict[str, Any]:
     }
 
 
-def approval_of(case: Mapping[str, Any]) -> SignedApproval:
-    return parse_case(dict(case)).signed_approval()
+def approval_of(case: Mapping[str, Any]) -> CaseApprovals:
+    return parse_case(dict(case)).signed_approvals()
+
+
+def moved(approvals: CaseApprovals, **changes: Any) -> CaseApprovals:
+    """The (one) signature with `changes`, as a forger would present it."""
+    return dataclasses.replace(
+        approvals, signatures=(dataclasses.replace(approvals.first, **changes),)
+    )
 
 
 def test_the_signed_message_is_the_canonical_json_of_the_signed_fields() -> None:
@@ -151,10 +152,10 @@ def test_the_signed_message_is_the_canonical_json_of_the_signed_fields() -> None
 
 def test_a_valid_signature_is_accepted_and_names_the_key() -> None:
     approval = approval_of(signed())
-    assert accept_new_case(verifier(), approval, started=NOW) == local_key_arn(
-        "acme", SUPERVISOR, 2
+    assert accept_new_case(verifier(), approval, started=NOW).keys == (
+        local_key_arn("acme", SUPERVISOR, 2),
     )
-    assert forward(verifier(), approval) == local_key_arn("acme", SUPERVISOR, 2)
+    assert forward(verifier(), approval) == (local_key_arn("acme", SUPERVISOR, 2),)
 
 
 @pytest.mark.parametrize(
@@ -191,14 +192,10 @@ def test_a_made_up_signature_is_invalid(signature: str) -> None:
 @pytest.mark.parametrize(
     "move",
     [
-        pytest.param(lambda a: dataclasses.replace(a, case_id="case-0002"), id="another case"),
-        pytest.param(lambda a: dataclasses.replace(a, revision=2), id="another revision"),
-        pytest.param(
-            lambda a: dataclasses.replace(a, digest="sha256:" + "0" * 64), id="other parameters"
-        ),
-        pytest.param(
-            lambda a: dataclasses.replace(a, signed_at="2026-11-30T10:00:01Z"), id="another time"
-        ),
+        pytest.param(lambda a: moved(a, case_id="case-0002"), id="another case"),
+        pytest.param(lambda a: moved(a, revision=2), id="another revision"),
+        pytest.param(lambda a: moved(a, digest="sha256:" + "0" * 64), id="other parameters"),
+        pytest.param(lambda a: moved(a, signed_at="2026-11-30T10:00:01Z"), id="another time"),
     ],
 )
 def test_a_valid_signature_moved_elsewhere_does_not_verify(move: Any) -> None:
@@ -208,9 +205,9 @@ def test_a_valid_signature_moved_elsewhere_does_not_verify(move: Any) -> None:
 
 
 def test_a_signature_moved_to_another_tenant_is_denied() -> None:
-    moved = dataclasses.replace(approval_of(signed()), tenant_id="globex")
+    elsewhere = moved(approval_of(signed()), tenant_id="globex")
     with pytest.raises(AuthorizationDenied, match="'supervisor@acme' may not approve cases for"):
-        forward(verifier(), moved)
+        forward(verifier(), elsewhere)
 
 
 def test_one_approvers_signature_presented_as_anothers_is_denied() -> None:
@@ -223,7 +220,7 @@ def test_one_approvers_signature_presented_as_anothers_is_denied() -> None:
         by_key.value.message
     )
     # With the supervisor's key id: the signature is the manager's.
-    presented = dataclasses.replace(by_manager, key_id=local_key_arn("acme", SUPERVISOR, 2))
+    presented = moved(by_manager, key_id=local_key_arn("acme", SUPERVISOR, 2))
     with pytest.raises(AuthorizationDenied, match="signed by 'manager@acme' of tenant 'acme'"):
         forward(verifier(), presented)
 
@@ -234,7 +231,7 @@ def test_a_signer_of_another_tenant_is_denied() -> None:
         accept_new_case(verifier(), by_globex, started=NOW)
     other_approver = approval_of(signed(approver=OPS, tenant="globex", generation=1))
     with pytest.raises(AuthorizationDenied, match="'ops@globex' may not approve cases for"):
-        forward(verifier(), dataclasses.replace(other_approver, tenant_id="acme"))
+        forward(verifier(), moved(other_approver, tenant_id="acme"))
 
 
 def test_a_key_nobody_configured_is_denied_whatever_its_signature() -> None:
@@ -246,7 +243,7 @@ def test_a_key_nobody_configured_is_denied_whatever_its_signature() -> None:
 
 def test_a_retired_key_verifies_cases_under_way_but_approves_no_new_case() -> None:
     old = approval_of(signed(generation=1))
-    assert forward(verifier(), old) == local_key_arn("acme", SUPERVISOR, 1)
+    assert forward(verifier(), old) == (local_key_arn("acme", SUPERVISOR, 1),)
     with pytest.raises(ApprovalInvalid, match="signed with 'supervisor@acme''s retired key"):
         accept_new_case(verifier(), old, started=NOW)
 
@@ -259,7 +256,7 @@ def test_the_start_deadline_is_checked_when_the_case_starts_only() -> None:
     # Days later, a forward step or a compensation of a case that started in time.
     assert forward(verifier(), approval)
     # Extending the deadline by hand breaks the signature.
-    extended = dataclasses.replace(approval, start_by="2027-01-01T00:00:00Z")
+    extended = moved(approval, start_by="2027-01-01T00:00:00Z")
     with pytest.raises(ApprovalInvalid, match="does not verify"):
         accept_new_case(verifier(), extended, started=NOW)
 
@@ -277,37 +274,37 @@ def test_each_public_key_is_read_once_per_function_and_never_when_warm() -> None
 
 def test_keys_named_by_alias_are_resolved_by_the_read_of_their_public_key_once() -> None:
     keys = CountingKeys()
-    validate = ApprovalVerifier(BY_ALIAS, keys, function="validate-case")
-    refund = ApprovalVerifier(BY_ALIAS, keys, function="issue-refund")
+    validate = ApprovalVerifier(BY_ALIAS, keys, function="validate-case", thresholds={})
+    refund = ApprovalVerifier(BY_ALIAS, keys, function="issue-refund", thresholds={})
     for _ in range(3):
         # The approval names the key's ARN (what KMS Sign answered); the alias resolves to it.
-        assert accept_new_case(validate, approval_of(signed()), started=NOW) == (
-            local_key_arn("acme", SUPERVISOR, 2)
+        assert accept_new_case(validate, approval_of(signed()), started=NOW).keys == (
+            local_key_arn("acme", SUPERVISOR, 2),
         )
         forward(refund, approval_of(signed()))
     current = approval_key_alias(PREFIX, "acme", SUPERVISOR, 2)
     assert keys.reads == [current, current]  # one GetPublicKey per function and key
     # A retired key: resolved (once) only when an approval names a key that is not current.
-    assert forward(refund, approval_of(signed(generation=1))) == local_key_arn(
-        "acme", SUPERVISOR, 1
+    assert forward(refund, approval_of(signed(generation=1))) == (
+        local_key_arn("acme", SUPERVISOR, 1),
     )
     with pytest.raises(ApprovalInvalid, match="retired key"):
         accept_new_case(validate, approval_of(signed(generation=1)), started=NOW)
     assert keys.reads[2:] == [approval_key_alias(PREFIX, "acme", SUPERVISOR, 1)] * 2
     # Another approver's key presented as this approver's: refused, naming whose it is.
-    forged = dataclasses.replace(approval_of(signed()), key_id=local_key_arn("globex", OPS))
+    forged = moved(approval_of(signed()), key_id=local_key_arn("globex", OPS))
     with pytest.raises(AuthorizationDenied, match="a key of 'ops@globex' of tenant 'globex'"):
         accept_new_case(validate, forged, started=NOW)
 
 
 def test_finishing_tools_accept_a_case_record_of_exactly_this_digest() -> None:
     case = signed()
-    unsigned = dataclasses.replace(approval_of(case), signature=None, key_id=None, signed_at=None)
+    unsigned = moved(approval_of(case), signature=None, key_id=None, signed_at=None)
     recorded = Records({"case_id": "case-0001", "tenant_id": "acme", "digest": unsigned.digest})
-    assert accept_finishing(verifier(), unsigned, recorded) == RECORDED
+    assert accept_finishing(verifier(), unsigned, recorded).on_record
     # A signed approval never needs the record.
     signed_records = Records(None)
-    assert accept_finishing(verifier(), approval_of(case), signed_records) != RECORDED
+    assert not accept_finishing(verifier(), approval_of(case), signed_records).on_record
     assert signed_records.reads == 0
     # Another digest, another tenant, or no record: the refusal stands.
     for record in (
@@ -323,7 +320,7 @@ def test_forward_tools_need_the_case_record_of_this_case_under_way() -> None:
     """A genuine signature is not enough: the case must be one ValidateCase accepted and that
     has not ended (a direct invoke of a finished or never started case changes nothing)."""
     approval = approval_of(signed())
-    assert forward(verifier(), approval) == local_key_arn("acme", SUPERVISOR, 2)
+    assert forward(verifier(), approval) == (local_key_arn("acme", SUPERVISOR, 2),)
     for record, state in (
         (None, "no case record"),
         ({**under_way(approval), "outcome": "COMPLETED"}, "case record COMPLETED"),
@@ -334,9 +331,33 @@ def test_forward_tools_need_the_case_record_of_this_case_under_way() -> None:
     ):
         with pytest.raises(AuthorizationDenied, match=f"not a case under way \\(.*{state}"):
             accept_forward(verifier(), approval, Records(record))
-    # A forged approval is refused on its signature, before the record is read.
-    forged = dataclasses.replace(approval, signature=None)
-    records = Records(under_way(approval))
+    # A forged approval of a case under way is refused on its signature.
+    forged = moved(approval, signature=None)
     with pytest.raises(ApprovalInvalid, match="not signed"):
-        accept_forward(verifier(), forged, records)
-    assert records.reads == 0
+        accept_forward(verifier(), forged, Records(under_way(approval)))
+
+
+def test_a_resolved_case_is_refused_as_resolved_whoever_approved_it() -> None:
+    """The resolution is read before the signatures are verified: a case resolved after its
+    approver left the configuration is ActionSettled (neither retried nor caught), never
+    AuthorizationDenied, which ReserveStock's Catch routes to Escalate (asking again, §3.10)."""
+    approval = approval_of(signed(approver=MANAGER, generation=1))
+    resolved = {
+        **under_way(approval),
+        "resolution": {"by": "ops@acme", "decision": "done by hand", "at": "2026-11-30T11:00:00Z"},
+    }
+    without_manager = {"acme": {SUPERVISOR: TRUSTED["acme"][SUPERVISOR]}}
+    keys = CountingKeys()
+    gate = ApprovalVerifier(without_manager, keys, function="reserve", thresholds={})
+    with pytest.raises(ActionSettled, match="resolved by ops@acme"):
+        accept_forward(gate, approval, Records(resolved))
+    # So is an unsigned approval (a case under way when signing was introduced), and neither
+    # asks KMS for a key.
+    unsigned = moved(approval, signature=None)
+    with pytest.raises(ActionSettled):
+        accept_forward(verifier(keys), unsigned, Records(resolved))
+    assert keys.reads == []
+    # A resolution recorded for another digest is another case: the signatures decide.
+    other = {**resolved, "digest": "sha256:" + "1" * 64}
+    with pytest.raises(AuthorizationDenied, match="may not approve"):
+        accept_forward(gate, approval, Records(other))

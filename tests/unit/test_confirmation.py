@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from sagactl.commands.case import _confirmed
+from sagactl.commands.case_approve import _confirmed
 from sagactl.errors import UsageError
 
 

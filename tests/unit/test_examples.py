@@ -19,7 +19,10 @@ EXPECTED = {
     "carrier-unavailable",
     "lost-carrier-response",
     "refund-rejected",
+    "four-eyes",
 }
+# The four-eyes example is tenant hooli's, above its threshold: two approvers signed it.
+FOUR_EYES = {"four-eyes": ("hooli", ("controller@hooli", "cfo@hooli"))}
 
 
 def load(path: Path) -> Case:
@@ -34,8 +37,9 @@ def test_every_expected_example_exists() -> None:
 def test_example_parses_and_its_digest_verifies(path: Path) -> None:
     case = load(path)
     verify_approval(case)
-    assert case.tenant_id == "acme"
-    assert case.approval.approved_by == "supervisor@acme"
+    tenant, approvers = FOUR_EYES.get(path.stem, ("acme", ("supervisor@acme",)))
+    assert case.tenant_id == tenant
+    assert case.signed_approvals().approvers() == approvers
 
 
 def test_examples_have_distinct_case_ids() -> None:

@@ -31,7 +31,7 @@ LEDGER = {
     "RETENTION_SECONDS": "2592000",
     "LEASE_MARGIN_SECONDS": "10",
 }
-APPROVALS = {"APPROVAL_KEYS": APPROVAL_KEYS_JSON}
+APPROVALS = {"APPROVAL_KEYS": APPROVAL_KEYS_JSON, "APPROVAL_THRESHOLDS": "{}"}
 RESERVE = {
     **POWERTOOLS,
     **LEDGER,
@@ -108,6 +108,7 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "attempt_budget": 8,
         "tenants": {"acme": ("b@acme", "a@acme")},
         "approval_keys": {"acme": {"a@acme": {"current": "arn:k1", "retired": ["arn:k0"]}}},
+        "approval_thresholds": {},
     }
     assert ValidateCaseEnvironment.render(values) == {
         "POWERTOOLS_SERVICE_NAME": "validate-case",
@@ -116,6 +117,7 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "PYDANTIC_DISABLE_PLUGINS": "__all__",
         "CASES_TABLE": "cases",
         "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1","retired":["arn:k0"]}}}',
+        "APPROVAL_THRESHOLDS": "{}",
     }
     rendered = ValidateCaseEnvironment.from_env(ValidateCaseEnvironment.render(values))
     assert rendered.tenants() == {"acme": frozenset({"a@acme"})}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sagactl.views.timeline import build_entries, find_failed_step
+from sagactl.views.timeline import build_entries, find_failed_step, summarize_result
 
 LOST = json.dumps({"errorType": "OutcomeUnknown", "errorMessage": "the response was lost"})
 
@@ -86,3 +86,21 @@ def test_the_failed_step_is_the_state_never_exited_and_reconcile_names_its_step(
     )
     assert step.payload == {"step": "refund", "case": {}}
     assert find_failed_step(events(entered("IssueRefund"), ("TaskStateExited", {}))) is None
+
+
+def test_a_validated_case_names_every_approver_who_signed() -> None:
+    first = {"approved_by": "controller@hooli", "signed_at": "2026-11-30T10:00:00Z"}
+    co = {"approved_by": "cfo@hooli", "signed_at": "2026-11-30T10:05:00Z"}
+    signed = {"signature": "c2ln", **first}
+
+    def validated(approval: dict[str, Any]) -> str:
+        return summarize_result({"actions": {}, "case": {"approval": approval}})
+
+    assert validated({**signed, "co_signatures": [co]}) == (
+        "case valid, approved by controller@hooli (signed 2026-11-30T10:00:00Z) and "
+        "cfo@hooli (signed 2026-11-30T10:05:00Z)"
+    )
+    assert validated(signed) == (
+        "case valid, approved by controller@hooli (signed 2026-11-30T10:00:00Z)"
+    )
+    assert validated({"approved_by": "supervisor@acme"}) == "case valid and approved"

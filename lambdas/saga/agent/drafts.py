@@ -10,14 +10,16 @@ id says which table holds a draft, so every read is one GetItem.
 
 A draft is written once (`attribute_not_exists(case_id)`, the old item returned on a failed
 condition, as the ledger claims); its approval is written once, conditional on the digest the
-approver saw. The cases table and its outcomes (§8) are not touched: a draft becomes a case only
-when it is started. A write the table did not answer is a TransientError: nothing is decided on
-it.
+approver saw. Four eyes (docs/design.md §9): a second approver's signature is added once to the
+approval's `co_signatures`, conditional on the same digest, an approval by someone else, and no
+co-signature yet: one signature per approver, two at most. The cases table and its outcomes (§8)
+are not touched: a draft becomes a case only when it is started. A write the table did not
+answer is a TransientError: nothing is decided on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -135,6 +137,52 @@ class DraftStore:
     def approve(self, case_id: str, *, digest: str, approval: Mapping[str, Any]) -> None:
         """Store the signed approval once, only on the draft the approver saw (same digest).
         DraftConflict when the draft is gone, changed, or approved already."""
+        self._update(
+            case_id,
+            update="SET approval = :approval, approved_at = :now",
+            condition=(
+                "digest = :digest AND revision = :revision AND attribute_not_exists(approval)"
+            ),
+            values={
+                ":approval": dict(approval),
+                ":digest": digest,
+                ":revision": int(approval["revision"]),
+            },
+            ours=lambda current: current.get("approval") == dict(approval),
+        )
+
+    def co_sign(self, case_id: str, *, digest: str, signature: Mapping[str, Any]) -> None:
+        """Add a second approver's signature (four eyes) once, only on the draft the approver
+        saw (same digest), approved by someone else and not co-signed yet. DraftConflict
+        otherwise."""
+        self._update(
+            case_id,
+            update="SET approval.co_signatures = :signatures, co_signed_at = :now",
+            condition=(
+                "digest = :digest AND attribute_exists(approval) AND approval.approved_by <> :me "
+                "AND attribute_not_exists(approval.co_signatures)"
+            ),
+            values={
+                ":signatures": [dict(signature)],
+                ":digest": digest,
+                ":me": signature["approved_by"],
+            },
+            ours=lambda current: (
+                (current.get("approval") or {}).get("co_signatures") == [dict(signature)]
+            ),
+        )
+
+    def _update(
+        self,
+        case_id: str,
+        *,
+        update: str,
+        condition: str,
+        values: Mapping[str, Any],
+        ours: Callable[[Mapping[str, Any]], bool],
+    ) -> None:
+        """One conditional write of the draft's approval; `ours` tells our own write, repeated
+        by the SDK after a lost answer, from another's."""
         where = self.location(case_id)
         if where is None:
             raise DraftConflict(f"draft {case_id}: approval not stored: no draft has this id", None)
@@ -143,18 +191,9 @@ class DraftStore:
             self.client.update_item(
                 TableName=table,
                 Key={name: {"S": value} for name, value in key.items()},
-                UpdateExpression="SET approval = :approval, approved_at = :now",
-                ConditionExpression=(
-                    "digest = :digest AND revision = :revision AND attribute_not_exists(approval)"
-                ),
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":approval": dict(approval),
-                        ":now": now_iso(self.clock),
-                        ":digest": digest,
-                        ":revision": int(approval["revision"]),
-                    }
-                ),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=to_item({**values, ":now": now_iso(self.clock)}),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -162,14 +201,23 @@ class DraftStore:
                 raise TransientError(f"draft {case_id}: the approval was not stored") from exc
             found: Any = exc.response.get("Item")
             current = from_item(found) if found else None
-            if current is None:
-                why = "there is no such draft"
-            elif current.get("approval") == dict(approval):
-                return  # our own write, repeated by the SDK after a lost answer
-            elif current.get("approval"):
-                why = f"it was approved already by {current['approval'].get('approved_by')}"
-            else:
-                why = "it changed since it was read"
-            raise DraftConflict(f"draft {case_id}: approval not stored: {why}", current) from None
+            if current is not None and ours(current):
+                return
+            raise DraftConflict(
+                f"draft {case_id}: approval not stored: {_why_not(current)}", current
+            ) from None
         except BotoCoreError as exc:
             raise TransientError(f"draft {case_id}: the approval was not stored") from exc
+
+
+def _why_not(current: Mapping[str, Any] | None) -> str:
+    """Why a conditional write of a draft's approval found it other than expected."""
+    if current is None:
+        return "there is no such draft"
+    approval = current.get("approval")
+    if not approval:
+        return "it changed since it was read"
+    signers = [approval.get("approved_by")] + [
+        co.get("approved_by") for co in approval.get("co_signatures") or ()
+    ]
+    return f"it was approved already by {' and '.join(str(s) for s in signers)}"

@@ -11,15 +11,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from saga.four_eyes import progress_text
+
 APPROVE_HINT = "a person approves it with `sagactl case approve --case {case_id}`"
 RUNNING_STATUSES = ("RUNNING", "PENDING_REDRIVE")
 
 
-def pending_status(case_id: str) -> dict[str, Any]:
-    return {
-        "status": "APPROVAL_PENDING",
-        "next": f"wait: {APPROVE_HINT.format(case_id=case_id)}; then start_replacement",
-    }
+def pending_status(case_id: str, *, given: int = 0, required: int = 1) -> dict[str, Any]:
+    """Not approved yet; with four eyes (docs/design.md §9), `given` of `required` distinct
+    approvers signed so far."""
+    if given == 0:
+        who = APPROVE_HINT.format(case_id=case_id)
+    else:
+        who = (
+            f"{progress_text(given, required)}: another approver of the tenant approves it "
+            f"with `sagactl case approve --case {case_id} --as APPROVER`"
+        )
+    return {"status": "APPROVAL_PENDING", "next": f"wait: {who}; then start_replacement"}
 
 
 def approved_status() -> dict[str, Any]:

@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from saga import clock as saga_clock
+from saga.acceptance import accept_new_case
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.errors import ErrorCode, ToolError
 from saga.agent.owned import DraftRecords, draft_execution_name, started_input
@@ -48,7 +49,7 @@ from saga.agent.status import (
     running_status,
 )
 from saga.approval_keys import ApprovalKeyUnavailable
-from saga.approvals import ApprovalVerifier, accept_new_case
+from saga.approvals import ApprovalVerifier
 from saga.cases import CaseRecords
 from saga.errors import (
     ApprovalInvalid,
@@ -57,6 +58,7 @@ from saga.errors import (
     InvalidRequest,
     TransientError,
 )
+from saga.four_eyes import ONE_APPROVER, approvals_required, progress_text, signers
 from saga.identity import (
     agent_case_id,
     agent_namespace,
@@ -248,7 +250,7 @@ class AgentTools:
             verify_approval(case)
             if case.approval.digest != draft["digest"]:
                 raise ApprovalMismatch(f"case {case_id}: the approval is for other parameters")
-            accept_new_case(self.approvals, case.signed_approval(), started=self._now())
+            accept_new_case(self.approvals, case.signed_approvals(), started=self._now())
         except (InvalidRequest, ApprovalMismatch, ApprovalInvalid, AuthorizationDenied) as exc:
             raise ToolError(
                 ErrorCode.NOT_APPROVED,
@@ -266,6 +268,9 @@ class AgentTools:
             "digest": draft["digest"],
         }
         approval = draft.get("approval")
+        given, required = self._approvals(draft)
+        if required > ONE_APPROVER:
+            summary["approvals"] = progress_text(given, required)
         if not approval:
             return {**summary, **pending_status(case_id)}
         summary["approved_by"] = approval.get("approved_by")
@@ -273,6 +278,8 @@ class AgentTools:
         execution = records.execution(draft)
         if execution is None:
             record = records.record(draft)
+            if record is None and given < required:
+                return {**summary, **pending_status(case_id, given=given, required=required)}
             if record is None:
                 return {**summary, **approved_status()}
             # Ran, and Step Functions has forgotten the execution (90 days after it closed).
@@ -280,6 +287,19 @@ class AgentTools:
             if execution is None:
                 return {**summary, **recorded_status(record)}
         return {**summary, **self._execution_status(draft, execution)}
+
+    def _approvals(self, draft: Mapping[str, Any]) -> tuple[int, int]:
+        """(distinct approvers who signed the draft, how many its refund needs now): what
+        `get_replacement` says ("1 of 2 approvals"). Names as stored, unverified: the start
+        verifies every signature (accept_new_case) before anything starts."""
+        refund = draft["parameters"]["refund"]
+        required = approvals_required(
+            self.approvals.thresholds,
+            self.tenant_id,
+            str(refund["currency"]),
+            int(refund["amount_minor"]),
+        )
+        return len(signers(draft.get("approval"))), required
 
     def _execution_status(
         self, draft: Mapping[str, Any], execution: Mapping[str, Any]

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from saga.approvals import accept_forward
+from saga.acceptance import accept_forward
 from saga.coldstart import resumed_collection
 from saga.ledger import Attempt
 from saga.models import ToolPayload, parse_model, verify_approval
@@ -25,7 +25,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(CreateShipmentEnvironment)
-    accept_forward(runtime.approvals, case.signed_approval(), runtime.cases())
+    accept_forward(runtime.approvals, case.signed_approvals(), runtime.cases())
     result = create_shipment(
         case,
         Attempt.of_delivery(payload.attempt, context),

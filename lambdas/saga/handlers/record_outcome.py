@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from saga.approvals import accept_finishing
+from saga.acceptance import accept_finishing
 from saga.coldstart import resumed_collection
 from saga.models import OutcomePayload, parse_model, verify_approval
 from saga.observability import logger, metrics
@@ -25,7 +25,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(case_id=payload.case.case_id, outcome=payload.outcome)
     runtime = Runtime.from_env(RecordOutcomeEnvironment)
     cases = runtime.cases()
-    accept_finishing(runtime.approvals, payload.case.signed_approval(), cases)
+    accept_finishing(runtime.approvals, payload.case.signed_approvals(), cases)
     result = record_outcome(payload, cases=cases, execution_arn=payload.attempt.execution)
     # CasesCompleted / CasesEscalated: the saga's business outcome, one per terminal case.
     metrics.add_metric(name=f"Cases{payload.outcome.title()}", unit=MetricUnit.Count, value=1)

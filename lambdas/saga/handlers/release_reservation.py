@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from saga.approvals import accept_finishing
+from saga.acceptance import accept_finishing
 from saga.coldstart import resumed_collection
 from saga.identity import Operation
 from saga.ledger import Attempt
@@ -26,7 +26,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     verify_approval(case)
     logger.append_keys(case_id=case.case_id)
     runtime = Runtime.from_env(ReleaseReservationEnvironment)
-    accept_finishing(runtime.approvals, case.signed_approval(), runtime.cases())
+    accept_finishing(runtime.approvals, case.signed_approvals(), runtime.cases())
     result = release_reservation(
         case,
         Attempt.of_delivery(payload.attempt, context),

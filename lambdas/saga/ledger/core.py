@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from saga.errors import ActionPending, OutcomeUnknown
+from saga.errors import ActionPending, ActionSettled, OutcomeUnknown
 from saga.identity import ActionRequest
-from saga.ledger.decisions import Decision, answer, decide, reattempt_refusal
+from saga.ledger.decisions import Decision, answer, decide, reattempt_refusal, settled_text
 from saga.ledger.observer import LedgerEvent, LedgerObserver
 from saga.ledger.records import (
     ActionOutcome,
@@ -78,12 +78,20 @@ class LedgerCore:
     def finish(
         self, request: ActionRequest, attempt: Attempt, status: LedgerStatus, **outcome: Any
     ) -> LedgerRecord:
-        """Record this delivery's outcome (store.finish); a lost lease is OutcomeUnknown."""
+        """Record this delivery's outcome (store.finish); a lost lease is OutcomeUnknown. An
+        outcome recorded on an action a person settled meanwhile is ActionSettled: the effect
+        is on record next to the decision, and the automation stops there (§3.10)."""
         try:
             written = self.store.finish(request, attempt, status, **outcome)
         except LeaseLost as lost:
             self.observe(LedgerEvent.LEASE_LOST, request, lost.current)
             raise OutcomeUnknown(str(lost)) from lost
+        if written.resolution is not None:
+            self.observe(LedgerEvent.OUTCOME_AFTER_SETTLEMENT, request, written)
+            raise ActionSettled(
+                f"{settled_text(request.key, written)} while attempt {attempt.attempt_id} held "
+                f"it; its {status.value} outcome is recorded with the decision"
+            )
         self.observe(LedgerEvent(status.value.lower()), request, written)
         return written
 

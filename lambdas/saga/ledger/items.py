@@ -5,13 +5,14 @@ hold only while a record is exactly as a delivery saw it. No request is made her
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from saga.dynamodb import TransactWriteItem, number, to_attr
 from saga.identity import ActionRequest, parse_action_key
 from saga.ledger.records import OPEN_STATUSES, Attempt, LedgerRecord, LedgerStatus, Resolution
 
 CLAIM_CONDITION = "attribute_not_exists(action_key)"
+OWNED = "#owner = :me AND #status = :in_progress"
 _ALIASED = ("status", "owner", "result", "error")  # reserved words in DynamoDB expressions
 
 
@@ -186,3 +187,57 @@ def settled_placeholder(
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
     return cast("TransactWriteItem", {"Put": put})
+
+
+class Outcome(NamedTuple):
+    """What a delivery learned, to be written on the record it holds (§3.4)."""
+
+    status: LedgerStatus
+    result: dict[str, Any] | None = None
+    downstream_ref: str | None = None
+    error: dict[str, str] | None = None
+    dispatched_at: float | None = None  # this delivery (claimed then) may have dispatched
+
+
+def outcome_update(
+    outcome: Outcome, owner: str, now: float, *, expires_at: int | None, settled: bool
+) -> tuple[str, str, dict[str, Any]]:
+    """(UpdateExpression, ConditionExpression, values) of an outcome written by the delivery
+    that holds the record (§3.3). An unsettled record only; or, `settled`, a record a person
+    settled meanwhile (§3.10), which keeps its `resolution` and gets no `open_status` and no
+    retention: the decision stays, and so does what the delivery did."""
+    status = outcome.status
+    values: dict[str, Any] = {
+        ":me": {"S": owner},
+        ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
+        ":status": {"S": status.value},
+        ":now": number(now),
+    }
+    sets = ["#status = :status", "updated_at = :now"]
+    removes = ["open_status"]
+    if outcome.dispatched_at is not None:
+        values[":dispatched"] = number(outcome.dispatched_at)
+        sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
+    if expires_at is not None:
+        values[":expires"] = {"N": str(expires_at)}
+        sets.append("expires_at = :expires")
+    else:
+        removes.append("expires_at")
+    if status is LedgerStatus.COMPLETED:
+        values[":result"] = to_attr(outcome.result or {})
+        sets.append("#result = :result")
+        removes.append("#error")
+        if outcome.downstream_ref is not None:
+            values[":ref"] = {"S": outcome.downstream_ref}
+            sets.append("downstream_ref = :ref")
+    else:
+        values[":error"] = to_attr(outcome.error or {})
+        sets.append("#error = :error")
+    if status is LedgerStatus.UNKNOWN:
+        sets.append("lease_expires_at = :now")
+        if not settled:  # UNKNOWN stays open for the sweeper (its index sorts by this status)
+            sets.append("open_status = :status")
+            removes.remove("open_status")
+    expression = f"SET {', '.join(sets)} REMOVE {', '.join(removes)}"
+    settlement = "attribute_exists(resolution)" if settled else "attribute_not_exists(resolution)"
+    return expression, f"{OWNED} AND {settlement}", values

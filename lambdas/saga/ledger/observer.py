@@ -24,6 +24,8 @@ class LedgerEvent(StrEnum):
     RELEASE_FAILED = "release_failed"  # the lease could not be given up: it simply runs out
     LEASE_LOST = "lease_lost"  # another delivery owns the record: this outcome is not recorded
     RECONCILED = "reconciled"  # the downstream's evidence was recorded
+    # an outcome recorded on an action a person settled while this delivery held it (§3.10)
+    OUTCOME_AFTER_SETTLEMENT = "outcome_after_settlement"
 
 
 class LedgerObserver(Protocol):
@@ -46,6 +48,7 @@ METRIC_BY_NAME: dict[str, str] = {
     Decision.SETTLED: "ActionSettled",
     LedgerEvent.UNKNOWN: "OutcomeUnknown",
     LedgerEvent.LEASE_LOST: "OutcomeUnknown",
+    LedgerEvent.OUTCOME_AFTER_SETTLEMENT: "OutcomeAfterSettlement",
 }
 
 

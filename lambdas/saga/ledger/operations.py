@@ -49,11 +49,13 @@ from saga.ledger.items import settled_placeholder, settlement_update
 from saga.ledger.observer import LedgerObserver, PowertoolsObserver
 from saga.ledger.records import (
     OPEN_STATUSES,
+    SETTLE_SKEW_SECONDS,
     ActionOutcome,
     Attempt,
     EffectResult,
     LedgerPolicy,
     LedgerRecord,
+    LedgerStatus,
     ReconcileDecision,
     Reconciliation,
     Resolution,
@@ -273,10 +275,16 @@ class ActionLedger:
             raise ActionSettled(f"{settled_text(key, seen)}; it cannot be settled twice")
         if seen.status not in OPEN_STATUSES:
             raise ValueError(f"action {key} is {seen.status.value}: nothing open to settle")
-        if seen.lease_live(self.clock()):
+        # Judged on the settling clock (sagactl's: the person's laptop on AWS), so the lease of
+        # a delivery that has not written its outcome counts as live until SETTLE_SKEW_SECONDS
+        # after it ends: a fast clock must not settle an action about to be dispatched.
+        held = seen.status is LedgerStatus.IN_PROGRESS
+        if held and seen.lease_live(self.clock() - SETTLE_SKEW_SECONDS):
             raise ActionPending(
                 f"action {key} is held by attempt {seen.owner} until "
-                f"{saga_clock.iso(seen.lease_expires_at)}: it can be settled once that attempt "
+                f"{saga_clock.iso(seen.lease_expires_at)}: it can be settled from "
+                f"{saga_clock.iso(seen.lease_expires_at + SETTLE_SKEW_SECONDS)} (the lease and "
+                f"{SETTLE_SKEW_SECONDS // 60} minutes for the clocks' skew), once that attempt "
                 "has ended"
             )
         return settlement_update(self.table_name, seen, resolution, self.clock())

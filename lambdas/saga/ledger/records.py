@@ -26,6 +26,11 @@ class LedgerStatus(StrEnum):
 OPEN_STATUSES = frozenset({LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN})
 # The statuses whose record keeps a retention (`expires_at`, §3.7): an open one never expires.
 CLOSED_STATUSES = frozenset({LedgerStatus.COMPLETED, LedgerStatus.FAILED})
+# How far a person's clock may run ahead of the Lambda clock that sized a lease (§3.10): a
+# lease is settled only once it ended this long ago on the settling clock. AWS refuses a
+# request signed more than 5 minutes off its own time (15 for S3), and boto3 does not correct
+# a skewed clock, so no caller that can write the ledger is further off.
+SETTLE_SKEW_SECONDS = 15 * 60
 
 
 # --- one delivery --------------------------------------------------------------------------------

@@ -34,7 +34,16 @@ from saga.dynamodb import (
 from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import ActionRequest
 from saga.ledger.decisions import earlier_record_may_have_expired
-from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
+from saga.ledger.items import (
+    OWNED,
+    Outcome,
+    names,
+    outcome_update,
+    put_condition,
+    record_item,
+    remember_dispatch,
+    same_as_seen,
+)
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
     CLOSED_STATUSES,
@@ -48,7 +57,6 @@ from saga.ledger.records import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-_OWNED = "#owner = :me AND #status = :in_progress"
 # Appended to the SET of every update that leaves a record open (§3.7).
 _OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
 
@@ -224,69 +232,62 @@ class LedgerStore:
     ) -> LedgerRecord:
         """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record.
 
-        `dispatched_at`: this delivery (claimed then) may have reached the downstream. Raises
-        LeaseLost when another delivery owns the record, OutcomeUnknown when the write failed
-        otherwise (the record stays open; a later delivery takes it over and reconciles).
+        `dispatched_at`: this delivery (claimed then) may have reached the downstream. A record a
+        person settled while this delivery held it (§3.10: only a clock skewed past the
+        allowance lets that happen) still gets the outcome, for what happened must stay on
+        record, but keeps the decision: no retention, no `open_status`; the caller sees the
+        record's `resolution`. Raises LeaseLost when another delivery owns the record,
+        OutcomeUnknown when the write failed otherwise (the record stays open; a later delivery
+        takes it over and reconciles).
         """
+        outcome = Outcome(status, result, downstream_ref, error, dispatched_at)
+        try:
+            return self._write_outcome(request, attempt, outcome, settled=False)
+        except LeaseLost as lost:
+            current = lost.current
+            if not (
+                current is not None
+                and current.owner == attempt.attempt_id
+                and current.status is LedgerStatus.IN_PROGRESS
+                and current.resolution is not None
+            ):
+                raise
+        return self._write_outcome(request, attempt, outcome, settled=True)
+
+    def _write_outcome(
+        self, request: ActionRequest, attempt: Attempt, outcome: Outcome, *, settled: bool
+    ) -> LedgerRecord:
         now = self.clock()
-        values: dict[str, Any] = {
-            ":me": {"S": attempt.attempt_id},
-            ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
-            ":status": {"S": status.value},
-            ":now": number(now),
-        }
-        sets = ["#status = :status", "updated_at = :now"]
-        if dispatched_at is not None:
-            values[":dispatched"] = number(dispatched_at)
-            sets.append("first_dispatch_at = if_not_exists(first_dispatch_at, :dispatched)")
-        removes: list[str] = []
-        expiry = self._expiry(status, now)
-        if expiry is not None:
-            values[":expires"] = {"N": str(expiry)}
-            sets.append("expires_at = :expires")
-        else:
-            removes.append("expires_at")
-        if status is LedgerStatus.COMPLETED:
-            values[":result"] = to_attr(result or {})
-            sets.append("#result = :result")
-            removes += ["open_status", "#error"]
-            if downstream_ref is not None:
-                values[":ref"] = {"S": downstream_ref}
-                sets.append("downstream_ref = :ref")
-        elif status is LedgerStatus.FAILED:
-            values[":error"] = to_attr(error or {})
-            sets.append("#error = :error")
-            removes.append("open_status")
-        else:  # UNKNOWN stays open for the sweeper (GSI sorted by when it became unknown)
-            values[":error"] = to_attr(error or {})
-            sets += ["#error = :error", "open_status = :status", "lease_expires_at = :now"]
-        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        expiry = None if settled else self._expiry(outcome.status, now)
+        expression, condition, values = outcome_update(
+            outcome, attempt.attempt_id, now, expires_at=expiry, settled=settled
+        )
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
                 Key={"action_key": {"S": request.key}},
                 UpdateExpression=expression,
-                ConditionExpression=_OWNED,
-                ExpressionAttributeNames=names(expression, _OWNED),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names(expression, condition),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if not is_condition_failure(exc):
-                raise _unrecorded(request, status, exc) from exc
+                raise _unrecorded(request, outcome.status, exc) from exc
             current = _record_or_none(condition_failed_item(exc))
-            if current and current.owner == attempt.attempt_id and current.status is status:
+            if current and current.owner == attempt.attempt_id and current.status is outcome.status:
                 return current  # our own write, retried by the SDK after a lost response
             raise LeaseLost(
                 f"lease lost on {request.key}: now "
                 f"{current.status.value if current else 'gone'}, owner "
-                f"{current.owner if current else None}; the {status.value} outcome of attempt "
-                f"{attempt.attempt_id} was not recorded and is left to reconciliation",
+                f"{current.owner if current else None}; the {outcome.status.value} outcome of "
+                f"attempt {attempt.attempt_id} was not recorded and is left to reconciliation",
                 current,
             ) from exc
         except BotoCoreError as exc:
-            raise _unrecorded(request, status, exc) from exc
+            raise _unrecorded(request, outcome.status, exc) from exc
         return LedgerRecord.from_item(response["Attributes"])
 
     def release(self, request: ActionRequest, attempt: Attempt) -> LedgerEvent:
@@ -305,7 +306,7 @@ class LedgerStore:
                 UpdateExpression=(
                     "SET lease_expires_at = :now, updated_at = :now REMOVE #owner, expires_at"
                 ),
-                ConditionExpression=_OWNED,
+                ConditionExpression=OWNED,
                 ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
                 ExpressionAttributeValues={
                     ":me": {"S": attempt.attempt_id},

@@ -5,7 +5,9 @@ its sparse index `open-actions` (pk `open_status`, sk `lease_expires_at`) holds 
 actions, ordered by when their lease ended (an UNKNOWN record's `lease_expires_at` is the moment
 it became UNKNOWN). An action is stuck when that moment lies more than `grace_seconds` in the
 past: no live attempt holds it, and the workflow's own retry or reconciliation has had time to
-pick it up. A key condition `lease_expires_at < now - grace` reads only those items.
+pick it up. A key condition `lease_expires_at < now - grace` reads only those items, and each is
+read back from the table (consistently) before it counts: the index may still show an action
+that has moved on.
 
 An open record never expires (§3.7), so an action stays stuck until it is settled, which may be
 weeks. The sweeper keeps no state (it does not write the ledger), so how often it re-sends is a
@@ -196,14 +198,30 @@ class StuckActionSweeper:
             request["Limit"] = self._page_size
         while True:
             page = self._dynamodb.query(**request)
-            # The index is eventually consistent: skip an item whose status already moved on.
             for item in page.get("Items", []):
-                if item.get("open_status", {}).get("S") == status:
-                    yield item
+                current = self._still_stuck(item, status, stuck_before=stuck_before)
+                if current is not None:
+                    yield current
             last = page.get("LastEvaluatedKey")
             if not last:
                 return
             request["ExclusiveStartKey"] = last
+
+    def _still_stuck(
+        self, indexed: dict[str, Any], status: str, *, stuck_before: float
+    ) -> dict[str, Any] | None:
+        """The record as the table holds it now, if it is still open in `status` past its
+        lease. A global secondary index is eventually consistent (and takes no consistent
+        read): its copy may show an action that has since completed, been settled or been
+        claimed by a new attempt. One consistent GetItem per candidate, and stuck actions are
+        few."""
+        key = {"action_key": indexed["action_key"]}
+        item = self._dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+        current = item.get("Item")
+        if current is None or current.get("open_status", {}).get("S") != status:
+            return None
+        lease = float(current.get("lease_expires_at", {}).get("N", "inf"))
+        return current if lease < stuck_before else None
 
 
 def _optional(value: Any) -> str | None:

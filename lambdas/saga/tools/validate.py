@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga import clock as saga_clock
-from saga.approvals import ApprovalVerifier, accept_new_case
+from saga.acceptance import accept_new_case
+from saga.approvals import ApprovalVerifier
 from saga.cases import CaseRecords, OwningExecution
 from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.four_eyes import ONE_APPROVER
 from saga.identity import Operation, action_request
 from saga.models import (
     ActionRef,
@@ -28,13 +30,16 @@ from saga.models import (
 
 
 def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
+    """The tenant is configured and everyone who signed (the approver, each co-signer) is one of
+    its approvers."""
     approvers = tenants.get(case.tenant_id)
     if approvers is None:
         raise AuthorizationDenied(f"tenant {case.tenant_id!r} is not configured for this saga")
-    if case.approval.approved_by not in approvers:
-        raise AuthorizationDenied(
-            f"{case.approval.approved_by!r} may not approve cases for tenant {case.tenant_id!r}"
-        )
+    for signer in case.signed_approvals().approvers():
+        if signer not in approvers:
+            raise AuthorizationDenied(
+                f"{signer!r} may not approve cases for tenant {case.tenant_id!r}"
+            )
 
 
 def checked_case(
@@ -65,20 +70,26 @@ def validate_case(
     """The validated case; `duplicate` when another execution already owns this case (its own
     retries and redrives pass: the case record binds the owning execution)."""
 
+    required = ONE_APPROVER  # how many approvers the case needs, as accepted now
+
     def verify_signature(case: Case) -> None:
+        nonlocal required
         try:
             # The deadline is read on the saga's clock, not against the start time in the
             # input: a direct invoke could claim any start time.
-            accept_new_case(approvals, case.signed_approval(), started=_now())
+            accepted = accept_new_case(approvals, case.signed_approvals(), started=_now())
+            required = accepted.required
         except (ApprovalInvalid, AuthorizationDenied):
             # Accepted before, with exactly these parameters: a redrive of this execution after
-            # the deadline or a key rotation goes on; a new execution is a DUPLICATE (§8).
+            # the deadline, a key rotation or a threshold change goes on (its record keeps the
+            # count it was accepted with); a new execution is a DUPLICATE (§8).
             if not cases.accepted(case, approval_digest(case)):
                 raise
 
     case = checked_case(raw_case, tenants, verify_signature)
     digest = approval_digest(case)
-    owner = cases.create(case, digest, execution)
+    # Written with the record, once: a case accepted before keeps the count on its record.
+    owner = cases.create(case, digest, execution, approvals_required=required)
     if owner == execution:
         return ValidateResult(case=case.to_json(), actions=case_actions(case))
     return ValidateResult(

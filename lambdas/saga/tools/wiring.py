@@ -149,12 +149,16 @@ class Runtime:
 
     @cached_property
     def approvals(self) -> ApprovalVerifier:
-        """Verifies approvals with APPROVAL_KEYS; each public key is fetched once per container
-        (keyed by this function's service name: the local AWS runs all functions in one
-        process) and only when an approval is first verified."""
+        """Verifies approvals with APPROVAL_KEYS, four eyes with APPROVAL_THRESHOLDS; each
+        public key is fetched once per container (keyed by this function's service name: the
+        local AWS runs all functions in one process) and only when an approval is first
+        verified."""
         env = self.variables(ApprovalVariables)
         return ApprovalVerifier(
-            env.trusted_keys(), KmsPublicKeys(kms_client), function=env.powertools_service_name
+            env.trusted_keys(),
+            KmsPublicKeys(kms_client),
+            function=env.powertools_service_name,
+            thresholds=env.approval_thresholds,
         )
 
     @property

@@ -1,0 +1,155 @@
+"""What each tool accepts (docs/design.md §9): the signatures a case carries, verified with the
+trusted keys (saga.approvals), counted against what four eyes asks for (saga.four_eyes), and the
+case record where a tool needs one.
+
+One code path for every tool, and for the agent's start before StartExecution:
+
+- ValidateCase (and `start_replacement`): every signature by its approver's current key, the
+  start deadlines (the earliest binds), and as many distinct approvers as the tenant's
+  thresholds ask for now; ValidateCase keeps that count on the case record.
+- ReserveStock, IssueRefund, CreateShipment: every signature again (current or retired keys),
+  the case record of this case still IN_PROGRESS, and the count that record holds: a direct
+  invoke with a forged case, or with a genuine one the saga did not accept or has finished, is
+  refused before the ledger is touched, and a threshold changed meanwhile changes nothing.
+- ReleaseReservation, ReconcileAction, RecordOutcome: the same, or else the case record: a case
+  ValidateCase accepted (exactly this digest for this tenant) can always finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from saga.approval_keys import ApprovalKeyUnavailable
+from saga.approvals import COSIGN_HINT, ApprovalVerifier, CaseApprovals, SignedApproval
+from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied
+from saga.four_eyes import progress_text, recorded_approvals_required
+
+
+class CaseRecordReader(Protocol):
+    def get(self, case_id: str) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What a tool accepted a case on: the trusted key of each distinct approver whose signature
+    verified (in the order they signed), or the case record (`on_record`, no signature counted),
+    and how many distinct approvers the case needs (`required`, saga.four_eyes)."""
+
+    keys: tuple[str, ...]
+    required: int
+    on_record: bool = False
+
+
+def accept_new_case(
+    verifier: ApprovalVerifier, approvals: CaseApprovals, *, started: datetime
+) -> Accepted:
+    """ValidateCase (and the agent's start, before StartExecution): every signature by its
+    approver's current key, the start deadlines against the execution's start time (a retry or
+    a redrive of the same execution keeps it, so neither is refused because the approval aged
+    meanwhile), and as many distinct approvers as the tenant's thresholds ask for now."""
+    required = verifier.required(approvals)
+    keys = verified_keys(verifier, approvals, accept_retired=False, now=started)
+    return Accepted(require_approvers(approvals, keys, required), required)
+
+
+def accept_forward(
+    verifier: ApprovalVerifier, approvals: CaseApprovals, records: CaseRecordReader
+) -> Accepted:
+    """ReserveStock, IssueRefund, CreateShipment: every signature by current or retired keys;
+    no deadline; a case record of exactly this case still under way; and as many distinct
+    approvers as that record says ValidateCase required. A signature is public and outlives
+    the case: without the record, a direct invoke could carry out an approval ValidateCase never
+    accepted (its start deadline passed) or replay a finished case once its ledger records
+    expired (a second refund). The resolution is read first: a resolved case is settled
+    whoever approved it, even an approver the configuration has since dropped (a refusal of
+    the signatures would route to Escalate and ask about the case again)."""
+    from saga.cases import CaseOutcome, resolved_text  # saga.cases imports this module
+
+    record = records.get(approvals.case_id)
+    resolution = record.get("resolution") if record is not None else None
+    if _records_this_case(record, approvals) and isinstance(resolution, Mapping):
+        # A person's decision is final (§3.10). This read is a courtesy: what makes it hold
+        # against a delivery that read the record just before the decision is the ledger,
+        # where the resolution settled every action of the case in the same transaction.
+        raise ActionSettled(resolved_text(approvals.case_id, resolution))
+    keys = verified_keys(verifier, approvals, accept_retired=True)
+    if not (
+        _records_this_case(record, approvals)
+        and record is not None
+        and record.get("outcome") == CaseOutcome.IN_PROGRESS.value
+    ):
+        state = "no case record" if record is None else f"case record {record.get('outcome')}"
+        raise AuthorizationDenied(
+            f"case {approvals.case_id}: not a case under way ({state}): a forward step runs "
+            "only in the execution ValidateCase accepted it for, until the case ends"
+        )
+    required = recorded_approvals_required(record)
+    return Accepted(require_approvers(approvals, keys, required), required)
+
+
+def accept_finishing(
+    verifier: ApprovalVerifier, approvals: CaseApprovals, records: CaseRecordReader
+) -> Accepted:
+    """ReleaseReservation, ReconcileAction, RecordOutcome: every signature verified (current or
+    retired keys) by as many distinct approvers as the thresholds ask for, or else a case record
+    showing that ValidateCase accepted exactly this digest for this tenant (with whatever count
+    it required then; cases under way when signing was introduced, or whose key was since
+    removed): a case already under way must still be able to finish."""
+    try:
+        keys = verified_keys(verifier, approvals, accept_retired=True)
+        required = verifier.required(approvals)
+        return Accepted(require_approvers(approvals, keys, required), required)
+    except (ApprovalInvalid, AuthorizationDenied, ApprovalKeyUnavailable) as refusal:
+        record = records.get(approvals.case_id)
+        if _records_this_case(record, approvals):
+            return Accepted((), recorded_approvals_required(record), on_record=True)
+        raise refusal
+
+
+def verified_keys(
+    verifier: ApprovalVerifier,
+    approvals: CaseApprovals,
+    *,
+    accept_retired: bool,
+    now: datetime | None = None,
+) -> dict[str, str]:
+    """Approver -> the trusted key their signature verified with, for every signature the case
+    carries (each must verify: one forged co-signature refuses the case, needed or not). With
+    `now`, every signature's start deadline is checked: the earliest binds. An approver who
+    signed twice appears once."""
+    keys: dict[str, str] = {}
+    for signature in approvals.signatures:
+        key = verifier.verify(signature, accept_retired=accept_retired, now=now)
+        keys.setdefault(signature.approved_by, key)
+    return keys
+
+
+def require_approvers(
+    approvals: CaseApprovals, keys: Mapping[str, str], required: int
+) -> tuple[str, ...]:
+    """The distinct keys of the distinct approvers who signed, if they are at least `required`;
+    else ApprovalInvalid saying how many are missing. Keys are counted, not names: one person
+    is one key (the configuration refuses a key or signing principal shared by two approvers),
+    and one approver counts once whatever they signed with."""
+    distinct = tuple(dict.fromkeys(keys.values()))
+    if len(distinct) < required:
+        raise ApprovalInvalid(
+            f"case {approvals.case_id}: {progress_text(len(distinct), required)} from distinct "
+            f"approvers of tenant {approvals.tenant_id} (signed by "
+            f"{', '.join(keys) or 'nobody'}): the refund needs {required}; {COSIGN_HINT}"
+        )
+    return distinct
+
+
+def _records_this_case(
+    record: Mapping[str, Any] | None, approval: SignedApproval | CaseApprovals
+) -> bool:
+    """The case record shows that ValidateCase accepted exactly this digest for this tenant."""
+    return (
+        record is not None
+        and record.get("digest") == approval.digest
+        and record.get("tenant_id") == approval.tenant_id
+    )

@@ -1,0 +1,147 @@
+"""The operator nemesis: a person at work on the saga, through the operator's own code paths.
+
+A plan's `operator` says when the person looks (`closed`: at the first close, before any
+redrive; `end`: after everything else) and what they do, in order:
+
+- `sweep`: time passes (past the stuck-action grace), then the stack's sweeper function runs on
+  the saga's clock (`sagactl.operations.functions.sweep`, what the schedule invokes);
+- `jump`: the clock moves `jump_days` days (31 and more: past the ledger's retention) while the
+  case's actions are as they are;
+- `resolve`: the person records a decision (`sagactl.operations.escalations.resolve`, the code
+  path of `sagactl escalations resolve`);
+- `redrive:sagactl`: `sagactl redrive` (its plan, then RedriveExecution when it allows one);
+- `redrive:plain`: a plain RedriveExecution, as the console or the AWS CLI sends it;
+- `late`: the last delivery of each forward task and of the release arrives again, straight to
+  its function (a task Step Functions timed out whose function still ran, a stray retry).
+
+Each step is recorded (`run.operator`) with what the operator's tools answered, and followed by a
+snapshot; the invariants (sagactl.campaign.operator_checks) judge them. The operator acts after
+the faults of the case are over (its nemeses disarmed): what is tested is the person's decision
+and time, not one more fault on top.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from sagactl.campaign.nemeses import OBSERVER_AGENT
+from sagactl.campaign.paths import FORWARD_STATES, RELEASE_STATE
+from sagactl.errors import SagactlError
+
+if TYPE_CHECKING:
+    from sagactl.campaign.runner import CaseRun, CaseRunner
+
+STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late")
+# The sweeper counts an action stuck once its lease ended more than the grace ago (cdk.json
+# monitoring.stuck_grace_seconds); a person looks a while after the close.
+SWEEP_AFTER_SECONDS = 600
+RESOLVED_BY = "operator@campaign"
+LATE_STATES = (*FORWARD_STATES.values(), RELEASE_STATE)
+DECISION = "campaign: settled by hand"
+
+
+def _target(runner: CaseRunner) -> Any:
+    """sagactl's target for this local AWS, its DynamoDB requests exempt from the nemeses."""
+    from sagactl.target import local_target_from_outputs
+
+    target = local_target_from_outputs(runner.observer.outputs)
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 3}, user_agent_extra=OBSERVER_AGENT
+    )
+    session: Any = target.session
+    for service in ("dynamodb", "stepfunctions", "sqs", "lambda"):
+        target._clients[service] = session.client(
+            service, endpoint_url=target.endpoint_url, config=config
+        )
+    return target
+
+
+class Operator:
+    def __init__(self, runner: CaseRunner, budget: int) -> None:
+        self.runner = runner
+        self.budget = budget
+        self.target = _target(runner)
+
+    def act(self, run: CaseRun, arns: list[str]) -> None:
+        operator = run.plan.operator or {}
+        for number, step in enumerate(operator.get("steps", ()), start=1):
+            event: dict[str, Any] = {"step": step, "messages_from": len(run.messages)}
+            if step == "sweep":
+                event.update(self._sweep())
+            elif step == "jump":
+                seconds = float(operator.get("jump_days", 31)) * 86400
+                self.runner.local.clock.advance(seconds)
+                event["seconds"] = seconds
+            elif step == "resolve":
+                event.update(self._resolve(run.plan.case_id))
+            elif step == "redrive:sagactl":
+                event.update(self._sagactl_redrive(run.plan.case_id))
+            elif step == "redrive:plain":
+                event.update(self._plain_redrive(run.owner_arn or arns[0]))
+            elif step == "late":
+                event["answers"] = self._late(run.owner_arn or arns[0])
+            event["clock"] = self.runner.local.clock.now()
+            run.operator.append(event)
+            self.runner.close(run, f"operator {number}: {step}", arns)
+            event["snapshot"] = len(run.snapshots) - 1
+            event["messages_to"] = len(run.messages)
+
+    def _sweep(self) -> dict[str, Any]:
+        from sagactl.operations.functions import sweep
+
+        self.runner.local.clock.advance(SWEEP_AFTER_SECONDS)
+        try:
+            return {"report": sweep(self.target)["report"]}
+        except SagactlError as exc:
+            return {"error": type(exc).__name__, "message": str(exc)}
+
+    def _resolve(self, case_id: str) -> dict[str, Any]:
+        from sagactl.operations.escalations import resolve
+
+        try:
+            report = resolve(
+                self.target, case_id, decision=DECISION, by=RESOLVED_BY, budget=self.budget
+            )
+        except SagactlError as exc:
+            return {"error": type(exc).__name__, "message": str(exc)}
+        return {"resolved": True, "settled": list(report.settled)}
+
+    def _sagactl_redrive(self, case_id: str) -> dict[str, Any]:
+        from sagactl.operations.redrive import plan_redrive, redrive
+
+        try:
+            plan = plan_redrive(self.target, case_id, budget=self.budget)
+            answer = redrive(self.target, plan)
+        except SagactlError as exc:
+            return {"refused": type(exc).__name__, "message": str(exc)}
+        self.runner.wait_all([str(answer["execution_arn"])])
+        return {"redriven": answer["execution_arn"]}
+
+    def _late(self, arn: str) -> dict[str, Any]:
+        """Each late delivery's answer by state: its error type, or None (it succeeded)."""
+        answers: dict[str, Any] = {}
+        client = self.target.client("lambda")
+        for state, parameters in self.runner.observer.last_deliveries(arn).items():
+            if state not in LATE_STATES:
+                continue
+            response = client.invoke(
+                FunctionName=parameters["FunctionName"],
+                Payload=json.dumps(parameters["Payload"]).encode(),
+            )
+            answer = json.loads(response["Payload"].read() or b"null")
+            failed = bool(response.get("FunctionError"))
+            answers[state] = (answer.get("errorType") or "?") if failed else None
+        return answers
+
+    def _plain_redrive(self, arn: str) -> dict[str, Any]:
+        try:
+            self.runner.observer.redrive(arn)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            return {"refused": code, "message": str(exc)}
+        self.runner.wait_all([arn])
+        return {"redriven": arn}

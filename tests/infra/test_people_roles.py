@@ -1,0 +1,153 @@
+"""The people's roles reach their own tenant's cases only (docs/design.md §10, §11), evaluated
+offline with the repository's IAM evaluator on the synthesized template.
+
+An agent role reads its tenant's agent cases (executions named `agt_<tenant>_...`, case records
+under those ids) and the old ids that name no tenant, never another tenant's case by a computed
+name. An approver role stores approvals on drafts and cannot change what anybody signs: its
+UpdateItem is confined to the approval's attributes, in the old drafts' table too, whose key
+names no tenant. Each request here is what the code sends (its condition keys computed by
+sagactl.iam.requests), so an allowed flow and a refused rewrite are told apart by the policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from saga.agent.drafts import DraftStore
+from saga.identity import agent_case_id, execution_name, legacy_agent_case_id
+from sagactl.iam.evaluate import Decision, Request, evaluate
+from sagactl.iam.requests import Account, authorization_requests
+from sagactl.iam.stack_policies import StackPolicies, offline_resolver, stack_policies
+from sagactl.local.aws_calls import AwsCall
+from tests.infra.synth import Synthesized
+
+ACCOUNT = "123456789012"
+REGION_ACCOUNT = f"us-east-1:{ACCOUNT}"
+LONGEST_TENANT = "t" * 63  # saga.models.TENANT_ID_PATTERN's longest
+
+
+def _policies(synth: Synthesized) -> StackPolicies:
+    template = synth.template_json
+    return stack_policies(template, offline_resolver(template, synth.saga.stack.stack_name))
+
+
+def _one(synth: Synthesized, kind: str, fragment: str) -> str:
+    [logical_id] = [lid for lid in synth.resources(kind) if fragment in lid]
+    return logical_id
+
+
+def _decide(policies: StackPolicies, role: str, request: Request, *, mfa: bool) -> Decision:
+    context: dict[str, Any] = {**request.context, **policies.roles[role].session_context(mfa=mfa)}
+    return evaluate(
+        policies.grants(role), Request(request.action, request.resource, context)
+    ).decision
+
+
+def _dynamodb(operation: str, params: dict[str, Any], partition_keys: dict[str, str]) -> Request:
+    """The one authorization request of a DynamoDB call, as the offline check computes it."""
+    call = AwsCall("test", "role", "dynamodb", operation, params, "us-east-1")
+    [request] = authorization_requests(call, Account(ACCOUNT, partition_keys))
+    return request
+
+
+class _Recording:
+    """A DynamoDB client that records the UpdateItem the drafts' code sends."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, Any] = {}
+
+    def update_item(self, **params: Any) -> dict[str, Any]:
+        self.sent = params
+        return {}
+
+
+def _approval_update(table: str, case_id: str) -> dict[str, Any]:
+    """The UpdateItem `sagactl case approve --case` sends to store an approval."""
+    client = _Recording()
+    store = DraftStore(client, table, legacy_table_name=table)  # type: ignore[arg-type]
+    approval = {"revision": 1, "approved_by": "supervisor@acme", "signature": "c2ln"}
+    store.approve(case_id, digest="sha256:" + "0" * 64, approval=approval)
+    return client.sent
+
+
+def test_an_agent_role_reads_its_own_cases_and_no_other_tenants(synthesized: Synthesized) -> None:
+    policies = _policies(synthesized)
+    agent = _one(synthesized, "AWS::IAM::Role", "AcmeAgentRole")
+    machine = _one(synthesized, "AWS::StepFunctions::StateMachine", "WorkflowStateMachine")
+    cases = _one(synthesized, "AWS::DynamoDB::Table", "TablesCasesTable")
+    execution = f"arn:aws:states:{REGION_ACCOUNT}:execution:{machine}:{{}}"
+    keys = {cases: "case_id"}
+
+    def reads(case_id: str) -> dict[str, Decision]:
+        requests = {
+            "DescribeExecution": Request("states:DescribeExecution", execution.format(case_id)),
+            "GetExecutionHistory": Request("states:GetExecutionHistory", execution.format(case_id)),
+            "GetItem": _dynamodb(
+                "GetItem", {"TableName": cases, "Key": {"case_id": {"S": case_id}}}, keys
+            ),
+        }
+        return {name: _decide(policies, agent, r, mfa=False) for name, r in requests.items()}
+
+    allowed = dict.fromkeys(("DescribeExecution", "GetExecutionHistory", "GetItem"), Decision.ALLOW)
+    request_id = "TICKET-1001:replacement-1"
+    assert reads(agent_case_id("acme", request_id)) == allowed
+    assert reads(legacy_agent_case_id("acme", request_id)) == allowed  # named no tenant (§11)
+    for theirs in (agent_case_id("globex", request_id), agent_case_id("acme-eu", request_id)):
+        assert set(reads(theirs).values()) == {Decision.IMPLICIT_DENY}, theirs
+    assert set(reads("case-0001").values()) == {Decision.IMPLICIT_DENY}  # nobody's agent case
+
+
+def test_a_drafts_execution_is_named_inside_its_tenants_agent_names() -> None:
+    """A draft runs as revision 1 (saga.agent.drafts.DRAFT_REVISION), whose execution name is
+    its case id, whatever the tenant's length; the IAM pattern relies on it."""
+    from saga.agent.drafts import DRAFT_REVISION
+
+    for tenant in ("acme", LONGEST_TENANT):
+        case_id = agent_case_id(tenant, "TICKET-1:replacement")
+        assert execution_name(case_id, DRAFT_REVISION) == case_id
+        assert case_id.startswith(f"agt_{tenant}_")
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["drafts", "old drafts"])
+def test_an_approver_role_stores_an_approval_and_cannot_rewrite_a_draft(
+    synthesized: Synthesized, legacy: bool
+) -> None:
+    policies = _policies(synthesized)
+    approver = _one(synthesized, "AWS::IAM::Role", "AcmeSupervisorAtAcmeApproverRole")
+    if legacy:
+        table = _one(synthesized, "AWS::DynamoDB::Table", "TablesDraftsTable")
+        keys, theirs = {table: "case_id"}, legacy_agent_case_id("globex", "T-1")
+        own = legacy_agent_case_id("acme", "T-1")
+    else:
+        table = _one(synthesized, "AWS::DynamoDB::Table", "TenantDraftsTable")
+        keys, theirs = {table: "tenant_id"}, agent_case_id("globex", "T-1")
+        own = agent_case_id("acme", "T-1")
+
+    def decide(params: dict[str, Any]) -> Decision:
+        return _decide(policies, approver, _dynamodb("UpdateItem", params, keys), mfa=True)
+
+    store_approval = _approval_update(table, own)
+    assert decide(store_approval) is Decision.ALLOW
+    rewrites = {
+        "parameters and digest": "SET parameters = :p, digest = :d",
+        "request id": "SET request_id = :p",
+    }
+    if legacy:  # the tenant is the key of the drafts table, which no UpdateItem can change
+        rewrites["tenant"] = "SET tenant_id = :p, digest = :d"
+    for what, expression in rewrites.items():
+        rewrite = {
+            "TableName": table,
+            "Key": store_approval["Key"],
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": {":p": {"S": "x"}, ":d": {"S": "y"}},
+        }
+        if "digest" not in expression:
+            rewrite["ExpressionAttributeValues"] = {":p": {"S": "x"}}
+        assert decide(rewrite) is not Decision.ALLOW, what
+    # Reading the whole item back through the UpdateItem is reading, not storing an approval.
+    assert decide({**store_approval, "ReturnValues": "ALL_OLD"}) is not Decision.ALLOW
+    if not legacy:  # another tenant's draft is out of reach altogether
+        other = _approval_update(table, theirs)
+        assert decide(other) is not Decision.ALLOW
