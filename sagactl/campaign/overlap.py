@@ -422,6 +422,19 @@ def settle() -> bool:
     return waited
 
 
+def only_overlaps(nemeses: list[dict[str, Any]], fired: list[str]) -> bool:
+    """Whether every nemesis that fired in a case is its overlap's (a stale write's lost answer
+    included): such a case ends as it would without it (docs/invariants.md)."""
+    stale = any(n["kind"] == "overlap" and n["how"] == "stale" for n in nemeses)
+    planned_dynamodb = any(n["kind"] == "dynamodb" for n in nemeses)
+    lost_answer = stale and not planned_dynamodb
+    return all(
+        label.startswith("overlap:")
+        or (lost_answer and label.startswith("dynamodb:internal_after:"))
+        for label in fired
+    )
+
+
 # --- the report ---------------------------------------------------------------------------------
 def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Per step: the deliveries in flight while another delivery of the same action was, and

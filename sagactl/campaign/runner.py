@@ -138,6 +138,7 @@ class CaseRunner:
         from sagactl.campaign.operator import Operator
 
         nemeses.clear()  # the person acts after the faults are over
+        overlap.disarm()  # an overlap that has not fired fires on none of the person's deliveries
         Operator(self, int(self.observer.outputs["AttemptBudget"])).act(run, arns)
 
     @staticmethod
@@ -160,6 +161,7 @@ class CaseRunner:
                 self.observer.heal(run.plan.case_id, run.plan.faults)
             if redrive.get("final"):
                 nemeses.clear()  # the cause removed: DynamoDB and Lambda behave again
+                overlap.disarm()
                 run.notes.append("final heal and redrive")
             try:
                 self.observer.redrive(owner)

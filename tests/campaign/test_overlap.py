@@ -110,6 +110,35 @@ def test_an_outcome_write_delayed_past_the_lease_leaves_the_settled_record_alone
     assert ship["downstream_ref"] == run.final.shipments[0]["shipment_id"]
 
 
+def test_the_person_acts_with_no_overlap_armed(
+    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator acts after the case's faults are over (sagactl.campaign.operator): an
+    overlap nemesis whose moment never came (a clean case runs no release) must not hold one of
+    the person's deliveries (a late one, a redrive's)."""
+    from sagactl.campaign import overlap
+    from sagactl.campaign.operator import Operator
+
+    armed_when_acting: list[list[dict[str, Any]]] = []
+
+    def act(self: Operator, run: CaseRun, arns: list[str]) -> None:
+        armed_when_acting.append([s.nemesis for s in overlap._Active.scenarios])
+
+    monkeypatch.setattr(Operator, "act", act)
+    nemesis = {"kind": "overlap", "how": "hang", "step": "release", "at": "claim"}
+    plan = CasePlan(
+        seed=0,
+        index=0,
+        case=_case("case-overlap-operator", {}),
+        nemeses=[nemesis],
+        operator={"at": "closed", "steps": ["late"], "jump_days": 31},
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert run.fired == [] and run.final.executions[run.owner_arn or ""]["status"] == "SUCCEEDED"
+    assert armed_when_acting == [[]]
+
+
 def _failures(local: LocalAws, arn: str) -> list[dict[str, str]]:
     return [
         event.get("taskFailedEventDetails") or event.get("taskTimedOutEventDetails") or {}
