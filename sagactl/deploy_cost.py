@@ -59,6 +59,16 @@ PRICES = {
         "per million on-demand read request units",
         "https://aws.amazon.com/dynamodb/pricing/",
     ),
+    "dynamodb_write": Price(
+        0.625,
+        "per million on-demand write request units",
+        "https://aws.amazon.com/dynamodb/pricing/",
+    ),
+    "sfn_transition": Price(
+        0.025,
+        "per 1,000 state transitions (STANDARD workflows)",
+        "https://aws.amazon.com/step-functions/pricing/",
+    ),
 }
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}

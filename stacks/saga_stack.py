@@ -122,6 +122,7 @@ class SagaStack(Stack):
             sweeper_service=self.tools.services[SWEEPER_ID],
             metrics_namespace=metrics_namespace(config),
             functions=self.tools.functions,
+            services=self.tools.services,
         )
 
         outputs = {

@@ -21,11 +21,12 @@ from moto import mock_aws
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client, kms_client
-from saga.cases import CaseRecords
+from saga.cases import CaseRecords, OwningExecution
+from saga.dynamodb import from_item
 from saga.identity import Operation, action_id_for
 from saga.inventory import InventoryTables
 from saga.ledger import ActionLedger, Attempt, LedgerPolicy, LedgerRecord, Reconciliation
-from saga.models import Case, ReconcileResult, Step, StepResult, parse_case
+from saga.models import Case, ReconcileResult, Step, StepResult, approval_digest, parse_case
 from saga.ports.carrier import Carrier
 from saga.ports.inventory import Inventory
 from saga.ports.payments import PaymentProvider
@@ -45,6 +46,8 @@ from tests.integration.ledger_harness import FakeClock
 from tests.tables import create_by_variable
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:{case_id}"
+# The escalation queue as moto SQS names it (account 123456789012, us-east-1).
+ESCALATION_QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/escalations"
 TABLE_NAMES = {
     "LEDGER_TABLE": "t-ledger",
     "CASES_TABLE": "t-cases",
@@ -266,14 +269,25 @@ class ToolsEnv:
         self, case: Case, attempt: Attempt | None = None, *, carrier: Carrier | None = None
     ) -> StepResult:
         """CreateShipment, at the sandbox carrier with the case's faults unless `carrier` is
-        given."""
+        given, for a case ValidateCase accepted (its record is written for "arn:e" unless the
+        test wrote one)."""
+        if self.admin_case_record(case.case_id) is None:
+            self.accept(case)
         return create_shipment(
             case,
             attempt or Delivery("CreateShipment", case.case_id).next(),
             execution_arn="arn:e",
             ledger=self.ledger,
             carrier=self.carrier(case) if carrier is None else carrier,
+            cases=self.cases,
         )
+
+    def accept(self, case: Case, execution_arn: str = "arn:e") -> None:
+        """The case record ValidateCase writes for the execution that owns the case."""
+        owner = self.cases.create(
+            case, approval_digest(case), OwningExecution(execution_arn), approvals_required=1
+        )
+        assert owner == OwningExecution(execution_arn), owner
 
     def release(
         self, case: Case, attempt: Attempt | None = None, *, faults: FaultSource | None = None
@@ -350,6 +364,15 @@ class ToolsEnv:
     def case_record(self, case_id: str) -> dict[str, Any] | None:
         return self.cases.get(case_id)
 
+    def admin_case_record(self, case_id: str) -> dict[str, Any] | None:
+        """The case record read with the admin client (not one of the tools' requests)."""
+        item = self.admin.get_item(
+            TableName=self.names["CASES_TABLE"],
+            Key={"case_id": {"S": case_id}},
+            ConsistentRead=True,
+        ).get("Item")
+        return from_item(item) if item else None
+
     def env_vars(self) -> dict[str, str]:
         """Every variable a handler's environment model may declare (saga.settings), with this
         harness's tables and ledger policy."""
@@ -362,6 +385,7 @@ class ToolsEnv:
             "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),
             "PAYMENT_KEY_RETENTION_SECONDS": str(PAYMENT_KEY_RETENTION_SECONDS),
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
+            "ESCALATION_QUEUE_URL": ESCALATION_QUEUE_URL,
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
 
@@ -384,11 +408,14 @@ def tools_env(
     tables: StackTables, *, attempt_budget: int = 5, retention_seconds: int = 30 * 86400
 ) -> Iterator[ToolsEnv]:
     """moto DynamoDB with every table of the stack created (`tables`: the session fixture
-    `stack_tables`) and the inventory seeded, and moto KMS with the approvers' keys."""
+    `stack_tables`) and the inventory seeded, moto KMS with the approvers' keys, and the
+    escalation queue (RecordOutcome's, at Escalate) in moto SQS."""
     with mock_aws():
         admin = boto3.client("dynamodb")
         create_tables(tables, admin, TABLE_NAMES)
         create_approval_keys(boto3.client("kms"))
+        queue = boto3.client("sqs").create_queue(QueueName=ESCALATION_QUEUE_URL.rsplit("/", 1)[-1])
+        assert queue["QueueUrl"] == ESCALATION_QUEUE_URL, queue["QueueUrl"]
         yield ToolsEnv(
             client=dynamodb_client(),
             admin=admin,

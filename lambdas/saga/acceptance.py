@@ -41,6 +41,9 @@ class Accepted:
     keys: tuple[str, ...]
     required: int
     on_record: bool = False
+    # accept_forward's answer to a delivery of the step that completed the case, found
+    # COMPLETED (its answer lost, a redrive): it may answer the recorded outcome, never dispatch.
+    replay_only: bool = False
 
 
 def accept_new_case(
@@ -56,7 +59,11 @@ def accept_new_case(
 
 
 def accept_forward(
-    verifier: ApprovalVerifier, approvals: CaseApprovals, records: CaseRecordReader
+    verifier: ApprovalVerifier,
+    approvals: CaseApprovals,
+    records: CaseRecordReader,
+    *,
+    completes_case: bool = False,
 ) -> Accepted:
     """ReserveStock, IssueRefund, CreateShipment: every signature by current or retired keys;
     no deadline; a case record of exactly this case still under way; and as many distinct
@@ -65,7 +72,11 @@ def accept_forward(
     accepted (its start deadline passed) or replay a finished case once its ledger records
     expired (a second refund). The resolution is read first: a resolved case is settled
     whoever approved it, even an approver the configuration has since dropped (a refusal of
-    the signatures would route to Escalate and ask about the case again)."""
+    the signatures would route to Escalate and ask about the case again).
+
+    `completes_case`: the step whose completion writes the case record's COMPLETED
+    (CreateShipment, docs/design.md §3.11). A delivery of it that finds the record COMPLETED
+    gets `replay_only`: it may answer the recorded outcome, never dispatch."""
     from saga.cases import CaseOutcome, resolved_text  # saga.cases imports this module
 
     record = records.get(approvals.case_id)
@@ -76,6 +87,14 @@ def accept_forward(
         # where the resolution settled every action of the case in the same transaction.
         raise ActionSettled(resolved_text(approvals.case_id, resolution))
     keys = verified_keys(verifier, approvals, accept_retired=True)
+    if (
+        completes_case
+        and _records_this_case(record, approvals)
+        and record is not None
+        and record.get("outcome") == CaseOutcome.COMPLETED.value
+    ):
+        required = recorded_approvals_required(record)
+        return Accepted(require_approvers(approvals, keys, required), required, replay_only=True)
     if not (
         _records_this_case(record, approvals)
         and record is not None

@@ -96,7 +96,7 @@ def stepfunctions_client() -> SFNClient:
 
 
 def sqs_client() -> SQSClient:
-    """SQS for the sweeper's escalations."""
+    """SQS for escalations: the sweeper's and RecordOutcome's (at the Escalate state)."""
     return cast("SQSClient", _client("sqs", SQS_CONFIG))
 
 

@@ -41,7 +41,13 @@ from saga.dynamodb import (
     read_item,
     to_item,
 )
-from saga.errors import ActionSettled, KeyConflict, ReservationNotHeld, TransientError
+from saga.errors import (
+    ActionSettled,
+    CaseRecordRefused,
+    KeyConflict,
+    ReservationNotHeld,
+    TransientError,
+)
 from saga.four_eyes import RECORD_FIELD as APPROVALS_REQUIRED
 from saga.models import Case
 
@@ -242,6 +248,58 @@ class CaseRecords:
             self._check_owner(case, execution_arn, old)
             self._check_not_resolved(case, old)
             raise AssertionError("unreachable: a failed condition with the same digest and owner")
+
+    def completed_update(self, case: Case, digest: str, execution_arn: str) -> TransactWriteItem:
+        """The case record's COMPLETED as one TransactWriteItems `Update`, written with the last
+        effect's ledger completion (docs/design.md §3.11): only on this case's record (its
+        digest), owned by `execution_arn`, under way or COMPLETED already (a repeat), and not
+        resolved. `completion_refused` says what its failed condition means."""
+        update: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"case_id": {"S": case.case_id}},
+            "UpdateExpression": "SET outcome = :completed, updated_at = :now",
+            "ConditionExpression": (
+                "digest = :digest AND "
+                "(attribute_not_exists(execution_arn) OR execution_arn = :arn) AND "
+                "outcome IN (:in_progress, :completed) AND attribute_not_exists(resolution)"
+            ),
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":completed": CaseOutcome.COMPLETED.value,
+                    ":in_progress": CaseOutcome.IN_PROGRESS.value,
+                    ":digest": digest,
+                    ":arn": execution_arn,
+                    ":now": now_iso(self.clock),
+                }
+            ),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        return cast("TransactWriteItem", {"Update": update})
+
+    @staticmethod
+    def completion_refused(
+        case: Case,
+        digest: str,
+        execution_arn: str,
+        effect: str,
+        old: Mapping[str, Any] | None,
+    ) -> CaseRecordRefused:
+        """What a refused `completed_update` means, from the case record as it is (`old`)."""
+        if old is None:
+            why = "the case has no record"
+        elif isinstance(old.get("resolution"), Mapping):
+            why = resolved_text(case.case_id, old["resolution"])
+        elif old.get("digest") != digest:
+            why = f"the case record holds approval digest {old.get('digest')}, not {digest}"
+        elif old.get("execution_arn") not in (None, execution_arn):
+            why = f"the case belongs to execution {old.get('execution_arn')}, not {execution_arn}"
+        else:
+            why = f"the case is {old.get('outcome')} already"
+        return CaseRecordRefused(
+            f"{effect} is recorded COMPLETED in the ledger, but case {case.case_id} could not be "
+            f"recorded COMPLETED: {why}. Nothing more is done automatically: tell whoever "
+            f"decides the case (`sagactl escalations show {case.case_id}`)"
+        )
 
     def resolve(
         self,

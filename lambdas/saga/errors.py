@@ -58,6 +58,39 @@ class ActionSettled(SagaError):
     answers ESCALATE instead."""
 
 
+# --- not a failure: the workflow ends SUCCEEDED -------------------------------------------------
+# The words the state machine reads the owner's ARN from (the DuplicateCase Catch's Output).
+DUPLICATE_OF_EXECUTION = "a duplicate of execution "
+
+
+class DuplicateExecution(SagaError):
+    """A new execution of a case another execution owns (docs/design.md §4.1): ValidateCase
+    raises it before anything is dispatched, and the workflow catches it to the DuplicateCase
+    Succeed state, whose output names the owner: so the happy path pays no state for it. Never
+    retried. The message carries the owner's ARN after DUPLICATE_OF_EXECUTION, ended by a
+    space (an ARN has none)."""
+
+    @classmethod
+    def of(cls, case_id: str, owner_arn: str | None) -> DuplicateExecution:
+        if owner_arn is None:
+            return cls(
+                f"case {case_id}: this execution is a duplicate of one that ran before cases "
+                "named their execution; it did nothing"
+            )
+        return cls(
+            f"case {case_id}: this execution is {DUPLICATE_OF_EXECUTION}{owner_arn} (the "
+            "case's owner); it did nothing"
+        )
+
+
+class CaseRecordRefused(SagaError):
+    """The last effect happened and its ledger record says COMPLETED, but the case record refused
+    this execution's COMPLETED (docs/design.md §3.11): a person resolved the case, another
+    execution owns it, or it ended otherwise meanwhile. Neither retried nor caught: the
+    execution ends FAILED at the step, which the failed-execution rule reports (a person must
+    learn of the effect); the case record keeps its outcome and resolution."""
+
+
 # --- rejections: never retried, explicit Fail ------------------------------------------------
 class InvalidRequest(SagaError):
     """The input is malformed; the message names the offending field."""

@@ -359,11 +359,10 @@ class CaseActions(StrictModel):
 
 
 class ValidateResult(StrictModel):
+    """A case accepted for its owning execution (a duplicate is saga.errors.DuplicateExecution)."""
+
     case: dict[str, Any]
     actions: CaseActions
-    # A new execution of a case that already has a record: never run forward (docs/design.md §8).
-    duplicate: bool = False
-    original_execution_arn: str | None = None
 
 
 class StepResult(StrictModel):

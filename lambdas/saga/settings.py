@@ -379,7 +379,11 @@ class ReconcileActionEnvironment(
     pass
 
 
-class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables):
+class EscalationQueueVariables(FunctionEnvironment):
+    escalation_queue_url: Text
+
+
+class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables, EscalationQueueVariables):
     pass
 
 
@@ -412,9 +416,8 @@ class AgentToolsEnvironment(CasesVariables, DraftsVariables, ApprovalVariables):
     agent_targets: AgentTargetsValue
 
 
-class SweepStuckActionsEnvironment(FunctionEnvironment):
+class SweepStuckActionsEnvironment(EscalationQueueVariables):
     ledger_table: TableName
-    escalation_queue_url: Text
     # How long past its lease an open action may sit before it counts as stuck.
     stuck_grace_seconds: NonNegativeInt
     # How often the schedule runs the sweeper: the unit of its re-send back-off.

@@ -3,7 +3,8 @@
     python -m sagactl.bench            (or `make bench`)
 
 For each example case it runs the real state machine in the local emulator and reports its
-states, state transitions, Lambda invocations, DynamoDB requests and effects (cases.py). Then
+states, state transitions, Lambda invocations, DynamoDB requests and effects, and what a million
+such cases cost at list prices with the arithmetic and its assumptions (cases.py, cost.py). Then
 each handler's cold start against a bare boto3 handler (coldstart.py): modules imported, and the
 time of import plus first clients in fresh interpreters, as a ratio measured in this one run
 (the one figure here that is a duration: reported, never asserted).
@@ -15,7 +16,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from sagactl.bench.cases import format_cases, measure_cases
+from sagactl.bench.cases import format_cases, format_costs, format_requests, measure_cases
 from sagactl.bench.coldstart import format_cold_starts, measure_cold_starts
 from sagactl.local.lambda_runtime import quiet_handlers
 from sagactl.paths import PROJECT_ROOT
@@ -45,12 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     cold_starts = measure_cold_starts(args.runs)
     if args.json:
         document = {
-            "cases": [asdict(c) for c in cases],
+            "cases": [{**asdict(c), "cost_per_million_usd": c.cost.per_million()} for c in cases],
             "cold_starts": [asdict(c) for c in cold_starts],
         }
         print(json.dumps(document, indent=2))
         return 0
     print(format_cases(cases))
+    print()
+    print(format_costs(cases))
+    print()
+    print(format_requests(next(c for c in cases if c.case == "happy-path")))
     print()
     print(format_cold_starts(cold_starts, args.runs))
     return 0

@@ -2,23 +2,30 @@
 
 For each example case it runs the real state machine in the local emulator and reports:
 - states entered and state transitions (what a STANDARD workflow is billed for),
-- Lambda invocations (TaskScheduled events, retries included),
+- Lambda invocations (TaskScheduled events of Lambda tasks, retries included),
 - DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
-  the executor itself makes none, so these are the handlers' requests),
+  the executor itself makes none, so these are the handlers' requests), and the request units
+  they were billed (sagactl.local.request_units), the saga's tables apart from the sandbox's,
 - KMS requests made by the tools (GetPublicKey of the approval keys: the signature itself is
   verified in the function, saga/signatures.py),
-- effects counted in the sandbox tables.
+- effects counted in the sandbox tables,
+- what a million such cases cost at list prices (cost.py: the arithmetic and its assumptions).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from saga.approval_keys import forget_public_keys
+from sagactl.bench.cost import SANDBOX_OUTPUTS, CaseCost, assumptions
+from sagactl.config import cdk_config
 from sagactl.local.emulator import client_environment
-from sagactl.local.environment import StackSource, run_local
+from sagactl.local.environment import LocalAws, StackSource, run_local
+from sagactl.local.request_units import Billed, metering_request_units
 from sagactl.metering import count_dynamodb_requests, count_requests
 from sagactl.operations.records import count_items
 from sagactl.paths import EXAMPLES_DIR
@@ -37,6 +44,8 @@ class CaseCounts:
     kms_requests: int  # GetPublicKey: only where a function's container reads a key first
     refunds: int
     shipments: int
+    cost: CaseCost
+    requests: tuple[Billed, ...] = ()  # each DynamoDB request as billed, in order
 
 
 def measure_cases(time_scale: float) -> list[CaseCounts]:
@@ -44,40 +53,69 @@ def measure_cases(time_scale: float) -> list[CaseCounts]:
     source = StackSource.synthesized()
     with run_local(source, time_scale=time_scale) as local:
         os.environ.update(client_environment(local.endpoint))
-        target = local_target_from_outputs(local.outputs)
         # Every function starts cold: the first case pays each container's public-key reads.
         forget_public_keys()
         for path in sorted(EXAMPLES_DIR.glob("*.json")):
             case = json.loads(path.read_text(encoding="utf-8"))
-            with count_dynamodb_requests() as counts, count_requests("kms") as kms:
-                arn = local.start_case(case)
-                description = local.wait_for_execution(arn)
-                requests = sum(counts.values())
-            history = local.history(arn)
-            entered = [e for e in history if e["type"].endswith("StateEntered")]
-            outcome = None
-            if description.get("output"):
-                outcome = json.loads(description["output"]).get("outcome")
-            results.append(
-                CaseCounts(
-                    case=path.stem,
-                    status=description["status"],
-                    outcome=outcome,
-                    states_entered=len(entered),
-                    # Step Functions bills each state entered plus the start of the execution.
-                    state_transitions=len(entered) + 1,
-                    lambda_invocations=sum(1 for e in history if e["type"] == "TaskScheduled"),
-                    dynamodb_requests=requests,
-                    kms_requests=sum(kms.values()),
-                    refunds=count_items(
-                        target, target.output("PaymentsTableName"), case["case_id"]
-                    ),
-                    shipments=count_items(
-                        target, target.output("ShipmentsTableName"), case["case_id"]
-                    ),
-                )
-            )
+            results.append(measure_case(local, path.stem, case))
     return results
+
+
+def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCounts:
+    """Run one case to its end in `local` and count what it was billed for."""
+    target = local_target_from_outputs(local.outputs)
+    with (
+        count_dynamodb_requests() as counts,
+        count_requests("kms") as kms,
+        metering_request_units() as units,
+    ):
+        arn = local.start_case(case)
+        description = local.wait_for_execution(arn)
+        requests = sum(counts.values())
+    if units.unmetered:
+        raise RuntimeError(f"{name}: DynamoDB requests the meter cannot bill: {units.unmetered}")
+    history = local.history(arn)
+    entered = [e for e in history if e["type"].endswith("StateEntered")]
+    invocations = sum(
+        1
+        for e in history
+        if e["type"] == "TaskScheduled"
+        and e["taskScheduledEventDetails"].get("resourceType") == "lambda"
+    )
+    outcome = None
+    if description.get("output"):
+        outcome = json.loads(description["output"]).get("outcome")
+    sandbox = {local.outputs[output] for output in SANDBOX_OUTPUTS}
+    saga = {table for billed in units.billed for table in billed.tables} - sandbox
+    cost = CaseCost(
+        # Step Functions bills each state entered plus the start of the execution.
+        transitions=len(entered) + 1,
+        invocations=invocations,
+        memory_mb=configured_memory_mb(),
+        read_units=units.read_units(saga),
+        write_units=units.write_units(saga),
+        sandbox_read_units=units.read_units(sandbox),
+        sandbox_write_units=units.write_units(sandbox),
+    )
+    return CaseCounts(
+        case=name,
+        status=description["status"],
+        outcome=outcome,
+        states_entered=len(entered),
+        state_transitions=len(entered) + 1,
+        lambda_invocations=invocations,
+        dynamodb_requests=requests,
+        kms_requests=sum(kms.values()),
+        refunds=count_items(target, target.output("PaymentsTableName"), case["case_id"]),
+        shipments=count_items(target, target.output("ShipmentsTableName"), case["case_id"]),
+        cost=cost,
+        requests=tuple(units.billed),
+    )
+
+
+def configured_memory_mb() -> int:
+    """The tools' memory, as the default app configures it (cdk.json `functions.memory_mb`)."""
+    return cdk_config().functions.memory_mb
 
 
 def format_cases(cases: list[CaseCounts]) -> str:
@@ -96,3 +134,48 @@ def format_cases(cases: list[CaseCounts]) -> str:
         "none when warm."
     )
     return "\n".join(lines)
+
+
+def format_costs(cases: list[CaseCounts]) -> str:
+    """Per million cases at list prices: the columns, then each case's arithmetic."""
+    memory = cases[0].cost.memory_mb if cases else configured_memory_mb()
+    header = (
+        f"{'case':<24} {'transitions':>11} {'lambda':>6} {'GB-s':>6} {'RRU':>5} {'WRU':>5} "
+        f"{'SFN $':>8} {'Lambda $':>8} {'DDB $':>7} {'total $':>8} {'sandbox RRU/WRU':>15}"
+    )
+    lines = ["cost per 1M cases, SFN + Lambda + DynamoDB (sagactl/bench/cost.py):", header]
+    for c in cases:
+        k = c.cost
+        sandbox = f"{k.sandbox_read_units:g}/{k.sandbox_write_units:g}"
+        lines.append(
+            f"{c.case:<24} {k.transitions:>11} {k.invocations:>6} {k.gb_seconds:>6.3f} "
+            f"{k.read_units:>5g} {k.write_units:>5g} {k.step_functions:>8.2f} "
+            f"{k.lambda_requests + k.lambda_compute:>8.2f} {k.dynamodb:>7.2f} {k.total:>8.2f} "
+            f"{sandbox:>15}"
+        )
+    lines.append("arithmetic (per 1M cases):")
+    lines += [f"  {c.case}: {c.cost.arithmetic()}" for c in cases]
+    lines.append("assumptions:")
+    lines += [f"  - {line}" for line in assumptions(memory)]
+    return "\n".join(lines)
+
+
+def format_requests(counts: CaseCounts) -> str:
+    """Each DynamoDB request of one case as billed: the units behind its DynamoDB figure."""
+    lines = [f"{counts.case}: DynamoDB requests as billed"]
+    for billed in counts.requests:
+        units = f"{billed.read_units:g} RRU" if billed.read_units else f"{billed.write_units} WRU"
+        note = f" ({billed.note})" if billed.note else ""
+        lines.append(
+            f"  {billed.operation:<20} {units:>8}  largest item {billed.largest_item:>5} B  "
+            f"{', '.join(_short(t) for t in billed.tables)}{note}"
+        )
+    return "\n".join(lines)
+
+
+def _short(table: str) -> str:
+    """`ReplacementOrderSaga-dev-TablesLedgerTable...` as `Ledger`."""
+    for part in ("Ledger", "Cases", "Inventory", "Reservations", "Payments", "Shipments"):
+        if part in table:
+            return part
+    return "Sandbox" if "Sandbox" in table else table

@@ -90,7 +90,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "open-record-retention",
         "no open record carries a retention: TTL never deletes an unsettled action (§3.7)",
-        "lambdas/saga/ledger/store.py",
+        "lambdas/saga/ledger/outcome_writes.py",
         "        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None",
         "        return self.policy.expires_at(now)",
     ),
@@ -359,9 +359,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "escalation-message-compensated",
         "the escalation message names what was compensated (§5)",
-        "statemachines/replacement_order.asl.json",
-        "'compensated': $compensations.action_key,",
-        "'compensated': [],",
+        "lambdas/saga/tools/outcome.py",
+        '        "compensated": [c["action_key"] for c in payload.compensations if '
+        "isinstance(c, Mapping)],",
+        '        "compensated": [],',
     ),
     Mutant(
         "compensation-pending-mark",
@@ -490,11 +491,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "escalation-message-effects",
         "the escalation message names the confirmed effects (§5)",
-        "statemachines/replacement_order.asl.json",
-        "'confirmed_effects': $steps.*.{'action_key': action_key, 'downstream_ref': "
-        "downstream_ref},",
-        "'confirmed_effects': $steps.reserve.{'action_key': action_key, 'downstream_ref': "
-        "downstream_ref},",
+        "lambdas/saga/tools/outcome.py",
+        "            for step in payload.steps.values()\n",
+        "            for step in list(payload.steps.values())[:1]\n",
     ),
     # --- the boundaries of issue 24, item 5 ------------------------------------------------
     Mutant(
@@ -533,6 +532,47 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if outcome == "COMPLETED":\n        return {"status": "COMPLETED"',
         '    if outcome != "ESCALATED":\n        return {"status": "COMPLETED"',
         outside_slice=_AGENT,
+    ),
+    Mutant(
+        "case-completed-with-shipment",
+        "every success path of the shipment leaves the case record COMPLETED (§3.11)",
+        "lambdas/saga/tools/ship.py",
+        "        companion=completed,\n",
+        "        companion=None,\n",
+    ),
+    Mutant(
+        "shipment-recorded-before-refusal",
+        "a case record that refuses never costs the shipment its ledger record (§3.11)",
+        "lambdas/saga/ledger/core.py",
+        "        except NotCommitted as cancelled:\n            written = self.finish(",
+        "        except NotCommitted as cancelled:\n"
+        "            if cancelled.item is not None:\n"
+        "                raise companion.refused(cancelled.item) from cancelled\n"
+        "            written = self.finish(",
+    ),
+    Mutant(
+        "completion-on-resolved-case",
+        "the shipment's COMPLETED never lands on a resolved case record (§3.10, §3.11)",
+        "lambdas/saga/cases.py",
+        '"outcome IN (:in_progress, :completed) AND attribute_not_exists(resolution)"',
+        '"outcome IN (:in_progress, :completed)"',
+    ),
+    Mutant(
+        "replay-only-ship-step",
+        "only the step that completed the case answers a replay once it is COMPLETED (§3.11)",
+        "lambdas/saga/acceptance.py",
+        "    if (\n        completes_case\n        and _records_this_case(record, approvals)",
+        "    if (\n        True\n        and _records_this_case(record, approvals)",
+    ),
+    Mutant(
+        "escalate-before-the-record",
+        "the escalation message follows the case record's ESCALATED, whose write a person's "
+        "decision refuses: a redrive after the decision queues nothing (§3.10)",
+        "lambdas/saga/tools/outcome.py",
+        "    case = payload.case\n    cases.record_outcome(\n",
+        '    case = payload.case\n    if payload.outcome == "ESCALATED":\n'
+        "        escalations.send(escalation_message(payload, execution_arn))\n"
+        "    cases.record_outcome(\n",
     ),
     Mutant(
         "unused-expression-value",

@@ -24,6 +24,7 @@ from sagactl.campaign.paths import (
     escalated_in,
     failed_operation,
     ran_forward,
+    stopped_at_completion,
     stopped_at_outcome_record,
     stopped_at_validation,
     tasks_beyond_validation,
@@ -284,8 +285,13 @@ class OutcomeChecker:
         outcome = None if record is None else record.get("outcome")
         allowed: tuple[str, ...] = ("COMPENSATION_PENDING",) if pending else ("IN_PROGRESS",)
         if stopped_at_outcome_record(execution):
-            # The record may already be written: an invoke that failed after the function ran.
+            # The record may already be written: an invoke that failed after the function ran
+            # (at Escalate: the record is written before the message is queued).
             allowed += ("ESCALATED" if escalated_in(execution) else "COMPLETED",)
+        if stopped_at_completion(execution):
+            # The shipment's transaction writes COMPLETED (docs/design.md §3.11): an invoke that
+            # failed after the function ran leaves it written.
+            allowed += ("COMPLETED",)
         if record is None and stopped_at_validation(execution):
             return  # failed before the record was written (throttled before it ran)
         if pending and outcome == "IN_PROGRESS":

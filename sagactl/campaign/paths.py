@@ -24,6 +24,11 @@ RELEASE_STATE = "ReleaseReservation"
 RECORD_STATE = "RecordOutcome"
 RECONCILE_STATE = "ReconcileStep"
 ESCALATE_STATE = "Escalate"
+# The states that invoke RecordOutcome: a reconciled shipment's record, and the escalation (its
+# record written before the message is queued, docs/design.md §3.10).
+OUTCOME_RECORD_STATES = (RECORD_STATE, ESCALATE_STATE)
+# The step whose transaction writes the case record's COMPLETED with its effect (§3.11).
+COMPLETING_STATE = FORWARD_STATES["ship"]
 # task state -> the Lambda function the campaign's invoke nemesis names (its name contains it)
 TOOL_OF_STATE: Mapping[str, str] = {
     VALIDATE_STATE: "ValidateCase",
@@ -31,6 +36,7 @@ TOOL_OF_STATE: Mapping[str, str] = {
     RECONCILE_STATE: "ReconcileAction",
     RELEASE_STATE: "ReleaseReservation",
     RECORD_STATE: "RecordOutcome",
+    ESCALATE_STATE: "RecordOutcome",
 }
 # task state -> the ledger operation a delivery to it works on
 OPERATION_OF_STATE: Mapping[str, str] = {
@@ -86,7 +92,12 @@ def stopped_at_validation(execution: Mapping[str, Any]) -> bool:
 
 
 def stopped_at_outcome_record(execution: Mapping[str, Any]) -> bool:
-    return execution.get("last_state") == RECORD_STATE
+    return execution.get("last_state") in OUTCOME_RECORD_STATES
+
+
+def stopped_at_completion(execution: Mapping[str, Any]) -> bool:
+    """Whether the execution stopped at the step that completes the case with its effect."""
+    return execution.get("last_state") == COMPLETING_STATE
 
 
 def classify(execution: Mapping[str, Any]) -> str:
@@ -104,9 +115,13 @@ def classify(execution: Mapping[str, Any]) -> str:
     if status == "FAILED" and state == RELEASE_STATE:
         return "COMPENSATION_PENDING"
     # The release marked the case COMPENSATION_PENDING; only the outcome's record failed since.
-    if status == "FAILED" and state == RECORD_STATE and released_in(execution):
+    if status == "FAILED" and state in OUTCOME_RECORD_STATES and released_in(execution):
         return "COMPENSATION_PENDING"
-    if status == "FAILED" and state in (VALIDATE_STATE, *FORWARD_STATES.values(), RECORD_STATE):
+    if status == "FAILED" and state in (
+        VALIDATE_STATE,
+        *FORWARD_STATES.values(),
+        *OUTCOME_RECORD_STATES,
+    ):
         return "FAILED_RESUMABLE"
     return f"{status}@{state}"
 

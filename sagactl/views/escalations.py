@@ -303,7 +303,7 @@ def notifications(view: EscalationView) -> list[dict[str, Any]]:
         found.append(
             {
                 "kind": "CASE_ESCALATED",
-                "producer": "the state machine's Escalate state, once",
+                "producer": "the state machine's Escalate state (RecordOutcome), once",
                 "reason": view.escalation.get("reason"),
             }
         )

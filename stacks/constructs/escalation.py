@@ -1,8 +1,9 @@
 """The escalation queue: where a person picks up a case the automation could not finish.
 
-Three producers: the state machine's Escalate state (SQS service integration), the stuck-action
-sweeper, and an EventBridge rule for executions that end FAILED, TIMED_OUT or ABORTED (but not
-for a refused rerun of a resolved case: its message would wait for a decision already made).
+Three producers: the state machine's Escalate state (RecordOutcomeFunction, once the case record
+says ESCALATED: docs/design.md §3.10), the stuck-action sweeper, and an EventBridge rule for
+executions that end FAILED, TIMED_OUT or ABORTED (but not for a refused rerun of a resolved case:
+its message would wait for a decision already made).
 
 Encryption is SQS-managed (SSE-SQS): EventBridge cannot deliver to a queue encrypted with the
 AWS-managed `alias/aws/sqs` KMS key, and a customer-managed key would add a key policy, KMS

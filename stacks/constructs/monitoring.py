@@ -2,8 +2,11 @@
 
 Alarms: executions that ended without success and need a person, an escalation message waiting
 too long (nobody is picking up decisions), anything in the escalation dead-letter queue, actions
-stuck in the ledger (the sweeper's StuckActions metric), and the sweeper itself: it failed, or
-it did not run.
+stuck in the ledger (the sweeper's StuckActions metric), a shipment its case record refused
+(CreateShipment's CaseRecordRefused metric), and the sweeper itself: it failed, or it did not
+run. No alarm reads a tool's Lambda Errors: a duplicate execution is one (ValidateCase's typed
+DuplicateExecution, caught to a Succeed state), so the dashboard shows ValidateCase's errors
+less the duplicates it counted.
 
 "Need a person" is what the failed-execution rule matched (EventBridge's TriggeredRules of that
 rule), not Step Functions' ExecutionsFailed: a rerun of a case a person resolved ends FAILED
@@ -33,6 +36,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from saga.metric_names import CASE_OUTCOMES, CASE_RECORD_REFUSED, CASES_DUPLICATE
 from stacks.config import SagaConfig
 
 STUCK_ACTIONS_METRIC = "StuckActions"
@@ -47,8 +51,11 @@ LEDGER_METRICS = (
     "LateReplay",
     "OutcomeAfterSettlement",  # an effect recorded next to a person's decision (§3.10)
 )
-# Business outcomes emitted by ValidateCase and RecordOutcome.
-CASE_METRICS = ("CasesAccepted", "CasesCompleted", "CasesEscalated")
+# Business outcomes emitted by ValidateCase, CreateShipment and RecordOutcome.
+CASE_METRICS = CASE_OUTCOMES
+# The functions whose own metrics are read here (their `service` dimension).
+VALIDATE_ID = "ValidateCaseFunction"
+SHIP_ID = "CreateShipmentFunction"
 _PERIOD = Duration.minutes(5)
 _AT_LEAST = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
@@ -89,6 +96,7 @@ class Monitoring(Construct):
         sweeper_service: str,
         metrics_namespace: str,
         functions: Mapping[str, lambda_.IFunction],
+        services: Mapping[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
         sweep_period = Duration.minutes(config.monitoring.sweep_every_minutes)
@@ -122,6 +130,13 @@ class Monitoring(Construct):
             period=sweep_period,
             statistic="Maximum",
         )
+        self.case_record_refused = cw.Metric(
+            namespace=metrics_namespace,
+            metric_name=CASE_RECORD_REFUSED,
+            dimensions_map={"service": services[SHIP_ID]},
+            period=_PERIOD,
+            statistic="Sum",
+        )
         self.sweeper_errors = sweeper.metric_errors(period=sweep_period, statistic="Sum")
         # Two sweep intervals: a late schedule (EventBridge may deliver a rate rule's event
         # late) still lands an invocation in every window.
@@ -148,6 +163,16 @@ class Monitoring(Construct):
                 dead_letters,
                 1,
                 "Escalations could not be processed or delivered (dead-letter queue)",
+            ),
+            # A shipment its case record refused (a person resolved the case meanwhile, another
+            # execution owns it): the execution may be gone (aborted, timed out), so the
+            # function's own count pages (docs/design.md §3.11).
+            "CaseRecordRefused": self._alarm(
+                "CaseRecordRefusedAlarm",
+                self.case_record_refused,
+                1,
+                "A shipment was made that its case record could not record (a person resolved "
+                "the case meanwhile, or another execution owns it): sagactl escalations show CASE",
             ),
             "StuckActions": self._alarm(
                 "StuckActionsAlarm",
@@ -214,9 +239,9 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Tool errors",
+                title="Tool errors (ValidateCase without duplicates)",
                 left=[
-                    fn.metric_errors(period=_PERIOD, statistic="Sum", label=fid)
+                    self._errors(fid, fn, metrics_namespace, services)
                     for fid, fn in functions.items()
                 ],
                 width=12,
@@ -229,6 +254,30 @@ class Monitoring(Construct):
                 ],
                 width=12,
             ),
+        )
+
+    @staticmethod
+    def _errors(
+        fid: str, fn: lambda_.IFunction, namespace: str, services: Mapping[str, str]
+    ) -> cw.IMetric:
+        """A function's Errors; ValidateCase's less the duplicates it counted: a duplicate ends
+        the execution SUCCEEDED through a Catch of its typed error, yet Lambda counts every
+        function error (docs/design.md §4.1)."""
+        errors = fn.metric_errors(period=_PERIOD, statistic="Sum", label=fid)
+        if fid != VALIDATE_ID:
+            return errors
+        duplicates = cw.Metric(
+            namespace=namespace,
+            metric_name=CASES_DUPLICATE,
+            dimensions_map={"service": services[fid]},
+            period=_PERIOD,
+            statistic="Sum",
+        )
+        return cw.MathExpression(
+            expression="errors - FILL(duplicates, 0)",
+            using_metrics={"errors": errors, "duplicates": duplicates},
+            label=f"{fid} (duplicates excluded)",
+            period=_PERIOD,
         )
 
     def _alarm(

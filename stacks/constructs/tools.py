@@ -138,7 +138,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         (
             TableAccess("ledger", (PUT, UPDATE)),
             TableAccess("shipments", (PUT,)),
-            TableAccess("cases", (GET,)),  # as for a reservation
+            # GetItem: as for a reservation; UpdateItem: the case record's COMPLETED, in the
+            # shipment's transaction (docs/design.md §3.11).
+            TableAccess("cases", (GET, UPDATE)),
             TableAccess("sandbox", (GET, UPDATE)),
         ),
         CreateShipmentEnvironment,

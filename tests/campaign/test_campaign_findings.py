@@ -60,11 +60,18 @@ def test_a_conflict_on_the_sandbox_fault_cursor_is_retried_like_any_transient_er
 
 
 def _outcome_failing(
-    local_aws: LocalAws, index: int, case_id: str, faults: dict[str, list[str]], error: str
+    local_aws: LocalAws,
+    index: int,
+    case_id: str,
+    faults: dict[str, list[str]],
+    error: str,
+    *,
+    tool: str = "RecordOutcome",
 ) -> CaseRun:
-    """Campaign seed 1, case `index`, shrunk: every invoke of RecordOutcome answers `error`
-    until its retries run out; then the cause is removed and the execution redriven."""
-    nemesis = {"kind": "invoke_error", "tool": "RecordOutcome", "error": error}
+    """Campaign seed 1, case `index`, shrunk: every invoke of `tool` (the one that writes the
+    case's outcome) answers `error` until its retries run out; then the cause is removed and
+    the execution redriven."""
+    nemesis = {"kind": "invoke_error", "tool": tool, "error": error}
     plan = CasePlan(
         seed=1,
         index=index,
@@ -79,10 +86,10 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
     local_aws: LocalAws,
 ) -> None:
     """Campaign seed 1, case 1142, shrunk: the carrier rejects the shipment, the reservation is
-    released (the case record says COMPENSATION_PENDING), then RecordOutcome is throttled past
-    its retries. The execution is FAILED with the compensation pending, which a redrive
-    finishes: an honest state the checker took for a forward failure with a disagreeing record
-    (the product was right; the oracle was wrong)."""
+    released (the case record says COMPENSATION_PENDING), then RecordOutcome (invoked at
+    Escalate) is throttled past its retries. The execution is FAILED with the compensation
+    pending, which a redrive finishes: an honest state the checker took for a forward failure
+    with a disagreeing record (the product was right; the oracle was wrong)."""
     run = _outcome_failing(
         local_aws,
         1142,
@@ -93,7 +100,7 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
 
     closed, redriven = run.snapshots[0], run.snapshots[-1]
     first = closed.executions[run.owner_arn or ""]
-    assert (first["status"], first["last_state"]) == ("FAILED", "RecordOutcome")
+    assert (first["status"], first["last_state"]) == ("FAILED", "Escalate")  # RecordOutcome there
     assert first["error"] == "Lambda.TooManyRequestsException"
     assert (closed.case_record or {}).get("outcome") == "COMPENSATION_PENDING"
     assert classify(first) == "COMPENSATION_PENDING"
@@ -104,18 +111,25 @@ def test_an_outcome_record_that_fails_after_the_release_is_a_pending_compensatio
 
 
 def test_an_outcome_recorded_whose_answer_was_lost_is_resumable(local_aws: LocalAws) -> None:
-    """Campaign seed 1, case 1560, shrunk: RecordOutcome writes COMPLETED, then every invoke of
-    it fails after the function ran (Lambda.ServiceException: its answer lost) until the retries
-    run out. The execution is FAILED at RecordOutcome with the case record already COMPLETED,
-    the effects all done; a redrive records the outcome again (idempotent) and succeeds. The
-    checker took the written record for a disagreement (the oracle was wrong again)."""
+    """Campaign seed 1, case 1560, shrunk (the outcome now written with the shipment,
+    docs/design.md §3.11): CreateShipment ships and writes COMPLETED, then every invoke of it
+    fails after the function ran (Lambda.ServiceException: its answer lost) until the retries
+    run out. Each redelivery finds the case record COMPLETED and answers the recorded shipment
+    (never refused as a case no longer under way, never sent again); the execution is FAILED at
+    CreateShipment with the record already COMPLETED, the effects all done; a redrive answers
+    the shipment again and succeeds."""
     run = _outcome_failing(
-        local_aws, 1560, "case-outcome-answer-lost", {}, "Lambda.ServiceException"
+        local_aws,
+        1560,
+        "case-outcome-answer-lost",
+        {},
+        "Lambda.ServiceException",
+        tool="CreateShipment",
     )
 
     closed, redriven = run.snapshots[0], run.snapshots[-1]
     first = closed.executions[run.owner_arn or ""]
-    assert (first["status"], first["last_state"]) == ("FAILED", "RecordOutcome")
+    assert (first["status"], first["last_state"]) == ("FAILED", "CreateShipment")
     assert first["error"] == "Lambda.ServiceException"
     assert (closed.case_record or {}).get("outcome") == "COMPLETED"
     assert (len(closed.refunds), len(closed.shipments)) == (1, 1)

@@ -505,7 +505,7 @@ def compensation_redriven(local: LocalAws) -> None:
 
 def duplicate_and_conflicting_starts(local: LocalAws) -> None:
     case = example("happy-path", "g-duplicate")
-    expect(case, "SUCCEEDED", "RecordOutcome")(local)
+    expect(case, "SUCCEEDED", "CreateShipment")(local)
     run(local, case, name="g-duplicate-again")
     changed = deepcopy(case)
     changed["refund"]["amount_minor"] += 1
@@ -513,8 +513,8 @@ def duplicate_and_conflicting_starts(local: LocalAws) -> None:
 
 
 def under_way_before_signing(local: LocalAws) -> None:
-    expect(example("refund-rejected", "g-legacy-outcome"), "SUCCEEDED", "RecordOutcome")(local)
-    redeliver_unsigned(local, "g-legacy-outcome", "RecordOutcome")
+    expect(example("refund-rejected", "g-legacy-outcome"), "SUCCEEDED", "Escalate")(local)
+    redeliver_unsigned(local, "g-legacy-outcome", "Escalate")  # RecordOutcome there
     # A closed case releases nothing: the release is redelivered while its case is still
     # compensating (FAILED there; its sandbox has one timeout left, then answers).
     case = example("compensation-stuck", "g-legacy-release")
@@ -538,7 +538,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
     def answered_once(output_key: str, code: str, case_id: str) -> Scenario:
         def scenario(local: LocalAws) -> None:
             with next_transaction_fails(local, output_key, code, monkeypatch) as answered:
-                expect(example("happy-path", case_id), "SUCCEEDED", "RecordOutcome")(local)
+                expect(example("happy-path", case_id), "SUCCEEDED", "CreateShipment")(local)
             assert answered == [code], f"{case_id}: no transaction on {output_key} failed"
 
         return scenario
@@ -546,7 +546,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
     mismatch = example("happy-path", "g-mismatch")
     mismatch["refund"]["amount_minor"] += 1  # not what was approved
     return [
-        ("happy path", expect(example("happy-path"), "SUCCEEDED", "RecordOutcome")),
+        ("happy path", expect(example("happy-path"), "SUCCEEDED", "CreateShipment")),
         ("agent tools through each tenant's gateway target", agent_replacements(monkeypatch)),
         ("four eyes: two approvers' keys", four_eyes(monkeypatch)),
         (
@@ -607,7 +607,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
             expect(
                 example("happy-path", "g-reserve-fbc", reserve=["fail_before_commit"]),
                 "SUCCEEDED",
-                "RecordOutcome",
+                "CreateShipment",
             ),
         ),
         (
@@ -623,7 +623,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
             expect(
                 example("happy-path", "g-refund-fbc", refund=["fail_before_commit"]),
                 "SUCCEEDED",
-                "RecordOutcome",
+                "CreateShipment",
             ),
         ),
         (
@@ -647,7 +647,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
             expect(
                 example("happy-path", "g-ship-fbc", shipment=["fail_before_commit"]),
                 "SUCCEEDED",
-                "RecordOutcome",
+                "CreateShipment",
             ),
         ),
         (

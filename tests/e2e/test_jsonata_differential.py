@@ -96,6 +96,7 @@ def test_the_emulator_evaluates_every_saga_expression_as_the_reference_does(
     assert statuses == {
         "carrier-unavailable": "SUCCEEDED",
         "compensation-stuck": "FAILED",
+        "four-eyes": "SUCCEEDED",
         "happy-path": "SUCCEEDED",
         "lost-carrier-response": "SUCCEEDED",
         "lost-refund-response": "SUCCEEDED",

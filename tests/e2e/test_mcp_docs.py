@@ -75,7 +75,8 @@ def test_the_documented_stdio_config_serves_tools_whose_annotations_are_true(
 ) -> None:
     entry = json.loads(readme_block("json mcp-stdio"))["mcpServers"]["replacement-saga"]
     command = entry["command"].replace(DOC_CLONE, str(PROJECT_ROOT))
-    assert Path(command) == Path(sys.executable).parent / "sagactl"
+    # resolved: a copy of the tree whose .venv is a link to this one (`make mutate`) is the same
+    assert Path(command).resolve() == (Path(sys.executable).parent / "sagactl").resolve()
     env = {**entry.get("env", {}), "SAGA_LOCAL_OUTPUTS": str(outputs), "PATH": os.environ["PATH"]}
     params = StdioServerParameters(command=command, args=entry["args"], env=env)
     proposal = agent_proposal("4242")

@@ -22,18 +22,11 @@ from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-HAPPY_PATH = [
-    "ValidateCase",
-    "NewOrDuplicate",
-    "ReserveStock",
-    "IssueRefund",
-    "CreateShipment",
-    "RecordOutcome",
-]
+HAPPY_PATH = ["ValidateCase", "ReserveStock", "IssueRefund", "CreateShipment"]
 # How an escalated case ends, and the two places a reservation is released before it.
-ESCALATED_END = ["Escalate", "RecordOutcome"]
-RELEASED_AT_REFUND = [*HAPPY_PATH[:4], "ReleaseReservation", *ESCALATED_END]
-RELEASED_AT_SHIPMENT = [*HAPPY_PATH[:5], "ReleaseReservation", *ESCALATED_END]
+ESCALATED_END = ["Escalate"]  # RecordOutcome invoked there: the record, then the message
+RELEASED_AT_REFUND = [*HAPPY_PATH[:3], "ReleaseReservation", *ESCALATED_END]
+RELEASED_AT_SHIPMENT = [*HAPPY_PATH, "ReleaseReservation", *ESCALATED_END]
 
 
 def load_example(name: str) -> dict[str, Any]:
@@ -187,24 +180,32 @@ def stock_before(local_aws: LocalAws) -> int:
     return int(item["available"]["N"])
 
 
-def test_happy_path_runs_five_states_with_one_effect_each(
+def test_happy_path_runs_four_states_with_one_effect_each(
     local_aws: LocalAws, stock_before: int
 ) -> None:
     with count_dynamodb_requests() as requests:
         saga = Saga(local_aws, load_example("happy-path"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == HAPPY_PATH  # 6 states entered: 7 billed transitions with the start
-    assert len(saga.events("TaskScheduled")) == 5  # one Lambda invocation per state
-    # Ledger: reserve 1 (one transaction), refund 2, ship 2 (claim + complete); cases table 5
-    # (validate, outcome, and one read per forward step: only a case under way moves forward);
-    # sandbox downstreams 3 (payment key claim + refund, shipment).
-    assert sum(requests.values()) == 13, requests
+    assert saga.path == HAPPY_PATH  # 4 states entered: 5 billed transitions with the start
+    assert len(saga.events("TaskScheduled")) == 4  # one Lambda invocation per state
+    # Ledger: reserve 1 (one transaction), refund 2 (claim + complete), ship 2 (claim + one
+    # transaction: its completion and the case record's COMPLETED); cases table 4 (validate,
+    # and one read per forward step: only a case under way moves forward); sandbox downstreams
+    # 3 (payment key claim + refund, shipment).
+    assert sum(requests.values()) == 12, requests
     assert requests["GetItem"] == 3
-    assert requests["TransactWriteItems"] == 3
-    assert saga.output["outcome"] == "COMPLETED"
-    assert saga.output["escalation"] is None
+    assert requests["TransactWriteItems"] == 4
+    assert requests["UpdateItem"] == 1  # the refund's completion
+    assert saga.output == {
+        "case_id": saga.case_id,
+        "outcome": "COMPLETED",
+        "steps": saga.output["steps"],
+        "compensations": [],
+        "escalation": None,
+    }
     assert set(saga.output["steps"]) == {"reserve", "refund", "ship"}
+    assert saga.output["steps"]["ship"]["downstream_ref"] is not None
     assert saga.count_effects("PaymentsTableName") == 1
     assert saga.count_effects("ShipmentsTableName") == 1
     assert saga.available("SKU-RED-MUG") == stock_before - 1
@@ -219,7 +220,7 @@ def test_lost_refund_response_is_reconciled_not_repeated(local_aws: LocalAws) ->
     saga = Saga(local_aws, load_example("lost-refund-response"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == [*HAPPY_PATH[:4], "ReconcileStep", "AfterReconcile", *HAPPY_PATH[4:]]
+    assert saga.path == [*HAPPY_PATH[:3], "ReconcileStep", "AfterReconcile", "CreateShipment"]
     assert saga.output["outcome"] == "COMPLETED"
     assert saga.output["steps"]["refund"]["reconciled"] is True
     assert saga.count_effects("PaymentsTableName") == 1
@@ -279,7 +280,7 @@ def test_shipment_rejected_keeps_the_refund_releases_stock_and_escalates_once(
     messages = saga.escalations()
     assert len(messages) == 1
     assert messages[0]["reason"] == "SHIPMENT_REJECTED"
-    assert messages[0]["compensated"] == saga.output["compensations"][0]["action_key"]
+    assert messages[0]["compensated"] == [saga.output["compensations"][0]["action_key"]]
     refund_key = saga.output["steps"]["refund"]["action_key"]
     assert refund_key in [e["action_key"] for e in messages[0]["confirmed_effects"]]
 
@@ -288,7 +289,7 @@ def test_out_of_stock_escalates_with_nothing_to_compensate(local_aws: LocalAws) 
     saga = Saga(local_aws, load_example("out-of-stock"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path == [*HAPPY_PATH[:3], *ESCALATED_END]
+    assert saga.path == [*HAPPY_PATH[:2], *ESCALATED_END]
     assert saga.output["outcome"] == "ESCALATED"
     assert saga.output["escalation"]["reason"] == "OUT_OF_STOCK"
     assert saga.output["compensations"] == []
@@ -301,7 +302,7 @@ def test_carrier_unavailable_escalates_with_the_shipment_unknown(local_aws: Loca
     saga = Saga(local_aws, load_example("carrier-unavailable"))
 
     assert saga.status == "SUCCEEDED"
-    assert saga.path[-4:] == ["ReconcileStep", "AfterReconcile", "Escalate", "RecordOutcome"]
+    assert saga.path[-3:] == ["ReconcileStep", "AfterReconcile", "Escalate"]
     assert saga.output["outcome"] == "ESCALATED"
     assert saga.output["escalation"]["reason"] == "OUTCOME_UNCERTAIN"
     assert saga.output["escalation"]["step"] == "ship"
@@ -368,7 +369,7 @@ def test_stuck_compensation_fails_at_the_task_then_a_redrive_restores_stock_once
 
     assert saga.status == "SUCCEEDED"
     assert saga.description["redriveCount"] == 1
-    assert saga.path[entered_before:] == ["ReleaseReservation", "Escalate", "RecordOutcome"]
+    assert saga.path[entered_before:] == ["ReleaseReservation", "Escalate"]
     assert saga.path[:entered_before].count("ReserveStock") == 1  # not rerun
     [redriven] = saga.events("ExecutionRedriven")
     assert redriven["executionRedrivenEventDetails"] == {"redriveCount": 1}

@@ -189,10 +189,10 @@ def test_kms_is_asked_once_per_function_and_key_and_never_when_warm(local_aws: L
         for call in cold_calls
         if call.service == "kms"
     )
-    # ValidateCase, ReserveStock, IssueRefund, CreateShipment, RecordOutcome: one each.
-    assert sum(cold.values()) == 5, cold
+    # ValidateCase, ReserveStock, IssueRefund, CreateShipment: one each.
+    assert sum(cold.values()) == 4, cold
     assert {operation for _, operation in cold} == {"GetPublicKey"}
-    assert len({function for function, _ in cold}) == 5
+    assert len({function for function, _ in cold}) == 4
     assert [call for call in warm_calls if call.service == "kms"] == []
 
 

@@ -8,16 +8,19 @@ scenario would show, checked on every state at once.
 - the compensation has no Catch for those: retries, then FAILED at that task (redrivable);
 - every Catch and Retry handles the names of a function that died all alike, or none of them;
 - every Lambda task retries the invoke-level faults AWS recommends retrying;
-- a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward.
+- a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward;
+- the shipment ends the execution with the case's outcome (written with it).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
+from saga.errors import DUPLICATE_OF_EXECUTION
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 from stacks.workflow_policy import is_lambda_task, iter_states
 from tests.infra.synth import Synthesized
@@ -96,7 +99,8 @@ def test_every_lambda_task_retries_the_invoke_level_faults(
     lambda_tasks = {
         name: s for name, s in states.items() if s["Type"] == "Task" and is_lambda_task(s)
     }
-    assert len(lambda_tasks) == 7
+    assert len(lambda_tasks) == 8  # every Task: Escalate is RecordOutcome's invocation too
+    assert set(lambda_tasks) == {n for n, s in states.items() if s["Type"] == "Task"}
     for name, state in lambda_tasks.items():
         retried = {error for retrier in state["Retry"] for error in retrier["ErrorEquals"]}
         assert set(LAMBDA_INVOKE_ERRORS) <= retried, name
@@ -105,13 +109,73 @@ def test_every_lambda_task_retries_the_invoke_level_faults(
 def test_a_duplicate_execution_ends_succeeded_before_any_effect(
     states: dict[str, dict[str, Any]],
 ) -> None:
-    assert states["ValidateCase"]["Next"] == "NewOrDuplicate"
-    choice = states["NewOrDuplicate"]
-    assert choice["Choices"] == [{"Condition": "{% $duplicate %}", "Next": "DuplicateCase"}]
-    assert choice["Default"] == "ReserveStock"
-    duplicate = states["DuplicateCase"]
-    assert duplicate["Type"] == "Succeed"
-    assert "'outcome': 'DUPLICATE'" in duplicate["Output"]
+    """DuplicateExecution is caught from ValidateCase to a Succeed state (the happy path enters
+    no state for it), never retried, and nothing but ValidateCase raises it."""
+    validate = states["ValidateCase"]
+    assert validate["Next"] == "ReserveStock"
+    (caught,) = [c for c in validate["Catch"] if "DuplicateExecution" in c["ErrorEquals"]]
+    assert (caught["ErrorEquals"], caught["Next"]) == (["DuplicateExecution"], "DuplicateCase")
+    assert "'outcome': 'DUPLICATE'" in caught["Output"]
+    assert f"'{DUPLICATE_OF_EXECUTION}'" in caught["Output"]
+    assert states["DuplicateCase"] == {"Type": "Succeed", "Comment": ANY}
+    for name, state in states.items():
+        retried = {e for retrier in state.get("Retry", []) for e in retrier["ErrorEquals"]}
+        assert "DuplicateExecution" not in retried, name
+        if name != "ValidateCase":
+            assert all("DuplicateExecution" not in c["ErrorEquals"] for c in state.get("Catch", []))
+
+
+def test_the_shipment_ends_the_execution_with_the_case_outcome(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """The case record's COMPLETED is written with the shipment (docs/design.md §3.11), so the
+    last step ends the execution with the §8 output; RecordOutcome remains for the paths that
+    escalate, compensate or reconcile. A case record that refuses it ends the execution FAILED
+    there (CaseRecordRefused is neither retried nor caught)."""
+    ship = states["CreateShipment"]
+    assert ship.get("End") is True and "Next" not in ship and "Assign" not in ship
+    assert ship["Output"].startswith("{% {'case_id': $case.case_id, 'outcome': 'COMPLETED', ")
+    handled = {
+        error for handler in (*ship["Retry"], *ship["Catch"]) for error in handler["ErrorEquals"]
+    }
+    assert not handled & {"CaseRecordRefused", "States.ALL", "States.TaskFailed"}
+    into_record_outcome = sorted(
+        {
+            name
+            for name, state in states.items()
+            for target in _targets(state)
+            if target == "RecordOutcome"
+        }
+    )
+    assert into_record_outcome == ["AfterReconcile"]
+    record = states["RecordOutcome"]["Arguments"]["Payload"]
+    assert "'outcome': 'COMPLETED'" in record and "'escalation': null" in record
+
+
+def test_the_escalation_is_queued_by_a_function_that_refuses_a_resolved_case(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """Escalate invokes RecordOutcome, which writes the case record ESCALATED (refused with
+    ActionSettled once a person resolved the case, docs/design.md §3.10) before it queues
+    CASE_ESCALATED: no state sends to SQS itself, so a redrive of an execution stopped at
+    Escalate cannot message about a decided case. ActionSettled is neither retried nor caught
+    there, and the escalation ends the execution with RecordOutcome's output."""
+    escalate = states["Escalate"]
+    assert escalate["Arguments"]["FunctionName"] == "${RecordOutcomeFunctionArn}"
+    assert "'outcome': 'ESCALATED'" in escalate["Arguments"]["Payload"]
+    assert "'escalation': $escalation" in escalate["Arguments"]["Payload"]
+    assert (escalate.get("End"), escalate["Output"]) == (True, "{% $states.result.Payload %}")
+    assert "Catch" not in escalate
+    retried = {error for retrier in escalate["Retry"] for error in retrier["ErrorEquals"]}
+    assert "ActionSettled" not in retried and not retried & {"States.ALL", "States.TaskFailed"}
+    assert not [n for n, s in states.items() if "sqs:" in s.get("Resource", "")]
+
+
+def _targets(state: dict[str, Any]) -> list[str]:
+    found = [state.get("Next"), state.get("Default")]
+    found += [rule.get("Next") for rule in state.get("Choices", [])]
+    found += [catcher.get("Next") for catcher in state.get("Catch", [])]
+    return [target for target in found if target]
 
 
 def test_a_rejection_while_reconciling_releases_only_this_cases_reservation(

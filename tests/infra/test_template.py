@@ -630,3 +630,38 @@ def test_alarms_dashboard_and_outputs(synthesized: Synthesized) -> None:
     assert outputs["StateMachineArn"]["Value"] == {
         "Ref": synthesized.logical_id(synthesized.saga.stack.workflow.state_machine)
     }
+
+
+def test_a_shipment_its_case_record_refused_pages_and_duplicates_are_no_tool_errors(
+    synthesized: Synthesized,
+) -> None:
+    """docs/design.md §3.11, §4.1: CreateShipment counts a shipment its case record refused,
+    and that count pages (the execution may be gone); a duplicate is ValidateCase's typed
+    error, which Lambda counts in Errors, so the dashboard shows ValidateCase's errors less the
+    duplicates it counted, and no alarm reads a tool's Errors."""
+    alarms = [a["Properties"] for a in synthesized.resources("AWS::CloudWatch::Alarm").values()]
+    (refused,) = [a for a in alarms if a["MetricName"] == "CaseRecordRefused"]
+    assert (refused["Namespace"], refused["Dimensions"]) == (
+        "ReplacementOrderSaga-dev",
+        [{"Name": "service", "Value": "create-shipment"}],
+    )
+    assert (refused["Statistic"], refused["Threshold"], refused["TreatMissingData"]) == (
+        "Sum",
+        1,
+        "notBreaching",
+    )
+    sweeper = synthesized.logical_id(
+        synthesized.saga.stack.tools.functions["SweepStuckActionsFunction"]
+    )
+    lambda_alarms = [a for a in alarms if a["Namespace"] == "AWS/Lambda"]
+    assert {a["Dimensions"][0]["Value"]["Ref"] for a in lambda_alarms} == {sweeper}
+    (errors,) = [
+        w
+        for w in _dashboard_widgets(synthesized)
+        if str(w["properties"].get("title", "")).startswith("Tool errors")
+    ]
+    rows = errors["properties"]["metrics"]
+    (math,) = [row for row in rows if isinstance(row[0], dict)]
+    assert math[0]["expression"] == "errors - FILL(duplicates, 0)"
+    duplicates = [row for row in rows if row[:2] == ["ReplacementOrderSaga-dev", "CasesDuplicate"]]
+    assert duplicates and duplicates[0][2:4] == ["service", "validate-case"]

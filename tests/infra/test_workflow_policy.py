@@ -67,7 +67,9 @@ def test_nested_and_service_tasks_get_their_class_policy_and_timeout(config: Sag
     ]
     assert release["TimeoutSeconds"] == config.workflow.lambda_task_timeout_seconds
     notify = states["Notify"]
-    assert notify["Retry"] == [config.retry["escalate"].to_retrier()]
+    # A service task has no class of its own (the saga has none since Escalate is a Lambda
+    # task): the default class, and no ActionPending retrier (only a tool raises it).
+    assert notify["Retry"] == [config.retry["tool"].to_retrier()]
     assert notify["TimeoutSeconds"] == config.workflow.service_task_timeout_seconds
     assert rendered["TimeoutSeconds"] == config.workflow.execution_timeout_minutes * 60
     assert "Retry" not in dict(iter_states(original))["Release"], "the input is not mutated"

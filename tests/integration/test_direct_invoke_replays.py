@@ -6,6 +6,7 @@ and a finished case could be replayed once its ledger records have expired (a se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +15,13 @@ import pytest
 
 from saga import clock
 from saga.approvals import format_instant
-from saga.errors import ApprovalInvalid, AuthorizationDenied, ReservationNotHeld
+from saga.errors import (
+    ApprovalInvalid,
+    AuthorizationDenied,
+    CaseRecordRefused,
+    DuplicateExecution,
+    ReservationNotHeld,
+)
 from saga.handlers import (
     create_shipment,
     issue_refund,
@@ -24,7 +31,7 @@ from saga.handlers import (
     validate_case,
 )
 from sagactl.local.approval_keys import sign_locally
-from tests.integration.test_tools_handlers import FakeContext, attempt, env
+from tests.integration.test_tools_handlers import FakeContext, attempt, env, validated
 from tests.local_clock import local_clock  # noqa: F401  (fixture)
 from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case
 
@@ -178,14 +185,13 @@ def test_an_accepted_case_validated_again_after_its_deadline_goes_on(
     case = _signed_with_deadline("case-ontime")
     local_clock(0)
     first = _validate(case, EXECUTION, started=None)
-    assert not first.get("duplicate")
+    assert first["case"]["case_id"] == "case-ontime"
 
     local_clock(3 * 86400)
     again = _validate(case, EXECUTION, started=None)
-    assert not again.get("duplicate")
-    duplicate = _validate(case, OTHER_EXECUTION, started=None)
-    assert duplicate["duplicate"] is True
-    assert duplicate["original_execution_arn"] == EXECUTION
+    assert again == first
+    with pytest.raises(DuplicateExecution, match=f"duplicate of execution {EXECUTION} "):
+        _validate(case, OTHER_EXECUTION, started=None)
 
     record = env.case_record("case-ontime")
     assert record is not None
@@ -209,3 +215,46 @@ def test_an_escalated_case_is_never_released_after_its_ledger_expired(
 
     assert env.available("SKU-RED-MUG") == stock
     assert [r["status"]["S"] for r in env.reservations("case-kept")] == ["HELD"]
+
+
+def test_a_shipment_redelivered_after_it_completed_the_case_answers_the_recorded_one(
+    env: ToolsEnv,
+) -> None:
+    """Its answer was lost after the shipment's transaction wrote the case's COMPLETED (a
+    retried invoke, a redrive, docs/design.md §3.11): the redelivery finds the case COMPLETED,
+    reads the ledger's record and answers it; nothing is sent, nothing written, never refused
+    as a case no longer under way."""
+    case = validated(raw_case("case-shipped"))
+    ship = {"case": case, "attempt": attempt("CreateShipment")}
+    first = create_shipment.handler(ship, FakeContext())
+    assert (env.case_record("case-shipped") or {})["outcome"] == "COMPLETED"
+    ledger_before = env.items("LEDGER_TABLE")
+
+    again = create_shipment.handler(ship, FakeContext())
+
+    assert again == {**first, "replayed": True}
+    assert env.shipments("case-shipped") == 1
+    assert env.items("LEDGER_TABLE") == ledger_before
+
+
+def test_a_shipment_its_case_record_refuses_is_counted_for_the_alarm(
+    env: ToolsEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A direct invoke under another execution than the case's owner ships (the action is the
+    case's), but the case record refuses its COMPLETED: CaseRecordRefused, and the function's
+    CaseRecordRefused metric, which the stack alarms on (docs/design.md §3.11)."""
+    case = validated(raw_case("case-not-theirs"))
+    other = {**attempt("CreateShipment"), "execution": OTHER_EXECUTION}
+    capsys.readouterr()
+
+    with pytest.raises(CaseRecordRefused, match=f"belongs to execution {EXECUTION}"):
+        create_shipment.handler({"case": case, "attempt": other}, FakeContext())
+
+    metrics = [
+        json.loads(line)
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith('{"_aws"')
+    ]
+    assert [m.get("CaseRecordRefused") for m in metrics if "CaseRecordRefused" in m] == [[1.0]]
+    assert env.shipments("case-not-theirs") == 1
+    assert (env.case_record("case-not-theirs") or {})["outcome"] == "IN_PROGRESS"

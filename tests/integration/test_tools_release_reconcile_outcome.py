@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
 from saga.cases import OwningExecution
 from saga.errors import (
+    ActionSettled,
     KeyConflict,
     OutcomeUnknown,
     OutOfStock,
     RefundRejected,
     ReservationNotHeld,
+    TransientError,
 )
 from saga.identity import Operation
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
@@ -31,6 +34,19 @@ def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
 
 OWNER = OwningExecution("arn:e")
 ATTEMPT = AttemptInfo(execution=OWNER.arn, state="RecordOutcome", retry=0)
+
+
+class Queue:
+    """The escalation queue as RecordOutcome sees it: what was sent, or a send that fails."""
+
+    def __init__(self, *, failing: bool = False) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.failing = failing
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        if self.failing:
+            raise TransientError(f"case {message['case_id']}: not queued")
+        self.sent.append(dict(message))
 
 
 # --- release --------------------------------------------------------------------------------
@@ -59,9 +75,24 @@ def test_release_without_a_reservation_is_not_held_and_recorded(env: ToolsEnv) -
 
 
 def test_release_after_a_shipment_is_refused(env: ToolsEnv) -> None:
+    """The case record says COMPLETED with the shipment: nothing to release."""
     case = make_case()
     env.reserve(case)
     env.create_shipment(case)
+    with pytest.raises(ReservationNotHeld, match="the case is COMPLETED"):
+        env.release(case)
+    assert env.available("SKU-RED-MUG") == 99
+
+
+def test_release_after_a_shipment_reconciliation_found_is_refused(env: ToolsEnv) -> None:
+    """A shipment reconciliation found is COMPLETED in the ledger while the case record is under
+    way until RecordOutcome: the ledger's record keeps the stock reserved."""
+    case = make_case(faults={"shipment": ["lose_response"]})
+    env.reserve(case)
+    with pytest.raises(OutcomeUnknown):
+        env.create_shipment(case)
+    assert env.reconcile(case, "ship").decision == "RESUME"
+    assert env.case_record(case.case_id)["outcome"] == "IN_PROGRESS"  # type: ignore[index]
     with pytest.raises(ReservationNotHeld, match="shipment action is COMPLETED"):
         env.release(case)
     assert env.available("SKU-RED-MUG") == 99
@@ -158,9 +189,7 @@ def test_reconcile_of_a_recorded_failure_raises_the_business_error(env: ToolsEnv
 
 
 # --- outcome ----------------------------------------------------------------------------------
-def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: ToolsEnv) -> None:
-    case = make_case()
-    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
+def _escalated(case: Any) -> OutcomePayload:
     steps = {
         "reserve": {
             "action_key": "k",
@@ -178,7 +207,7 @@ def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: T
         "detail": "no",
         "decision_needed": "x",
     }
-    payload = OutcomePayload(
+    return OutcomePayload(
         case=case,
         outcome="ESCALATED",
         steps=steps,
@@ -186,20 +215,88 @@ def test_record_outcome_writes_the_terminal_record_and_returns_the_output(env: T
         escalation=escalation,
         attempt=ATTEMPT,
     )
-    output = record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn)
+
+
+def test_record_outcome_writes_the_terminal_record_then_queues_the_escalation(
+    env: ToolsEnv,
+) -> None:
+    case = make_case()
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
+    payload = _escalated(case)
+    queue = Queue()
+    output = record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn, escalations=queue)
     assert output.model_dump() == {
         "case_id": "case-0001",
         "outcome": "ESCALATED",
-        "steps": steps,
+        "steps": payload.steps,
         "compensations": [{"action_key": "r"}],
-        "escalation": escalation,
+        "escalation": payload.escalation,
     }
     record = env.case_record("case-0001")
     assert record is not None
-    assert record["outcome"] == "ESCALATED" and record["steps"] == steps
-    assert record["escalation"] == escalation and record["created_at"]
-    record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn)  # a repeat is harmless
-    assert env.case_record("case-0001") == record
+    assert record["outcome"] == "ESCALATED" and record["steps"] == payload.steps
+    assert record["escalation"] == payload.escalation and record["created_at"]
+    assert queue.sent == [
+        {
+            "kind": "CASE_ESCALATED",
+            "case_id": "case-0001",
+            "tenant_id": case.tenant_id,
+            "execution": OWNER.arn,
+            "reason": "SHIPMENT_REJECTED",
+            "step": "ship",
+            "detail": "no",
+            "decision_needed": "x",
+            "confirmed_effects": [{"action_key": "k", "downstream_ref": None}],
+            "compensated": ["r"],
+        }
+    ]
+    # a repeat (a retry whose answer was lost) rewrites the same record and sends again
+    record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn, escalations=queue)
+    assert env.case_record("case-0001") == record and len(queue.sent) == 2
+
+
+def test_a_completed_outcome_queues_nothing(env: ToolsEnv) -> None:
+    case = make_case()
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
+    queue = Queue()
+    payload = OutcomePayload(case=case, outcome="COMPLETED", attempt=ATTEMPT)
+    record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn, escalations=queue)
+    record = env.case_record("case-0001")
+    assert record is not None and record["outcome"] == "COMPLETED" and queue.sent == []
+
+
+def test_an_escalation_not_queued_is_retried_with_the_record_written(env: ToolsEnv) -> None:
+    """The record first, then the message: a send that fails is a TransientError (retried, and
+    a redrive reruns it) with the case record ESCALATED already."""
+    case = make_case()
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
+    payload = _escalated(case)
+    with pytest.raises(TransientError, match="not queued"):
+        record_outcome(
+            payload, cases=env.cases, execution_arn=OWNER.arn, escalations=Queue(failing=True)
+        )
+    record = env.case_record("case-0001")
+    assert record is not None and record["outcome"] == "ESCALATED"
+
+
+def test_no_escalation_is_queued_for_a_case_a_person_resolved(env: ToolsEnv) -> None:
+    """The decision is final (docs/design.md §3.10): the record's write is refused with
+    ActionSettled before anything is queued, the record keeps the decision."""
+    case = make_case()
+    env.cases.create(case, case.approval.digest, OWNER, approvals_required=1)
+    record = env.cases.get(case.case_id)
+    assert record is not None
+    env.cases.resolve(
+        record, {"by": "ops@acme", "decision": "ticket 77", "at": "2026-11-30T10:00:00Z"}, settle=[]
+    )
+    resolved = env.case_record("case-0001")
+    queue = Queue()
+    with pytest.raises(ActionSettled, match="resolved by ops@acme") as refused:
+        record_outcome(
+            _escalated(case), cases=env.cases, execution_arn=OWNER.arn, escalations=queue
+        )
+    assert "ticket 77" not in refused.value.message
+    assert queue.sent == [] and env.case_record("case-0001") == resolved
 
 
 def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts(
@@ -212,6 +309,7 @@ def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts
             OutcomePayload(case=other, outcome="COMPLETED", attempt=ATTEMPT),
             cases=env.cases,
             execution_arn=OWNER.arn,
+            escalations=Queue(),
         )
     record = env.case_record("case-0001")
     assert record is not None and record["outcome"] == "IN_PROGRESS"

@@ -9,6 +9,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from saga.cases import OwningExecution
 from saga.coldstart import resumed_collection
+from saga.errors import DuplicateExecution
+from saga.metric_names import CASES_DUPLICATE
 from saga.models import ValidatePayload, parse_model
 from saga.observability import logger, metrics
 from saga.settings import ValidateCaseEnvironment
@@ -22,14 +24,21 @@ from saga.tools.wiring import Runtime
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = parse_model(ValidatePayload, event, what="ValidateCase payload")
     runtime = Runtime.from_env(ValidateCaseEnvironment)
-    result = validate_case(
-        payload.case,
-        tenants=runtime.tenants,
-        cases=runtime.cases(),
-        execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
-        approvals=runtime.approvals,
-    )
-    # A duplicate is not a failure (nobody is paged): it is counted on its own.
-    metric = "CasesDuplicate" if result.duplicate else "CasesAccepted"
-    metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+    try:
+        result = validate_case(
+            payload.case,
+            tenants=runtime.tenants,
+            cases=runtime.cases(),
+            execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
+            approvals=runtime.approvals,
+        )
+    except DuplicateExecution as duplicate:
+        # Not a failure: the workflow catches it and ends SUCCEEDED (docs/design.md §4.1). A
+        # function error still counts in Lambda's Errors metric: this count is what the
+        # dashboard takes out of it, and this line says so in the log next to the runtime's
+        # error record.
+        metrics.add_metric(name=CASES_DUPLICATE, unit=MetricUnit.Count, value=1)
+        logger.info("duplicate execution: nothing done", extra={"duplicate": duplicate.message})
+        raise
+    metrics.add_metric(name="CasesAccepted", unit=MetricUnit.Count, value=1)
     return result.model_dump(mode="json")

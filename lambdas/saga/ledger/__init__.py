@@ -4,7 +4,9 @@ Modules by job:
 - records.py: what the ledger reads, writes and answers (the record, a delivery, evidence)
   and its policy (the attempt budget, the retention, lease sizing);
 - decisions.py: the decision table, pure (`decide()`), and the answers that need no write;
-- store.py: the table's conditional writes (claim, takeover, outcome, release, ...);
+- store.py: the table's conditional writes (claim, takeover, reconciliation's, ...);
+- outcome_writes.py: a delivery's outcome (alone or with a companion write), a given-back
+  lease, the retention rule;
 - core.py, external.py, transaction.py, reconcile.py: the operations, behind ActionLedger
   (operations.py);
 - observer.py: decisions and events, logged and counted.
@@ -21,6 +23,7 @@ from saga.ledger.records import (
     Absent,
     ActionOutcome,
     Attempt,
+    CompanionWrite,
     EffectResult,
     Found,
     LedgerPolicy,
@@ -40,6 +43,7 @@ __all__ = [
     "ActionOutcome",
     "ActionRequest",
     "Attempt",
+    "CompanionWrite",
     "Decision",
     "EffectResult",
     "Found",

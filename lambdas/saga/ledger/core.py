@@ -8,6 +8,7 @@ the table's conditional writes (store.py), the policy, the clock and the observe
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from saga.errors import ActionPending, ActionSettled, OutcomeUnknown
@@ -17,13 +18,14 @@ from saga.ledger.observer import LedgerEvent, LedgerObserver
 from saga.ledger.records import (
     ActionOutcome,
     Attempt,
+    CompanionWrite,
     LedgerPolicy,
     LedgerRecord,
     LedgerStatus,
     Reconciliation,
     Undeterminable,
 )
-from saga.ledger.store import LeaseLost, LedgerStore
+from saga.ledger.store import LeaseLost, LedgerStore, NotCommitted, SettledMeanwhile
 
 MAX_DECISION_ROUNDS = 4  # a contended takeover re-decides from the winner's record
 
@@ -93,6 +95,71 @@ class LedgerCore:
                 f"it; its {status.value} outcome is recorded with the decision"
             )
         self.observe(LedgerEvent(status.value.lower()), request, written)
+        return written
+
+    def complete(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        held: LedgerRecord,
+        *,
+        result: dict[str, Any],
+        downstream_ref: str | None,
+        companion: CompanionWrite | None,
+    ) -> LedgerRecord:
+        """Record this delivery's COMPLETED outcome over the record it `held`, with the
+        companion's write in the same transaction (docs/design.md §3.11). The effect is never
+        left unrecorded: when the transaction wrote nothing though this delivery still owns the
+        record (the companion's condition failed, a conflict), the completion is written alone
+        first, then the companion's refusal is raised (or the companion written alone)."""
+        if companion is None:
+            return self.finish(
+                request,
+                attempt,
+                LedgerStatus.COMPLETED,
+                result=result,
+                downstream_ref=downstream_ref,
+            )
+        try:
+            now = self.store.complete_with(
+                request, attempt, companion, result=result, downstream_ref=downstream_ref
+            )
+        except LeaseLost as lost:
+            self.observe(LedgerEvent.LEASE_LOST, request, lost.current)
+            raise OutcomeUnknown(str(lost)) from lost
+        except SettledMeanwhile as settled:
+            # The effect is on record next to the decision; the companion's refusal (a resolved
+            # case record) says so to a person, for an effect after a decision needs one (§3.10).
+            self.observe(LedgerEvent.OUTCOME_AFTER_SETTLEMENT, request, settled.record)
+            if settled.item is not None:
+                raise companion.refused(settled.item) from settled
+            raise ActionSettled(
+                f"{settled_text(request.key, settled.record)} while attempt "
+                f"{attempt.attempt_id} held it; its COMPLETED outcome is recorded with the decision"
+            ) from settled
+        except NotCommitted as cancelled:
+            written = self.finish(
+                request,
+                attempt,
+                LedgerStatus.COMPLETED,
+                result=result,
+                downstream_ref=downstream_ref,
+            )
+            if cancelled.item is not None:
+                raise companion.refused(cancelled.item) from cancelled
+            self.store.write_companion(companion)
+            return written
+        # A transaction answers no attributes: the record is the one held, as just completed.
+        written = replace(
+            held,
+            status=LedgerStatus.COMPLETED,
+            result=dict(result),
+            downstream_ref=downstream_ref,
+            error=None,
+            updated_at=now,
+            expires_at=self.policy.expires_at(now),
+        )
+        self.observe(LedgerEvent.COMPLETED, request, written)
         return written
 
     def release(self, request: ActionRequest, attempt: Attempt) -> None:

@@ -44,7 +44,7 @@ from saga.dynamodb import TransactWriteItem
 from saga.errors import ActionPending, ActionSettled, BusinessRejection, SagaError
 from saga.identity import ActionRequest
 from saga.ledger.core import MAX_DECISION_ROUNDS, LedgerCore
-from saga.ledger.decisions import settled_text
+from saga.ledger.decisions import Decision, settled_text
 from saga.ledger.items import settled_placeholder, settlement_update
 from saga.ledger.observer import LedgerObserver, PowertoolsObserver
 from saga.ledger.records import (
@@ -52,6 +52,7 @@ from saga.ledger.records import (
     SETTLE_SKEW_SECONDS,
     ActionOutcome,
     Attempt,
+    CompanionWrite,
     EffectResult,
     LedgerPolicy,
     LedgerRecord,
@@ -118,6 +119,7 @@ class ActionLedger:
         effect: Callable[[], EffectResult],
         reconcile: Callable[[], Reconciliation],
         reattempt_window_seconds: float | None = None,
+        companion: CompanionWrite | None = None,
     ) -> ActionOutcome:
         """Run `effect` at most once for the action, or replay / reject per docs/design.md §3.
 
@@ -134,6 +136,12 @@ class ActionLedger:
         No record is proof of no earlier delivery only while none can have expired: in an
         execution older than the retention, a fresh claim is looked up first as well. With the
         budget spent, the action is only looked up (never dispatched): found -> COMPLETED.
+
+        `companion`: another table's write that says what the completion means there (the case
+        record's COMPLETED, §3.11): written in one transaction with the COMPLETED record this
+        delivery writes, after the record when the outcome was recorded before (a replay), and
+        never before it; its failed condition is raised as its `refused` error once the record
+        is written.
         """
         return self._external.execute(
             request,
@@ -141,6 +149,7 @@ class ActionLedger:
             effect=effect,
             reconcile=reconcile,
             reattempt_window_seconds=reattempt_window_seconds,
+            companion=companion,
         )
 
     def execute_transaction(
@@ -208,6 +217,20 @@ class ActionLedger:
     def get(self, action_key: str) -> LedgerRecord | None:
         """Consistent read of one record, for tools and the CLI."""
         return self.store.get(action_key)
+
+    def recorded_completion(self, request: ActionRequest) -> ActionOutcome | None:
+        """The action's outcome if its record says COMPLETED for this request and no person
+        settled it (one consistent read, nothing written, nothing dispatched), else None."""
+        record = self.store.get(request.key)
+        if (
+            record is None
+            or record.status is not LedgerStatus.COMPLETED
+            or record.request_digest != request.digest
+            or record.resolution is not None
+        ):
+            return None
+        self.observer.on_decision(Decision.REPLAYED.value, request, record)
+        return ActionOutcome.of(record, replayed=True, reconciled=False)
 
     # --- a person's decision ---------------------------------------------------------------
     def settle(self, action_key: str, resolution: Resolution) -> LedgerRecord | None:

@@ -6,12 +6,13 @@ store.py writes). `ActionRequest`, the action's identity, lives in saga.identity
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from saga.dynamodb import Item, from_item
+from saga.dynamodb import Item, TransactWriteItem, from_item
 
 
 class LedgerStatus(StrEnum):
@@ -118,6 +119,17 @@ class Undeterminable:
 
 
 Reconciliation = Found | Absent | Undeterminable
+
+
+@dataclass(frozen=True)
+class CompanionWrite:
+    """A conditional `Update` of another table that says what the action's completion means
+    there (the case record's COMPLETED with the shipment's, docs/design.md §3.11): written in
+    one TransactWriteItems with the COMPLETED record, or after it, never before. `refused(item)`
+    is the error its failed condition means, given that table's item as it is (None: none)."""
+
+    update: TransactWriteItem
+    refused: Callable[[dict[str, Any] | None], Exception]
 
 
 # --- the record ----------------------------------------------------------------------------------

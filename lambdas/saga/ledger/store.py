@@ -1,14 +1,14 @@
 """The ledger table's conditional writes (docs/design.md §3.2, §3.3, §3.7, §3.10). Nothing is
-decided
-here: every write holds only while the record is as its caller saw it, and says what it found.
+decided here: every write holds only while the record is as its caller saw it, and says what
+it found.
 
 - the claim: one `PutItem` on `attribute_not_exists(action_key)`, ALL_OLD on failure (the
   old record is the whole answer, no second read);
 - a whole record over the one seen (a takeover inside a transaction, a recorded failure);
-- a takeover, an outcome (`finish`), a given-back lease (`release`): conditional updates on
-  the owner, the lease, the status and the attempt count;
+- a takeover: a conditional update on the owner, the lease, the status and the attempt count;
 - reconciliation's writes on the record as seen: found or unknown (`settle_seen`), a counted
-  RETRY, an escalation mark; a person's settlement.
+  RETRY, an escalation mark; a person's settlement;
+- a delivery's outcome and a given-back lease, and the retention rule: outcome_writes.py.
 
 Retention (§3.7): a write that closes a record (COMPLETED, FAILED) sets `expires_at`; every
 write that leaves it open (IN_PROGRESS, UNKNOWN) removes it, so an open record is never deleted
@@ -18,14 +18,12 @@ that could not be recorded is OutcomeUnknown.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga.dynamodb import (
     TransactWriteItem,
-    client_request_token,
     condition_failed_item,
     is_condition_failure,
     number,
@@ -34,56 +32,29 @@ from saga.dynamodb import (
 from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import ActionRequest
 from saga.ledger.decisions import earlier_record_may_have_expired
-from saga.ledger.items import (
-    OWNED,
-    Outcome,
-    names,
-    outcome_update,
-    put_condition,
-    record_item,
-    remember_dispatch,
-    same_as_seen,
+from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
+from saga.ledger.outcome_writes import (
+    LeaseLost,
+    NotCommitted,
+    OutcomeWrites,
+    SettledMeanwhile,
+    record_or_none,
 )
-from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
-    CLOSED_STATUSES,
     Attempt,
     Found,
-    LedgerPolicy,
     LedgerRecord,
     LedgerStatus,
 )
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+__all__ = ["LeaseLost", "LedgerStore", "NotCommitted", "SettledMeanwhile"]
 
 # Appended to the SET of every update that leaves a record open (§3.7).
 _OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
 
 
-class LeaseLost(Exception):
-    """An outcome write found the record no longer held by this delivery: it wrote nothing.
-    `current` is the record as it is now (None: gone)."""
-
-    def __init__(self, message: str, current: LedgerRecord | None) -> None:
-        super().__init__(message)
-        self.current = current
-
-
-class LedgerStore:
+class LedgerStore(OutcomeWrites):
     """The conditional reads and writes of one ledger table."""
-
-    def __init__(
-        self,
-        table_name: str,
-        client: DynamoDBClient,
-        policy: LedgerPolicy,
-        clock: Callable[[], float],
-    ) -> None:
-        self.table_name = table_name
-        self.client = client
-        self.policy = policy
-        self.clock = clock
 
     # --- reads -----------------------------------------------------------------------------------
     def get(self, action_key: str) -> LedgerRecord | None:
@@ -159,14 +130,6 @@ class LedgerStore:
             raise TransientError(f"ledger write for {key} failed: {exc}") from exc
         return None
 
-    def transact(self, transact_items: list[TransactWriteItem]) -> None:
-        """One TransactWriteItems whose token is a digest of its body (docs/design.md §3.9).
-        Raises what DynamoDB answered: the caller decides from the cancellation reasons."""
-        self.client.transact_write_items(
-            TransactItems=transact_items,
-            ClientRequestToken=client_request_token(transact_items),
-        )
-
     # --- a delivery's updates ------------------------------------------------------------------
     def take_over(
         self, request: ActionRequest, attempt: Attempt, old: LedgerRecord
@@ -204,7 +167,7 @@ class LedgerStore:
             if not is_condition_failure(exc):
                 # Nothing was taken over; the delivery is safe to repeat.
                 raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
-            current = _record_or_none(condition_failed_item(exc))
+            current = record_or_none(condition_failed_item(exc))
             if (
                 current is not None
                 and current.owner == attempt.attempt_id
@@ -218,109 +181,6 @@ class LedgerStore:
         except BotoCoreError as exc:
             raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
         return LedgerRecord.from_item(response["Attributes"]), None
-
-    def finish(
-        self,
-        request: ActionRequest,
-        attempt: Attempt,
-        status: LedgerStatus,
-        *,
-        result: dict[str, Any] | None = None,
-        downstream_ref: str | None = None,
-        error: dict[str, str] | None = None,
-        dispatched_at: float | None = None,
-    ) -> LedgerRecord:
-        """Write an outcome, conditional on this attempt still owning the IN_PROGRESS record.
-
-        `dispatched_at`: this delivery (claimed then) may have reached the downstream. A record a
-        person settled while this delivery held it (§3.10: only a clock skewed past the
-        allowance lets that happen) still gets the outcome, for what happened must stay on
-        record, but keeps the decision: no retention, no `open_status`; the caller sees the
-        record's `resolution`. Raises LeaseLost when another delivery owns the record,
-        OutcomeUnknown when the write failed otherwise (the record stays open; a later delivery
-        takes it over and reconciles).
-        """
-        outcome = Outcome(status, result, downstream_ref, error, dispatched_at)
-        try:
-            return self._write_outcome(request, attempt, outcome, settled=False)
-        except LeaseLost as lost:
-            current = lost.current
-            if not (
-                current is not None
-                and current.owner == attempt.attempt_id
-                and current.status is LedgerStatus.IN_PROGRESS
-                and current.resolution is not None
-            ):
-                raise
-        return self._write_outcome(request, attempt, outcome, settled=True)
-
-    def _write_outcome(
-        self, request: ActionRequest, attempt: Attempt, outcome: Outcome, *, settled: bool
-    ) -> LedgerRecord:
-        now = self.clock()
-        expiry = None if settled else self._expiry(outcome.status, now)
-        expression, condition, values = outcome_update(
-            outcome, attempt.attempt_id, now, expires_at=expiry, settled=settled
-        )
-        try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key={"action_key": {"S": request.key}},
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names(expression, condition),
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise _unrecorded(request, outcome.status, exc) from exc
-            current = _record_or_none(condition_failed_item(exc))
-            if current and current.owner == attempt.attempt_id and current.status is outcome.status:
-                return current  # our own write, retried by the SDK after a lost response
-            raise LeaseLost(
-                f"lease lost on {request.key}: now "
-                f"{current.status.value if current else 'gone'}, owner "
-                f"{current.owner if current else None}; the {outcome.status.value} outcome of "
-                f"attempt {attempt.attempt_id} was not recorded and is left to reconciliation",
-                current,
-            ) from exc
-        except BotoCoreError as exc:
-            raise _unrecorded(request, outcome.status, exc) from exc
-        return LedgerRecord.from_item(response["Attributes"])
-
-    def release(self, request: ActionRequest, attempt: Attempt) -> LedgerEvent:
-        """Give the lease up after a TransientError: this delivery sent nothing.
-
-        The record stays IN_PROGRESS (its `attempts` is the budget) with no owner and an expired
-        lease. The next delivery takes it over; it skips the lookup only if no earlier delivery
-        may have reached the downstream (no `first_dispatch_at`). A release that fails changes
-        nothing the caller reports: the lease simply runs out.
-        """
-        now = self.clock()
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"action_key": {"S": request.key}},
-                UpdateExpression=(
-                    "SET lease_expires_at = :now, updated_at = :now REMOVE #owner, expires_at"
-                ),
-                ConditionExpression=OWNED,
-                ExpressionAttributeNames={"#status": "status", "#owner": "owner"},
-                ExpressionAttributeValues={
-                    ":me": {"S": attempt.attempt_id},
-                    ":in_progress": {"S": LedgerStatus.IN_PROGRESS.value},
-                    ":now": number(now),
-                },
-            )
-        except ClientError as exc:
-            return (
-                LedgerEvent.LEASE_LOST if is_condition_failure(exc) else LedgerEvent.RELEASE_FAILED
-            )
-        except BotoCoreError:
-            return LedgerEvent.RELEASE_FAILED
-        return LedgerEvent.RELEASED
 
     # --- reconciliation's writes, on the record as seen ----------------------------------------
     def settle_seen(
@@ -429,20 +289,3 @@ class LedgerStore:
 
     def _seen_values(self, seen: LedgerRecord, now: float) -> dict[str, Any]:
         return {":seen_status": {"S": seen.status.value}, ":now": number(now)}
-
-    def _expiry(self, status: LedgerStatus, now: float) -> int | None:
-        """The one retention rule (§3.7): a closed record expires, an open one never does."""
-        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None
-
-
-def _record_or_none(item: Any) -> LedgerRecord | None:
-    return LedgerRecord.from_item(item) if item else None
-
-
-def _unrecorded(request: ActionRequest, status: LedgerStatus, exc: Exception) -> OutcomeUnknown:
-    """An outcome write that failed for another reason than ownership: the record stays open
-    (IN_PROGRESS) and a later delivery takes it over and reconciles."""
-    return OutcomeUnknown(
-        f"the {status.value} outcome of {request.key} could not be recorded ({exc}); "
-        "left to reconciliation"
-    )

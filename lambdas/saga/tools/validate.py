@@ -15,7 +15,7 @@ from saga import clock as saga_clock
 from saga.acceptance import accept_new_case
 from saga.approvals import ApprovalVerifier
 from saga.cases import CaseRecords, OwningExecution
-from saga.errors import ApprovalInvalid, AuthorizationDenied
+from saga.errors import ApprovalInvalid, AuthorizationDenied, DuplicateExecution
 from saga.four_eyes import ONE_APPROVER
 from saga.identity import Operation, action_request
 from saga.models import (
@@ -67,8 +67,8 @@ def validate_case(
     execution: OwningExecution,
     approvals: ApprovalVerifier,
 ) -> ValidateResult:
-    """The validated case; `duplicate` when another execution already owns this case (its own
-    retries and redrives pass: the case record binds the owning execution)."""
+    """The validated case; DuplicateExecution when another execution already owns this case
+    (its own retries and redrives pass: the case record binds the owning execution)."""
 
     required = ONE_APPROVER  # how many approvers the case needs, as accepted now
 
@@ -92,12 +92,8 @@ def validate_case(
     owner = cases.create(case, digest, execution, approvals_required=required)
     if owner == execution:
         return ValidateResult(case=case.to_json(), actions=case_actions(case))
-    return ValidateResult(
-        case=case.to_json(),
-        actions=case_actions(case),
-        duplicate=True,
-        original_execution_arn=owner.arn if owner is not None else None,
-    )
+    # Nothing is dispatched: the workflow ends SUCCEEDED with the DUPLICATE outcome (§4.1).
+    raise DuplicateExecution.of(case.case_id, owner.arn if owner is not None else None)
 
 
 def case_actions(case: Case) -> CaseActions:
