@@ -23,7 +23,7 @@ from typing import Any
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.paths import RELEASE_STATE, SETTLED_ERROR
+from sagactl.campaign.paths import COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
 from sagactl.campaign.runner import CaseRun
 
 OPEN = ("IN_PROGRESS", "UNKNOWN")
@@ -214,6 +214,7 @@ class OperatorChecker:
         anything is done: forward steps need the case under way, the release refuses a closed
         case (§5 item 1, §8), every tool refuses a resolved one (§3.10)."""
         record = before.case_record or {}
+        expected: dict[str, str | None]
         if record.get("resolution"):
             expected = dict.fromkeys(event.get("answers") or {}, SETTLED_ERROR)
         elif record.get("outcome") in ("COMPLETED", "ESCALATED"):
@@ -221,6 +222,11 @@ class OperatorChecker:
                 state: "ReservationNotHeld" if state == RELEASE_STATE else "AuthorizationDenied"
                 for state in event.get("answers") or {}
             }
+            shipped = (before.ledger.get("ship") or {}).get("status") == "COMPLETED"
+            if record.get("outcome") == "COMPLETED" and shipped and COMPLETING_STATE in expected:
+                # The step that completed the case answers its recorded shipment, sending
+                # nothing (§3.11); past the record's retention it is refused like the others.
+                expected[COMPLETING_STATE] = None
         else:
             return  # a case under way: a late delivery is one more delivery of its execution
         self.checks.check(

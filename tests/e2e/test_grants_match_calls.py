@@ -409,13 +409,18 @@ def gateway_call(local: LocalAws, tenant: str, tool: str, arguments: Mapping[str
     return result["structuredContent"]
 
 
-def approve_proposed(local: LocalAws, case_id: str, approver: str) -> None:
-    """What `sagactl case approve --case` stores on the draft (signed with the local key)."""
-    drafts = DraftStore(
+def draft_store(local: LocalAws) -> DraftStore:
+    """The drafts tables of the local stack (both, as sagactl reads them)."""
+    return DraftStore(
         local.client("dynamodb"),
         local.outputs["DraftsTableName"],
         legacy_table_name=local.outputs["LegacyDraftsTableName"],
     )
+
+
+def approve_proposed(local: LocalAws, case_id: str, approver: str) -> None:
+    """What `sagactl case approve --case` stores on the draft (signed with the local key)."""
+    drafts = draft_store(local)
     draft = drafts.get(case_id)
     assert draft is not None
     case = draft_case(draft)
@@ -457,11 +462,7 @@ def four_eyes(monkeypatch: pytest.MonkeyPatch) -> Callable[[LocalAws], None]:
         request = {**PROPOSAL, "request_id": "grants-hooli", "amount_minor": 250_000}
         case_id = gateway_call(local, "hooli", "propose_replacement", request)["case_id"]
         approve_proposed(local, case_id, HOOLI_CONTROLLER)
-        drafts = DraftStore(
-            local.client("dynamodb"),
-            local.outputs["DraftsTableName"],
-            legacy_table_name=local.outputs["LegacyDraftsTableName"],
-        )
+        drafts = draft_store(local)
         draft = drafts.get(case_id)
         assert draft is not None
         both = co_sign_locally(draft_case(draft), approved_by=HOOLI_CFO)
