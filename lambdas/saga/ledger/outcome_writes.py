@@ -165,7 +165,9 @@ class OutcomeWrites:
         (docs/design.md §3.11); the time written. Raises LeaseLost when another delivery owns the
         record (nothing written), NotCommitted when the transaction wrote nothing for another
         reason (the companion's condition: its `item` is that table's item; a conflict or
-        throttling: None), OutcomeUnknown when DynamoDB did not answer (committed or not)."""
+        throttling: None), SettledMeanwhile when a person settled the record this delivery
+        holds (the completion then written alone, with the decision), OutcomeUnknown when
+        DynamoDB did not answer (committed or not)."""
         now = self.clock()
         outcome = Outcome(LedgerStatus.COMPLETED, result, downstream_ref, None, None)
         update = self._outcome_update(request, attempt, outcome, now, settled=False)
