@@ -64,7 +64,12 @@ def test_a_refund_delivery_hung_past_its_task_timeout_overlaps_reconciliation_an
     assert set(run.overlaps) == {"refund"} and run.overlaps["refund"] >= 2
     execution = run.final.executions[run.owner_arn or ""]
     assert "States.Timeout" in [e["error"] for e in _failures(local_aws, execution["arn"])]
-    assert execution["path"][1:5] == ["ReserveStock", "IssueRefund", "ReconcileStep", "AfterReconcile"]
+    assert execution["path"][1:5] == [
+        "ReserveStock",
+        "IssueRefund",
+        "ReconcileStep",
+        "AfterReconcile",
+    ]
     assert (execution["status"], execution["output"]["outcome"]) == ("SUCCEEDED", "COMPLETED")
     assert len(run.final.refunds) == 1
     refund = run.final.ledger["refund"]
