@@ -13,8 +13,6 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import botocore.client
-
 
 def count_dynamodb_requests(client: Any | None = None) -> AbstractContextManager[Counter[str]]:
     """Counts the DynamoDB API calls made inside the block, by operation (count_requests)."""
@@ -25,7 +23,8 @@ def count_dynamodb_requests(client: Any | None = None) -> AbstractContextManager
 def count_requests(service: str, client: Any | None = None) -> Iterator[Counter[str]]:
     """Counts the API calls to `service` (its signing name: "dynamodb", "kms") made inside the
     block, by operation: the calls of `client` (its botocore `before-call` events), or without
-    one, of every botocore client in this process (the local AWS's handlers build their own)."""
+    one, the calls of the local AWS's Lambda handlers (they build their own clients, in worker
+    processes: sagactl.local.aws_calls)."""
     counts: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -48,19 +47,16 @@ def count_requests(service: str, client: Any | None = None) -> Iterator[Counter[
             client.meta.events.unregister(event, on_call)
         return
 
-    client_class: Any = botocore.client.BaseClient
-    original = client_class._make_api_call
+    # The handlers' calls, in the local AWS's worker processes or in this one.
+    from sagactl.local.lambda_runtime import recording_aws_calls
 
-    def counting(self: Any, operation_name: str, api_params: Any) -> Any:
-        if self.meta.service_model.signing_name == service:
-            count(operation_name)
-        return original(self, operation_name, api_params)
-
-    client_class._make_api_call = counting
-    try:
-        yield counts
-    finally:
-        client_class._make_api_call = original
+    with recording_aws_calls() as calls:
+        try:
+            yield counts
+        finally:
+            for call in list(calls):
+                if call.service == service:
+                    count(call.operation)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from sagactl.local.emulator import (
     install_ttl_deletion,
 )
 from sagactl.local.environment import LocalAws, StackSource
+from sagactl.local.lambda_runtime import handlers_in_process
 from sagactl.local.tables import StackTables
 from sagactl.local.template import load_template
 from tests.infra.synth import Synthesized, synthesize
@@ -148,6 +149,14 @@ def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> Iterato
         monkeypatch.setenv(name, value)
     yield _saga_local
     _saga_local.clock.reset()  # saga.clock stays installed in this process: back to real time
+
+
+@pytest.fixture
+def handlers_in_this_process() -> Iterator[None]:
+    """The local AWS runs handlers in the test's process, one at a time, for the test: a test
+    that patches handler code (a worker process would not see the patch)."""
+    with handlers_in_process():
+        yield
 
 
 @pytest.fixture(scope="session")

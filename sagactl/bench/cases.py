@@ -71,7 +71,7 @@ def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCou
     ):
         arn = local.start_case(case)
         description = local.wait_for_execution(arn)
-        requests = sum(counts.values())
+    requests = sum(counts.values())  # the handlers' calls are tallied as the block closes
     if units.unmetered:
         raise RuntimeError(f"{name}: DynamoDB requests the meter cannot bill: {units.unmetered}")
     history = local.history(arn)

@@ -24,6 +24,7 @@ from sagactl.campaign.approval import (
     four_eyes_case,
     unapproved,
 )
+from sagactl.campaign.overlap import plan_overlap
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
 from sagactl.campaign.shapes import operator, shape
 from stacks.lambda_errors import Death
@@ -426,6 +427,9 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     extra = random.Random(f"{seed}:shape:{index}")
     if expect is None:
         nemeses += shape(extra, faults, str(raw["reserve"]["sku"]))
+        overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
+        if overlapping is not None:
+            nemeses.append(overlapping)
     if faults:
         case["sandbox"] = {"faults": faults}
     duplicate = _duplicate(rng, rejected=expect is not None)

@@ -4,9 +4,10 @@ Each is a dict in a case plan (`kind` + parameters), armed for one case at a tim
 
 - `crash` {effect, nth, answer, jump}: the tool dies right after its downstream call committed
   the effect (a TransactWriteItems that puts a refund or a shipment, updates a reservation to
-  released, or puts a reservation), before it records anything: with answer `exited` or
-  `timed_out` (stacks.lambda_errors.Death) the in-process Lambda runtime answers the
-  `SimulatedCrash` as Lambda answers a process that crashed or ran out of time
+  released, or puts a reservation), before it records anything: the local AWS answers that
+  request with a die directive (sagactl.local.invokes), the handler dies there in its worker
+  process, and with answer `exited` or `timed_out` (stacks.lambda_errors.Death) the local
+  Lambda runtime answers as Lambda answers a process that crashed or ran out of time
   (Runtime.ExitError / Sandbox.Timedout, or Lambda.Unknown in a local AWS started with
   `--crash-errors lambda-unknown`; plans written before answer `Lambda.Unknown`: a crash), or,
   with answer `Lambda.ServiceException`, the invoke itself fails after the function ran (the
@@ -22,7 +23,9 @@ Each is a dict in a case plan (`kind` + parameters), armed for one case at a tim
 - `jump` {at_request, seconds}: the clock jumps before the case's n-th AWS request from a tool
   (past leases, past the 10-minute token window; never past the 60-minute execution).
 
-Clock jumps between a close and a redrive, and before a resubmission, are the runner's.
+Clock jumps between a close and a redrive, and before a resubmission, are the runner's. The
+crash and the jump act on the requests tools send to the local AWS (its request hooks, in the
+server): every handler's requests are counted there, whichever process it runs in.
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagactl.campaign import overlap
+from sagactl.campaign.overlap import OverlapMeter
 from sagactl.local.clock import LOCAL_CLOCK
-from sagactl.local.lambda_runtime import SimulatedCrash, running_function
+from sagactl.local.invokes import HandlerRequest, add_request_hook, current_invocation
+from sagactl.local.lambda_context import die_directive
 from sagactl.local.patching import wrap_once
 from stacks.lambda_errors import LAMBDA_UNKNOWN, Death
 
@@ -61,8 +66,7 @@ _DYNAMODB_ERRORS = {
     ),
     "internal_after": (500, "InternalServerError", "Internal server error"),
 }
-# Which crash is armed in this invoke's thread: the invoke wrapper reads it back.
-_CRASHED: ContextVar[str | None] = ContextVar("saga_campaign_crashed", default=None)
+_CRASHED = "campaign_crash"  # the note on an invocation the crash nemesis ended: its answer
 INVOKE_FAILED = "Lambda.ServiceException"  # a crash answer: the invoke fails after the function ran
 
 
@@ -76,6 +80,7 @@ class Armed:
     counts: dict[int, int] = field(default_factory=dict)  # matches seen, per nemesis
     requests: int = 0  # AWS requests made by tools for this case
     fired: list[str] = field(default_factory=list)
+    meter: OverlapMeter | None = None  # the case's deliveries that overlapped (overlap.py)
 
     def count(self, position: int) -> int:
         self.counts[position] = self.counts.get(position, 0) + 1
@@ -100,11 +105,13 @@ def armed(
     install()
     tables = {name: outputs[key] for name, key in TABLE_OUTPUTS.items() if key in outputs}
     state = Armed([dict(n) for n in nemeses], tables, case_id)
+    state.meter = overlap.arm(state.nemeses, tables, case_id, state.fired)
     with _LOCK:
         _ACTIVE = state
     try:
         yield state
     finally:
+        overlap.disarm()
         with _LOCK:
             _ACTIVE = None
 
@@ -113,7 +120,7 @@ def _active() -> Armed | None:
     return _ACTIVE
 
 
-# --- inside handler code: crashes and clock jumps -------------------------------------------------
+# --- the requests of handler code: crashes and clock jumps ---------------------------------------
 def _committed_effect(
     operation: str, params: Mapping[str, Any], tables: Mapping[str, str]
 ) -> str | None:
@@ -142,10 +149,11 @@ def _before_handler_call(state: Armed) -> None:
             state.fired.append(f"jump:{nemesis['seconds']}s")
 
 
-def _after_handler_call(state: Armed, operation: str, params: Mapping[str, Any]) -> None:
-    effect = _committed_effect(operation, params, state.tables)
+def _after_handler_call(state: Armed, request: HandlerRequest) -> str | None:
+    """The die directive for the request that committed the crash's effect, else None."""
+    effect = _committed_effect(request.operation, request.document(), state.tables)
     if effect is None:
-        return
+        return None
     for position, nemesis in enumerate(state.nemeses):
         if nemesis["kind"] != "crash" or nemesis["effect"] != effect:
             continue
@@ -154,10 +162,11 @@ def _after_handler_call(state: Armed, operation: str, params: Mapping[str, Any])
         answer = str(nemesis["answer"])
         state.fired.append(f"crash:{effect}:{answer}")
         LOCAL_CLOCK.advance(float(nemesis.get("jump", 60)))
-        _CRASHED.set(answer)
-        raise SimulatedCrash(
-            f"campaign nemesis: died after the {effect} committed", death=_death(answer)
-        )
+        if request.invocation is not None:
+            request.invocation.notes[_CRASHED] = answer
+        detail = f"campaign nemesis: died after the {effect} committed"
+        return die_directive(_death(answer), detail)
+    return None
 
 
 def _death(answer: str) -> Death:
@@ -168,22 +177,21 @@ def _death(answer: str) -> Death:
     return Death(answer)
 
 
-def _install_client_hook() -> None:
-    from botocore.client import BaseClient
+class _HandlerRequests:
+    """The crash and the jump, on the requests tools send to the local AWS."""
 
-    def wrap(original: Any) -> Any:
-        def call(self: Any, operation_name: str, api_params: Any) -> Any:
-            state = _active()
-            if state is None or running_function() is None:
-                return original(self, operation_name, api_params)
-            _before_handler_call(state)
-            response = original(self, operation_name, api_params)
-            _after_handler_call(state, operation_name, api_params)
-            return response
+    def before(self, request: HandlerRequest) -> None:
+        state = _active()
+        if state is not None:
+            with _LOCK:
+                _before_handler_call(state)
 
-        return call
-
-    wrap_once(BaseClient, "_make_api_call", _MARK, wrap)
+    def after(self, request: HandlerRequest, status: int) -> str | None:
+        state = _active()
+        if state is None or status != 200:
+            return None
+        with _LOCK:
+            return _after_handler_call(state, request)
 
 
 # --- Lambda's answer: invoke-level errors ---------------------------------------------------------
@@ -213,12 +221,9 @@ def _install_invoke_hook() -> None:
             if failing is not None and failing["error"] != "Lambda.ServiceException":
                 state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
                 return _invoke_error_payload(failing["error"], name), True, ""
-            token = _CRASHED.set(None)
-            try:
-                payload, errored, logs = original(self, event)
-                crashed = _CRASHED.get()
-            finally:
-                _CRASHED.reset(token)
+            payload, errored, logs = original(self, event)
+            invocation = current_invocation()
+            crashed = None if invocation is None else invocation.notes.get(_CRASHED)
             if crashed == INVOKE_FAILED or failing is not None:
                 if failing is not None:
                     state.fired.append(f"invoke:{failing['error']}:{failing['tool']}")
@@ -333,6 +338,7 @@ def _install_dynamodb_hook() -> None:
 def install() -> None:
     """Install the three hooks into this process's local AWS (idempotent; inert until armed)."""
     with _LOCK:
-        _install_client_hook()
+        add_request_hook("campaign-nemeses", _HandlerRequests())
+        overlap.install()
         _install_invoke_hook()
         _install_dynamodb_hook()

@@ -17,6 +17,7 @@ from sagactl.campaign.checks import Checks, fields_of
 from sagactl.campaign.escalated import EscalationChecks
 from sagactl.campaign.honesty import enabling
 from sagactl.campaign.observe import Snapshot, foreign_request
+from sagactl.campaign.overlap import only_overlaps
 from sagactl.campaign.paths import (
     OUTCOME_CLASSES,
     classify,
@@ -347,7 +348,7 @@ class OutcomeChecker:
         clean = (
             plan.expect_rejection is None
             and not plan.faults
-            and not self.run.fired
+            and only_overlaps(plan.nemeses, self.run.fired)  # deliveries at once change nothing
             and not any(n["kind"] == "foreign_record" for n in plan.nemeses)
             and self.run.stock_before is not None
             and self.run.stock_before >= quantity

@@ -93,6 +93,8 @@ def _nemesis_label(nemesis: dict[str, Any]) -> str:
         return f"invoke:{nemesis['error']}"
     if kind == "crash":
         return f"crash:{nemesis['effect']}"
+    if kind == "overlap":
+        return f"overlap:{nemesis['how']}"
     if kind == "foreign_record":
         return f"foreign-record:{nemesis['operation']}"
     return "jump:in-execution"

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from sagactl.campaign import overlap
 from sagactl.campaign.known import KNOWN_BUGS, known_bug
 from sagactl.campaign.orchestrate import load_results
 from sagactl.campaign.paths import CASE_OUTCOMES as OUTCOME_CLASSES
@@ -126,6 +127,7 @@ def summarize(directory: Path) -> dict[str, Any]:
         "seconds": seconds,
         "rate": len(cases) / seconds if seconds else 0.0,
         "failures": failures,
+        "overlaps": overlap.summarize(cases),
     }
 
 
@@ -284,6 +286,7 @@ def render(summary: dict[str, Any], *, command: str, image: str) -> str:
     lines += _table(["class", "cases", *OUTCOME_CLASSES, "violations"], rows)
     lines += ["", "Nemeses that fired (a planned nemesis fires only if its moment comes):", ""]
     lines += _table(["nemesis", "times"], [[k, n] for k, n in sorted(summary["fired"].items())])
+    lines += overlap.report_lines(summary["overlaps"])
     lines += ["", "## Invariant checks", ""]
     per_invariant = Counter(v["invariant"] for v in summary["violations"])
     lines += _table(

@@ -26,6 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from sagactl.campaign import overlap
 from sagactl.campaign.approval import approve
 from sagactl.campaign.nemeses import armed
 from sagactl.campaign.observe import Observer, Snapshot
@@ -51,6 +52,7 @@ class CaseRun:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)  # what happened at run time (for the report)
+    overlaps: dict[str, int] = field(default_factory=dict)  # per step (sagactl.campaign.overlap)
 
     @property
     def final(self) -> Snapshot:
@@ -75,10 +77,13 @@ class CaseRunner:
         self.timeout = timeout_seconds
 
     def wait_all(self, arns: list[str]) -> None:
-        for arn in arns:
-            description = self.observer.wait(arn, timeout_seconds=self.timeout)
-            if description["status"] == "RUNNING":
-                raise TimeoutError(f"{arn} still RUNNING after {self.timeout}s")
+        while True:
+            for arn in arns:
+                description = self.observer.wait(arn, timeout_seconds=self.timeout)
+                if description["status"] == "RUNNING":
+                    raise TimeoutError(f"{arn} still RUNNING after {self.timeout}s")
+            if not overlap.settle():  # an execution the overlap nemesis stopped runs again
+                return
 
     def close(self, run: CaseRun, label: str, arns: list[str]) -> None:
         """Drain the escalation queue and take a snapshot."""
@@ -124,6 +129,7 @@ class CaseRunner:
             if operator.get("at") == "end":
                 self._operate(run, arns, state.nemeses)
             run.fired = list(state.fired)
+            run.overlaps = state.meter.overlaps() if state.meter is not None else {}
         run.stock_after = self.observer.stock(sku)
         run.seconds = time.perf_counter() - started
         return run
@@ -132,6 +138,7 @@ class CaseRunner:
         from sagactl.campaign.operator import Operator
 
         nemeses.clear()  # the person acts after the faults are over
+        overlap.disarm()  # an overlap that has not fired fires on none of the person's deliveries
         Operator(self, int(self.observer.outputs["AttemptBudget"])).act(run, arns)
 
     @staticmethod
@@ -154,6 +161,7 @@ class CaseRunner:
                 self.observer.heal(run.plan.case_id, run.plan.faults)
             if redrive.get("final"):
                 nemeses.clear()  # the cause removed: DynamoDB and Lambda behave again
+                overlap.disarm()
                 run.notes.append("final heal and redrive")
             try:
                 self.observer.redrive(owner)

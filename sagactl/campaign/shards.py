@@ -29,6 +29,7 @@ from sagactl.campaign.paths import case_outcome, classify
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.campaign.shrink import shrink
+from sagactl.local.server_errors import recent_server_errors
 
 MAX_SHRINKS_PER_SHARD = 3
 
@@ -91,6 +92,7 @@ def case_result(run: CaseRun, budget: int) -> dict[str, Any]:
         "reconciliations": sum(e["reconciliations"] for e in final.executions.values()),
         "invocations": sum(e["invocations"] for e in final.executions.values()),
         "redrives": run.redrives,
+        "overlaps": run.overlaps,
         "stock_before": run.stock_before,
         "seconds": round(run.seconds, 3),
     }
@@ -253,6 +255,8 @@ def _error_result(index: int, plan: CasePlan, exc: Exception) -> dict[str, Any]:
         "violations": [{"invariant": "case_ran", "detail": f"{type(exc).__name__}: {exc}"}],
         "plan": plan.to_json(),
         "traceback": traceback.format_exc(),
+        # A 500 of the local AWS says only "Internal Server Error": its own traceback.
+        "server_errors": recent_server_errors(),
     }
 
 

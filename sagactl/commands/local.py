@@ -25,6 +25,7 @@ from sagactl.commands.local_clock import register_clock
 from sagactl.commands.local_common import (
     LocalCommandError,
     _non_negative_float,
+    _positive_int,
     deleted_text,
     guarded_local,
 )
@@ -35,6 +36,11 @@ from sagactl.local.emulator import (
     time_scale_from_env,
 )
 from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env
+from sagactl.local.lambda_pool import (
+    CONCURRENCY_ENV,
+    DEFAULT_ACCOUNT_CONCURRENCY,
+    account_concurrency_from_env,
+)
 from sagactl.local.process import (
     env_file,
     is_local_server,
@@ -129,6 +135,7 @@ def command_up(args: argparse.Namespace) -> int:
         time_scale=_or_from_env(args.time_scale, time_scale_from_env),
         run_schedules=True,
         crash_errors=_or_from_env(args.crash_errors, crash_naming_from_env),
+        lambda_concurrency=_or_from_env(args.lambda_concurrency, account_concurrency_from_env),
     )
     started = time.perf_counter()
     try:
@@ -320,6 +327,16 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="the error a function that died answers: current (Sandbox.Timedout, "
         "Runtime.ExitError, Runtime.OutOfMemory) or lambda-unknown (none: Lambda.Unknown, what "
         "Step Functions' guide documents); default: $SAGA_LOCAL_CRASH_ERRORS, else current",
+    )
+    up.add_argument(
+        "--lambda-concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Lambda invocations in flight at once in the account (each runs in a process of "
+        "its own; past it Invoke answers TooManyRequestsException, as Lambda does past its "
+        f"quota; a function's reserved concurrency still applies); default: ${CONCURRENCY_ENV}, "
+        f"else {DEFAULT_ACCOUNT_CONCURRENCY}",
     )
     up.add_argument("--verbose", action="store_true", help="debug logging")
 

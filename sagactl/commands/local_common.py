@@ -44,6 +44,16 @@ def deleted_text(deleted: dict[str, int]) -> str:
 
 # Private-looking on purpose: argparse names the type in its error ("invalid
 # _non_negative_float value"), and that message is part of the CLI's output.
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a whole number >= 1")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:

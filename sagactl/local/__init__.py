@@ -6,11 +6,26 @@ Public API:
 - `StackSource.synthesized()` / `.from_cloud_assembly()` / `.from_file()`: the template to use.
 - `install_dynamodb_atomicity()`, `install_hooks()`: the emulator hooks, also for `mock_aws`.
 - `seed_inventory()`: sandbox stock.
+
+The names load on first use: a Lambda worker process (sagactl.local.lambda_worker) imports this
+package without paying for moto.
 """
 
-from sagactl.local.emulator import LocalServer, install_dynamodb_atomicity, install_hooks
-from sagactl.local.environment import LocalAws, StackSource, run_local
-from sagactl.local.seed import DEFAULT_SANDBOX_STOCK, seed_inventory
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DEFAULT_SANDBOX_STOCK": "sagactl.local.seed",
+    "LocalAws": "sagactl.local.environment",
+    "LocalServer": "sagactl.local.emulator",
+    "StackSource": "sagactl.local.environment",
+    "install_dynamodb_atomicity": "sagactl.local.emulator",
+    "install_hooks": "sagactl.local.emulator",
+    "run_local": "sagactl.local.environment",
+    "seed_inventory": "sagactl.local.seed",
+}
 
 __all__ = [
     "DEFAULT_SANDBOX_STOCK",
@@ -22,3 +37,10 @@ __all__ = [
     "run_local",
     "seed_inventory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -4,7 +4,9 @@ A call is recorded (before it is sent) when a Lambda handler runs in the local r
 caller is that function) or inside `acting_as(role)` (a person's flow: a sagactl command run as
 the role its job uses, docs/design.md §11). Everything else (the tests' own set-up, the
 executor, moto) is not recorded. botocore's one entry point for API calls is wrapped, so
-clients made and cached before recording started are seen too.
+clients made and cached before recording started are seen too. A handler in a worker process
+sends each call to the server before making it (sagactl.local.lambda_worker), which records it
+here (`record_worker_call`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sagactl.local.lambda_runtime import running_function
+from sagactl.local.lambda_context import running_function
 from sagactl.local.patching import wrap_once
 
 CallerKind = Literal["function", "role"]
@@ -84,9 +86,29 @@ def _install() -> None:
         wrap_once(BaseClient, "_make_api_call", _MARK, wrap)
 
 
+def recording() -> bool:
+    """Whether some block records calls now (a worker is told to send them)."""
+    return bool(_ACTIVE)
+
+
+def record_worker_call(function_name: str, call: Mapping[str, Any]) -> None:
+    """A call a worker process sent: {"service", "operation", "params", "region"}."""
+    recorded = AwsCall(
+        caller=function_name,
+        kind="function",
+        service=str(call["service"]),
+        operation=str(call["operation"]),
+        params=call["params"],
+        region=str(call["region"]),
+    )
+    for calls in list(_ACTIVE):
+        calls.append(recorded)
+
+
 @contextmanager
 def recording_aws_calls() -> Iterator[list[AwsCall]]:
-    """Collect every call that in-process handlers and `acting_as` blocks make meanwhile."""
+    """Collect every call that handlers (in this process or in workers) and `acting_as` blocks
+    make meanwhile."""
     _install()
     calls: list[AwsCall] = []
     _ACTIVE.append(calls)

@@ -13,20 +13,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from moto.awslambda.exceptions import LambdaClientError
 
+from sagactl.local.lambda_context import LocalClient, LocalClientContext
+
 CLIENT_CONTEXT_HEADER = "X-Amz-Client-Context"
-CLIENT_FIELDS = (
-    "installation_id",
-    "app_title",
-    "app_version_name",
-    "app_version_code",
-    "app_package_name",
-)
+
+__all__ = ["LocalClient", "LocalClientContext", "header_value", "parse_client_context"]
 
 
 class InvalidClientContext(LambdaClientError):
@@ -35,26 +30,6 @@ class InvalidClientContext(LambdaClientError):
             "InvalidRequestContentException",
             "Client context must be a valid Base64-encoded JSON object.",
         )
-
-
-@dataclass(frozen=True)
-class LocalClient:
-    """`context.client_context.client`: the mobile SDK's client fields."""
-
-    installation_id: Any = None
-    app_title: Any = None
-    app_version_name: Any = None
-    app_version_code: Any = None
-    app_package_name: Any = None
-
-
-@dataclass(frozen=True)
-class LocalClientContext:
-    """`context.client_context`."""
-
-    custom: Any = None
-    env: Any = None
-    client: LocalClient | None = None
 
 
 def parse_client_context(encoded: str | None) -> LocalClientContext | None:
@@ -68,14 +43,7 @@ def parse_client_context(encoded: str | None) -> LocalClientContext | None:
         raise InvalidClientContext() from None
     if not isinstance(value, dict):
         raise InvalidClientContext()
-    client = value.get("client")
-    return LocalClientContext(
-        custom=value.get("custom"),
-        env=value.get("env"),
-        client=LocalClient(**{name: client.get(name) for name in CLIENT_FIELDS})
-        if isinstance(client, Mapping)
-        else None,
-    )
+    return LocalClientContext.from_json(value)
 
 
 def header_value(headers: Any, name: str) -> str | None:

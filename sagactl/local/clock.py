@@ -8,7 +8,9 @@ redrive window), so everything in the local AWS that reads "now" reads ONE clock
 - `saga.clock.now()` (every `now` of the Lambda code), once `install_local_clock()` ran;
 - moto's Step Functions execution start/stop dates, history timestamps and `$$.State.EnteredTime`;
 - DynamoDB TTL deletion (sagactl/local/ttl.py) and the ClientRequestToken window
-  (sagactl/local/transaction_tokens.py).
+  (sagactl/local/transaction_tokens.py);
+- the Lambda worker processes, through the offset the clock shares with them (`shared_path`,
+  sagactl/local/shared_clock.py): every move is seen there at once.
 
 Only `advance` moves it, and only forward. Retry sleeps, task timeouts and Lambda deadlines stay
 real (scaled) time: the clock jumps, it does not run faster. What listens to `on_advance` (TTL
@@ -34,6 +36,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from sagactl.local.shared_clock import SharedOffset
 
 CLOCK_PATH = "/_saga/clock"
 ADVANCE_PATH = "/_saga/clock/advance"
@@ -89,6 +93,7 @@ class LocalClock:
         self._offset = 0.0
         self._advance_lock = threading.Lock()
         self._listeners: dict[str, Listener] = {}
+        self._shared: SharedOffset | None = None
 
     def now(self) -> float:
         """Epoch seconds on this clock (no lock: reading one float is atomic)."""
@@ -97,6 +102,19 @@ class LocalClock:
     @property
     def offset_seconds(self) -> float:
         return self._offset
+
+    def shared_path(self) -> str:
+        """The file other processes map to read this clock (created on first use)."""
+        with self._advance_lock:
+            if self._shared is None:
+                self._shared = SharedOffset.create()
+                self._shared.write(self._offset)
+            return self._shared.path
+
+    def _set_offset(self, offset: float) -> None:
+        self._offset = offset
+        if self._shared is not None:
+            self._shared.write(offset)
 
     def reading(self) -> ClockReading:
         offset = self._offset
@@ -115,7 +133,7 @@ class LocalClock:
         the listeners, all before returning."""
         seconds = _checked_seconds(seconds)
         with self._advance_lock:
-            self._offset += seconds
+            self._set_offset(self._offset + seconds)
             now = self.now()
             effects = {name: listener(now) for name, listener in list(self._listeners.items())}
         return ClockReading(now=now, offset_seconds=self._offset, effects=effects)
@@ -123,7 +141,7 @@ class LocalClock:
     def reset(self) -> None:
         """Back to real time: only for a fresh local account (the test fixtures' reprovision)."""
         with self._advance_lock:
-            self._offset = 0.0
+            self._set_offset(0.0)
 
 
 def _checked_seconds(seconds: Any) -> float:

@@ -3,7 +3,9 @@
 Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `enable_step_functions_execution()`: moto runs the real ASL (its LocalStack-derived executor);
 - `install_jsonata_evaluator()`: JSONata via jsonata-python;
-- `install_inprocess_lambda()`: Lambda invokes call the project's handlers in this process;
+- `install_inprocess_lambda()`: Lambda invokes run the project's handlers: in worker processes,
+  concurrently, in a local server; in this process, one at a time, in `mock_aws`
+  (sagactl.local.lambda_runtime);
 - `install_dynamodb_atomicity()`: one lock around each DynamoDB request, as DynamoDB makes each
   single-item write (and each transaction) atomic; moto does not serialise concurrent requests;
 - `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down;
@@ -28,6 +30,8 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_get_public_key_arn()`: GetPublicKey answers the key's ARN, as KMS does;
 - `install_speedups()`: moto's per-request module listing and per-execution definition parse,
   done once (sagactl.local.speedups).
+- `install_task_timeouts()`: a Task's timeout can be fired on demand (`time_out_task`: a
+  delivery that hangs past it, without waiting for it: sagactl.local.task_timeouts).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from sagactl.local.clock import (
 from sagactl.local.definition_validation import install_definition_validation
 from sagactl.local.dynamodb_validation import install_dynamodb_validation
 from sagactl.local.event_rules import install_execution_events
+from sagactl.local.invokes import HandlerRequests
 from sagactl.local.jsonata_eval import install_jsonata_evaluator
 from sagactl.local.lambda_errors import CrashNaming, install_lambda_unknown_mapping
 from sagactl.local.lambda_runtime import (
@@ -65,7 +70,9 @@ from sagactl.local.lambda_runtime import (
 from sagactl.local.patching import wrap_once
 from sagactl.local.redrive import install_redrive
 from sagactl.local.schedules import RuleScheduler
+from sagactl.local.server_errors import ServerErrors
 from sagactl.local.speedups import install_speedups
+from sagactl.local.task_timeouts import install_task_timeouts
 from sagactl.local.transaction_tokens import install_transaction_tokens
 from sagactl.local.ttl import delete_expired_items
 
@@ -242,6 +249,7 @@ def install_hooks(*, time_scale: float | None = None) -> None:
     install_execution_name_validation()
     install_get_public_key_arn()
     install_speedups()
+    install_task_timeouts()
 
 
 def client_environment(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, str]:
@@ -276,7 +284,10 @@ class LocalServer:
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
     `run_schedules` fires the scheduled EventBridge rules (off by default: a test's queue
     should hold only what the test caused). `crash_errors` names a function that died (default:
-    $SAGA_LOCAL_CRASH_ERRORS, else current names: sagactl.local.lambda_errors).
+    $SAGA_LOCAL_CRASH_ERRORS, else current names: sagactl.local.lambda_errors). Handlers run in
+    worker processes, concurrently, within `lambda_concurrency` invocations in flight (default:
+    $SAGA_LOCAL_LAMBDA_CONCURRENCY, else 10: sagactl.local.lambda_pool); `lambda_workers=False`
+    runs them in this process, one at a time.
     """
 
     def __init__(
@@ -288,6 +299,8 @@ class LocalServer:
         time_scale: float | None = None,
         run_schedules: bool = False,
         crash_errors: CrashNaming | None = None,
+        lambda_workers: bool = True,
+        lambda_concurrency: int | None = None,
     ) -> None:
         if not host.startswith("127.") and host not in ("localhost", "::1"):
             raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
@@ -296,6 +309,8 @@ class LocalServer:
         self.region = region
         self.time_scale = time_scale
         self.crash_errors = crash_errors
+        self.lambda_workers = lambda_workers
+        self.lambda_concurrency = lambda_concurrency
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -335,9 +350,10 @@ class LocalServer:
             )
         finally:
             listener.close()  # werkzeug serves on its own duplicate of the socket
-        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing (nobody knows
-        # the port yet, so no request has been served).
-        wsgi.app = ClockEndpoint(wsgi.app)
+        # GET /_saga/clock, POST /_saga/clock/advance in front of moto's routing, the hooks on
+        # handlers' requests, and the traceback of a request that failed with a 500 kept
+        # (nobody knows the port yet, so no request has been served).
+        wsgi.app = ServerErrors(ClockEndpoint(HandlerRequests(wsgi.app)))
         self._server = wsgi
         self._thread = threading.Thread(target=wsgi.serve_forever, name="local-aws", daemon=True)
         self._thread.start()
@@ -346,7 +362,13 @@ class LocalServer:
         self._previous = (os.environ.get("MOTO_PORT"), current_runtime())
         # The Step Functions executor's boto clients reach Lambda on localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
-        configure_runtime(self.endpoint, self.region, self.crash_errors)
+        configure_runtime(
+            self.endpoint,
+            self.region,
+            self.crash_errors,
+            workers=self.lambda_workers,
+            concurrency=self.lambda_concurrency,
+        )
         if self.scheduler is not None:
             self.start_schedules(self.scheduler)
         logger.info("local AWS listening on %s", self.endpoint)
@@ -364,6 +386,13 @@ class LocalServer:
         # The server runs in this process: the same as POST /moto-api/reset.
         moto_api_backend.reset()
         LOCAL_CLOCK.reset()
+
+    def retire_lambda_environments(self) -> None:
+        """Retire every warm Lambda environment: the next invocation of each function starts a
+        new one (a cold start, as after a deployment)."""
+        pool = current_runtime().pool
+        if pool is not None:
+            pool.stop()
 
     def start_schedules(self, scheduler: RuleScheduler) -> None:
         """Fire the scheduled rules: on `scheduler`'s thread as time passes, and at once for

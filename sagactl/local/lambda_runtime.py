@@ -1,10 +1,18 @@
-"""Lambda invokes served in-process: moto's Docker runner replaced by a direct handler call.
+"""The local Lambda runtime: moto's Docker runner replaced by the project's handlers.
 
 moto calls `LambdaFunction._invoke_lambda(event)` and expects `(payload, errored, logs)`. An
 errored payload `{"errorType", "errorMessage", "stackTrace"}` becomes the Lambda FunctionError
 whose `errorType` the Step Functions interpreter uses as the error name, exactly as the Python
 Lambda runtime reports a raised exception (class name). Invoke's ClientContext reaches the
 handler as `context.client_context` (sagactl.local.client_context), which moto drops.
+
+Two ways to run a handler (docs/design.md §7):
+- in worker processes (`RuntimeSettings.workers`, the default of a local server: `sagactl local
+  up`, the test fixtures, the campaign): invocations run concurrently, each in a warm
+  environment of its own (sagactl.local.lambda_pool), within the concurrency limits, killed and
+  answered `Sandbox.Timedout` past the function's timeout;
+- in this process, one at a time (`mock_aws` tests, whose state a worker could not reach, and
+  `handlers_in_process()` for a test that patches handler code).
 """
 
 from __future__ import annotations
@@ -12,15 +20,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import importlib
 import io
 import json
 import logging
 import os
 import threading
-import time
 import traceback
-import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,16 +34,58 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from sagactl.local import aws_calls
+from sagactl.local.aws_calls import AwsCall, recording_aws_calls
 from sagactl.local.client_context import (
     CLIENT_CONTEXT_HEADER,
-    LocalClientContext,
     header_value,
     parse_client_context,
 )
+from sagactl.local.clock import LOCAL_CLOCK
+from sagactl.local.invokes import Invocation, current_invocation, invocation
+from sagactl.local.lambda_context import (
+    HandlerAnswer,
+    LocalClientContext,
+    LocalLambdaContext,
+    SimulatedCrash,
+    call_handler,
+    error_payload,
+    handler_running,
+    import_error_payload,
+    load_handler,
+    running_function,
+    tag_handler_requests,
+)
 from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env, crash_payload
+from sagactl.local.lambda_pool import (
+    EnvironmentSpec,
+    WorkerGone,
+    WorkerPool,
+    account_concurrency_from_env,
+)
 from stacks.lambda_errors import Death
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "FAKE_CREDENTIALS",
+    "AwsCall",
+    "LocalLambdaContext",
+    "RuntimeSettings",
+    "SimulatedCrash",
+    "configure_runtime",
+    "crash_errors_named",
+    "current_runtime",
+    "error_payload",
+    "handlers_in_process",
+    "install_inprocess_lambda",
+    "invoke_in_process",
+    "load_handler",
+    "quiet_handlers",
+    "recording_aws_calls",
+    "restore_runtime",
+    "running_function",
+]
 
 FAKE_CREDENTIALS: dict[str, str] = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -46,49 +93,28 @@ FAKE_CREDENTIALS: dict[str, str] = {
     "AWS_SESSION_TOKEN": "testing",
 }
 
-# One invoke at a time: handlers share os.environ, module globals and stdout with the server.
+# In this process, one invoke at a time: handlers share os.environ, module globals and stdout.
 _INVOKE_LOCK = threading.Lock()
 _INSTALL_LOCK = threading.Lock()
-# The function whose handler runs in this thread (a ContextVar: other threads never see it).
-_RUNNING_FUNCTION: ContextVar[str | None] = ContextVar("saga_local_function", default=None)
 # The ClientContext of the Invoke request this thread serves (moto's invoke -> _invoke_lambda).
 _CLIENT_CONTEXT: ContextVar[LocalClientContext | None] = ContextVar(
     "saga_local_client_context", default=None
 )
 
 
-@dataclass
-class LocalLambdaContext:
-    """The attributes of the Lambda Python runtime's context object that handlers use."""
-
-    function_name: str
-    function_version: str
-    invoked_function_arn: str
-    memory_limit_in_mb: int
-    timeout_seconds: float
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    log_group_name: str = ""
-    log_stream_name: str = ""
-    identity: Any = None
-    client_context: LocalClientContext | None = None
-    _deadline: float = field(default=0.0, repr=False)
-
-    def __post_init__(self) -> None:
-        self._deadline = time.monotonic() + self.timeout_seconds
-        self.log_group_name = self.log_group_name or f"/aws/lambda/{self.function_name}"
-        self.log_stream_name = self.log_stream_name or f"local/[{self.function_version}]"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
-
-
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """What every in-process invoke sees besides its function's own environment."""
+    """What every invoke sees besides its function's own environment."""
 
     endpoint_url: str | None = None
     region: str = "us-east-1"
     crash_errors: CrashNaming = CrashNaming.CURRENT  # how a function that died is named
+    # Worker processes (None: in this process, one at a time).
+    pool: WorkerPool | None = field(default=None, compare=False)
+
+    @property
+    def workers(self) -> bool:
+        return self.pool is not None
 
 
 class _Runtime:
@@ -99,13 +125,22 @@ def configure_runtime(
     endpoint_url: str | None,
     region: str = "us-east-1",
     crash_errors: CrashNaming | None = None,
+    *,
+    workers: bool = False,
+    concurrency: int | None = None,
 ) -> None:
     """Set the endpoint that handlers' boto3 clients use (the local server; None in mock_aws),
-    and how a function that died is named (default: $SAGA_LOCAL_CRASH_ERRORS, else current)."""
+    how a function that died is named (default: $SAGA_LOCAL_CRASH_ERRORS, else current), and
+    whether handlers run in worker processes (with an endpoint only: a worker reaches the local
+    AWS through it), within the account's concurrency (default: $SAGA_LOCAL_LAMBDA_CONCURRENCY,
+    else lambda_pool.DEFAULT_ACCOUNT_CONCURRENCY)."""
+    naming = crash_errors or crash_naming_from_env()
+    pool = None
+    if workers and endpoint_url:
+        limit = concurrency or account_concurrency_from_env()
+        pool = WorkerPool(limit, LOCAL_CLOCK.shared_path)
     _Runtime.settings = RuntimeSettings(
-        endpoint_url=endpoint_url,
-        region=region,
-        crash_errors=crash_errors or crash_naming_from_env(),
+        endpoint_url=endpoint_url, region=region, crash_errors=naming, pool=pool
     )
 
 
@@ -114,7 +149,11 @@ def current_runtime() -> RuntimeSettings:
 
 
 def restore_runtime(settings: RuntimeSettings) -> None:
+    """Back to `settings`; the worker processes of the settings replaced are retired."""
+    replaced = _Runtime.settings
     _Runtime.settings = settings
+    if replaced.pool is not None and replaced.pool is not settings.pool:
+        replaced.pool.stop()
 
 
 @contextmanager
@@ -130,16 +169,16 @@ def crash_errors_named(naming: CrashNaming) -> Iterator[None]:
         )
 
 
-def load_handler(handler_path: str) -> Callable[[Any, Any], Any]:
-    """Import `package.module.function` (the Lambda `Handler` property)."""
-    module_name, _, attribute = handler_path.rpartition(".")
-    if not module_name:
-        raise ImportError(f"Handler {handler_path!r} is not of the form module.function")
-    module = importlib.import_module(module_name)
-    handler = getattr(module, attribute, None)
-    if not callable(handler):
-        raise ImportError(f"Handler {attribute!r} missing in module {module_name!r}")
-    return handler  # type: ignore[no-any-return]
+@contextmanager
+def handlers_in_process() -> Iterator[None]:
+    """Run handlers in this process, one at a time, while the block runs: for a test that
+    patches handler code (a worker process would not see the patch)."""
+    previous = _Runtime.settings
+    _Runtime.settings = dataclasses.replace(previous, pool=None)
+    try:
+        yield
+    finally:
+        _Runtime.settings = dataclasses.replace(_Runtime.settings, pool=previous.pool)
 
 
 class _ListedInOneStep(os._Environ):  # type: ignore[type-arg]  # (os._Environ is untyped)
@@ -207,29 +246,53 @@ def invoke_environment(
     return env
 
 
-class SimulatedCrash(BaseException):
-    """Raised by a test's nemesis inside handler code: the function's process ends there (a
-    crash, out of memory, its own timeout: `death`) before it answers. A BaseException, so no
-    handler code catches it."""
-
-    def __init__(self, detail: str, death: Death = Death.EXITED) -> None:
-        super().__init__(detail)
-        self.death = death
+def _running_request() -> str | None:
+    """The invocation whose handler runs in the calling thread (in-process invokes)."""
+    if running_function() is None:
+        return None
+    current = current_invocation()
+    return current.request_id if current is not None else None
 
 
-def running_function() -> str | None:
-    """The function whose handler runs in the calling thread (None outside an invoke): a
-    nemesis that acts inside handler code (a crash, a clock jump) tells handler calls apart."""
-    return _RUNNING_FUNCTION.get()
+@dataclass(frozen=True)
+class _Function:
+    """The function an invoke runs, as moto describes it."""
+
+    handler_path: str
+    function_name: str
+    function_arn: str
+    version: str
+    memory_mb: int
+    timeout: float
+    variables: Mapping[str, Any]
+    reserved_concurrency: int | None = None
+
+    def context(self, request_id: str, client_context: LocalClientContext | None) -> Any:
+        return LocalLambdaContext(
+            function_name=self.function_name,
+            function_version=self.version,
+            invoked_function_arn=self.function_arn,
+            memory_limit_in_mb=self.memory_mb,
+            timeout_seconds=self.timeout,
+            aws_request_id=request_id,
+            client_context=client_context,
+        )
 
 
-def error_payload(exc: BaseException) -> dict[str, Any]:
-    """The Python Lambda runtime's error shape: the class name is the error type."""
-    return {
-        "errorType": type(exc).__name__,
-        "errorMessage": str(exc),
-        "stackTrace": traceback.format_tb(exc.__traceback__),
-    }
+def _answer(answer: HandlerAnswer, request_id: str, timeout: float) -> tuple[str, bool, str]:
+    """moto's `(payload, errored, logs)`; a death as Lambda answers a process that ended before
+    it answered."""
+    if answer.died is None:
+        return answer.payload, answer.errored, answer.logs
+    death, detail = answer.died
+    payload = crash_payload(
+        death,
+        _Runtime.settings.crash_errors,
+        request_id=request_id,
+        timeout_seconds=timeout,
+        detail=detail,
+    )
+    return json.dumps(payload), True, payload["errorMessage"]
 
 
 def invoke_in_process(
@@ -244,59 +307,118 @@ def invoke_in_process(
     variables: Mapping[str, Any],
     client_context: LocalClientContext | None = None,
 ) -> tuple[str, bool, str]:
-    """Run the handler for one invoke; returns moto's `(payload, errored, logs)`."""
-    context = LocalLambdaContext(
-        function_name=function_name,
-        function_version=version,
-        invoked_function_arn=function_arn,
-        memory_limit_in_mb=memory_mb,
-        timeout_seconds=timeout,
-        client_context=client_context,
+    """Run the handler for one invoke in this process; returns moto's `(payload, errored,
+    logs)`."""
+    function = _Function(
+        handler_path, function_name, function_arn, version, memory_mb, timeout, variables
     )
-    env = invoke_environment(context, handler=handler_path, function_variables=variables)
+    with invocation(function_name, event) as current:
+        return _invoke_here(function, event, current, client_context)
+
+
+def _invoke_here(
+    function: _Function,
+    event: Any,
+    current: Invocation,
+    client_context: LocalClientContext | None,
+) -> tuple[str, bool, str]:
+    context = function.context(current.request_id, client_context)
+    env = invoke_environment(
+        context, handler=function.handler_path, function_variables=function.variables
+    )
     with _INVOKE_LOCK, applied_environment(env):
         try:
-            handler = load_handler(handler_path)
+            handler = load_handler(function.handler_path)
         except Exception as exc:
-            logger.exception("cannot import handler %s of %s", handler_path, function_name)
-            payload = {
-                "errorType": "Runtime.ImportModuleError",
-                "errorMessage": f"Unable to import module {handler_path!r}: {exc}",
-                "stackTrace": traceback.format_tb(exc.__traceback__),
-            }
+            logger.exception("cannot import handler %s of %s", function.handler_path, context)
+            payload = import_error_payload(function.handler_path, exc)
             return json.dumps(payload), True, "".join(traceback.format_exception(exc))
-        running = _RUNNING_FUNCTION.set(function_name)
-        try:
-            result = handler(event, context)
-        except SimulatedCrash as crash:
-            # What Lambda answers for a process that ended before it answered.
-            logger.debug("%s died (%s): %s", function_name, crash.death, crash)
-            answer = crash_payload(
-                crash.death,
-                _Runtime.settings.crash_errors,
-                request_id=context.aws_request_id,
-                timeout_seconds=context.timeout_seconds,
-                detail=str(crash),
-            )
-            return json.dumps(answer), True, answer["errorMessage"]
-        except Exception as exc:
-            logger.debug("%s raised %s: %s", function_name, type(exc).__name__, exc)
-            return (
-                json.dumps(error_payload(exc)),
-                True,
-                "".join(traceback.format_exception(exc)),
-            )
-        finally:
-            _RUNNING_FUNCTION.reset(running)
+        with handler_running(function.function_name):
+            answer = call_handler(handler, event, context)
+    return _answer(answer, current.request_id, function.timeout)
+
+
+def _environment_spec(function: _Function) -> EnvironmentSpec:
+    context = function.context("", None)
+    env = invoke_environment(
+        context, handler=function.handler_path, function_variables=function.variables
+    )
+    return EnvironmentSpec(
+        function_name=function.function_name,
+        function_arn=function.function_arn,
+        version=function.version,
+        handler=function.handler_path,
+        memory_mb=function.memory_mb,
+        timeout=function.timeout,
+        environment=tuple(sorted(env.items())),
+    )
+
+
+def _invoke_in_worker(
+    pool: WorkerPool,
+    function: _Function,
+    event: Any,
+    current: Invocation,
+    client_context: LocalClientContext | None,
+) -> tuple[str, bool, str]:
+    """One invoke in a warm environment of its function (a new one if none is idle)."""
+    spec = _environment_spec(function)
     try:
-        return json.dumps(result), False, ""
-    except (TypeError, ValueError) as exc:
-        payload = {
-            "errorType": "Runtime.MarshalError",
-            "errorMessage": f"Unable to marshal response: {exc}",
-            "stackTrace": [],
-        }
-        return json.dumps(payload), True, ""
+        slot = pool.limits.slot(function.function_arn, function.reserved_concurrency)
+        slot.__enter__()
+    except Exception:
+        current.ran = False  # throttled: no handler ran
+        raise
+    try:
+        return _run_in_worker(pool, spec, event, current, client_context)
+    finally:
+        slot.__exit__(None, None, None)
+
+
+def _run_in_worker(
+    pool: WorkerPool,
+    spec: EnvironmentSpec,
+    event: Any,
+    current: Invocation,
+    client_context: LocalClientContext | None,
+) -> tuple[str, bool, str]:
+    try:
+        worker, init_error = pool.take(spec)
+    except WorkerGone as gone:
+        return _answer(_dead(False, str(gone)), current.request_id, spec.timeout)
+    if init_error is not None:
+        worker.stop()
+        return init_error.payload, True, init_error.logs
+    message = {
+        "request_id": current.request_id,
+        "event": event,
+        "remaining_seconds": spec.timeout,
+        "client_context": None if client_context is None else client_context.to_json(),
+        "record": aws_calls.recording(),
+    }
+    try:
+        answer = worker.invoke(
+            message, lambda call: aws_calls.record_worker_call(spec.function_name, call)
+        )
+    except WorkerGone as gone:
+        worker.stop(kill=True)
+        answer = _dead(gone.timed_out, str(gone))
+    else:
+        if answer.died is None:
+            pool.give_back(worker)
+        else:
+            worker.stop()  # it exits after answering a death
+    return _answer(answer, current.request_id, spec.timeout)
+
+
+def _dead(timed_out: bool, detail: str) -> HandlerAnswer:
+    death = Death.TIMED_OUT if timed_out else Death.EXITED
+    return HandlerAnswer("", True, detail, died=(death, f"local runtime: {detail}"))
+
+
+def _reserved_concurrency(function: Any) -> int | None:
+    reserved = getattr(function, "reserved_concurrency", None)
+    return None if reserved is None or reserved == "" else int(reserved)
 
 
 def _moto_invoke_lambda(self: Any, event: Any = None) -> tuple[str, bool, str]:
@@ -306,23 +428,29 @@ def _moto_invoke_lambda(self: Any, event: Any = None) -> tuple[str, bool, str]:
     elif isinstance(event, str | bytes):
         # moto passes the string "{}" for an empty body.
         event = json.loads(event) if event else {}
-    return invoke_in_process(
+    function = _Function(
         handler_path=str(self.handler),
-        event=event,
         function_name=str(self.function_name),
         function_arn=str(self.function_arn),
         version=str(self.version),
         memory_mb=int(self.memory_size),
         timeout=float(self.timeout),
         variables=dict(self.environment_vars or {}),
-        client_context=_CLIENT_CONTEXT.get(),
+        reserved_concurrency=_reserved_concurrency(self),
     )
+    client_context = _CLIENT_CONTEXT.get()
+    pool = _Runtime.settings.pool
+    with invocation(function.function_name, event) as current:
+        if pool is None:
+            return _invoke_here(function, event, current, client_context)
+        return _invoke_in_worker(pool, function, event, current, client_context)
 
 
 def _with_client_context(invoke: Callable[..., Any]) -> Callable[..., Any]:
     """moto's `LambdaFunction.invoke(body, request_headers, response_headers)`, with the
     request's ClientContext for the handler: refused as Lambda refuses it when it is not
-    base64-encoded JSON, and given to synchronous invocations only."""
+    base64-encoded JSON, and given to synchronous invocations only. The invocation is
+    registered here, around every wrapper of `_invoke_lambda` (sagactl.local.invokes)."""
 
     @functools.wraps(invoke)
     def invoke_with_context(self: Any, body: Any, request_headers: Any, response: Any) -> Any:
@@ -330,7 +458,8 @@ def _with_client_context(invoke: Callable[..., Any]) -> Callable[..., Any]:
         kind = header_value(request_headers, "X-Amz-Invocation-Type") or "RequestResponse"
         token = _CLIENT_CONTEXT.set(client_context if kind == "RequestResponse" else None)
         try:
-            return invoke(self, body, request_headers, response)
+            with invocation(str(self.function_name), _event_of(body)):
+                return invoke(self, body, request_headers, response)
         finally:
             _CLIENT_CONTEXT.reset(token)
 
@@ -338,8 +467,15 @@ def _with_client_context(invoke: Callable[..., Any]) -> Callable[..., Any]:
     return invoke_with_context
 
 
+def _event_of(body: Any) -> Any:
+    try:
+        return json.loads(body) if body else {}
+    except (TypeError, ValueError):
+        return body
+
+
 def install_inprocess_lambda() -> None:
-    """Make moto run every Lambda invoke through the in-process runtime (idempotent)."""
+    """Make moto run every Lambda invoke through this runtime (idempotent)."""
     from moto.awslambda.models import LambdaFunction
 
     with _INSTALL_LOCK:
@@ -348,6 +484,7 @@ def install_inprocess_lambda() -> None:
             LambdaFunction.invoke = _with_client_context(  # type: ignore[method-assign]
                 LambdaFunction.invoke
             )
+    tag_handler_requests(_running_request)
 
 
 @contextmanager

@@ -133,6 +133,26 @@ def test_an_honest_shipment_rejection_passes_every_check() -> None:
     assert _violations(_plan({"shipment": ["reject"]}), snap, [message]) == set()
 
 
+def test_a_case_whose_only_fault_is_an_overlap_must_complete() -> None:
+    """Two deliveries of one action in flight at once (sagactl/campaign/overlap.py) make no
+    alternative honest: a case with stock, no sandbox fault and only an overlap that fired
+    ends COMPLETED (here it escalated SHIPMENT_REJECTED with no carrier refusing)."""
+    snap, message = _shipment_rejected()
+    plan = _plan(nemeses=[{"kind": "overlap", "how": "hang", "step": "ship", "at": "claim"}])
+    run = CaseRun(plan=plan, stock_before=10, stock_after=snap.stock, snapshots=[snap])
+    run.owner_arn, run.messages = OWNER, [message]
+    run.fired = ["overlap:hang:ship:claim"]
+    assert "clean_case_completes" in {v["invariant"] for v in check_case(run, budget=8).violations}
+    run.fired = ["overlap:stale:ship", "dynamodb:internal_after:shipments:TransactWriteItems"]
+    plan.nemeses = [{"kind": "overlap", "how": "stale", "step": "ship", "at": "outcome"}]
+    assert "clean_case_completes" in {v["invariant"] for v in check_case(run, budget=8).violations}
+    run.fired = ["overlap:hang:ship:claim", "jump:60s"]  # another fault fired: judged by it
+    plan.nemeses = [{"kind": "overlap", "how": "hang", "step": "ship", "at": "claim"}]
+    assert "clean_case_completes" not in {
+        v["invariant"] for v in check_case(run, budget=8).violations
+    }
+
+
 def test_a_rejected_shipment_that_blocks_the_release_is_a_violation() -> None:
     """Planted bug 1: the release refused because the ship record is FAILED. "Blocked" is
     honest only where the shipment may have happened, or the plan refuses the release."""

@@ -64,10 +64,17 @@ def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None
     refused = [e for case in cases for e in case["operator"] if e.get("refused")]
     assert refused  # reruns of resolved cases were attempted and refused
     fired = {":".join(f.split(":")[:1]) for case in cases for f in case["fired"]}
-    assert {"crash", "dynamodb", "jump"} <= fired
+    assert {"crash", "dynamodb", "jump", "overlap"} <= fired
     assert sum(case["redrives"] for case in cases) > 0
     assert sum(case["checks"] for case in cases) > 20 * SLICE_CASES
+    # Deliveries of one action in flight at once (sagactl/campaign/overlap.py), in each step.
+    overlapped = Counter[str]()
+    for case in cases:
+        overlapped.update(case["overlaps"])
+    assert sum(overlapped.values()) >= 50, overlapped
+    assert set(overlapped) >= {"reserve", "refund", "ship", "release"}, overlapped
     text = report.read_text(encoding="utf-8")
     assert "violations: 0**" in text and f"seed {SLICE_SEED}" in text
+    assert "## Deliveries in flight at once" in text
     assert "| COMPENSATION_PENDING |" in text and "| RESOLVED |" in text
     assert report.with_suffix(".png").stat().st_size > 10_000

@@ -20,6 +20,7 @@ import saga.handlers.reserve_stock as reserve_module
 from saga.acceptance import Accepted, accept_forward
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws
+from sagactl.local.lambda_runtime import handlers_in_process
 from sagactl.operations.escalations import resolve
 from sagactl.target import local_target_from_outputs
 from tests.cli.sagactl_helpers import Sagactl, get_item, saga, sagactl, scan
@@ -182,9 +183,10 @@ def test_a_late_delivery_past_its_gate_when_the_case_is_resolved_reserves_nothin
         for f in saga.client("lambda").list_functions()["Functions"]
         if f["FunctionName"].endswith("ReserveStockFunction")
     )
-    response = saga.client("lambda").invoke(
-        FunctionName=function, Payload=json.dumps(payload).encode()
-    )
+    with handlers_in_process():  # the patched gate is in this process
+        response = saga.client("lambda").invoke(
+            FunctionName=function, Payload=json.dumps(payload).encode()
+        )
     answer = json.loads(response["Payload"].read())
 
     assert response.get("FunctionError") and answer["errorType"] == "ActionSettled", answer

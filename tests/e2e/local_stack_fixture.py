@@ -205,6 +205,7 @@ TEMPLATE: dict[str, Any] = {
                 "Runtime": "python3.12",
                 "Role": {"Fn::GetAtt": ["RecordFunctionServiceRoleAAAA1111", "Arn"]},
                 "Code": {"ZipFile": "ignored"},
+                "Timeout": 10,  # a held call lasts up to 4 s (Lambda's default timeout is 3 s)
                 "Environment": {
                     "Variables": {
                         "TABLE": {"Ref": "LedgerTableA1B2C3D4"},

@@ -64,6 +64,7 @@ class AnswerLostThenThrottled:
         return self.handler(event, context)
 
 
+@pytest.mark.usefixtures("handlers_in_this_process")  # the patched handler
 def test_a_refund_is_not_made_twice_after_chained_redrives_that_never_reached_the_ledger(
     local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +97,7 @@ def test_a_refund_is_not_made_twice_after_chained_redrives_that_never_reached_th
     )
 
 
+@pytest.mark.usefixtures("handlers_in_this_process")  # the patched handler
 def test_a_reservation_whose_record_expired_under_chained_redrives_is_not_reported_as_nothing(
     local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,7 +37,6 @@ import pytest
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 
-from saga import clock as saga_clock
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.approval_keys import forget_public_keys
@@ -356,18 +355,11 @@ def redeliver_unsigned(local: LocalAws, case_id: str, task: str, *, deliveries: 
 
 
 def invoke_sweeper(local: LocalAws, *, hours_later: float) -> dict[str, Any]:
-    """The scheduled sweep, with the Lambda code's clock moved on so open actions are stuck."""
+    """The scheduled sweep, with the local clock moved on so open actions are stuck."""
     assert local.provisioned is not None
     (name,) = [n for n in local.provisioned.functions.values() if "SweepStuckActions" in n]
-
-    def later() -> float:
-        return earlier() + hours_later * 3600
-
-    earlier = saga_clock.use(later)
-    try:
-        response = local.client("lambda").invoke(FunctionName=name, Payload=b"{}")
-    finally:
-        saga_clock.use(earlier)
+    local.clock.advance(hours_later * 3600)
+    response = local.client("lambda").invoke(FunctionName=name, Payload=b"{}")
     body: dict[str, Any] = json.loads(response["Payload"].read())
     assert not response.get("FunctionError"), body
     return body
@@ -739,6 +731,7 @@ def test_each_function_is_granted_exactly_the_calls_its_code_makes(
 ) -> None:
     names = Names.of(with_gateway, gateway_local_aws)
     forget_public_keys()  # every function starts cold: its first verification reads the key
+    gateway_local_aws.server.retire_lambda_environments()
     with recording_aws_calls() as calls:
         for title, scenario in scenarios(monkeypatch):
             try:

@@ -66,7 +66,7 @@ def test_a_case_recorded_before_records_named_their_execution_is_a_duplicate_of_
 
 
 def test_a_case_resolved_while_its_shipment_is_made_fails_there_with_the_shipment_recorded(
-    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch, handlers_in_this_process: None
 ) -> None:
     """The carrier made the parcel; before the delivery records it, a person's decision lands
     on the case (a resolver whose clock ran past the delivery's lease: what sagactl writes).
@@ -115,7 +115,10 @@ EFFECTS: dict[str, tuple[type, str, str]] = {
 
 @pytest.mark.parametrize("step", list(EFFECTS))
 def test_a_forward_step_that_dies_after_its_effect_is_reconciled_from_what_its_catch_kept(
-    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch, step: str
+    local_aws: LocalAws,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+    handlers_in_this_process: None,
 ) -> None:
     """The function dies after its effect committed (a timeout): the Catch keeps `$reconciling`
     and everything before it, ReconcileStep finds the effect, and the case completes; after
@@ -174,6 +177,7 @@ def _resolve(local: LocalAws, case: dict[str, Any]) -> None:
 
 def test_the_happy_path_costs_four_states_four_invocations_and_under_140_usd_a_million(
     local_aws: LocalAws,
+    handlers_in_this_process: None,  # the key cache forgotten here is the one the handlers use
 ) -> None:
     """The issue's goal, as `make bench` measures it: 4 states, 5 billed transitions, 4 Lambda
     invocations, 12 DynamoDB requests (9 the saga's, 3 the sandbox downstreams'), KMS only

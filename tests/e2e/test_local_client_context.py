@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from sagactl.local.environment import LocalAws
-
-SEEN: list[Any] = []  # what each invoke's handler saw (the handler runs in this process)
 
 
 def echo_client_context(event: Any, context: Any) -> dict[str, Any]:
@@ -27,12 +27,25 @@ def echo_client_context(event: Any, context: Any) -> dict[str, Any]:
             "env": client_context.env,
             "client": None if client is None else {"app_title": client.app_title},
         }
-    SEEN.append(seen)
+    # What each invoke's handler saw, where the test reads it (the handler runs in a worker).
+    with Path(os.environ["SEEN_FILE"]).open("a", encoding="utf-8") as seen_file:
+        seen_file.write(json.dumps(seen) + "\n")
     return {"client_context": seen}
 
 
+def seen_by_the_handler(path: Path) -> list[Any]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 @pytest.fixture
-def echo(fixture_local_aws: LocalAws) -> str:
+def seen_file(tmp_path: Path) -> Path:
+    return tmp_path / "seen.jsonl"
+
+
+@pytest.fixture
+def echo(fixture_local_aws: LocalAws, seen_file: Path) -> str:
     lambda_ = fixture_local_aws.client("lambda")
     role = lambda_.get_function_configuration(FunctionName="fx-RecordFunction")["Role"]
     lambda_.create_function(
@@ -40,9 +53,9 @@ def echo(fixture_local_aws: LocalAws) -> str:
         Runtime="python3.12",
         Role=role,
         Handler=f"{__name__}.echo_client_context",
-        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},  # an empty zip: the code runs in-process
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},  # an empty zip: the project's code runs
+        Environment={"Variables": {"SEEN_FILE": str(seen_file)}},
     )
-    SEEN.clear()
     return "fx-Echo"
 
 
@@ -76,7 +89,7 @@ def test_the_handler_sees_custom_env_and_client_of_the_client_context(
 
 @pytest.mark.parametrize("client_context", ["not base64!", _encoded([1, 2]), "bm90IGpzb24="])
 def test_a_client_context_that_is_not_base64_json_is_refused_before_the_handler_runs(
-    fixture_local_aws: LocalAws, echo: str, client_context: str
+    fixture_local_aws: LocalAws, echo: str, client_context: str, seen_file: Path
 ) -> None:
     with pytest.raises(ClientError) as caught:
         fixture_local_aws.client("lambda").invoke(
@@ -86,15 +99,15 @@ def test_a_client_context_that_is_not_base64_json_is_refused_before_the_handler_
     error = caught.value.response["Error"]
     assert error["Code"] == "InvalidRequestContentException"
     assert error["Message"] == "Client context must be a valid Base64-encoded JSON object."
-    assert SEEN == []
+    assert seen_by_the_handler(seen_file) == []
 
 
 def test_an_asynchronous_invoke_gets_no_client_context(
-    fixture_local_aws: LocalAws, echo: str
+    fixture_local_aws: LocalAws, echo: str, seen_file: Path
 ) -> None:
     context = _encoded({"custom": {"k": "v"}})
     fixture_local_aws.client("lambda").invoke(
         FunctionName=echo, InvocationType="Event", Payload=b"{}", ClientContext=context
     )
 
-    assert SEEN == [None]
+    assert seen_by_the_handler(seen_file) == [None]

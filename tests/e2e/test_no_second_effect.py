@@ -18,7 +18,11 @@ from saga.sandbox.payments import SandboxPaymentsService
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.lambda_errors import CrashNaming
-from sagactl.local.lambda_runtime import SimulatedCrash, crash_errors_named
+from sagactl.local.lambda_runtime import (
+    SimulatedCrash,
+    crash_errors_named,
+    handlers_in_process,
+)
 from stacks.lambda_errors import Death
 from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
 
@@ -120,7 +124,7 @@ def test_a_refund_step_that_dies_after_sending_is_reconciled_not_failed(
         return response
 
     monkeypatch.setattr(SandboxPaymentsService, "_commit_refund", commit_then_die)
-    with crash_errors_named(naming):
+    with crash_errors_named(naming), handlers_in_process():  # the patch is in this process
         saga = Saga(local_aws, variant("happy-path", f"case-crash-{naming}-{death}"))
 
     assert crashes, "the nemesis never fired"

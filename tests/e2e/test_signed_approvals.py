@@ -22,6 +22,7 @@ from saga.models import approval_digest
 from sagactl.local.approval_keys import sign_locally
 from sagactl.local.aws_calls import recording_aws_calls
 from sagactl.local.environment import LocalAws
+from sagactl.local.lambda_runtime import handlers_in_process
 from tests.e2e.test_saga_paths import Saga, load_example
 
 SKU = "SKU-RED-MUG"
@@ -175,7 +176,8 @@ def test_a_tool_invoked_directly_with_a_forged_case_changes_nothing(local_aws: L
 
 
 def test_kms_is_asked_once_per_function_and_key_and_never_when_warm(local_aws: LocalAws) -> None:
-    forget_public_keys()  # every function's container is cold
+    forget_public_keys()  # every function's container is cold (in this process and in workers)
+    local_aws.server.retire_lambda_environments()
     with recording_aws_calls() as cold_calls:
         first = Saga(local_aws, signed_case("case-kms-cold"))
     with recording_aws_calls() as warm_calls:
@@ -233,7 +235,7 @@ def test_a_case_under_way_before_signing_still_compensates_after_the_upgrade(
     legacy = load_example("compensation-stuck")
     for name in ("signed_at", "key_id", "signature"):
         del legacy["approval"][name]
-    with monkeypatch.context() as before_the_upgrade:
+    with monkeypatch.context() as before_the_upgrade, handlers_in_process():
         before_the_upgrade.setattr(ApprovalVerifier, "verify", lambda *a, **k: "not verified")
         saga = Saga(local_aws, legacy)
     assert (saga.status, saga.path[-1]) == ("FAILED", "ReleaseReservation")

@@ -199,6 +199,7 @@ def test_a_tool_invoked_directly_counts_the_approvers_its_case_record_requires(
 
 def test_each_approvers_key_is_read_once_per_function_and_never_when_warm(
     local_aws: LocalAws,
+    handlers_in_this_process: None,  # the key cache forgotten here is the one the handlers use
 ) -> None:
     forget_public_keys()
     with recording_aws_calls() as cold_calls:

@@ -79,9 +79,10 @@ def test_the_naming_comes_from_the_environment_unless_given(
         configure_runtime("http://127.0.0.1:1")
 
 
-def test_local_up_passes_crash_errors_to_the_local_aws(
+def test_local_up_passes_crash_errors_and_lambda_concurrency_to_the_local_aws(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
+    monkeypatch.delenv("SAGA_LOCAL_LAMBDA_CONCURRENCY", raising=False)
     seen: dict[str, Any] = {}
 
     class Server:
@@ -99,10 +100,17 @@ def test_local_up_passes_crash_errors_to_the_local_aws(
     with pytest.raises(LocalCommandError):
         command_up(args)
     assert seen["crash_errors"] is CrashNaming.LAMBDA_UNKNOWN
+    assert seen["lambda_concurrency"] == 10  # $SAGA_LOCAL_LAMBDA_CONCURRENCY, else 10
+    args = parse(["local", "--state-dir", str(tmp_path), "up", "--lambda-concurrency", "3"])
+    with pytest.raises(LocalCommandError):
+        command_up(args)
+    assert seen["lambda_concurrency"] == 3
 
     assert parse(["local", "up"]).crash_errors is None  # then $SAGA_LOCAL_CRASH_ERRORS decides
     with pytest.raises(SystemExit):
         parse(["local", "up", "--crash-errors", "unknown"])
+    with pytest.raises(SystemExit):
+        parse(["local", "up", "--lambda-concurrency", "0"])
 
 
 @pytest.mark.parametrize(
@@ -110,6 +118,10 @@ def test_local_up_passes_crash_errors_to_the_local_aws(
     [
         (CRASH_ERRORS_ENV, "SAGA_LOCAL_CRASH_ERRORS must be one of current, lambda-unknown"),
         ("SAGA_LOCAL_TIME_SCALE", "SAGA_LOCAL_TIME_SCALE must be a number >= 0"),
+        (
+            "SAGA_LOCAL_LAMBDA_CONCURRENCY",
+            "SAGA_LOCAL_LAMBDA_CONCURRENCY must be a whole number >= 1",
+        ),
     ],
 )
 def test_local_up_refuses_a_bad_environment_variable_in_one_line(

@@ -189,8 +189,9 @@ def test_moto_empty_body_string_becomes_an_empty_event() -> None:
         environment_vars: dict[str, str] = {}
 
     _CAPTURED.clear()
-    lambda_runtime._moto_invoke_lambda(FakeFunction(), "{}")
-    lambda_runtime._moto_invoke_lambda(FakeFunction(), {"a": 1})
+    with lambda_runtime.handlers_in_process():  # _CAPTURED is this process's
+        lambda_runtime._moto_invoke_lambda(FakeFunction(), "{}")
+        lambda_runtime._moto_invoke_lambda(FakeFunction(), {"a": 1})
     captured.extend(_CAPTURED)
     assert captured == [{}, {"a": 1}]
 

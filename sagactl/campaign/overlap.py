@@ -1,0 +1,475 @@
+"""The overlap nemesis: two deliveries of one action in flight at once (docs/design.md §3.2-§3.4).
+
+A case plan's `{"kind": "overlap", "how", "step", "at"}` acts on the requests the step's tools
+send to the local AWS (its request hooks, sagactl.local.invokes), whose Lambda runs each
+invocation in a process of its own, concurrently. The step's first delivery A stops at the
+ledger boundary `at`: its claim, its downstream dispatch, or its outcome write (ReserveStock has
+one boundary: its transaction is all three). Its request waits in the local AWS, as a request
+delayed on the network, or a process stalled just before it sends, would; then, by `how`:
+
+- `hang`: A hangs past its task's timeout: the task times out at once (States.Timeout; the
+  local clock moves by the task's TimeoutSeconds, as real time would have passed), and the next
+  delivery of the same action B starts (ReconcileStep's for a forward step, the Retry's for the
+  compensation). A's request goes on at the instant B's first request arrives: A completes
+  while B runs.
+- `abort`: the execution is stopped (StopExecution) while A waits, and redriven at once
+  (RedriveExecution): the redriven delivery B of the same state and A go on together.
+- `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
+  outcome write is delayed past A's lease: it lands at the instant another delivery writes the
+  action's record after the lease ran out (reconciliation settling it). The write must find the
+  record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS).
+
+A request waits at most `HOLD_SECONDS` of real time, so a case whose B never comes still ends.
+The meter (`OverlapMeter`) counts, per step, the deliveries of the case that were in flight at
+the same time as another delivery of the same action: what the campaign report shows.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sagactl.local.clock import LOCAL_CLOCK
+from sagactl.local.invokes import (
+    HandlerRequest,
+    Invocation,
+    add_request_hook,
+    on_invocations,
+)
+from sagactl.local.task_timeouts import time_out_task, waiting_timeout
+
+HOLD_SECONDS = 15.0  # real time; below the function's timeout, far above what any release takes
+STEP_STATES: Mapping[str, str] = {
+    "reserve": "ReserveStock",
+    "refund": "IssueRefund",
+    "ship": "CreateShipment",
+    "release": "ReleaseReservation",
+}
+EFFECT_TABLES: Mapping[str, str] = {
+    "reserve": "reservations",
+    "refund": "payments",
+    "ship": "shipments",
+    "release": "reservations",
+}
+HOWS = ("hang", "abort", "stale")
+BOUNDARIES = ("claim", "dispatch", "outcome")
+_STATE_STEPS = {state: step for step, state in STEP_STATES.items()}
+_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"})
+
+
+def plan_overlap(seed: int, index: int) -> dict[str, Any] | None:
+    """The overlap nemesis of case `index`, if any: its own random stream, so the rest of the
+    plan is what it was without it."""
+    rng = random.Random(f"{seed}:overlap:{index}")
+    if rng.random() >= 0.3:
+        return None
+    how = rng.choices(HOWS, (5, 3, 4))[0]
+    if how == "stale":
+        step = rng.choice(("refund", "ship", "release"))
+        return {"kind": "overlap", "how": how, "step": step, "at": "outcome"}
+    step = rng.choices(tuple(STEP_STATES), (2, 4, 4, 2))[0]
+    at = "dispatch" if step == "reserve" else rng.choice(BOUNDARIES)
+    return {"kind": "overlap", "how": how, "step": step, "at": at}
+
+
+def step_of(invocation: Invocation) -> str | None:
+    """The step (action) a tool's invocation works on: its state's, or the one it reconciles."""
+    event = invocation.event if isinstance(invocation.event, dict) else {}
+    state = str((event.get("attempt") or {}).get("state", ""))
+    if state == "ReconcileStep":
+        return str(event.get("step") or "") or None
+    return _STATE_STEPS.get(state)
+
+
+def case_of(invocation: Invocation) -> str | None:
+    event = invocation.event if isinstance(invocation.event, dict) else {}
+    case = event.get("case")
+    if not isinstance(case, dict) or "case_id" not in case:
+        return None
+    return str(case["case_id"])
+
+
+def boundary(request: HandlerRequest, tables: Mapping[str, str], step: str) -> str | None:
+    """Which ledger boundary of the step a request is: the claim (or a takeover), the
+    downstream dispatch, the outcome write (or a given-back lease); None for anything else."""
+    document = request.document()
+    named = _tables_of(document)
+    if request.operation == "TransactWriteItems":
+        if tables.get(EFFECT_TABLES[step]) in named:
+            return "dispatch"
+        return "claim" if tables.get("ledger") in named else None
+    if tables.get("ledger") not in named:
+        return None
+    values = document.get("ExpressionAttributeValues") or {}
+    if request.operation == "PutItem":
+        return "claim"
+    if request.operation != "UpdateItem" or ":me" not in values:
+        return None  # reconciliation's writes are on the record as seen
+    expression = str(document.get("UpdateExpression", ""))
+    if "#owner = :me" in expression:
+        return "claim"  # a takeover
+    return "outcome"  # an outcome, or a given-back lease
+
+
+def _tables_of(document: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key == "TableName" and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _tables_of(value)
+    elif isinstance(document, list):
+        for value in document:
+            found |= _tables_of(value)
+    return found
+
+
+def _lease_of(request: HandlerRequest) -> float | None:
+    """The lease a claim (or a takeover) asks for."""
+    document = request.document()
+    items = [document.get("Item") or {}] + [
+        (entry.get("Put") or {}).get("Item") or {} for entry in document.get("TransactItems", [])
+    ]
+    leases = [(item.get("lease_expires_at") or {}).get("N") for item in items]
+    lease = next((value for value in leases if value is not None), None)
+    if lease is None:
+        lease = ((document.get("ExpressionAttributeValues") or {}).get(":lease") or {}).get("N")
+    return None if lease is None else float(lease)
+
+
+@dataclass
+class Scenario:
+    """One armed overlap nemesis and where it stands."""
+
+    nemesis: dict[str, Any]
+    case_id: str
+    tables: Mapping[str, str]
+    fired: list[str]  # the case's fired labels (sagactl.campaign.nemeses.Armed.fired)
+    nemeses: list[dict[str, Any]]  # the case's nemeses: the lost answer joins them
+    first: str | None = None  # A's request id
+    lease: float | None = None  # until when A's claim holds the action
+    gate: threading.Event = field(default_factory=threading.Event)  # A's request goes on
+    # A has sent its dispatch (or reached its outcome without one), or ended: a delivery that
+    # takes the action over now cannot race A's dispatch. Before that, a delivery that would
+    # act after A's lease ran out waits: on AWS, A's function timeout (30 s) ends it before
+    # its lease (40 s) runs out; here the clock may pass it meanwhile (retry waits move it),
+    # and a delivery dispatching past its lease is not a fault AWS can produce.
+    dispatched: threading.Event = field(default_factory=threading.Event)
+    aborting: threading.Event = field(default_factory=threading.Event)  # an abort fired
+    redriven: threading.Event = field(default_factory=threading.Event)  # ... and redriven
+    leases: dict[str, float] = field(default_factory=dict)  # each first delivery's claim
+
+    @property
+    def step(self) -> str:
+        return str(self.nemesis["step"])
+
+    @property
+    def how(self) -> str:
+        return str(self.nemesis["how"])
+
+    def ours(self, invocation: Invocation | None) -> bool:
+        if invocation is None or case_of(invocation) != self.case_id:
+            return False
+        return step_of(invocation) == self.step
+
+    def before(self, request: HandlerRequest) -> None:
+        invocation = request.invocation
+        if invocation is None or not self.ours(invocation):
+            return
+        at = boundary(request, self.tables, self.step)
+        if self.first is None:
+            self._maybe_fire(request, invocation, at)
+        elif invocation.request_id == self.first:
+            self._before_own(request, invocation, at)
+        else:
+            ledger = self.tables.get("ledger") in _tables_of(request.document())
+            if self.how != "stale" and ledger:
+                self.gate.set()  # B at the ledger: both go on at the same instant
+            if self.lease is not None and LOCAL_CLOCK.now() >= self.lease:
+                self.dispatched.wait(HOLD_SECONDS)
+
+    def _before_own(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
+        if at == "claim" and self.lease is None:
+            self.lease = _lease_of(request)
+        if at == "outcome":
+            self.dispatched.set()  # past its dispatch (or it sent none)
+        if self.how == "stale" and at == "outcome" and not self.gate.is_set():
+            # the write is delayed past the lease; meanwhile the task times out
+            threading.Thread(target=self._time_out, args=(invocation,), daemon=True).start()
+            self._hold()
+
+    def after(self, request: HandlerRequest, status: int) -> None:
+        invocation = request.invocation
+        if self.first is None or invocation is None or not self.ours(invocation):
+            return
+        at = boundary(request, self.tables, self.step)
+        if invocation.request_id == self.first:
+            if at == "dispatch":
+                self.dispatched.set()
+            return
+        written = (
+            status == 200
+            and request.operation in _WRITES
+            and self.tables.get("ledger") in _tables_of(request.document())
+        )
+        if self.how == "stale" and written and self._lease_ran_out():
+            self.gate.set()  # another delivery wrote the record after A's lease ran out
+
+    def ended(self, invocation: Invocation) -> None:
+        if invocation.request_id == self.first:
+            self.dispatched.set()
+
+    def _lease_ran_out(self) -> bool:
+        return self.lease is not None and LOCAL_CLOCK.now() >= self.lease
+
+    def _maybe_fire(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
+        if _state_of(invocation) != STEP_STATES[self.step]:
+            return  # A is the step's own delivery, not a reconciliation
+        lease = _lease_of(request) if at == "claim" else None
+        if lease is not None:
+            self.leases[invocation.request_id] = lease
+        if self.how == "stale":
+            if at == "claim":
+                self.first, self.lease = invocation.request_id, lease
+                self.nemeses.append(self._lost_answer())
+                self.fired.append(f"overlap:stale:{self.step}")
+            return
+        if at != self.nemesis["at"] and not (self.step == "reserve" and at == "dispatch"):
+            return
+        self.first = invocation.request_id
+        self.lease = self.leases.get(invocation.request_id)
+        if self.how == "abort":
+            self.aborting.set()  # before the stop: the runner waits for the redrive
+        self.fired.append(f"overlap:{self.how}:{self.step}:{self.nemesis['at']}")
+        target = self._time_out if self.how == "hang" else self._abort_and_redrive
+        threading.Thread(target=target, args=(invocation,), daemon=True).start()
+        self._hold()
+
+    def _hold(self) -> None:
+        """A's request waits for its release (or, said in the report, for HOLD_SECONDS)."""
+        if not self.gate.wait(HOLD_SECONDS):
+            self.fired.append(f"overlap:unreleased:{self.step}")
+
+    def _lost_answer(self) -> dict[str, Any]:
+        """A's dispatch is applied and answered with an error (sagactl.campaign.nemeses)."""
+        return {
+            "kind": "dynamodb",
+            "table": EFFECT_TABLES[self.step],
+            "operation": "TransactWriteItems",
+            "error": "internal_after",
+            "match": "case",
+            "skip": 0,
+            "count": 1,
+        }
+
+    def _time_out(self, invocation: Invocation) -> None:
+        """A's task times out now, the clock moved by its timeout."""
+        execution, state = _task_of(invocation)
+        for _ in range(500):
+            seconds = waiting_timeout(execution, state)
+            if seconds is not None:
+                LOCAL_CLOCK.advance(seconds)
+                time_out_task(execution, state)
+                return
+            time.sleep(0.01)
+
+    def _abort_and_redrive(self, invocation: Invocation) -> None:
+        try:
+            execution, _ = _task_of(invocation)
+            client = _step_functions()
+            client.stop_execution(executionArn=execution, cause="campaign nemesis: overlap")
+            for _ in range(500):
+                if client.describe_execution(executionArn=execution)["status"] != "RUNNING":
+                    break
+                time.sleep(0.01)
+            client.redrive_execution(executionArn=execution)
+        finally:
+            self.redriven.set()
+
+
+def _step_functions() -> Any:
+    """A Step Functions client of this process's local AWS."""
+    import boto3
+
+    from sagactl.local.lambda_runtime import FAKE_CREDENTIALS, current_runtime
+
+    settings = current_runtime()
+    return boto3.client(
+        "stepfunctions",
+        endpoint_url=settings.endpoint_url,
+        region_name=settings.region,
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def _state_of(invocation: Invocation) -> str:
+    event = invocation.event if isinstance(invocation.event, dict) else {}
+    return str((event.get("attempt") or {}).get("state", ""))
+
+
+def _task_of(invocation: Invocation) -> tuple[str, str]:
+    attempt = (invocation.event or {}).get("attempt") or {}
+    return str(attempt.get("execution", "")), str(attempt.get("state", ""))
+
+
+# --- the hooks --------------------------------------------------------------------------------
+class _Active:
+    scenarios: list[Scenario] = []
+    meter: OverlapMeter | None = None
+
+
+class _Requests:
+    def before(self, request: HandlerRequest) -> None:
+        for scenario in list(_Active.scenarios):
+            scenario.before(request)
+
+    def after(self, request: HandlerRequest, status: int) -> str | None:
+        for scenario in list(_Active.scenarios):
+            scenario.after(request, status)
+        return None
+
+
+@dataclass
+class _Delivery:
+    step: str
+    started: float
+    ended: float | None = None
+
+
+class OverlapMeter:
+    """The invocations of one case's tools, and which overlapped another of the same action."""
+
+    def __init__(self, case_id: str) -> None:
+        self.case_id = case_id
+        self._lock = threading.Lock()
+        self._deliveries: dict[str, _Delivery] = {}
+
+    def __call__(self, phase: str, invocation: Invocation) -> None:
+        step = step_of(invocation)
+        if step is None or case_of(invocation) != self.case_id or not invocation.ran:
+            return
+        with self._lock:
+            if phase == "start":
+                self._deliveries[invocation.request_id] = _Delivery(step, invocation.started_real)
+            elif invocation.request_id in self._deliveries:
+                self._deliveries[invocation.request_id].ended = invocation.ended_real
+
+    def overlaps(self) -> dict[str, int]:
+        """Per step, the deliveries that were in flight while another of the same action was."""
+        now = time.monotonic()
+        with self._lock:
+            deliveries = list(self._deliveries.values())
+        counts: dict[str, int] = {}
+        for one in deliveries:
+            for other in deliveries:
+                if other is one or other.step != one.step:
+                    continue
+                if one.started < (other.ended or now) and other.started < (one.ended or now):
+                    counts[one.step] = counts.get(one.step, 0) + 1
+                    break
+        return dict(sorted(counts.items()))
+
+
+def install() -> None:
+    add_request_hook("campaign-overlap", _Requests())
+
+
+def arm(
+    nemeses: list[dict[str, Any]],
+    tables: Mapping[str, str],
+    case_id: str,
+    fired: list[str],
+) -> OverlapMeter:
+    """Arm the case's overlap nemeses and its meter (until `disarm`)."""
+    install()
+    _Active.scenarios = [
+        Scenario(n, case_id, tables, fired, nemeses) for n in nemeses if n["kind"] == "overlap"
+    ]
+    meter = OverlapMeter(case_id)
+    _Active.meter = meter
+    on_invocations("campaign-overlap-meter", meter)
+    on_invocations("campaign-overlap", _ended)
+    return meter
+
+
+def _ended(phase: str, invocation: Invocation) -> None:
+    if phase == "end":
+        for scenario in list(_Active.scenarios):
+            scenario.ended(invocation)
+
+
+def disarm() -> None:
+    for scenario in _Active.scenarios:
+        scenario.gate.set()
+    _Active.scenarios = []
+
+
+def settle() -> bool:
+    """Wait for an abort's redrive under way; whether there was one (its execution runs again:
+    wait for it to close again)."""
+    waited = False
+    for scenario in list(_Active.scenarios):
+        if scenario.aborting.is_set():
+            scenario.redriven.wait(HOLD_SECONDS)
+            scenario.aborting.clear()
+            waited = True
+    return waited
+
+
+def only_overlaps(nemeses: list[dict[str, Any]], fired: list[str]) -> bool:
+    """Whether every nemesis that fired in a case is its overlap's (a stale write's lost answer
+    included): such a case ends as it would without it (docs/invariants.md)."""
+    stale = any(n["kind"] == "overlap" and n["how"] == "stale" for n in nemeses)
+    planned_dynamodb = any(n["kind"] == "dynamodb" for n in nemeses)
+    lost_answer = stale and not planned_dynamodb
+    return all(
+        label.startswith("overlap:")
+        or (lost_answer and label.startswith("dynamodb:internal_after:"))
+        for label in fired
+    )
+
+
+# --- the report ---------------------------------------------------------------------------------
+def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per step: the deliveries in flight while another delivery of the same action was, and
+    the cases where that happened; and which overlap nemeses fired."""
+    deliveries: dict[str, int] = {}
+    cases_with: dict[str, int] = {}
+    for case in cases:
+        for step, count in (case.get("overlaps") or {}).items():
+            deliveries[step] = deliveries.get(step, 0) + int(count)
+            cases_with[step] = cases_with.get(step, 0) + 1
+    fired = [f for case in cases for f in case.get("fired", []) if f.startswith("overlap:")]
+    return {
+        "deliveries": dict(sorted(deliveries.items())),
+        "cases": dict(sorted(cases_with.items())),
+        "total": sum(deliveries.values()),
+        "fired": len(fired),
+    }
+
+
+def report_lines(summary: Mapping[str, Any]) -> list[str]:
+    rows = [
+        f"| {step} | {count} | {summary['cases'].get(step, 0)} |"
+        for step, count in summary["deliveries"].items()
+    ]
+    return [
+        "",
+        "## Deliveries in flight at once",
+        "",
+        "Deliveries of one action that overlapped in time (each Lambda invocation runs in a "
+        "process of its own, concurrently): a delivery counts when another delivery of the same "
+        "action was in flight at some moment of its own; the step's tool and ReconcileStep's "
+        f"reconciliation of it are deliveries of one action. {summary['total']} deliveries, "
+        f"{summary['fired']} overlap nemeses fired (sagactl/campaign/overlap.py).",
+        "",
+        "| step | deliveries that overlapped another | cases |",
+        "|---|---|---|",
+        *rows,
+    ]
