@@ -23,6 +23,9 @@ class Mutant:
     # does (an agent's or an approver's tool, a configuration the campaign's stack lacks); None:
     # a behavioural mutant, which the slice alone should kill.
     outside_slice: str | None = None
+    # The tests written for this rule: `make mutate` runs them before the rest of the suite, so
+    # a mutant they kill costs seconds, not a suite run (they are part of the suite).
+    tests: tuple[str, ...] = ()
 
 
 class MutantDoesNotApply(ValueError):
@@ -58,6 +61,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/items.py",
         'CLAIM_CONDITION = "attribute_not_exists(action_key)"',
         'CLAIM_CONDITION = "attribute_not_exists(action_key) OR attribute_exists(action_key)"',
+        tests=("tests/integration/test_ledger_decision_table.py",),
     ),
     Mutant(
         "digest-check",
@@ -65,6 +69,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if record.request_digest != digest:\n        return Decision.CONFLICT",
         "    if False:\n        return Decision.CONFLICT",
+        tests=("tests/integration/test_ledger_decision_table.py",),
     ),
     Mutant(
         "reconcile-before-dispatch",
@@ -72,6 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/external.py",
         "            if decision is Decision.RESUME_RELEASED:",
         "            if decision in _TAKEOVERS:",
+        tests=("tests/integration/test_ledger_uncertain_dispatch.py",),
     ),
     Mutant(
         "owner-conditional-outcome",
@@ -79,6 +85,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/items.py",
         'OWNED = "#owner = :me AND #status = :in_progress"',
         'OWNED = "#owner = :me OR #status = :in_progress"',
+        tests=("tests/integration/test_safety_races.py",),
     ),
     Mutant(
         "budget",
@@ -86,6 +93,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if record.attempts + 1 > budget:",
         "    if record.attempts + 1 > budget + 100:",
+        tests=("tests/integration/test_ledger_decision_table.py",),
     ),
     Mutant(
         "open-record-retention",
@@ -93,6 +101,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/outcome_writes.py",
         "        return self.policy.expires_at(now) if status in CLOSED_STATUSES else None",
         "        return self.policy.expires_at(now)",
+        tests=(
+            "tests/integration/test_ledger_decision_table.py",
+            "tests/integration/test_late_and_legacy_deliveries.py",
+        ),
     ),
     Mutant(
         "expiry-check",
@@ -100,6 +112,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if check_expiry and record.expires_at is not None and record.expires_at <= now:",
         "    if check_expiry and record.expires_at is not None and record.expires_at < 0:",
+        tests=("tests/integration/test_ledger_decision_table.py",),
     ),
     Mutant(
         "first-dispatch-rule",
@@ -107,6 +120,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/records.py",
         "        if self.abandoned(now) or (self.status is LedgerStatus.UNKNOWN and self.owner is not None):",  # noqa: E501
         "        if False:",
+        tests=("tests/integration/test_ledger_uncertain_dispatch.py",),
     ),
     Mutant(
         "reattempt-window",
@@ -114,6 +128,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if now + lease_seconds < closes:",
         "    if True:",
+        tests=(
+            "tests/integration/test_rule_boundaries.py",
+            "tests/integration/test_ledger_uncertain_dispatch.py",
+        ),
     ),
     Mutant(
         "escalated-is-final",
@@ -121,6 +139,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if record.escalated_at is not None:\n        return Decision.ESCALATED",
         "    if False:\n        return Decision.ESCALATED",
+        tests=("tests/integration/test_ledger_reconcile.py",),
     ),
     Mutant(
         "resolution-gate",
@@ -128,6 +147,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/operations.py",
         "            if seen is None:\n                compensates =",
         "            if False:\n                compensates =",
+        tests=(
+            "tests/integration/test_ledger_settle.py",
+            "tests/integration/test_case_resolution.py",
+        ),
     ),
     Mutant(
         "settle-skew-allowance",
@@ -135,6 +158,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/operations.py",
         "        if held and seen.lease_live(self.clock() - SETTLE_SKEW_SECONDS):",
         "        if held and seen.lease_live(self.clock()):",
+        tests=("tests/integration/test_ledger_settle.py",),
     ),
     Mutant(
         "outcome-keeps-the-decision",
@@ -142,6 +166,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/items.py",
         '"attribute_exists(resolution)" if settled else "attribute_not_exists(resolution)"',
         '"attribute_exists(resolution)" if settled else "attribute_exists(action_key)"',
+        tests=("tests/integration/test_ledger_settle.py",),
     ),
     Mutant(
         "resolved-case-record",
@@ -154,6 +179,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '"(attribute_not_exists(execution_arn) OR execution_arn = :arn))"\n            ),\n'
         "            values={\n"
         '                ":outcome": outcome,',
+        tests=("tests/integration/test_case_resolution.py",),
     ),
     Mutant(
         "displayed-amount",
@@ -162,6 +188,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    exponent = currency_exponent(currency)\n    sign =",
         "    exponent = 2\n    sign =",
         outside_slice="what an approver is shown; no case's execution displays an amount",
+        tests=("tests/unit/test_approval_view.py",),
     ),
     Mutant(
         "release-held-condition",
@@ -169,6 +196,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/inventory.py",
         '"ConditionExpression": "#status = :held",',
         '"ConditionExpression": "attribute_exists(reservation_id) OR #status = :held",',
+        tests=(
+            "tests/integration/test_tools_release_reconcile_outcome.py",
+            "tests/integration/test_sandbox_inventory.py",
+        ),
     ),
     Mutant(
         "release-checks-held",
@@ -176,6 +207,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/inventory.py",
         "        if reservation.status != RESERVATION_HELD:",
         "        if reservation.status not in (RESERVATION_HELD, RESERVATION_RELEASED):",
+        tests=(
+            "tests/integration/test_tools_release_reconcile_outcome.py",
+            "tests/integration/test_sandbox_inventory.py",
+        ),
     ),
     Mutant(
         "release-after-uncertain-ship",
@@ -183,6 +218,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/release.py",
         "    if ship is not None and ship.status in _SHIP_STATES_THAT_BLOCK_RELEASE:",
         "    if ship is not None and ship.status is LedgerStatus.COMPLETED:",
+        tests=("tests/integration/test_tools_release_reconcile_outcome.py",),
     ),
     Mutant(
         "carrier-lookup-reference",
@@ -190,6 +226,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/ship.py",
         "reconcile=lambda: reconcile_shipment(request.reference, carrier),",
         "reconcile=lambda: reconcile_shipment(request.key, carrier),",
+        tests=("tests/integration/test_sandbox_carrier.py",),
     ),
     Mutant(
         "idempotency-key",
@@ -197,6 +234,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/refund.py",
         "provider.refund(refund, idempotency_key=request.key)",
         "provider.refund(refund, idempotency_key=request.digest)",
+        tests=("tests/unit/test_tools_downstreams.py",),
     ),
     Mutant(
         "catch-lambda-crash",
@@ -206,6 +244,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '          "Assign": {\n            "reconciling": "refund"',
         '            "States.Timeout"\n          ],\n'
         '          "Assign": {\n            "reconciling": "refund"',
+        tests=("tests/infra/test_definition_routing.py", "tests/e2e/test_no_second_effect.py"),
     ),
     Mutant(
         "per-tool-approval",
@@ -213,6 +252,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/handlers/issue_refund.py",
         "    verify_approval(case)\n",
         "    pass  # the approval is not verified here\n",
+        tests=("tests/integration/test_tools_handlers.py",),
     ),
     Mutant(
         "per-tool-signature",
@@ -220,6 +260,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/handlers/issue_refund.py",
         "    accept_forward(runtime.approvals, case.signed_approvals(), runtime.cases())\n",
         "    pass  # the signature is not verified here\n",
+        tests=("tests/integration/test_tools_handlers.py",),
     ),
     Mutant(
         "validate-signature",
@@ -229,6 +270,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "started=_now())\n"
         "            required = accepted.required\n",
         "            pass  # the signatures are not verified at the start\n",
+        tests=("tests/integration/test_tools_validate.py",),
     ),
     Mutant(
         "four-eyes-threshold",
@@ -238,6 +280,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    from saga.formats import currency_exponent  # the threshold read in major units\n\n"
         "    major = 10 ** currency_exponent(currency)\n"
         "    return FOUR_EYES if amount_minor > limit * major else ONE_APPROVER",
+        tests=("tests/unit/test_four_eyes.py", "tests/unit/test_agent_four_eyes.py"),
     ),
     Mutant(
         "four-eyes-distinct-keys",
@@ -245,6 +288,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/acceptance.py",
         "    if len(distinct) < required:",
         "    if len(approvals.signatures) < required:",
+        tests=("tests/unit/test_four_eyes.py", "tests/unit/test_agent_four_eyes.py"),
     ),
     Mutant(
         "four-eyes-fail-closed",
@@ -252,6 +296,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/four_eyes.py",
         "    if limit is None:\n        return FOUR_EYES\n",
         "    if limit is None:\n        return ONE_APPROVER\n",
+        tests=("tests/unit/test_four_eyes.py", "tests/unit/test_agent_four_eyes.py"),
     ),
     Mutant(
         "stock-condition",
@@ -259,6 +304,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/inventory.py",
         '"ConditionExpression": "available >= :q",',
         '"ConditionExpression": "available >= :q OR attribute_exists(sku)",',
+        tests=("tests/integration/test_tools_reserve.py",),
     ),
     Mutant(
         "duplicate-execution",
@@ -266,6 +312,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/validate.py",
         "    if owner == execution:",
         "    if owner is not None:",
+        tests=("tests/integration/test_tools_validate.py",),
     ),
     Mutant(
         "case-digest",
@@ -273,6 +320,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/cases.py",
         '        if old.get("digest") != digest:',
         "        if False:",
+        tests=("tests/integration/test_tools_validate.py",),
     ),
     Mutant(
         "agent-status-execution",
@@ -281,6 +329,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if not _same_json(str(execution.get("input") or ""), started_input(draft)):',
         "        if False:",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py", "tests/unit/test_agent_tenancy.py"),
     ),
     Mutant(
         "agent-status-record-tenant",
@@ -289,6 +338,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if record.get("tenant_id") != self.tenant_id or record.get("digest") != draft',
         '        if record.get("digest") != draft',
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py", "tests/unit/test_agent_tenancy.py"),
     ),
     Mutant(
         "agent-status-owner",
@@ -297,6 +347,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '            and approval_digest(case) == draft["digest"]',
         "            or True",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py", "tests/unit/test_agent_tenancy.py"),
     ),
     Mutant(
         "agent-draft-tenant",
@@ -306,6 +357,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if draft is None or draft.get("tenant_id") != self.tenant_id:',
         "        draft = None if theirs else self.drafts.get(case_id)\n        if draft is None:",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_tenancy.py", "tests/unit/test_agent_tools.py"),
     ),
     Mutant(
         "agent-draft-namespace",
@@ -314,6 +366,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        theirs = owner is not None and owner != self.tenant_id",
         "        theirs = False",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_tenancy.py", "tests/unit/test_agent_tools.py"),
     ),
     Mutant(
         "agent-legacy-lookup",
@@ -322,6 +375,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        draft = self._legacy_draft(request.request_id)",
         "        draft = None",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_tenancy.py", "tests/unit/test_agent_tools.py"),
     ),
     Mutant(
         "agent-one-draft-starts",
@@ -330,6 +384,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if older is not None:",
         "        if False:",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_tenancy.py", "tests/unit/test_agent_tools.py"),
     ),
     Mutant(
         "agent-case-id-tenant",
@@ -338,6 +393,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if owner is not None and owner != tenant_id:",
         "        if False:",
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_tenancy.py", "tests/unit/test_models.py"),
     ),
     # --- the planted bugs of issue 24: each passed the slice before its oracle was made strict --
     Mutant(
@@ -347,6 +403,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    {LedgerStatus.COMPLETED, LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN}",
         "    {LedgerStatus.COMPLETED, LedgerStatus.IN_PROGRESS, LedgerStatus.UNKNOWN, "
         "LedgerStatus.FAILED}",
+        tests=("tests/integration/test_tools_release_reconcile_outcome.py",),
     ),
     Mutant(
         "reconcile-escalates-found",
@@ -355,6 +412,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "                outcome = ActionOutcome.of(written, replayed=False, reconciled=True)\n"
         '                return self._resume("found at the downstream", outcome)',
         '                return self._escalate("found at the downstream", written.attempts)',
+        tests=("tests/integration/test_ledger_reconcile.py",),
     ),
     Mutant(
         "escalation-message-compensated",
@@ -363,6 +421,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '        "compensated": [c["action_key"] for c in payload.compensations if '
         "isinstance(c, Mapping)],",
         '        "compensated": [],',
+        tests=("tests/integration/test_tools_release_reconcile_outcome.py",),
     ),
     Mutant(
         "compensation-pending-mark",
@@ -370,6 +429,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/release.py",
         "    cases.mark_compensation_pending(case, approval_digest(case), execution_arn)\n",
         "    approval_digest(case)  # the case record is not marked\n",
+        tests=("tests/integration/test_tools_release_reconcile_outcome.py",),
     ),
     Mutant(
         "conflict-as-out-of-stock",
@@ -377,6 +437,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/transaction.py",
         '            if reason.get("Code") == "ConditionalCheckFailed"\n',
         '            if reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict")\n',
+        tests=("tests/integration/test_ledger_transaction.py",),
     ),
     # --- rules that had no mutant ------------------------------------------------------------
     Mutant(
@@ -385,6 +446,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/acceptance.py",
         '        and record.get("outcome") == CaseOutcome.IN_PROGRESS.value\n',
         "",
+        tests=("tests/integration/test_tools_handlers.py",),
     ),
     Mutant(
         "start-by-deadline",
@@ -392,6 +454,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/approvals.py",
         "            if now.astimezone(UTC) > deadline:",
         "            if False:",
+        tests=("tests/unit/test_approvals.py",),
     ),
     Mutant(
         "retired-key-new-case",
@@ -400,6 +463,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    keys = verified_keys(verifier, approvals, accept_retired=False, now=started)",
         "    keys = verified_keys(verifier, approvals, accept_retired=True, now=started)",
         outside_slice="the campaign's stack trusts no retired key (cdk.json has none to rotate)",
+        tests=("tests/unit/test_approvals.py", "tests/unit/test_four_eyes.py"),
     ),
     Mutant(
         "key-of-own-approver",
@@ -410,6 +474,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            for any_keys in tenant_keys.values():\n"
         "                if self._is(any_keys.current, named, strict=True):\n"
         "                    return any_keys.current\n",
+        tests=("tests/unit/test_approvals.py",),
     ),
     Mutant(
         "draft-approval-digest",
@@ -418,6 +483,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '"digest = :digest AND revision = :revision AND attribute_not_exists(approval)"',
         '"revision = :revision AND attribute_not_exists(approval) AND :digest = :digest"',
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_tools.py",),
     ),
     Mutant(
         "closed-case-releases-nothing",
@@ -426,6 +492,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '            if old.get("outcome") in (CaseOutcome.COMPLETED.value, '
         "CaseOutcome.ESCALATED.value):\n",
         "            if False:\n",
+        tests=("tests/integration/test_direct_invoke_replays.py",),
     ),
     Mutant(
         "transaction-token-digest",
@@ -435,6 +502,7 @@ MUTANTS: tuple[Mutant, ...] = (
         # the token names the action (the ledger item's key), not the request's body
         '    return hashlib.sha256(canonical_json(transact_items[0].get("Put", {})'
         '.get("Item", {}).get("action_key")).encode()).hexdigest()[:36]',
+        tests=("tests/e2e/test_transaction_tokens.py",),
     ),
     Mutant(
         "old-execution-fresh-claim",
@@ -444,6 +512,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if now - execution_started_at < retention_seconds - RETENTION_MARGIN_SECONDS:\n"
         "        return None\n",
         "    return None\n",
+        tests=(
+            "tests/integration/test_ledger_decision_table.py",
+            "tests/integration/test_rule_boundaries.py",
+        ),
     ),
     Mutant(
         "resolution-one-transaction",
@@ -451,6 +523,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/cases.py",
         '        items = [cast("TransactWriteItem", case_update), *settle]',
         '        items = [cast("TransactWriteItem", case_update)]',
+        tests=(
+            "tests/integration/test_case_resolution.py",
+            "tests/integration/test_ledger_settle.py",
+        ),
     ),
     Mutant(
         "settle-live-lease",
@@ -458,6 +534,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/operations.py",
         "        if held and seen.lease_live(self.clock() - SETTLE_SKEW_SECONDS):\n",
         "        if False:\n",
+        tests=("tests/integration/test_ledger_settle.py",),
     ),
     Mutant(
         "lease-sizing",
@@ -466,6 +543,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return max(float(self.min_lease_seconds), remaining_seconds + "
         "self.lease_margin_seconds)",
         "        return float(self.min_lease_seconds)",
+        tests=("tests/integration/test_ledger_decision_table.py",),
     ),
     Mutant(
         "compensation-retry-list",
@@ -473,6 +551,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "cdk.json",
         '"TransientError", "OutcomeUnknown", "States.Timeout", "@LambdaCrash",',
         '"TransientError", "States.Timeout", "@LambdaCrash",',
+        tests=("tests/infra/test_definition_routing.py", "tests/infra/test_template.py"),
     ),
     Mutant(
         "sweeper-index-upkeep",
@@ -480,6 +559,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/items.py",
         '    if status in OPEN_STATUSES:\n        item["open_status"]',
         '    if False:\n        item["open_status"]',
+        tests=("tests/integration/test_sweeper.py",),
     ),
     Mutant(
         "failed-execution-rule",
@@ -487,6 +567,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "stacks/constructs/escalation.py",
         '    {"error": events.Match.anything_but(RESOLVED_CASE_ERROR)},',
         '    {"error": events.Match.anything_but("")},',
+        tests=("tests/infra/test_template.py",),
     ),
     Mutant(
         "escalation-message-effects",
@@ -494,6 +575,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/outcome.py",
         "            for step in payload.steps.values()\n",
         "            for step in list(payload.steps.values())[:1]\n",
+        tests=("tests/integration/test_tools_release_reconcile_outcome.py",),
     ),
     # --- the boundaries of issue 24, item 5 ------------------------------------------------
     Mutant(
@@ -502,6 +584,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if now + lease_seconds < closes:",
         "    if now + lease_seconds <= closes:",
+        tests=("tests/integration/test_rule_boundaries.py",),
     ),
     Mutant(
         "reattempt-window-lease",
@@ -509,6 +592,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "    if now + lease_seconds < closes:",
         "    if now < closes:",
+        tests=("tests/integration/test_rule_boundaries.py",),
     ),
     Mutant(
         "retention-margin",
@@ -516,6 +600,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/decisions.py",
         "RETENTION_MARGIN_SECONDS = 3600\n",
         "RETENTION_MARGIN_SECONDS = 0\n",
+        tests=("tests/integration/test_rule_boundaries.py",),
     ),
     Mutant(
         "replacement-completed-closed",
@@ -524,6 +609,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if status == "SUCCEEDED" and outcome == "COMPLETED":',
         '    if status == "SUCCEEDED" and outcome != "ESCALATED":',
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py",),
     ),
     Mutant(
         "replacement-completed-recorded",
@@ -532,6 +618,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if outcome == "COMPLETED":\n        return {"status": "COMPLETED"',
         '    if outcome != "ESCALATED":\n        return {"status": "COMPLETED"',
         outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py",),
     ),
     Mutant(
         "case-completed-with-shipment",
@@ -539,6 +626,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/tools/ship.py",
         "        companion=completed,\n",
         "        companion=None,\n",
+        tests=("tests/integration/test_ship_records_the_outcome.py",),
     ),
     Mutant(
         "shipment-recorded-before-refusal",
@@ -549,6 +637,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            if cancelled.item is not None:\n"
         "                raise companion.refused(cancelled.item) from cancelled\n"
         "            written = self.finish(",
+        tests=("tests/integration/test_ship_records_the_outcome.py",),
     ),
     Mutant(
         "completion-on-resolved-case",
@@ -556,6 +645,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/cases.py",
         '"outcome IN (:in_progress, :completed) AND attribute_not_exists(resolution)"',
         '"outcome IN (:in_progress, :completed)"',
+        tests=("tests/integration/test_ship_records_the_outcome.py",),
     ),
     Mutant(
         "replay-only-ship-step",
@@ -563,6 +653,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/acceptance.py",
         "    if (\n        completes_case\n        and _records_this_case(record, approvals)",
         "    if (\n        True\n        and _records_this_case(record, approvals)",
+        tests=("tests/integration/test_ship_records_the_outcome.py",),
     ),
     Mutant(
         "escalate-before-the-record",
@@ -573,6 +664,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    case = payload.case\n    if payload.outcome == "ESCALATED":\n'
         "        escalations.send(escalation_message(payload, execution_arn))\n"
         "    cases.record_outcome(\n",
+        tests=("tests/integration/test_tools_release_reconcile_outcome.py",),
     ),
     Mutant(
         "unused-expression-value",
@@ -582,6 +674,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '        return {"ConditionExpression": CLAIM_CONDITION}',
         '        return {"ConditionExpression": CLAIM_CONDITION, '
         '"ExpressionAttributeValues": {":new": {"S": "IN_PROGRESS"}}}',
+        tests=("tests/unit/test_tools_downstreams.py",),
     ),
     Mutant(
         "key-policy-any-principal",
@@ -590,6 +683,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '"ArnEquals": {"aws:PrincipalArn": role.role_arn},',
         '"ArnLike": {"aws:PrincipalArn": "*"},',
         outside_slice=_POLICY,
+        tests=("tests/infra/test_approval_keys.py", "tests/e2e/test_people_allowed.py"),
     ),
     Mutant(
         "key-policy-recreated-role",
@@ -598,6 +692,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '"StringLike": {"aws:userid": f"{role.role_id}:*"},',
         '"StringLike": {"aws:userid": "*"},',
         outside_slice=_POLICY,
+        tests=("tests/infra/test_approval_keys.py", "tests/e2e/test_people_allowed.py"),
     ),
     Mutant(
         "drafts-any-tenant",
@@ -606,6 +701,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [tenant]}}',
         "    return {}",
         outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
     ),
     Mutant(
         "agent-reads-any-case",
@@ -614,6 +710,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}',
         "    return {}",
         outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
     ),
     Mutant(
         "approver-rewrites-draft",
@@ -622,6 +719,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '"ForAllValues:StringEquals": {"dynamodb:Attributes": [*key, *APPROVAL_ATTRIBUTES]},',
         '"ForAllValues:StringLike": {"dynamodb:Attributes": ["*"]},',
         outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
     ),
     Mutant(
         "environment-over-4kb",
@@ -630,6 +728,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "LAMBDA_ENVIRONMENT_LIMIT = 4096",
         "LAMBDA_ENVIRONMENT_LIMIT = 65536",
         outside_slice=_SYNTH,
+        tests=("tests/infra/test_environment_budget.py",),
     ),
 )
 

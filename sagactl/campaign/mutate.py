@@ -29,13 +29,9 @@ from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply,
 from sagactl.campaign.orchestrate import shard_environment, slice_command
 
 ROOT = Path(__file__).resolve().parents[2]
+PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
 SUITE = [
-    "-m",
-    "pytest",
-    "-x",
-    "-q",
-    "-p",
-    "no:cacheprovider",
+    *PYTEST,
     # the fast directories first: a killed mutant stops at its first failure
     "tests/unit",
     "tests/integration",
@@ -211,6 +207,31 @@ def combined(earlier: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
     return result
 
 
+def _suite(mutant: Mutant, tree: Path, logs: Path) -> dict[str, Any]:
+    """The suite against the mutant: its own tests first (Mutant.tests), the whole suite only if
+    they pass. Either failing is the suite failing: those tests are part of it, and the baseline
+    showed the suite passing without the mutant."""
+    seconds = 0.0
+    if mutant.tests:
+        failed, seconds = _run(
+            [python_of(tree), *PYTEST, *mutant.tests],
+            tree,
+            SUITE_TIMEOUT_SECONDS,
+            logs / f"{mutant.name}.tests.log",
+        )
+        if failed:
+            return {
+                "killed": True,
+                "seconds": round(seconds),
+                "by": "its tests",
+                "tests": [Path(test).name.split("::")[0] for test in mutant.tests],
+            }
+    failed, more = _run(
+        [python_of(tree), *SUITE], tree, SUITE_TIMEOUT_SECONDS, logs / f"{mutant.name}.suite.log"
+    )
+    return {"killed": failed, "seconds": round(seconds + more)}
+
+
 def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     original = (ROOT / mutant.file).read_text(encoding="utf-8")
     (tree / mutant.file).write_text(original, encoding="utf-8")
@@ -225,13 +246,7 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
     }
     try:
         if not args.skip_suite:
-            failed, seconds = _run(
-                [python_of(tree), *SUITE],
-                tree,
-                SUITE_TIMEOUT_SECONDS,
-                logs / f"{mutant.name}.suite.log",
-            )
-            result["suite"] = {"killed": failed, "seconds": round(seconds)}
+            result["suite"] = _suite(mutant, tree, logs)
         if not args.skip_campaign:
             directory = tree.parent / f"campaign-{mutant.name}"
             shutil.rmtree(directory, ignore_errors=True)
@@ -250,7 +265,8 @@ def _cell(result: dict[str, Any], key: str) -> str:
     part = result.get(key)
     if part is None:
         return "not run"
-    return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s)"
+    by = f", by its tests: {', '.join(part['tests'])}" if part.get("by") else ""
+    return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s{by})"
 
 
 def _table(results: list[dict[str, Any]]) -> str:

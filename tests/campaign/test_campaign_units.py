@@ -324,6 +324,47 @@ def test_a_stopped_mutate_run_resumes_only_results_of_the_same_tree(tmp_path: Pa
     assert mutate._earlier(str(out), mutate.tree_digest(tree)) == {}
 
 
+def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make mutate` runs a mutant's own tests first and the whole suite only if they pass: the
+    suite column stays honest (those tests are in the suite) and costs seconds per mutant."""
+    from sagactl.campaign import mutate
+
+    runs: list[list[str]] = []
+    failing = {"tests/unit/test_kills.py"}
+
+    def run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[bool, float]:
+        runs.append(command[1:])
+        return bool(failing & set(command)), 10.0
+
+    monkeypatch.setattr(mutate, "_run", run)
+    hinted = Mutant("m", "rule", "f.py", "a", "b", tests=("tests/unit/test_kills.py",))
+    assert mutate._suite(hinted, tmp_path, tmp_path) == {
+        "killed": True,
+        "seconds": 10,
+        "by": "its tests",
+        "tests": ["test_kills.py"],
+    }
+    assert runs == [[*mutate.PYTEST, "tests/unit/test_kills.py"]]
+
+    runs.clear()
+    passing = replace(hinted, tests=("tests/unit/test_passes.py",))
+    assert mutate._suite(passing, tmp_path, tmp_path) == {"killed": False, "seconds": 20}
+    assert runs == [[*mutate.PYTEST, "tests/unit/test_passes.py"], mutate.SUITE]
+    assert "by its tests: test_kills.py" in mutate._cell(
+        {"suite": {"killed": True, "seconds": 10, "by": "its tests", "tests": ["test_kills.py"]}},
+        "suite",
+    )
+
+
+def test_every_mutant_names_the_tests_written_for_its_rule_and_they_exist() -> None:
+    root = Path(__file__).resolve().parents[2]
+    assert [mutant.name for mutant in MUTANTS if not mutant.tests] == []
+    named = {test.split("::")[0] for mutant in MUTANTS for test in mutant.tests}
+    assert [test for test in named if not (root / test).is_file()] == []
+
+
 def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
