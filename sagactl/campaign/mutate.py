@@ -126,21 +126,39 @@ def _save(out: str | None, results: list[dict[str, Any]]) -> None:
         Path(out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
 
-def _baseline_passes(tree: Path, digest: str, out: str | None) -> bool:
-    """The suite passes on the copy without any mutant: else every mutant would look killed."""
-    marker = Path(f"{out}.baseline") if out else None
-    if marker is not None and marker.is_file() and marker.read_text(encoding="utf-8") == digest:
-        return True
-    log = tree.parent / "baseline.suite.log"
-    failed, seconds = _run([python_of(tree), *SUITE], tree, SUITE_TIMEOUT_SECONDS, log)
-    if failed:
-        print(f"mutate: the suite fails without any mutant (see {log})", file=sys.stderr)
-        return False
-    print(f"mutate: the suite passes without a mutant ({round(seconds)} s)", flush=True)
-    if marker is not None:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(digest, encoding="utf-8")
-    return True
+class BaselineFails(RuntimeError):
+    """Tests fail on the copy without any mutant: every mutant would look killed."""
+
+
+class Baseline:
+    """What must pass on the copy before a mutant's run of it counts: the mutants' own tests
+    before any mutant (cheap), the whole suite before the first mutant that needs it (once per
+    tree: `--out` keeps a marker)."""
+
+    def __init__(self, tree: Path, digest: str, out: str | None) -> None:
+        self.tree, self.digest = tree, digest
+        self.marker = Path(f"{out}.baseline") if out else None
+        self.checked: set[tuple[str, ...]] = set()
+        marker = self.marker
+        if marker is not None and marker.is_file() and marker.read_text("utf-8") == digest:
+            self.checked.add(())
+
+    def require(self, tests: tuple[str, ...] = ()) -> None:
+        """`tests` (the whole suite when empty) pass without a mutant, or BaselineFails."""
+        if () in self.checked or tests in self.checked:
+            return
+        name = "the suite" if not tests else "the mutants' own tests"
+        verb = ("fails", "passes") if not tests else ("fail", "pass")
+        log = self.tree.parent / f"baseline.{'suite' if not tests else 'tests'}.log"
+        command = [python_of(self.tree), *(SUITE if not tests else [*PYTEST, *tests])]
+        failed, seconds = _run(command, self.tree, SUITE_TIMEOUT_SECONDS, log)
+        if failed:
+            raise BaselineFails(f"{name} {verb[0]} without any mutant (see {log})")
+        print(f"mutate: {name} {verb[1]} without a mutant ({round(seconds)} s)", flush=True)
+        self.checked.add(tests)
+        if not tests and self.marker is not None:
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            self.marker.write_text(self.digest, encoding="utf-8")
 
 
 def _environment(tree: Path) -> dict[str, str]:
@@ -207,10 +225,10 @@ def combined(earlier: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
     return result
 
 
-def _suite(mutant: Mutant, tree: Path, logs: Path) -> dict[str, Any]:
+def _suite(mutant: Mutant, tree: Path, logs: Path, baseline: Baseline) -> dict[str, Any]:
     """The suite against the mutant: its own tests first (Mutant.tests), the whole suite only if
-    they pass. Either failing is the suite failing: those tests are part of it, and the baseline
-    showed the suite passing without the mutant."""
+    they pass. Either failing is the suite failing: those tests are part of it, and `baseline`
+    saw them pass without the mutant."""
     seconds = 0.0
     if mutant.tests:
         failed, seconds = _run(
@@ -226,13 +244,16 @@ def _suite(mutant: Mutant, tree: Path, logs: Path) -> dict[str, Any]:
                 "by": "its tests",
                 "tests": [Path(test).name.split("::")[0] for test in mutant.tests],
             }
+    baseline.require()
     failed, more = _run(
         [python_of(tree), *SUITE], tree, SUITE_TIMEOUT_SECONDS, logs / f"{mutant.name}.suite.log"
     )
     return {"killed": failed, "seconds": round(seconds + more)}
 
 
-def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_mutant(
+    mutant: Mutant, tree: Path, args: argparse.Namespace, baseline: Baseline
+) -> dict[str, Any]:
     original = (ROOT / mutant.file).read_text(encoding="utf-8")
     (tree / mutant.file).write_text(original, encoding="utf-8")
     apply(mutant, tree)
@@ -246,7 +267,7 @@ def run_mutant(mutant: Mutant, tree: Path, args: argparse.Namespace) -> dict[str
     }
     try:
         if not args.skip_suite:
-            result["suite"] = _suite(mutant, tree, logs)
+            result["suite"] = _suite(mutant, tree, logs, baseline)
         if not args.skip_campaign:
             directory = tree.parent / f"campaign-{mutant.name}"
             shutil.rmtree(directory, ignore_errors=True)
@@ -333,6 +354,41 @@ def _write_table(path: str, table: str) -> None:
     )
 
 
+def _measure(mutants: list[Mutant], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each mutant's parts run on a scratch copy (or kept from an earlier run of the same tree),
+    saved to `--out` as they come: a stopped run resumes."""
+    tree = scratch_copy()
+    check_imports(tree)
+    digest = tree_digest(tree)
+    commit = _commit()
+    earlier = _earlier(args.out, digest)
+    baseline = Baseline(tree, digest, args.out)
+    if not args.skip_suite:
+        baseline.require(tuple(sorted({test for m in mutants for test in m.tests})))
+    print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
+    results = []
+    for mutant in mutants:
+        before = earlier.get(mutant.name)
+        if before is not None and all(part in before for part in parts_wanted(args)):
+            result = before
+        else:
+            measured = {
+                **run_mutant(mutant, tree, args, baseline),
+                "tree": digest,
+                "commit": commit,
+            }
+            result = combined(before, measured)
+        results.append(result)
+        _save(args.out, _merged(args.out, results))
+        status = "KILLED" if result["killed"] else "SURVIVED"
+        print(
+            f"  {status:8} {mutant.name}: suite {result.get('suite')}, "
+            f"campaign {result.get('campaign')}",
+            flush=True,
+        )
+    return results
+
+
 def main(args: argparse.Namespace) -> int:
     mutants = by_name(args.only)
     refused = _refused(mutants)
@@ -347,34 +403,11 @@ def main(args: argparse.Namespace) -> int:
     if args.check:
         print(f"mutate: all {len(mutants)} mutants apply exactly once")
         return 0
-    tree = scratch_copy()
-    check_imports(tree)
-    digest = tree_digest(tree)
-    commit = _commit()
-    earlier = _earlier(args.out, digest)
-    if not args.skip_suite and not _baseline_passes(tree, digest, args.out):
+    try:
+        results = _measure(mutants, args)
+    except (MutantDoesNotApply, BaselineFails) as exc:
+        print(f"mutate: {exc}", file=sys.stderr)
         return 2
-    print(f"mutate: scratch copy {tree} ({len(mutants)} mutants)", flush=True)
-    results = []
-    for mutant in mutants:
-        before = earlier.get(mutant.name)
-        if before is not None and all(part in before for part in parts_wanted(args)):
-            result = before
-        else:
-            try:
-                measured = {**run_mutant(mutant, tree, args), "tree": digest, "commit": commit}
-                result = combined(before, measured)
-            except MutantDoesNotApply as exc:
-                print(f"mutate: {exc}", file=sys.stderr)
-                return 2
-        results.append(result)
-        _save(args.out, _merged(args.out, results))
-        status = "KILLED" if result["killed"] else "SURVIVED"
-        print(
-            f"  {status:8} {mutant.name}: suite {result.get('suite')}, "
-            f"campaign {result.get('campaign')}",
-            flush=True,
-        )
     results = _merged(args.out, results)
     table = _table(results) + "\n\n" + summary(results)
     print(table)

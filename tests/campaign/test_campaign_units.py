@@ -339,8 +339,10 @@ def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
         return bool(failing & set(command)), 10.0
 
     monkeypatch.setattr(mutate, "_run", run)
+    baseline = mutate.Baseline(tmp_path, "digest", None)
+    baseline.checked.add(("tests/unit/test_kills.py",))  # seen passing without the mutant
     hinted = Mutant("m", "rule", "f.py", "a", "b", tests=("tests/unit/test_kills.py",))
-    assert mutate._suite(hinted, tmp_path, tmp_path) == {
+    assert mutate._suite(hinted, tmp_path, tmp_path, baseline) == {
         "killed": True,
         "seconds": 10,
         "by": "its tests",
@@ -350,8 +352,16 @@ def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
 
     runs.clear()
     passing = replace(hinted, tests=("tests/unit/test_passes.py",))
-    assert mutate._suite(passing, tmp_path, tmp_path) == {"killed": False, "seconds": 20}
+    assert mutate._suite(passing, tmp_path, tmp_path, baseline) == {"killed": False, "seconds": 20}
+    # The whole suite's baseline runs once, before the first mutant that needs the suite.
+    assert runs == [[*mutate.PYTEST, "tests/unit/test_passes.py"], mutate.SUITE, mutate.SUITE]
+    runs.clear()
+    assert mutate._suite(passing, tmp_path, tmp_path, baseline)["seconds"] == 20
     assert runs == [[*mutate.PYTEST, "tests/unit/test_passes.py"], mutate.SUITE]
+
+    failing.add("tests/unit")  # a suite that fails without any mutant is no measure
+    with pytest.raises(mutate.BaselineFails, match="the suite fails without any mutant"):
+        mutate.Baseline(tmp_path, "digest", None).require()
     assert "by its tests: test_kills.py" in mutate._cell(
         {"suite": {"killed": True, "seconds": 10, "by": "its tests", "tests": ["test_kills.py"]}},
         "suite",
