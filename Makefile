@@ -88,7 +88,7 @@ campaign-replay: venv
 # be killed). Long: hours for all of them (a killed mutant stops at its first failure).
 # MUTANTS="budget stock-condition" runs some (the others keep their earlier results).
 mutate: venv
-	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out .campaign/mutate.json \
+	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out docs/mutants.json \
 		--table docs/mutants.md
 
 clean:

@@ -48,6 +48,9 @@ SUITE = [
     "tests/e2e/test_local_redrive.py::test_an_aborted_execution_resumes_where_it_was_stopped",
 ]
 SUITE_TIMEOUT_SECONDS = 1800
+# What `make mutate` writes: the results (kept in the repository, so a run of a few mutants
+# keeps every other row) and the table made from them.
+OUTPUTS = ("docs/mutants.json", "docs/mutants.md")
 CAMPAIGN_TIMEOUT_SECONDS = 1200
 
 
@@ -86,6 +89,8 @@ def tree_digest(tree: Path) -> str:
     for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
         if any(part in (".build", "node_modules", ".venv", "__pycache__") for part in path.parts):
             continue
+        if str(path.relative_to(tree)) in OUTPUTS:  # what a run writes measures nothing
+            continue
         digest.update(str(path.relative_to(tree)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -99,8 +104,22 @@ def _load(out: str | None) -> list[dict[str, Any]]:
 
 
 def _earlier(out: str | None, digest: str) -> dict[str, dict[str, Any]]:
-    """Results of an earlier run over the same tree: a stopped `make mutate` resumes."""
-    return {r["name"]: r for r in _load(out) if r.get("tree") == digest}
+    """Each mutant's parts measured over this same tree: a stopped `make mutate` resumes."""
+    earlier = {}
+    for result in _load(out):
+        same = {part: result[part] for part in PARTS if _tree(result, part) == digest}
+        if same:
+            rest = {key: value for key, value in result.items() if key not in PARTS}
+            earlier[result["name"]] = {**rest, **same}
+    return earlier
+
+
+def _tree(result: dict[str, Any], part: str) -> str | None:
+    """The tree `part` of `result` was measured over (older results name it once, for both)."""
+    measured = result.get(part)
+    if measured is None:
+        return None
+    return str(measured.get("tree") or result.get("tree") or "") or None
 
 
 def _merged(out: str | None, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -137,7 +156,7 @@ class Baseline:
 
     def __init__(self, tree: Path, digest: str, out: str | None) -> None:
         self.tree, self.digest = tree, digest
-        self.marker = Path(f"{out}.baseline") if out else None
+        self.marker = ROOT / ".campaign" / "mutate.baseline" if out else None  # never tracked
         self.checked: set[tuple[str, ...]] = set()
         marker = self.marker
         if marker is not None and marker.is_file() and marker.read_text("utf-8") == digest:
@@ -213,14 +232,15 @@ def parts_wanted(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def combined(earlier: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """A mutant's parts measured over the same tree in separate runs (`--skip-suite`, then
-    `--skip-campaign`), as one result."""
-    if earlier is None or earlier.get("tree") != new.get("tree"):
+    """A mutant's parts from separate runs (`--skip-suite`, then `--skip-campaign`, or a later
+    run of one part) as one result: each part keeps the tree and commit it was measured at."""
+    if earlier is None:
         return new
-    result = {
-        **new,
-        **{part: earlier[part] for part in PARTS if part in earlier and part not in new},
+    where = {key: earlier[key] for key in ("commit", "tree") if earlier.get(key)}
+    kept = {
+        part: {**where, **earlier[part]} for part in PARTS if part in earlier and part not in new
     }
+    result = {**new, **kept}
     result["killed"] = any(result.get(part, {}).get("killed") for part in PARTS)
     return result
 
@@ -287,21 +307,22 @@ def _cell(result: dict[str, Any], key: str) -> str:
     if part is None:
         return "not run"
     by = f", by its tests: {', '.join(part['tests'])}" if part.get("by") else ""
-    return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s{by})"
+    commit = part.get("commit") or result.get("commit")
+    at = f", at {commit}" if commit else ""
+    return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s{by}{at})"
 
 
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| mutant | rule | killed by the suite | killed by the slice alone | measured at |",
-        "|---|---|---|---|---|",
+        "| mutant | rule | killed by the suite | killed by the slice alone |",
+        "|---|---|---|---|",
     ]
     for result in results:
         slice_cell = _cell(result, "campaign")
         if result.get("outside_slice"):
             slice_cell += f"; outside the slice: {result['outside_slice']}"
         lines.append(
-            f"| {result['name']} | {result['rule']} | {_cell(result, 'suite')} | "
-            f"{slice_cell} | {result.get('commit', '')} |"
+            f"| {result['name']} | {result['rule']} | {_cell(result, 'suite')} | {slice_cell} |"
         )
     return "\n".join(lines)
 
@@ -346,10 +367,13 @@ def _write_table(path: str, table: str) -> None:
         "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
         "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
         "applied alone to a scratch copy; the suite is `pytest -x` over every test but the "
-        "campaign slice, the campaign slice is the fixed-seed slice "
+        "campaign slice (the tests written for the mutant's rule first, the rest only if they "
+        "pass), the campaign slice is the fixed-seed slice "
         "`make test` runs (stopped at the first violation). A mutant *outside the slice* breaks a "
         "rule no case's execution can show (an agent's or an approver's tool, a configuration "
-        "the campaign's stack lacks): it counts for the suite only.\n\n" + table + "\n",
+        "the campaign's stack lacks): it counts for the suite only. Each cell says at which "
+        "commit it was measured; the results are in docs/mutants.json, so a run of some "
+        "mutants (`MUTANTS=...`) keeps the others' rows.\n\n" + table + "\n",
         encoding="utf-8",
     )
 
@@ -410,6 +434,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     results = _merged(args.out, results)
     table = _table(results) + "\n\n" + summary(results)
+    never = [m.name for m in MUTANTS if m.name not in {r["name"] for r in results}]
+    if never:
+        table += f"\n\nNot run yet ({len(never)}): {', '.join(f'`{n}`' for n in never)}."
     print(table)
     if args.table:
         _write_table(args.table, table)

@@ -316,8 +316,9 @@ def test_a_stopped_mutate_run_resumes_only_results_of_the_same_tree(tmp_path: Pa
     (tree / "lambdas" / "a.py").write_text("x = 1\n", encoding="utf-8")
     before = mutate.tree_digest(tree)
     out = tmp_path / "mutate.json"
-    mutate._save(str(out), [{"name": "budget", "killed": True, "tree": before}])
-    assert set(mutate._earlier(str(out), before)) == {"budget"}
+    suite = {"killed": True, "seconds": 3}
+    mutate._save(str(out), [{"name": "budget", "killed": True, "tree": before, "suite": suite}])
+    assert mutate._earlier(str(out), before)["budget"]["suite"] == suite
 
     (tree / "lambdas" / "a.py").write_text("x = 2\n", encoding="utf-8")
     assert mutate.tree_digest(tree) != before
@@ -413,11 +414,20 @@ def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path
     both = mutate.combined({**slice_only, "killed": True}, {**suite_only, "killed": False})
     assert (both["suite"], both["campaign"], both["killed"]) == (
         {"killed": False, "seconds": 9},
-        {"killed": True, "seconds": 3},
+        {"killed": True, "seconds": 3, "tree": "t1"},
         True,
     )
-    other_tree = mutate.combined({**slice_only, "killed": True}, {**suite_only, "tree": "t2"})
-    assert "campaign" not in other_tree  # measured on another tree: not combined
+    # A later run of one part keeps the other, labelled with the tree and commit it was run at.
+    earlier = {**slice_only, "killed": True, "commit": "abc"}
+    later = mutate.combined(earlier, {**suite_only, "tree": "t2", "commit": "def"})
+    assert later["campaign"] == {"killed": True, "seconds": 3, "tree": "t1", "commit": "abc"}
+    assert "killed (3 s, at abc)" in mutate._cell(later, "campaign")
+    assert "survived (9 s, at def)" in mutate._cell(later, "suite")
+    # Only the parts measured over this very tree resume a stopped run.
+    out = tmp_path / "mutate.json"
+    mutate._save(str(out), [later])
+    assert set(mutate._earlier(str(out), "t1")["budget"]) & {"suite", "campaign"} == {"campaign"}
+    assert set(mutate._earlier(str(out), "t2")["budget"]) & {"suite", "campaign"} == {"suite"}
 
     outside = {
         "name": "displayed-amount",
