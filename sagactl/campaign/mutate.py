@@ -115,11 +115,13 @@ def _earlier(out: str | None, digest: str) -> dict[str, dict[str, Any]]:
 
 
 def _tree(result: dict[str, Any], part: str) -> str | None:
-    """The tree `part` of `result` was measured over (older results name it once, for both)."""
+    """The tree `part` of `result` was measured over (results from before parts named their own
+    tree name it once, for both)."""
     measured = result.get(part)
     if measured is None:
         return None
-    return str(measured.get("tree") or result.get("tree") or "") or None
+    tree = measured.get("tree") if "commit" in measured else result.get("tree")
+    return str(tree) if tree else None
 
 
 def _merged(out: str | None, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -238,7 +240,10 @@ def combined(earlier: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
         return new
     where = {key: earlier[key] for key in ("commit", "tree") if earlier.get(key)}
     kept = {
-        part: {**where, **earlier[part]} for part in PARTS if part in earlier and part not in new
+        # A part names its own commit and tree; one from before parts did was the row's.
+        part: earlier[part] if "commit" in earlier[part] else {**where, **earlier[part]}
+        for part in PARTS
+        if part in earlier and part not in new
     }
     result = {**new, **kept}
     result["killed"] = any(result.get(part, {}).get("killed") for part in PARTS)
@@ -401,6 +406,9 @@ def _measure(mutants: list[Mutant], args: argparse.Namespace) -> list[dict[str, 
                 "tree": digest,
                 "commit": commit,
             }
+            for part in PARTS:  # each part names where it was measured
+                if part in measured:
+                    measured[part] = {**measured[part], "tree": digest, "commit": commit}
             result = combined(before, measured)
         results.append(result)
         _save(args.out, _merged(args.out, results))

@@ -428,6 +428,12 @@ def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path
     mutate._save(str(out), [later])
     assert set(mutate._earlier(str(out), "t1")["budget"]) & {"suite", "campaign"} == {"campaign"}
     assert set(mutate._earlier(str(out), "t2")["budget"]) & {"suite", "campaign"} == {"suite"}
+    # A part that names its own commit keeps it: a third run does not relabel it as the row's.
+    third = mutate.combined(later, {**named, "suite": suite_only["suite"], "tree": "t3"})
+    assert third["campaign"] == later["campaign"]
+    legacy = {**named, "tree": "t4", "campaign": {"killed": True, "seconds": 3, "commit": "abc"}}
+    mutate._save(str(out), [legacy])
+    assert mutate._earlier(str(out), "t4") == {}  # measured at abc, on a tree no one named
 
     outside = {
         "name": "displayed-amount",
