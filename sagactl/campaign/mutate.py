@@ -3,12 +3,13 @@
 The copy holds the repository's files (tracked and untracked, not ignored) with `.build` and
 `node_modules` linked; `PYTHONPATH` puts the copy first, and the run checks that the copy's
 modules are the ones imported. First the suite must pass on the copy as it is (else every
-mutant would look killed). Per mutant: the file is restored, the mutant applied (refused unless
-its old text occurs exactly once), then the suite (`pytest -x` over every test but the campaign
+mutant would look killed). Per mutant: the suite (`pytest -x` over every test but the campaign
 slice) and, on its own, the fixed-seed campaign slice of `make test` (`--fail-fast`) run
-against it. The table has a column for each: the campaign is meant to be an independent oracle,
-so what the slice alone kills is measured for every mutant. A mutant is killed when either
-fails; every one must be.
+against it; the mutant is applied for each of its runs only (refused unless its old text occurs
+exactly once) and its file restored after, so a baseline run in between sees no mutant. The
+table has a column for each: the campaign is meant to be an independent oracle, so what the
+slice alone kills is measured for every mutant. A mutant is killed when either fails; every one
+must be.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -250,18 +253,35 @@ def combined(earlier: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
     return result
 
 
-def _suite(mutant: Mutant, tree: Path, logs: Path, baseline: Baseline) -> dict[str, Any]:
-    """The suite against the mutant: its own tests first (Mutant.tests), the whole suite only if
-    they pass. Either failing is the suite failing: those tests are part of it, and `baseline`
-    saw them pass without the mutant."""
+@contextmanager
+def _applied(mutant: Mutant, tree: Path, original: str) -> Iterator[None]:
+    """The copy with the mutant for one run, then as the repository has it again: a baseline
+    run between two runs of the mutant must see no mutant (else a killed mutant looks like a
+    suite that fails without one)."""
+    path = tree / mutant.file
+    path.write_text(original, encoding="utf-8")
+    apply(mutant, tree)
+    try:
+        yield
+    finally:
+        path.write_text(original, encoding="utf-8")
+
+
+def _suite(
+    mutant: Mutant, tree: Path, logs: Path, baseline: Baseline, original: str
+) -> dict[str, Any]:
+    """The suite against the mutant (applied over `original`, its file's text): its own tests
+    first (Mutant.tests), the whole suite only if they pass. Either failing is the suite
+    failing: those tests are part of it, and `baseline` saw them pass without the mutant."""
     seconds = 0.0
     if mutant.tests:
-        failed, seconds = _run(
-            [python_of(tree), *PYTEST, *mutant.tests],
-            tree,
-            SUITE_TIMEOUT_SECONDS,
-            logs / f"{mutant.name}.tests.log",
-        )
+        with _applied(mutant, tree, original):
+            failed, seconds = _run(
+                [python_of(tree), *PYTEST, *mutant.tests],
+                tree,
+                SUITE_TIMEOUT_SECONDS,
+                logs / f"{mutant.name}.tests.log",
+            )
         if failed:
             return {
                 "killed": True,
@@ -269,10 +289,14 @@ def _suite(mutant: Mutant, tree: Path, logs: Path, baseline: Baseline) -> dict[s
                 "by": "its tests",
                 "tests": [Path(test).name.split("::")[0] for test in mutant.tests],
             }
-    baseline.require()
-    failed, more = _run(
-        [python_of(tree), *SUITE], tree, SUITE_TIMEOUT_SECONDS, logs / f"{mutant.name}.suite.log"
-    )
+    baseline.require()  # on the copy without the mutant
+    with _applied(mutant, tree, original):
+        failed, more = _run(
+            [python_of(tree), *SUITE],
+            tree,
+            SUITE_TIMEOUT_SECONDS,
+            logs / f"{mutant.name}.suite.log",
+        )
     return {"killed": failed, "seconds": round(seconds + more)}
 
 
@@ -280,8 +304,6 @@ def run_mutant(
     mutant: Mutant, tree: Path, args: argparse.Namespace, baseline: Baseline
 ) -> dict[str, Any]:
     original = (ROOT / mutant.file).read_text(encoding="utf-8")
-    (tree / mutant.file).write_text(original, encoding="utf-8")
-    apply(mutant, tree)
     logs = tree.parent / "logs"
     logs.mkdir(exist_ok=True)
     result: dict[str, Any] = {
@@ -290,19 +312,17 @@ def run_mutant(
         "file": mutant.file,
         "outside_slice": mutant.outside_slice,
     }
-    try:
-        if not args.skip_suite:
-            result["suite"] = _suite(mutant, tree, logs, baseline)
-        if not args.skip_campaign:
-            directory = tree.parent / f"campaign-{mutant.name}"
-            shutil.rmtree(directory, ignore_errors=True)
-            command = [python_of(tree), *slice_command(directory, fail_fast=True)]
+    if not args.skip_suite:
+        result["suite"] = _suite(mutant, tree, logs, baseline, original)
+    if not args.skip_campaign:
+        directory = tree.parent / f"campaign-{mutant.name}"
+        shutil.rmtree(directory, ignore_errors=True)
+        command = [python_of(tree), *slice_command(directory, fail_fast=True)]
+        with _applied(mutant, tree, original):
             failed, seconds = _run(
                 command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log"
             )
-            result["campaign"] = {"killed": failed, "seconds": round(seconds)}
-    finally:
-        (tree / mutant.file).write_text(original, encoding="utf-8")
+        result["campaign"] = {"killed": failed, "seconds": round(seconds)}
     result["killed"] = any(result.get(k, {}).get("killed") for k in ("suite", "campaign"))
     return result
 

@@ -3,6 +3,7 @@ shrinker finds a minimal plan, the mutant list applies exactly once."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from dataclasses import replace
@@ -25,7 +26,7 @@ from sagactl.campaign.approval import (
 )
 from sagactl.campaign.generator import block_stock, generate
 from sagactl.campaign.invariants import check_account, check_case
-from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply
+from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
 from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun
@@ -343,7 +344,7 @@ def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
     baseline = mutate.Baseline(tmp_path, "digest", None)
     baseline.checked.add(("tests/unit/test_kills.py",))  # seen passing without the mutant
     hinted = Mutant("m", "rule", "f.py", "a", "b", tests=("tests/unit/test_kills.py",))
-    assert mutate._suite(hinted, tmp_path, tmp_path, baseline) == {
+    assert mutate._suite(hinted, tmp_path, tmp_path, baseline, "a") == {
         "killed": True,
         "seconds": 10,
         "by": "its tests",
@@ -353,11 +354,14 @@ def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
 
     runs.clear()
     passing = replace(hinted, tests=("tests/unit/test_passes.py",))
-    assert mutate._suite(passing, tmp_path, tmp_path, baseline) == {"killed": False, "seconds": 20}
+    assert mutate._suite(passing, tmp_path, tmp_path, baseline, "a") == {
+        "killed": False,
+        "seconds": 20,
+    }
     # The whole suite's baseline runs once, before the first mutant that needs the suite.
     assert runs == [[*mutate.PYTEST, "tests/unit/test_passes.py"], mutate.SUITE, mutate.SUITE]
     runs.clear()
-    assert mutate._suite(passing, tmp_path, tmp_path, baseline)["seconds"] == 20
+    assert mutate._suite(passing, tmp_path, tmp_path, baseline, "a")["seconds"] == 20
     assert runs == [[*mutate.PYTEST, "tests/unit/test_passes.py"], mutate.SUITE]
 
     failing.add("tests/unit")  # a suite that fails without any mutant is no measure
@@ -367,6 +371,43 @@ def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
         {"suite": {"killed": True, "seconds": 10, "by": "its tests", "tests": ["test_kills.py"]}},
         "suite",
     )
+
+
+def test_the_suite_baseline_runs_on_the_copy_without_the_mutant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole suite's baseline runs between a mutant's own tests and its suite run: on the
+    copy without the mutant, else the mutant's kill reads as "the suite fails without any
+    mutant" (a shipment-rejected release refused in test_grants_match_calls, 2026-12-01). Every
+    run of the mutant sees it applied; the copy ends as the repository has it."""
+    from sagactl.campaign import mutate
+
+    (mutant,) = by_name(["release-blocked-by-rejected-shipment"])
+    original = (mutate.ROOT / mutant.file).read_text(encoding="utf-8")
+    tree = tmp_path / "tree"
+    (tree / mutant.file).parent.mkdir(parents=True)
+    (tree / mutant.file).write_text(original, encoding="utf-8")
+    texts = {original: "as committed", original.replace(mutant.old, mutant.new): "mutant"}
+    seen: list[tuple[str, str]] = []
+
+    def run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[bool, float]:
+        kind = "suite" if command[1:] == mutate.SUITE else command[-1].rsplit("/", 1)[-1]
+        kind = "slice" if "sagactl.campaign" in command else kind
+        seen.append((kind, texts.get((tree / mutant.file).read_text("utf-8"), "other")))
+        return False, 1.0  # its own tests and the slice miss it, the suite passes
+
+    monkeypatch.setattr(mutate, "_run", run)
+    args = argparse.Namespace(skip_suite=False, skip_campaign=False)
+    result = mutate.run_mutant(mutant, tree, args, mutate.Baseline(tree, "digest", None))
+
+    assert seen == [
+        ("test_tools_release_reconcile_outcome.py", "mutant"),
+        ("suite", "as committed"),  # the baseline
+        ("suite", "mutant"),
+        ("slice", "mutant"),
+    ]
+    assert result["killed"] is False
+    assert (tree / mutant.file).read_text("utf-8") == original
 
 
 def test_every_mutant_names_the_tests_written_for_its_rule_and_they_exist() -> None:

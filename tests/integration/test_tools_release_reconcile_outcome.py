@@ -15,6 +15,7 @@ from saga.errors import (
     OutOfStock,
     RefundRejected,
     ReservationNotHeld,
+    ShipmentRejected,
     TransientError,
 )
 from saga.identity import Operation
@@ -130,6 +131,21 @@ def test_release_after_a_shipment_of_unknown_outcome_is_refused(env: ToolsEnv) -
         env.release(case)
     assert env.available("SKU-RED-MUG") == 99
     assert [r["status"]["S"] for r in env.reservations(case.case_id)] == ["HELD"]
+
+
+def test_a_rejected_shipment_does_not_block_the_release(env: ToolsEnv) -> None:
+    """The carrier refused the shipment (its action FAILED): nothing shipped, so the stock is
+    released (§5.1); only a shipment that may have happened keeps it reserved."""
+    case = make_case(faults={"shipment": ["reject"]})
+    env.reserve(case)
+    with pytest.raises(ShipmentRejected):
+        env.create_shipment(case)
+    ship = env.record(f"acme#ship#{case.case_id}.ship")
+    assert ship is not None and ship.status is LedgerStatus.FAILED
+    result = env.release(case)
+    assert not result.replayed
+    assert env.available("SKU-RED-MUG") == 100
+    assert [r["status"]["S"] for r in env.reservations(case.case_id)] == ["RELEASED"]
 
 
 def test_release_reject_fault_is_permanent(env: ToolsEnv) -> None:
