@@ -437,7 +437,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/transaction.py",
         '            if reason.get("Code") == "ConditionalCheckFailed"\n',
         '            if reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict")\n',
-        tests=("tests/integration/test_ledger_transaction.py",),
+        tests=("tests/unit/test_ledger_decide.py", "tests/integration/test_ledger_transaction.py"),
     ),
     # --- rules that had no mutant ------------------------------------------------------------
     Mutant(
