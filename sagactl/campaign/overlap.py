@@ -13,7 +13,11 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   compensation). A's request goes on at the instant B's first request arrives: A completes
   while B runs.
 - `abort`: the execution is stopped (StopExecution) while A waits, and redriven at once
-  (RedriveExecution): the redriven delivery B of the same state and A go on together.
+  (RedriveExecution): the redriven delivery B of the same state and A go on together. With
+  `resolve` (A waits at its dispatch or its outcome write: it holds the action), a person
+  resolves the stopped case in between, through the operator's code path: the decision must be
+  refused while A's lease is live (§3.10, `ActionInFlight`); what the tool answered is recorded
+  with the operator's steps (`resolve:in-flight`, sagactl.campaign.operator_checks).
 - `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
   outcome write is delayed past A's lease: it lands at the instant another delivery writes the
   action's record after the lease ran out (reconciliation settling it). The write must find the
@@ -29,10 +33,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from saga.ledger.records import SETTLE_SKEW_SECONDS
 from sagactl.local.clock import LOCAL_CLOCK
 from sagactl.local.invokes import (
     HandlerRequest,
@@ -56,6 +61,10 @@ EFFECT_TABLES: Mapping[str, str] = {
     "release": "reservations",
 }
 HOWS = ("hang", "abort", "stale")
+RESOLVE_IN_FLIGHT = "resolve:in-flight"  # the operator's step a `resolve` abort records
+# A person's decision while the case is stopped: given the event so far, records what the
+# operator's tool answered (sagactl.campaign.runner).
+Person = Callable[[dict[str, Any]], None]
 BOUNDARIES = ("claim", "dispatch", "outcome")
 _STATE_STEPS = {state: step for step, state in STEP_STATES.items()}
 _WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"})
@@ -73,7 +82,16 @@ def plan_overlap(seed: int, index: int) -> dict[str, Any] | None:
         return {"kind": "overlap", "how": how, "step": step, "at": "outcome"}
     step = rng.choices(tuple(STEP_STATES), (2, 4, 4, 2))[0]
     at = "dispatch" if step == "reserve" else rng.choice(BOUNDARIES)
-    return {"kind": "overlap", "how": how, "step": step, "at": at}
+    nemesis: dict[str, Any] = {"kind": "overlap", "how": how, "step": step, "at": at}
+    if how == "abort" and at != "claim" and step != "reserve":
+        nemesis["resolve"] = True  # A holds the action (ReserveStock's one request claims it)
+    return nemesis
+
+
+def held(lease: float, clock: float) -> bool:
+    """Whether a resolution must leave alone an action whose delivery has written no outcome
+    and claimed it until `lease`, at `clock` (§3.10: live until the clocks' skew after)."""
+    return clock < lease + SETTLE_SKEW_SECONDS
 
 
 def step_of(invocation: Invocation) -> str | None:
@@ -151,6 +169,7 @@ class Scenario:
     tables: Mapping[str, str]
     fired: list[str]  # the case's fired labels (sagactl.campaign.nemeses.Armed.fired)
     nemeses: list[dict[str, Any]]  # the case's nemeses: the lost answer joins them
+    person: Person | None = None  # who resolves the stopped case (`resolve`)
     first: str | None = None  # A's request id
     lease: float | None = None  # until when A's claim holds the action
     gate: threading.Event = field(default_factory=threading.Event)  # A's request goes on
@@ -283,13 +302,36 @@ class Scenario:
             execution, _ = _task_of(invocation)
             client = _step_functions()
             client.stop_execution(executionArn=execution, cause="campaign nemesis: overlap")
+            status = "RUNNING"
             for _ in range(500):
-                if client.describe_execution(executionArn=execution)["status"] != "RUNNING":
+                status = client.describe_execution(executionArn=execution)["status"]
+                if status != "RUNNING":
                     break
                 time.sleep(0.01)
+            if self.nemesis.get("resolve") and self.person is not None:
+                self.person(self._decision(status))
             client.redrive_execution(executionArn=execution)
         finally:
             self.redriven.set()
+
+    def _decision(self, status: str) -> dict[str, Any]:
+        """The person's step while A holds the action: what they find; `skipped` says why they
+        did not decide (the execution never stopped, or A's lease ran out meanwhile: a clock
+        jump, and then settling is allowed and A's outcome is §3.10's backstop)."""
+        clock = LOCAL_CLOCK.now()
+        event: dict[str, Any] = {
+            "step": RESOLVE_IN_FLIGHT,
+            "action": self.step,
+            "at": self.nemesis["at"],
+            "execution_status": status,
+            "lease": self.lease,
+            "clock": clock,
+        }
+        if status == "RUNNING":
+            event["skipped"] = "the execution did not stop"
+        elif self.lease is None or not held(self.lease, clock):
+            event["skipped"] = "no live lease of A's"
+        return event
 
 
 def _step_functions() -> Any:
@@ -385,11 +427,14 @@ def arm(
     tables: Mapping[str, str],
     case_id: str,
     fired: list[str],
+    person: Person | None = None,
 ) -> OverlapMeter:
     """Arm the case's overlap nemeses and its meter (until `disarm`)."""
     install()
     _Active.scenarios = [
-        Scenario(n, case_id, tables, fired, nemeses) for n in nemeses if n["kind"] == "overlap"
+        Scenario(n, case_id, tables, fired, nemeses, person)
+        for n in nemeses
+        if n["kind"] == "overlap"
     ]
     meter = OverlapMeter(case_id)
     _Active.meter = meter

@@ -28,7 +28,7 @@ from sagactl.local.invokes import HandlerRequest, Invocation
 from tests.campaign.test_campaign_findings import _case
 
 
-def _run(local: LocalAws, name: str, nemesis: dict[str, str]) -> CaseRun:
+def _run(local: LocalAws, name: str, nemesis: dict[str, Any]) -> CaseRun:
     faults = {"shipment": ["reject"]} if nemesis["step"] == "release" else {}
     plan = CasePlan(
         seed=0,
@@ -91,6 +91,32 @@ def test_a_shipment_delivery_under_way_when_its_execution_is_aborted_and_redrive
     assert (execution["status"], execution["output"]["outcome"]) == ("SUCCEEDED", "COMPLETED")
     assert len(run.final.shipments) == 1
     assert run.final.ledger["ship"]["status"] == "COMPLETED"
+
+
+def test_a_stopped_case_is_not_resolved_while_a_refund_delivery_holds_its_action(
+    local_aws: LocalAws,
+) -> None:
+    """The execution is stopped while IssueRefund's delivery waits at its dispatch (its lease
+    live): the person's resolution is refused (§3.10) and settles nothing; the redrive goes on,
+    the delivery refunds once and the case completes."""
+    nemesis = {"how": "abort", "step": "refund", "at": "dispatch", "resolve": True}
+    run = _run(local_aws, "resolve", nemesis)
+
+    assert run.fired == ["overlap:abort:refund:dispatch"]
+    [event] = run.operator
+    assert (event["step"], event["action"], event["execution_status"]) == (
+        "resolve:in-flight",
+        "refund",
+        "ABORTED",
+    )
+    assert event["clock"] < event["lease"]
+    assert (event.get("resolved"), event.get("error")) == (None, "ActionInFlight")
+    assert "is held by attempt" in event["message"] and "nothing was resolved" in event["message"]
+    record = run.final.case_record or {}
+    assert (record.get("outcome"), record.get("resolution")) == ("COMPLETED", None)
+    assert len(run.final.refunds) == 1
+    refund = run.final.ledger["refund"]
+    assert (refund["status"], refund.get("resolution")) == ("COMPLETED", None)
 
 
 @pytest.mark.usefixtures("waits_pass_on_the_clock")
