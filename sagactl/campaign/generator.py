@@ -27,7 +27,7 @@ from sagactl.campaign.approval import (
 )
 from sagactl.campaign.overlap import plan_overlap
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
-from sagactl.campaign.shapes import operator, shape
+from sagactl.campaign.shapes import Shaped, operator, shape
 from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
@@ -483,8 +483,10 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
     # Drawn from their own stream, so that adding a shape leaves the other draws as they were.
     extra = random.Random(f"{seed}:shape:{index}")
+    shaped = Shaped()
     if expect is None:
-        nemeses += shape(extra, faults, str(raw["reserve"]["sku"]))
+        shaped = shape(extra, faults, str(raw["reserve"]["sku"]))
+        nemeses += shaped.nemeses
         overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
         if overlapping is not None:
             nemeses.append(overlapping)
@@ -501,6 +503,6 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         twin_of=twin_of,
         nemeses=nemeses,
         duplicate=duplicate,
-        redrives=_redrives(rng),
+        redrives=_redrives(rng) if shaped.redrives is None else shaped.redrives,
         operator=operator(extra),
     )
