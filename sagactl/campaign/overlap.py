@@ -162,30 +162,29 @@ def _tables_of(document: Any) -> set[str]:
     return found
 
 
-def _lease_of(request: HandlerRequest) -> float | None:
-    """The lease a claim (or a takeover) asks for."""
+def _claimed(request: HandlerRequest, attribute: str, value: str, kind: str) -> str | None:
+    """What a claim writes as `attribute` (a put item's, in a transaction too), or a takeover
+    as the expression value `value`; `kind`: the DynamoDB type ("N", "S")."""
     document = request.document()
     items = [document.get("Item") or {}] + [
         (entry.get("Put") or {}).get("Item") or {} for entry in document.get("TransactItems", [])
     ]
-    leases = [(item.get("lease_expires_at") or {}).get("N") for item in items]
-    lease = next((value for value in leases if value is not None), None)
-    if lease is None:
-        lease = ((document.get("ExpressionAttributeValues") or {}).get(":lease") or {}).get("N")
+    written = [(item.get(attribute) or {}).get(kind) for item in items]
+    found = next((one for one in written if one is not None), None)
+    if found is None:
+        found = ((document.get("ExpressionAttributeValues") or {}).get(value) or {}).get(kind)
+    return None if found is None else str(found)
+
+
+def _lease_of(request: HandlerRequest) -> float | None:
+    """The lease a claim (or a takeover) asks for."""
+    lease = _claimed(request, "lease_expires_at", ":lease", "N")
     return None if lease is None else float(lease)
 
 
 def _owner_of(request: HandlerRequest) -> str | None:
     """The owner a claim (or a takeover) writes: the delivery's attempt id."""
-    document = request.document()
-    items = [document.get("Item") or {}] + [
-        (entry.get("Put") or {}).get("Item") or {} for entry in document.get("TransactItems", [])
-    ]
-    owners = [(item.get("owner") or {}).get("S") for item in items]
-    owner = next((value for value in owners if value is not None), None)
-    if owner is None:
-        owner = ((document.get("ExpressionAttributeValues") or {}).get(":me") or {}).get("S")
-    return None if owner is None else str(owner)
+    return _claimed(request, "owner", ":me", "S")
 
 
 @functools.cache
