@@ -3,8 +3,9 @@
 Parameters span their valid ranges (docs/design.md §8): quantities 1..1000, amounts 1..10^8 minor
 units in any circulating ISO 4217 currency, any ISO 3166-1 country, references up to 128
 characters, and names, street lines and cities of unicode text up to the carriers' limits
-(`saga.formats` decides what is acceptable: the generator asks it). A few cases are
-generated invalid, each with the error ValidateCase must give; a few are the four-eyes tenant's,
+(`saga.formats` decides what is acceptable: the generator asks it). Some cases are
+generated invalid, each with the error ValidateCase must give, their kinds going round so that
+300 cases hold each a few times (`INVALID_KINDS`); a few are the four-eyes tenant's,
 above its threshold, signed by two distinct approvers or not (campaign.approval). Cases are
 grouped in blocks (one local account each): the block's stock levels come from the seed too, with
 a hot SKU that runs out.
@@ -26,7 +27,7 @@ from sagactl.campaign.approval import (
 )
 from sagactl.campaign.overlap import plan_overlap
 from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
-from sagactl.campaign.shapes import operator, shape
+from sagactl.campaign.shapes import Shaped, operator, shape
 from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).
@@ -323,6 +324,19 @@ def _impostor(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], 
     return approve(raw, signer=(other, TENANTS[other])), "AuthorizationDenied"
 
 
+def _colleague(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Another approver of the same tenant signs with their own key and presents it as the
+    case's approver's (a key belongs to its own approver, §9): the four-eyes tenant, the only
+    one with two approvers, below its threshold (one signature would be enough)."""
+    raw["tenant_id"] = FOUR_EYES_TENANT
+    raw["approval"]["approved_by"] = FOUR_EYES_APPROVERS[0]
+    currency = rng.choice(sorted(FOUR_EYES_THRESHOLDS))
+    raw["refund"]["currency"] = currency
+    raw["refund"]["amount_minor"] = rng.randint(1, FOUR_EYES_THRESHOLDS[currency])
+    signer = (FOUR_EYES_TENANT, FOUR_EYES_APPROVERS[1])
+    return approve(raw, signer=signer), "AuthorizationDenied"
+
+
 def _expired(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return approve(raw, start_by=PASSED_DEADLINE), "ApprovalInvalid"  # its deadline has passed
 
@@ -345,21 +359,66 @@ def _bad_field(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any],
     return unapproved(raw), "InvalidRequest"
 
 
-# Each kind of invalid case and the rejection it must meet, in the order the generator draws.
-_INVALID_KINDS: dict[str, Callable[[random.Random, dict[str, Any]], tuple[dict[str, Any], str]]] = {
+# Each kind of invalid case and the rejection it must meet, in the order the kinds go round.
+INVALID_KINDS: dict[str, Callable[[random.Random, dict[str, Any]], tuple[dict[str, Any], str]]] = {
     "digest": _changed_after_approval,
     "approver": _unknown_approver,
     "tenant": _unknown_tenant,
     "unsigned": _unsigned,
     "forged": _forged,
     "impostor": _impostor,
+    "colleague": _colleague,
     "expired": _expired,
     "field": _bad_field,
 }
+INVALID_CHANCE = 0.06  # drawn from the plan's stream
+# Drawn from a stream of its own (`{seed}:invalid:{index}`) for a case that would be valid and
+# not four eyes: enough invalid cases that 300 hold every kind a few times.
+EXTRA_INVALID_CHANCE = 0.08
+# Per (seed, block size): how many invalid cases come before each index (computed once).
+_INVALID_BEFORE: dict[tuple[int, int], list[int]] = {}
 
 
-def _invalid(rng: random.Random, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    return _INVALID_KINDS[rng.choice(tuple(_INVALID_KINDS))](rng, raw)
+def _invalid(
+    seed: int, index: int, ordinal: int, raw: dict[str, Any]
+) -> tuple[dict[str, Any], str, str]:
+    """The campaign's `ordinal`-th invalid case: the kinds go round, so each comes every
+    len(INVALID_KINDS) invalid cases; what a kind draws comes from the case's own stream."""
+    kind = tuple(INVALID_KINDS)[ordinal % len(INVALID_KINDS)]
+    case, expect = INVALID_KINDS[kind](random.Random(f"{seed}:invalid-kind:{index}"), raw)
+    return case, expect, kind
+
+
+def _role(seed: int, index: int, block_size: int, rng: random.Random, eyes: random.Random) -> str:
+    """What case `index` is: `twin`, `invalid`, `four-eyes` or `valid`. Takes the plan stream's
+    first draw (`rng`) and the four-eyes stream's (`eyes`) as they always were."""
+    if is_twin(seed, index, block_size) and not is_twin(seed, index - 1, block_size):
+        return "twin"
+    if rng.random() < INVALID_CHANCE:
+        return "invalid"
+    if is_twin(seed, index + 1, block_size):
+        return "valid"  # a twin repeats the parameters as drawn
+    if eyes.random() < FOUR_EYES_CHANCE:
+        return "four-eyes"
+    if random.Random(f"{seed}:invalid:{index}").random() < EXTRA_INVALID_CHANCE:
+        return "invalid"
+    return "valid"
+
+
+def _invalid_before(seed: int, index: int, block_size: int) -> int:
+    """How many of the campaign's cases before `index` are invalid."""
+    counts = _INVALID_BEFORE.setdefault((seed, block_size), [0])
+    while len(counts) <= index:
+        earlier = len(counts) - 1
+        role = _role(
+            seed,
+            earlier,
+            block_size,
+            random.Random(f"{seed}:plan:{earlier}"),
+            random.Random(f"{seed}:four-eyes:{earlier}"),
+        )
+        counts.append(counts[-1] + (role == "invalid"))
+    return counts[index]
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -403,21 +462,20 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     rng = random.Random(f"{seed}:plan:{index}")
     raw = parameters(seed, index)
     twin_of: int | None = None
-    if is_twin(seed, index, block_size) and not is_twin(seed, index - 1, block_size):
+    expect: str | None = None
+    four_eyes: str | None = None
+    invalid: str | None = None
+    # Drawn from a stream of its own, so every other draw of the seed is as it was.
+    eyes = random.Random(f"{seed}:four-eyes:{index}")
+    role = _role(seed, index, block_size, rng, eyes)
+    if role == "twin":
         twin_of = index - 1
         sibling = parameters(seed, index - 1)
         raw = {**sibling, "case_id": raw["case_id"]}
-    expect: str | None = None
-    four_eyes: str | None = None
-    # Drawn from a stream of its own, so every other draw of the seed is as it was.
-    eyes = random.Random(f"{seed}:four-eyes:{index}")
-    if twin_of is None and rng.random() < 0.06:
-        case, expect = _invalid(rng, raw)
-    elif (
-        twin_of is None
-        and not is_twin(seed, index + 1, block_size)  # a twin repeats the parameters as drawn
-        and eyes.random() < FOUR_EYES_CHANCE
-    ):
+    if role == "invalid":
+        ordinal = _invalid_before(seed, index, block_size)
+        case, expect, invalid = _invalid(seed, index, ordinal, raw)
+    elif role == "four-eyes":
         case, four_eyes, expect = four_eyes_case(eyes, raw)
     else:
         case = approve(raw)
@@ -425,8 +483,10 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
     # Drawn from their own stream, so that adding a shape leaves the other draws as they were.
     extra = random.Random(f"{seed}:shape:{index}")
+    shaped = Shaped()
     if expect is None:
-        nemeses += shape(extra, faults, str(raw["reserve"]["sku"]))
+        shaped = shape(extra, faults, str(raw["reserve"]["sku"]))
+        nemeses += shaped.nemeses
         overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
         if overlapping is not None:
             nemeses.append(overlapping)
@@ -439,9 +499,10 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         case=case,
         expect_rejection=expect,
         four_eyes=four_eyes,
+        invalid=invalid,
         twin_of=twin_of,
         nemeses=nemeses,
         duplicate=duplicate,
-        redrives=_redrives(rng),
+        redrives=_redrives(rng) if shaped.redrives is None else shaped.redrives,
         operator=operator(extra),
     )

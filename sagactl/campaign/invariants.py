@@ -32,6 +32,7 @@ from sagactl.campaign.checks import Checks, fields_of
 from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.operator_checks import OperatorChecker
 from sagactl.campaign.outcomes import OutcomeChecker
+from sagactl.campaign.overlap import LIVE_OWNER_OVERWRITTEN
 from sagactl.campaign.runner import CaseRun
 
 # operation -> (the Snapshot's list of its effects, the id field its downstream_ref names)
@@ -260,7 +261,20 @@ class CaseChecker:
             )
         self.outcomes.same_name()
         self.outcomes.oracle()
+        self._leases()
         OperatorChecker(self.run, self.checks).all()
+
+    def _leases(self) -> None:
+        """A lease outlives the attempt that holds it (§3.2): no delivery wrote over a record
+        another delivery held while that one still ran, before its function timeout (what the
+        overlap nemesis saw: sagactl.campaign.overlap)."""
+        overwritten = [f for f in self.run.fired if f.startswith(LIVE_OWNER_OVERWRITTEN)]
+        self.checks.check(
+            "lease_outlives_attempt",
+            not overwritten,
+            f"a delivery wrote over the record of a delivery still running before its function "
+            f"timeout (its lease ran out under it): {overwritten}",
+        )
 
 
 def check_case(run: CaseRun, budget: int) -> Checks:

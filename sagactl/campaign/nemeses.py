@@ -98,14 +98,18 @@ _ACTIVE: Armed | None = None
 
 @contextmanager
 def armed(
-    nemeses: list[dict[str, Any]], outputs: Mapping[str, str], case_id: str
+    nemeses: list[dict[str, Any]],
+    outputs: Mapping[str, str],
+    case_id: str,
+    person: overlap.Person | None = None,
 ) -> Iterator[Armed]:
-    """Arm the nemeses of one case while the block runs (hooks are installed on first use)."""
+    """Arm the nemeses of one case while the block runs (hooks are installed on first use);
+    `person`: who decides the case while an overlap holds it (overlap.py, `resolve`)."""
     global _ACTIVE  # noqa: PLW0603 (one case is armed at a time in this process)
     install()
     tables = {name: outputs[key] for name, key in TABLE_OUTPUTS.items() if key in outputs}
     state = Armed([dict(n) for n in nemeses], tables, case_id)
-    state.meter = overlap.arm(state.nemeses, tables, case_id, state.fired)
+    state.meter = overlap.arm(state.nemeses, tables, case_id, state.fired, person)
     with _LOCK:
         _ACTIVE = state
     try:

@@ -17,7 +17,9 @@ redrive; `end`: after everything else) and what they do, in order:
 Each step is recorded (`run.operator`) with what the operator's tools answered, and followed by a
 snapshot; the invariants (sagactl.campaign.operator_checks) judge them. The operator acts after
 the faults of the case are over (its nemeses disarmed): what is tested is the person's decision
-and time, not one more fault on top.
+and time, not one more fault on top. One more step comes from the overlap nemesis, not from the
+plan's `operator`: `resolve:in-flight`, a resolution while the case's execution is stopped and a
+delivery holds one of its actions (sagactl.campaign.overlap), with no snapshot of its own.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class Operator:
                 self.runner.local.clock.advance(seconds)
                 event["seconds"] = seconds
             elif step == "resolve":
-                event.update(self._resolve(run.plan.case_id))
+                event.update(self.resolve(run.plan.case_id))
             elif step == "redrive:sagactl":
                 event.update(self._sagactl_redrive(run.plan.case_id))
             elif step == "redrive:plain":
@@ -99,7 +101,9 @@ class Operator:
         except SagactlError as exc:
             return {"error": type(exc).__name__, "message": str(exc)}
 
-    def _resolve(self, case_id: str) -> dict[str, Any]:
+    def resolve(self, case_id: str) -> dict[str, Any]:
+        """`sagactl escalations resolve`'s code path: resolved (and what it settled), or the
+        refusal's type and message."""
         from sagactl.operations.escalations import resolve
 
         try:

@@ -9,6 +9,9 @@ nemesis's steps (sagactl.campaign.operator), judged against the snapshot each on
 - a resolved case never acts again: no effect, no record, no stock, no case-record change after
   it; every rerun is refused (`sagactl redrive` refuses, a plain redrive ends FAILED with
   ActionSettled) and no message asks a person again;
+- a case whose execution stopped while a delivery holds one of its actions (a live lease, on
+  the settling clock) is not resolved: `ActionInFlight` (`resolve:in-flight`, the overlap
+  nemesis's abort);
 - an open action stays reported until settled: every sweep lists each open, unsettled action
   of the case whose lease ended more than the grace before it, and none that is settled or
   closed. (That nothing open disappears, across a jump past the retention too, is checked on
@@ -23,6 +26,7 @@ from typing import Any
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.observe import Snapshot
+from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT
 from sagactl.campaign.paths import COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
 from sagactl.campaign.runner import CaseRun
 
@@ -81,6 +85,9 @@ class OperatorChecker:
 
     def all(self) -> None:
         for event in self.run.operator:
+            if event["step"] == RESOLVE_IN_FLIGHT:
+                self._resolve_in_flight(event)
+                continue
             snap = self.run.snapshots[event["snapshot"]]
             before = self.run.snapshots[event["snapshot"] - 1]
             if event["step"] == "sweep":
@@ -145,6 +152,23 @@ class OperatorChecker:
         )
         self.resolved_at = event["snapshot"]
         self._settled(event, before, snap)
+
+    def _resolve_in_flight(self, event: Mapping[str, Any]) -> None:
+        """The case's execution stopped while a delivery held one of its actions, its lease
+        live on the settling clock (§3.10's rule, skew included: sagactl.campaign.overlap): the
+        decision is refused with ActionInFlight and nothing is resolved. Settling it would let
+        the delivery act on a resolved case (its dispatch, or its outcome, after the decision).
+        Then the delivery completes: its effect and record are judged with every snapshot."""
+        if event.get("skipped"):
+            return
+        self.checks.check(
+            "settle_refuses_live_lease",
+            event.get("error") == "ActionInFlight" and not event.get("resolved"),
+            f"resolve while the {event.get('action')} delivery (held at its {event.get('at')}) "
+            f"had its lease until {event.get('lease')}, clock {event.get('clock')}, execution "
+            f"{event.get('execution_status')}: answered {event.get('error') or 'resolved'} "
+            f"({event.get('message')}), settled {event.get('settled')}",
+        )
 
     def _settled(self, event: Mapping[str, Any], before: Snapshot, snap: Snapshot) -> None:
         record = snap.case_record or {}
@@ -256,7 +280,7 @@ class OperatorChecker:
                 f"{_effects(snap) != _effects(resolved)}, ledger {snap.ledger != ledger}, case "
                 f"record {snap.case_record != resolved.case_record})",
             )
-        resolve = next(e for e in self.run.operator if e["snapshot"] == self.resolved_at)
+        resolve = next(e for e in self.run.operator if e.get("snapshot") == self.resolved_at)
         after = [
             m
             for m in self.run.messages[resolve["messages_to"] :]

@@ -11,28 +11,43 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   local clock moves by the task's TimeoutSeconds, as real time would have passed), and the next
   delivery of the same action B starts (ReconcileStep's for a forward step, the Retry's for the
   compensation). A's request goes on at the instant B's first request arrives: A completes
-  while B runs.
+  while B runs. With `until: "b-done"` (A holds the action: it waits at its dispatch or its
+  outcome write), A goes on only once B has written the action's record or ended: B meets A's
+  claim while A still runs (on AWS, until its function timeout, after its task's).
 - `abort`: the execution is stopped (StopExecution) while A waits, and redriven at once
-  (RedriveExecution): the redriven delivery B of the same state and A go on together.
+  (RedriveExecution): the redriven delivery B of the same state and A go on together. With
+  `resolve` (A waits at its dispatch or its outcome write: it holds the action), a person
+  resolves the stopped case in between, through the operator's code path: the decision must be
+  refused while A's lease is live (§3.10, `ActionInFlight`); what the tool answered is recorded
+  with the operator's steps (`resolve:in-flight`, sagactl.campaign.operator_checks).
 - `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
   outcome write is delayed past A's lease: it lands at the instant another delivery writes the
   action's record after the lease ran out (reconciliation settling it). The write must find the
   record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS).
 
 A request waits at most `HOLD_SECONDS` of real time, so a case whose B never comes still ends.
+
+On AWS, A can run until its function timeout (started + `functions.timeout_seconds`), whatever
+its task's timeout; its lease must outlive that (§3.2, "a lease outlives the attempt that holds
+it"). The nemesis watches for the contrary: another delivery's ledger write on A's record as
+seen IN_PROGRESS under A's claim, while A still runs and before its function timeout: a lease
+that ran out under a live owner. It is labelled `overlap:live-owner-overwritten:STEP` among the
+case's fired labels and judged by sagactl.campaign.invariants (`lease_outlives_attempt`).
 The meter (`OverlapMeter`) counts, per step, the deliveries of the case that were in flight at
 the same time as another delivery of the same action: what the campaign report shows.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from saga.ledger.records import SETTLE_SKEW_SECONDS
 from sagactl.local.clock import LOCAL_CLOCK
 from sagactl.local.invokes import (
     HandlerRequest,
@@ -56,6 +71,11 @@ EFFECT_TABLES: Mapping[str, str] = {
     "release": "reservations",
 }
 HOWS = ("hang", "abort", "stale")
+RESOLVE_IN_FLIGHT = "resolve:in-flight"  # the operator's step a `resolve` abort records
+LIVE_OWNER_OVERWRITTEN = "overlap:live-owner-overwritten"  # what the nemesis saw (module doc)
+# A person's decision while the case is stopped: given the event so far, records what the
+# operator's tool answered (sagactl.campaign.runner).
+Person = Callable[[dict[str, Any]], None]
 BOUNDARIES = ("claim", "dispatch", "outcome")
 _STATE_STEPS = {state: step for step, state in STEP_STATES.items()}
 _WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"})
@@ -73,7 +93,20 @@ def plan_overlap(seed: int, index: int) -> dict[str, Any] | None:
         return {"kind": "overlap", "how": how, "step": step, "at": "outcome"}
     step = rng.choices(tuple(STEP_STATES), (2, 4, 4, 2))[0]
     at = "dispatch" if step == "reserve" else rng.choice(BOUNDARIES)
-    return {"kind": "overlap", "how": how, "step": step, "at": at}
+    nemesis: dict[str, Any] = {"kind": "overlap", "how": how, "step": step, "at": at}
+    holds = at != "claim" and step != "reserve"  # A holds the action (ReserveStock's one
+    # request claims it): B meets A's claim
+    if how == "abort" and holds:
+        nemesis["resolve"] = True
+    if how == "hang" and holds and rng.random() < 0.5:
+        nemesis["until"] = "b-done"
+    return nemesis
+
+
+def held(lease: float, clock: float) -> bool:
+    """Whether a resolution must leave alone an action whose delivery has written no outcome
+    and claimed it until `lease`, at `clock` (§3.10: live until the clocks' skew after)."""
+    return clock < lease + SETTLE_SKEW_SECONDS
 
 
 def step_of(invocation: Invocation) -> str | None:
@@ -129,17 +162,37 @@ def _tables_of(document: Any) -> set[str]:
     return found
 
 
-def _lease_of(request: HandlerRequest) -> float | None:
-    """The lease a claim (or a takeover) asks for."""
+def _claimed(request: HandlerRequest, attribute: str, value: str, kind: str) -> str | None:
+    """What a claim writes as `attribute` (a put item's, in a transaction too), or a takeover
+    as the expression value `value`; `kind`: the DynamoDB type ("N", "S")."""
     document = request.document()
     items = [document.get("Item") or {}] + [
         (entry.get("Put") or {}).get("Item") or {} for entry in document.get("TransactItems", [])
     ]
-    leases = [(item.get("lease_expires_at") or {}).get("N") for item in items]
-    lease = next((value for value in leases if value is not None), None)
-    if lease is None:
-        lease = ((document.get("ExpressionAttributeValues") or {}).get(":lease") or {}).get("N")
+    written = [(item.get(attribute) or {}).get(kind) for item in items]
+    found = next((one for one in written if one is not None), None)
+    if found is None:
+        found = ((document.get("ExpressionAttributeValues") or {}).get(value) or {}).get(kind)
+    return None if found is None else str(found)
+
+
+def _lease_of(request: HandlerRequest) -> float | None:
+    """The lease a claim (or a takeover) asks for."""
+    lease = _claimed(request, "lease_expires_at", ":lease", "N")
     return None if lease is None else float(lease)
+
+
+def _owner_of(request: HandlerRequest) -> str | None:
+    """The owner a claim (or a takeover) writes: the delivery's attempt id."""
+    return _claimed(request, "owner", ":me", "S")
+
+
+@functools.cache
+def function_timeout_seconds() -> float:
+    """The tools' function timeout as the campaign's stack configures it (cdk.json)."""
+    from sagactl.config import cdk_config
+
+    return float(cdk_config().functions.timeout_seconds)
 
 
 @dataclass
@@ -151,18 +204,24 @@ class Scenario:
     tables: Mapping[str, str]
     fired: list[str]  # the case's fired labels (sagactl.campaign.nemeses.Armed.fired)
     nemeses: list[dict[str, Any]]  # the case's nemeses: the lost answer joins them
+    person: Person | None = None  # who resolves the stopped case (`resolve`)
     first: str | None = None  # A's request id
     lease: float | None = None  # until when A's claim holds the action
+    owner: str | None = None  # A's claim's owner (its attempt id)
+    deadline: float | None = None  # A's function timeout, on the local clock
+    finished: threading.Event = field(default_factory=threading.Event)  # A's invocation ended
     gate: threading.Event = field(default_factory=threading.Event)  # A's request goes on
     # A has sent its dispatch (or reached its outcome without one), or ended: a delivery that
     # takes the action over now cannot race A's dispatch. Before that, a delivery that would
-    # act after A's lease ran out waits: on AWS, A's function timeout (30 s) ends it before
-    # its lease (40 s) runs out; here the clock may pass it meanwhile (retry waits move it),
-    # and a delivery dispatching past its lease is not a fault AWS can produce.
+    # act after A's function timeout waits: on AWS, A has ended by then; here the clock may
+    # pass it meanwhile (retry waits move it), and a delivery dispatching past its function
+    # timeout is not a fault AWS can produce. (Not A's lease: whether the lease outlives the
+    # function is what the nemesis checks.)
     dispatched: threading.Event = field(default_factory=threading.Event)
     aborting: threading.Event = field(default_factory=threading.Event)  # an abort fired
     redriven: threading.Event = field(default_factory=threading.Event)  # ... and redriven
     leases: dict[str, float] = field(default_factory=dict)  # each first delivery's claim
+    owners: dict[str, str] = field(default_factory=dict)  # ... and its owner
 
     @property
     def step(self) -> str:
@@ -188,14 +247,17 @@ class Scenario:
             self._before_own(request, invocation, at)
         else:
             ledger = self.tables.get("ledger") in _tables_of(request.document())
-            if self.how != "stale" and ledger:
+            past = self.deadline is not None and LOCAL_CLOCK.now() >= self.deadline
+            if self.how != "stale" and ledger and (past or not self._waits_for_b()):
                 self.gate.set()  # B at the ledger: both go on at the same instant
-            if self.lease is not None and LOCAL_CLOCK.now() >= self.lease:
+            if past:
                 self.dispatched.wait(HOLD_SECONDS)
 
     def _before_own(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
         if at == "claim" and self.lease is None:
             self.lease = _lease_of(request)
+        if at == "claim" and self.owner is None:
+            self.owner = _owner_of(request)
         if at == "outcome":
             self.dispatched.set()  # past its dispatch (or it sent none)
         if self.how == "stale" and at == "outcome" and not self.gate.is_set():
@@ -217,12 +279,37 @@ class Scenario:
             and request.operation in _WRITES
             and self.tables.get("ledger") in _tables_of(request.document())
         )
+        if written and self._over_live_owner(request):
+            self.fired.append(f"{LIVE_OWNER_OVERWRITTEN}:{self.step}")
+        if written and self._waits_for_b():
+            self.gate.set()  # B wrote the action's record: A goes on
         if self.how == "stale" and written and self._lease_ran_out():
             self.gate.set()  # another delivery wrote the record after A's lease ran out
 
+    def _over_live_owner(self, request: HandlerRequest) -> bool:
+        """Whether this (successful) write was conditional on A's record as seen IN_PROGRESS
+        under A's claim, while A still runs and its function timeout has not come: the clock
+        only moves on and A's end is final, so judged now it held when the write applied."""
+        values = request.document().get("ExpressionAttributeValues") or {}
+        seen = (values.get(":old_status") or values.get(":seen_status") or {}).get("S")
+        return (
+            self.owner is not None
+            and (values.get(":old_owner") or {}).get("S") == self.owner
+            and seen == "IN_PROGRESS"
+            and not self.finished.is_set()
+            and self.deadline is not None
+            and LOCAL_CLOCK.now() < self.deadline
+        )
+
     def ended(self, invocation: Invocation) -> None:
         if invocation.request_id == self.first:
+            self.finished.set()
             self.dispatched.set()
+        elif self.first is not None and self._waits_for_b() and self.ours(invocation):
+            self.gate.set()  # B ended (it met A's claim, or failed): A goes on
+
+    def _waits_for_b(self) -> bool:
+        return self.how == "hang" and self.nemesis.get("until") == "b-done"
 
     def _lease_ran_out(self) -> bool:
         return self.lease is not None and LOCAL_CLOCK.now() >= self.lease
@@ -233,22 +320,32 @@ class Scenario:
         lease = _lease_of(request) if at == "claim" else None
         if lease is not None:
             self.leases[invocation.request_id] = lease
+        owner = _owner_of(request) if at == "claim" else None
+        if owner is not None:
+            self.owners[invocation.request_id] = owner
         if self.how == "stale":
             if at == "claim":
-                self.first, self.lease = invocation.request_id, lease
+                self._first(invocation)
                 self.nemeses.append(self._lost_answer())
                 self.fired.append(f"overlap:stale:{self.step}")
             return
         if at != self.nemesis["at"] and not (self.step == "reserve" and at == "dispatch"):
             return
-        self.first = invocation.request_id
-        self.lease = self.leases.get(invocation.request_id)
+        self._first(invocation)
         if self.how == "abort":
             self.aborting.set()  # before the stop: the runner waits for the redrive
         self.fired.append(f"overlap:{self.how}:{self.step}:{self.nemesis['at']}")
         target = self._time_out if self.how == "hang" else self._abort_and_redrive
         threading.Thread(target=target, args=(invocation,), daemon=True).start()
         self._hold()
+
+    def _first(self, invocation: Invocation) -> None:
+        """A is this delivery: its claim (the lease and owner it asked for, when it claimed
+        before this request), and when its function times out."""
+        self.first = invocation.request_id
+        self.lease = self.leases.get(invocation.request_id)
+        self.owner = self.owners.get(invocation.request_id)
+        self.deadline = invocation.started + function_timeout_seconds()
 
     def _hold(self) -> None:
         """A's request waits for its release (or, said in the report, for HOLD_SECONDS)."""
@@ -283,13 +380,36 @@ class Scenario:
             execution, _ = _task_of(invocation)
             client = _step_functions()
             client.stop_execution(executionArn=execution, cause="campaign nemesis: overlap")
+            status = "RUNNING"
             for _ in range(500):
-                if client.describe_execution(executionArn=execution)["status"] != "RUNNING":
+                status = client.describe_execution(executionArn=execution)["status"]
+                if status != "RUNNING":
                     break
                 time.sleep(0.01)
+            if self.nemesis.get("resolve") and self.person is not None:
+                self.person(self._decision(status))
             client.redrive_execution(executionArn=execution)
         finally:
             self.redriven.set()
+
+    def _decision(self, status: str) -> dict[str, Any]:
+        """The person's step while A holds the action: what they find; `skipped` says why they
+        did not decide (the execution never stopped, or A's lease ran out meanwhile: a clock
+        jump, and then settling is allowed and A's outcome is §3.10's backstop)."""
+        clock = LOCAL_CLOCK.now()
+        event: dict[str, Any] = {
+            "step": RESOLVE_IN_FLIGHT,
+            "action": self.step,
+            "at": self.nemesis["at"],
+            "execution_status": status,
+            "lease": self.lease,
+            "clock": clock,
+        }
+        if status == "RUNNING":
+            event["skipped"] = "the execution did not stop"
+        elif self.lease is None or not held(self.lease, clock):
+            event["skipped"] = "no live lease of A's"
+        return event
 
 
 def _step_functions() -> Any:
@@ -385,11 +505,14 @@ def arm(
     tables: Mapping[str, str],
     case_id: str,
     fired: list[str],
+    person: Person | None = None,
 ) -> OverlapMeter:
     """Arm the case's overlap nemeses and its meter (until `disarm`)."""
     install()
     _Active.scenarios = [
-        Scenario(n, case_id, tables, fired, nemeses) for n in nemeses if n["kind"] == "overlap"
+        Scenario(n, case_id, tables, fired, nemeses, person)
+        for n in nemeses
+        if n["kind"] == "overlap"
     ]
     meter = OverlapMeter(case_id)
     _Active.meter = meter

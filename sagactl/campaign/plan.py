@@ -3,6 +3,8 @@
 - `case`: the execution input (approved, with `sandbox.faults`: the fault plan over every
   downstream, docs/design.md §8);
 - `expect_rejection`: the error ValidateCase must answer (a case generated invalid), else None;
+- `invalid`: which way a case generated invalid is invalid (sagactl.campaign.generator's
+  INVALID_KINDS: `digest`, `impostor`, `expired`, ...), else None;
 - `four_eyes`: how a case above its tenant's four-eyes threshold was signed (`two` distinct
   approvers, `once`, `twice` by one, `forged`: a co-signature changed), else None;
 - `twin_of`: the index of a case with equal parameters that runs just before this one;
@@ -34,6 +36,7 @@ class CasePlan:
     case: dict[str, Any]
     expect_rejection: str | None = None
     four_eyes: str | None = None
+    invalid: str | None = None
     twin_of: int | None = None
     nemeses: list[dict[str, Any]] = field(default_factory=list)
     duplicate: dict[str, Any] | None = None
@@ -74,15 +77,24 @@ class CasePlan:
                 labels.add("jump:before-resubmission")
         if self.twin_of is not None:
             labels.add("twin")
-        if self.expect_rejection is not None:
-            labels.add(f"rejection:{self.expect_rejection}")
-        if self.four_eyes is not None:
-            labels.add(f"four-eyes:{self.four_eyes}")
+        labels.update(self._approval_labels())
         for step in (self.operator or {}).get("steps", ()):
             labels.add(f"operator:{step}")
         if not labels:
             labels.add("clean")
         return sorted(labels)
+
+    def _approval_labels(self) -> list[str]:
+        """How the case was generated invalid or signed by four eyes, and what must refuse it."""
+        return [
+            f"{label}:{value}"
+            for label, value in (
+                ("rejection", self.expect_rejection),
+                ("invalid", self.invalid),
+                ("four-eyes", self.four_eyes),
+            )
+            if value is not None
+        ]
 
 
 def _nemesis_label(nemesis: dict[str, Any]) -> str:

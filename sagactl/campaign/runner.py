@@ -20,6 +20,7 @@ followed by a snapshot.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +108,8 @@ class CaseRunner:
             if nemesis["kind"] == "foreign_record":
                 self.observer.put_foreign_record(case, str(nemesis["operation"]))
         operator = plan.operator or {}
-        with armed(plan.nemeses, self.observer.outputs, plan.case_id) as state:
+        person = functools.partial(self._decide_in_flight, run)
+        with armed(plan.nemeses, self.observer.outputs, plan.case_id, person) as state:
             first = self.observer.start(case, plan.case_id)["executionArn"]
             arns.append(first)
             if duplicate.get("when") == "concurrent":
@@ -140,6 +142,16 @@ class CaseRunner:
         nemeses.clear()  # the person acts after the faults are over
         overlap.disarm()  # an overlap that has not fired fires on none of the person's deliveries
         Operator(self, int(self.observer.outputs["AttemptBudget"])).act(run, arns)
+
+    def _decide_in_flight(self, run: CaseRun, event: dict[str, Any]) -> None:
+        """A person resolves the case while a delivery holds one of its actions (the overlap
+        nemesis stopped its execution): what the operator's tool answered, with the steps."""
+        from sagactl.campaign.operator import Operator
+
+        if "skipped" not in event:
+            budget = int(self.observer.outputs["AttemptBudget"])
+            event.update(Operator(self, budget).resolve(run.plan.case_id))
+        run.operator.append(event)
 
     @staticmethod
     def _resolved(run: CaseRun) -> bool:

@@ -5,13 +5,15 @@ campaign as it was.
 A shape replaces a case's random faults (or adds a nemesis) so that the fixed-seed slice reaches
 every terminal outcome a few times (issue 24): a stuck compensation, a reconciliation that
 cannot run, a refused refund, a key used before with other parameters (REJECTED_AFTER_EFFECTS,
-or a blocked release), and stock contention at the reservation (a conflict that must be retried,
-never reported as OUT_OF_STOCK).
+or a blocked release), stock contention at the reservation (a conflict that must be retried,
+never reported as OUT_OF_STOCK), and an execution redriven past the ledger's retention (a fresh
+claim after a record expired).
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -39,16 +41,46 @@ def _reconcile_fails(rng: random.Random, faults: dict[str, list[str]]) -> dict[s
     }
 
 
-def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> list[dict[str, Any]]:
-    """Sometimes replace the random faults by a shape that reaches a rarer outcome; the
-    nemeses it needs."""
+_DAY = 86400
+
+
+@dataclass
+class Shaped:
+    """What a shape adds to a plan: the nemeses it needs, and its redrive rounds (None: the
+    plan's own)."""
+
+    nemeses: list[dict[str, Any]] = field(default_factory=list)
+    redrives: list[dict[str, Any]] | None = None
+
+
+def _old_execution(faults: dict[str, list[str]]) -> Shaped:
+    """The refund is made and recorded, and every answer of IssueRefund is lost (the invoke
+    fails after the function ran) through the first run and three redrives 13, 26 and 32 days
+    after the start; the last redrive, the cause removed, meets no refund record (closed, it
+    expired 30 days after its write, §3.7) in an execution older than the retention: its fresh
+    claim must look the refund up first (§3.2), since the provider's idempotency key (24 h)
+    no longer folds a second refund into the first."""
+    faults.clear()
+    lost = {
+        "kind": "invoke_error",
+        "tool": "IssueRefund",
+        "error": "Lambda.ServiceException",
+        "skip": 0,
+        "count": 100,  # every delivery of the planned rounds; the final round disarms it
+    }
+    rounds = [{"jump": 13 * _DAY, "heal": False}, {"jump": 13 * _DAY, "heal": False}]
+    return Shaped([lost], [*rounds, {"jump": 6 * _DAY, "heal": False}])
+
+
+def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
+    """Sometimes replace the random faults by a shape that reaches a rarer outcome."""
     roll = rng.random()
     if roll < 0.04:
         faults.clear()
         _stuck_compensation(rng, faults)
     elif roll < 0.07:
         faults.clear()
-        return [_reconcile_fails(rng, faults)]
+        return Shaped([_reconcile_fails(rng, faults)])
     elif roll < 0.10:
         faults.clear()
         faults["refund"] = ["reject"]
@@ -56,10 +88,12 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> list[di
         operation = rng.choice(("reserve", "refund", "ship", "release"))
         if operation == "release":
             faults.setdefault("shipment", []).insert(0, "reject")
-        return [{"kind": "foreign_record", "operation": operation}]
+        return Shaped([{"kind": "foreign_record", "operation": operation}])
     elif roll < 0.17:
-        return [_stock_contention(rng, sku)]
-    return []
+        return Shaped([_stock_contention(rng, sku)])
+    elif roll < 0.20:
+        return _old_execution(faults)
+    return Shaped()
 
 
 def _stock_contention(rng: random.Random, sku: str) -> dict[str, Any]:

@@ -74,6 +74,7 @@ def case_result(run: CaseRun, budget: int) -> dict[str, Any]:
         "case_id": run.plan.case_id,
         "classes": sorted({*run.plan.fault_classes(), *run.labels}),
         "outcome": case_outcome(owner, final.case_record),
+        "invalid": run.plan.invalid,  # which way a case generated invalid is (generator.py)
         # every class an execution of the case closed in, before a redrive or a person's
         # decision too (the report counts each terminal state the slice reached)
         "closes": sorted({classify(e) for snap in run.snapshots for e in snap.executions.values()}),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sagactl.campaign.escalated import ESCALATION_REASONS
+from sagactl.campaign.generator import INVALID_KINDS
 from sagactl.campaign.operator import STEPS as OPERATOR_STEPS
 from sagactl.campaign.orchestrate import (
     SLICE_CASES,
@@ -55,6 +56,11 @@ def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None
     assert {reason: reasons[reason] >= FEW for reason in ESCALATION_REASONS} == dict.fromkeys(
         ESCALATION_REASONS, True
     ), reasons
+    # Every way a case is generated invalid, each refused with its error (the oracle), a few times.
+    invalid = Counter(case["invalid"] for case in cases if case["invalid"])
+    assert {kind: invalid[kind] >= FEW for kind in INVALID_KINDS} == dict.fromkeys(
+        INVALID_KINDS, True
+    ), invalid
     executions = Counter(kind for case in cases for kind in case["executions"].values())
     assert executions["DUPLICATE"] >= FEW
     outcomes = Counter(case["outcome"] for case in cases)

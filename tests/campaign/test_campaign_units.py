@@ -17,14 +17,15 @@ from saga.acceptance import accept_new_case
 from saga.approval_keys import ApproverKeys, PublicKey
 from saga.approvals import ApprovalVerifier
 from saga.errors import ApprovalInvalid, SagaError
-from saga.models import parse_case
+from saga.models import Case, parse_case
+from saga.tools.validate import checked_case
 from sagactl.campaign.approval import (
     FOUR_EYES_APPROVERS,
     FOUR_EYES_TENANT,
     FOUR_EYES_THRESHOLDS,
     comparable,
 )
-from sagactl.campaign.generator import block_stock, generate
+from sagactl.campaign.generator import INVALID_KINDS, block_stock, generate
 from sagactl.campaign.invariants import check_account, check_case
 from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
 from sagactl.campaign.observe import Snapshot
@@ -92,6 +93,44 @@ class _LocalKeys:
         raise AssertionError(key)
 
 
+def _verifier() -> ApprovalVerifier:
+    """The verifier every tool uses, with the local approvers' keys as cdk.json configures them."""
+    config = cdk_config()
+    trusted = {
+        tenant: {a: ApproverKeys(local_key_arn(tenant, a)) for a in approvers}
+        for tenant, approvers in config.tenants.items()
+    }
+    return ApprovalVerifier(trusted, _LocalKeys(), thresholds=config.approval_thresholds)
+
+
+def test_every_invalid_kind_comes_round_and_is_refused_with_the_error_it_expects() -> None:
+    """The kinds go round (each comes every len(INVALID_KINDS) invalid cases): 300 cases hold
+    each a few times; each is refused in ValidateCase's order (its fields, tenant and approver,
+    digest, signature) with the error the plan expects. A colleague's key presented as the
+    approver's is refused as someone else's key (§9), not as a bad signature."""
+    tenants = {tenant: frozenset(a) for tenant, a in cdk_config().tenants.items()}
+    verifier = _verifier()
+    started = datetime(2026, 6, 1, tzinfo=UTC)  # after the expired kind's deadline
+
+    def verify_signature(case: Case) -> None:
+        accept_new_case(verifier, case.signed_approvals(), started=started)
+
+    kinds: Counter[str] = Counter()
+    for plan in (generate(9, index, block_size=25) for index in range(300)):
+        if plan.invalid is None:
+            continue
+        kinds[plan.invalid] += 1
+        assert f"invalid:{plan.invalid}" in plan.fault_classes()
+        with pytest.raises(SagaError) as refused:
+            checked_case(plan.case, tenants, verify_signature)
+        assert type(refused.value).__name__ == plan.expect_rejection, (plan.invalid, refused)
+        if plan.invalid == "colleague":
+            assert "is a key of 'cfo@hooli' of tenant 'hooli'" in str(refused.value)
+    assert {kind: kinds[kind] >= 3 for kind in INVALID_KINDS} == dict.fromkeys(
+        INVALID_KINDS, True
+    ), kinds
+
+
 def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() -> None:
     """Above the four-eyes tenant's threshold (as cdk.json configures it): signed by two
     distinct approvers (accepted), once, twice by one, or with a forged co-signature (each
@@ -99,16 +138,13 @@ def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() 
     config = cdk_config()
     assert config.approval_thresholds == {FOUR_EYES_TENANT: FOUR_EYES_THRESHOLDS}
     assert config.tenants[FOUR_EYES_TENANT] == FOUR_EYES_APPROVERS
-    trusted = {
-        tenant: {a: ApproverKeys(local_key_arn(tenant, a)) for a in approvers}
-        for tenant, approvers in config.tenants.items()
-    }
-    verifier = ApprovalVerifier(trusted, _LocalKeys(), thresholds=config.approval_thresholds)
+    verifier = _verifier()
     plans = [generate(9, index, block_size=25) for index in range(600)]
     kinds: Counter[str] = Counter()
     for plan in plans:
         if plan.four_eyes is None:
-            assert plan.case["tenant_id"] != FOUR_EYES_TENANT
+            # a colleague's key presented as the approver's: the one invalid kind of the tenant
+            assert plan.case["tenant_id"] != FOUR_EYES_TENANT or plan.invalid == "colleague"
             continue
         kinds[plan.four_eyes] += 1
         approvals = parse_case(plan.case).signed_approvals()

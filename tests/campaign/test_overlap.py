@@ -28,7 +28,7 @@ from sagactl.local.invokes import HandlerRequest, Invocation
 from tests.campaign.test_campaign_findings import _case
 
 
-def _run(local: LocalAws, name: str, nemesis: dict[str, str]) -> CaseRun:
+def _run(local: LocalAws, name: str, nemesis: dict[str, Any]) -> CaseRun:
     faults = {"shipment": ["reject"]} if nemesis["step"] == "release" else {}
     plan = CasePlan(
         seed=0,
@@ -91,6 +91,52 @@ def test_a_shipment_delivery_under_way_when_its_execution_is_aborted_and_redrive
     assert (execution["status"], execution["output"]["outcome"]) == ("SUCCEEDED", "COMPLETED")
     assert len(run.final.shipments) == 1
     assert run.final.ledger["ship"]["status"] == "COMPLETED"
+
+
+def test_a_shipment_delivery_running_past_its_task_timeout_keeps_its_claim_from_reconciliation(
+    local_aws: LocalAws,
+) -> None:
+    """CreateShipment's delivery A waits at its dispatch past its task's timeout and goes on
+    only once ReconcileStep's delivery B has ended: B meets A's claim while A still runs (on
+    AWS until its function timeout), so A's lease is live (§3.2: it outlives the attempt): B
+    writes nothing (ActionPending) and the carrier, which deduplicates nothing, ships once."""
+    nemesis = {"how": "hang", "step": "ship", "at": "dispatch", "until": "b-done"}
+    run = _run(local_aws, "outlive", nemesis)
+
+    assert run.fired == ["overlap:hang:ship:dispatch"]  # nothing wrote over A's claim
+    assert run.overlaps["ship"] >= 2
+    execution = run.final.executions[run.owner_arn or ""]
+    assert "ActionPending" in [e["error"] for e in _failures(local_aws, execution["arn"])]
+    assert (execution["status"], execution["output"]["outcome"]) == ("SUCCEEDED", "COMPLETED")
+    assert len(run.final.shipments) == 1
+    ship = run.final.ledger["ship"]
+    assert (ship["status"], ship["attempts"]) == ("COMPLETED", 1)
+
+
+def test_a_stopped_case_is_not_resolved_while_a_refund_delivery_holds_its_action(
+    local_aws: LocalAws,
+) -> None:
+    """The execution is stopped while IssueRefund's delivery waits at its dispatch (its lease
+    live): the person's resolution is refused (§3.10) and settles nothing; the redrive goes on,
+    the delivery refunds once and the case completes."""
+    nemesis = {"how": "abort", "step": "refund", "at": "dispatch", "resolve": True}
+    run = _run(local_aws, "resolve", nemesis)
+
+    assert run.fired == ["overlap:abort:refund:dispatch"]
+    [event] = run.operator
+    assert (event["step"], event["action"], event["execution_status"]) == (
+        "resolve:in-flight",
+        "refund",
+        "ABORTED",
+    )
+    assert event["clock"] < event["lease"]
+    assert (event.get("resolved"), event.get("error")) == (None, "ActionInFlight")
+    assert "is held by attempt" in event["message"] and "nothing was resolved" in event["message"]
+    record = run.final.case_record or {}
+    assert (record.get("outcome"), record.get("resolution")) == ("COMPLETED", None)
+    assert len(run.final.refunds) == 1
+    refund = run.final.ledger["refund"]
+    assert (refund["status"], refund.get("resolution")) == ("COMPLETED", None)
 
 
 @pytest.mark.usefixtures("waits_pass_on_the_clock")
@@ -237,4 +283,11 @@ def test_a_few_cases_in_ten_get_an_overlap_of_every_kind() -> None:
         ("stale", "ship"),
     }
     assert {p["at"] for p in chosen if p["how"] != "stale"} == set(BOUNDARIES) | {"dispatch"}
+    # A person resolves while A holds the action; B meets A's claim while A runs: only where A
+    # holds it (claimed, before its outcome), and only for some hangs.
+    holding = [p for p in chosen if p["at"] != "claim" and p["step"] != "reserve"]
+    assert [p for p in chosen if p.get("resolve")] == [p for p in holding if p["how"] == "abort"]
+    waits = [p for p in chosen if p.get("until") == "b-done"]
+    assert waits and all(p in holding and p["how"] == "hang" for p in waits)
+    assert len(waits) < len([p for p in holding if p["how"] == "hang"])
     assert plans == [plan_overlap(7, index) for index in range(600)]  # a pure function

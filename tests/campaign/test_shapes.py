@@ -1,0 +1,56 @@
+"""The campaign's plan shapes (sagactl/campaign/shapes.py) through the real state machine: each
+reaches the state it is drawn for, and the case stays honest there."""
+
+from __future__ import annotations
+
+from sagactl.campaign.invariants import check_case
+from sagactl.campaign.observe import Observer
+from sagactl.campaign.plan import CasePlan
+from sagactl.campaign.runner import CaseRunner
+from sagactl.campaign.shapes import _old_execution
+from sagactl.local.environment import LocalAws
+from tests.campaign.test_campaign_findings import _case
+
+DAY = 86400
+
+
+def test_a_refund_delivered_again_past_the_retention_is_looked_up_not_sent_again(
+    local_aws: LocalAws,
+) -> None:
+    """IssueRefund's answers are lost through the first run and three redrives (13, 26, 32
+    days after the start). By the third, the refund's record (closed at the start) has expired
+    and the execution is older than the retention: the fresh claim counts as a possible
+    dispatch and looks the refund up first (§3.2); the provider, whose idempotency key lived
+    24 hours, would have made a second refund. One refund, recorded again, the case completed."""
+    faults: dict[str, list[str]] = {}
+    shaped = _old_execution(faults)
+    plan = CasePlan(
+        seed=0,
+        index=0,
+        case=_case("case-old-execution", faults),
+        nemeses=shaped.nemeses,
+        redrives=shaped.redrives or [],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert check_case(run, budget=8).violations == []
+    assert [s.label for s in run.snapshots] == [
+        "closed",
+        "redrive 1",
+        "redrive 2",
+        "redrive 3",
+        "redrive 4",
+    ]
+    execution = run.final.executions[run.owner_arn or ""]
+    second = run.snapshots[2]  # 26 days after the start: the record is kept
+    assert second.ledger["refund"]["status"] == "COMPLETED"
+    assert run.snapshots[3].clock - run.snapshots[0].clock > 31 * DAY
+    assert len(run.final.refunds) == 1
+    refund = run.final.ledger["refund"]
+    assert refund["status"] == "COMPLETED"
+    assert refund["downstream_ref"] == run.final.refunds[0]["refund_id"]
+    assert float(refund["updated_at"]) > run.snapshots[2].clock  # written again past day 30
+    assert (execution["status"], (execution["output"] or {}).get("outcome")) == (
+        "SUCCEEDED",
+        "COMPLETED",
+    )
