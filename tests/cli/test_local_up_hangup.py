@@ -9,6 +9,7 @@ by the in-process CLI tests, killed a pytest-xdist worker in the middle of the s
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -17,7 +18,14 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.cli.test_local_up import _free_port, _run_sagactl, _up_fixture_stack, _wait_for
+from tests.cli.test_local_up import (
+    _free_port,
+    _run_sagactl,
+    _sagactl,
+    _up_fixture_stack,
+    _wait_for,
+)
+from tests.cli.test_sagactl_case import NEW_CASE
 
 MAX_POLLS = 300  # x 0.05 s
 
@@ -63,3 +71,21 @@ def test_local_up_survives_a_caller_that_hangs_up_during_its_invocation(tmp_path
             up.kill()
         _, stderr = up.communicate(timeout=30)
     assert up.returncode == 0, stderr
+
+
+def test_sagactl_whose_reader_went_away_ends_quietly() -> None:
+    """`sagactl ... | head`: no traceback, no death by signal; exit 1 (Python's signal docs)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [*_sagactl(*NEW_CASE), "-o", "-"],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (1, "")
