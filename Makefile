@@ -39,9 +39,13 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-# The whole suite: lint, types, synth + infrastructure gates, unit, integration, end-to-end, CLI.
+# The whole suite: lint, types, synth + infrastructure gates, unit, integration, end-to-end, CLI,
+# in WORKERS pytest-xdist processes (each with its own local AWS, synth and temporary
+# directories: tests/conftest.py); worksteal balances tests of very unequal lengths. WORKERS=0
+# runs it in this process, as `.venv/bin/pytest -q tests/...` does.
+WORKERS ?= 2
 test: lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal
 
 # Long campaigns (more hypothesis examples, more concurrency rounds).
 test-long: venv

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import signal
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -58,9 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if hasattr(signal, "SIGPIPE"):
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a reader that went away shows here, not at the interpreter's exit
+    except BrokenPipeError:
         # `sagactl status CASE | head` ends quietly, like any Unix tool, instead of a traceback.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        # Not by SIGPIPE's default action: that also killed `sagactl local up` (and `sagactl mcp`
+        # over HTTP) whenever a client hung up before its answer was written (Python's signal
+        # module docs, "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

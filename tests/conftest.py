@@ -19,6 +19,15 @@ why every test that uses the local AWS gets a fresh provisioning. It shares moto
 DynamoDB's rules that the local AWS enforces (atomic requests, the ClientRequestToken contract,
 request validation, TTL deletion when the clock is advanced) are installed for the whole session
 (`dynamodb_as_on_aws`): every test sees the same DynamoDB, whatever ran before it.
+
+`make test` runs the suite in pytest-xdist workers (`-n 2`), each a session of its own: its own
+server (ephemeral port, moto state, Lambda worker processes, clock file), its own synth and
+temporary directories (`tmp_path_factory` is per worker). The workers share only read-only
+project files and the layer cache (`.build/`, filled by an atomic rename:
+stacks/layer_bundling.py); the only test that writes into the checkout is the README's
+(tests/cli/test_readme_commands.py: its case files under `.local/`, as the README's commands
+do), and no other reads them. A test that holds a fixed port or counts the whole machine's
+processes would need an `xdist_group` (and `--dist loadgroup`); none does.
 """
 
 from __future__ import annotations
@@ -70,6 +79,13 @@ _REAL_AWS_VARIABLES = (
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
 )
 TEST_TIME_SCALE_DEFAULT = "0.1"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `runs_first` tests (minutes each, in processes of their own) first, the rest in
+    their order: `make test`'s first worker starts with them while the other takes the rest,
+    instead of one of them starting last and running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("runs_first") is None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -28,6 +28,7 @@ FEW = 3
 # The subprocess's own 900 s bounds it; pytest's 300 s default would cut a slice that a loaded
 # 2-core machine runs in ~10 minutes (about 2.5 minutes when idle).
 @pytest.mark.timeout(960)
+@pytest.mark.runs_first
 def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None:
     directory = tmp_path / "campaign"
     report = tmp_path / "campaign.md"
