@@ -653,7 +653,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/acceptance.py",
         "    if (\n        completes_case\n        and _records_this_case(record, approvals)",
         "    if (\n        True\n        and _records_this_case(record, approvals)",
-        tests=("tests/integration/test_ship_records_the_outcome.py",),
+        tests=(
+            "tests/integration/test_direct_invoke_replays.py",
+            "tests/integration/test_ship_records_the_outcome.py",
+        ),
     ),
     Mutant(
         "escalate-before-the-record",

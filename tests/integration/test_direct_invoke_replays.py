@@ -237,6 +237,25 @@ def test_a_shipment_redelivered_after_it_completed_the_case_answers_the_recorded
     assert env.items("LEDGER_TABLE") == ledger_before
 
 
+def test_only_the_shipment_answers_a_replay_once_it_completed_the_case(env: ToolsEnv) -> None:
+    """The reservation's and the refund's records are still there (no retention has passed), but
+    the case is COMPLETED: a late delivery of those steps (a task timed out whose function still
+    ran, a stray retry) is refused as a case no longer under way, never answered from its record
+    as the step that completed the case is (docs/design.md §3.11)."""
+    case = validated(raw_case("case-late-steps"))
+    for _, module, state in FORWARD:
+        module.handler({"case": case, "attempt": attempt(state)}, FakeContext())
+    assert (env.case_record("case-late-steps") or {})["outcome"] == "COMPLETED"
+    ledger_before = env.items("LEDGER_TABLE")
+
+    for _, module, state in FORWARD[:2]:
+        with pytest.raises(AuthorizationDenied, match="not a case under way"):
+            module.handler({"case": case, "attempt": attempt(state)}, FakeContext())
+
+    assert env.items("LEDGER_TABLE") == ledger_before
+    assert (env.refunds("case-late-steps"), env.shipments("case-late-steps")) == (1, 1)
+
+
 def test_a_shipment_its_case_record_refuses_is_counted_for_the_alarm(
     env: ToolsEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
