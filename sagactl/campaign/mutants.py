@@ -502,7 +502,12 @@ MUTANTS: tuple[Mutant, ...] = (
         # the token names the action (the ledger item's key), not the request's body
         '    return hashlib.sha256(canonical_json(transact_items[0].get("Put", {})'
         '.get("Item", {}).get("action_key")).encode()).hexdigest()[:36]',
-        tests=("tests/e2e/test_transaction_tokens.py",),
+        tests=(
+            "tests/unit/test_client_request_token.py",
+            "tests/integration/test_ship_records_the_outcome.py",
+            "tests/integration/test_ledger_transaction.py",
+            "tests/e2e/test_transaction_tokens.py",
+        ),
     ),
     Mutant(
         "old-execution-fresh-claim",

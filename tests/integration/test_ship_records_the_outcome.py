@@ -75,6 +75,28 @@ def test_a_first_dispatch_completes_the_case_in_the_shipments_own_transaction(
     assert env.shipments(case.case_id) == 1
 
 
+def test_two_cases_shipped_within_minutes_each_complete_in_their_own_transaction(
+    env: ToolsEnv,
+) -> None:
+    """Two cases' completions (each an Update of the ledger record, then the case record's) are
+    two requests: each carries its own token (docs/design.md §3.9), so DynamoDB, which refuses a
+    token seen in the last 10 minutes with another body (IdempotentParameterMismatchException;
+    the local AWS enforces it), applies both."""
+    cases = [make_case(), make_case("case-0002")]
+    sent = transactions(env)
+    for case in cases:
+        env.accept(case)
+        result = env.create_shipment(case)
+        assert (result.status, result.replayed) == ("COMPLETED", False)
+
+    assert len(sent) == 2
+    for case in cases:
+        assert outcome(env, case) == "COMPLETED"
+        record = env.record(ship_key(case))
+        assert record is not None and record.status is LedgerStatus.COMPLETED
+        assert env.shipments(case.case_id) == 1
+
+
 def test_a_takeover_that_finds_the_shipment_completes_the_case(env: ToolsEnv) -> None:
     case = make_case(faults={"shipment": ["lose_response"]})
     env.accept(case)

@@ -3,13 +3,19 @@ saga's happy path plus typed errors exactly as the state machine sees them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from saga.errors import ApprovalMismatch, InvalidRequest, OutcomeUnknown, RefundRejected
+from saga.errors import (
+    ApprovalMismatch,
+    AuthorizationDenied,
+    InvalidRequest,
+    OutcomeUnknown,
+    RefundRejected,
+)
 from saga.handlers import (
     create_shipment,
     issue_refund,
@@ -138,6 +144,85 @@ def test_lost_refund_then_reconcile_and_rejected_refund_then_release(env: ToolsE
     assert env.available("SKU-RED-MUG") == 100
     record = env.case_record("case-rej")
     assert record is not None and record["outcome"] == "COMPENSATION_PENDING"
+
+
+def _escalated() -> dict[str, Any]:
+    """A case reserved, then ended ESCALATED by RecordOutcome (the Escalate state)."""
+    case = validated(raw_case())
+    reserved = reserve_stock.handler(
+        {"case": case, "attempt": attempt("ReserveStock")}, FakeContext()
+    )
+    record_outcome.handler(
+        {
+            "case": case,
+            "outcome": "ESCALATED",
+            "steps": {"reserve": reserved},
+            "compensations": [],
+            "escalation": {
+                "reason": "REFUND_UNCERTAIN",
+                "step": "refund",
+                "detail": "the provider did not answer",
+                "decision_needed": "refund by hand or not",
+            },
+            "attempt": attempt("RecordOutcome"),
+        },
+        FakeContext(),
+    )
+    return case
+
+
+def _compensation_pending() -> dict[str, Any]:
+    """A case reserved, its refund rejected and the reservation released."""
+    case = validated(raw_case(faults={"refund": ["reject"]}))
+    reserve_stock.handler({"case": case, "attempt": attempt("ReserveStock")}, FakeContext())
+    with pytest.raises(RefundRejected):
+        issue_refund.handler({"case": case, "attempt": attempt("IssueRefund")}, FakeContext())
+    release_reservation.handler(
+        {"case": case, "attempt": attempt("ReleaseReservation")}, FakeContext()
+    )
+    return case
+
+
+@pytest.mark.parametrize(
+    ("end", "outcome"),
+    [(_escalated, "ESCALATED"), (_compensation_pending, "COMPENSATION_PENDING")],
+    ids=["escalated", "compensation-pending"],
+)
+@pytest.mark.parametrize(
+    ("module", "state"),
+    [
+        (reserve_stock, "ReserveStock"),
+        (issue_refund, "IssueRefund"),
+        (create_shipment, "CreateShipment"),
+    ],
+    ids=["reserve", "refund", "ship"],
+)
+def test_a_forward_tool_refuses_a_signed_case_no_longer_under_way(
+    env: ToolsEnv, end: Callable[[], dict[str, Any]], outcome: str, module: Any, state: str
+) -> None:
+    """A direct invoke of a forward tool with the genuine, correctly signed case after the case
+    left IN_PROGRESS (docs/design.md §9): the signature outlives the case, the case record does
+    not, so the tool refuses before the ledger is touched (AuthorizationDenied naming the
+    record's state): no refund, no shipment, no stock taken, no record written."""
+    case = end()
+    ledger, cases = env.items("LEDGER_TABLE"), env.items("CASES_TABLE")
+    stock, reservations = env.available("SKU-RED-MUG"), env.reservations("case-0001")
+    record = env.case_record("case-0001")
+    assert record is not None and record["outcome"] == outcome
+    assert (env.refunds("case-0001"), env.shipments("case-0001")) == (0, 0)
+
+    with pytest.raises(AuthorizationDenied) as refused:
+        module.handler({"case": case, "attempt": attempt(state, retry=1)}, FakeContext())
+
+    assert refused.value.message == (
+        f"case case-0001: not a case under way (case record {outcome}): a forward step runs "
+        "only in the execution ValidateCase accepted it for, until the case ends"
+    )
+    assert (env.refunds("case-0001"), env.shipments("case-0001")) == (0, 0)
+    assert env.available("SKU-RED-MUG") == stock
+    assert env.reservations("case-0001") == reservations
+    assert env.items("LEDGER_TABLE") == ledger
+    assert env.items("CASES_TABLE") == cases
 
 
 @pytest.mark.parametrize(

@@ -329,3 +329,41 @@ def test_record_outcome_for_another_approved_request_under_the_case_id_conflicts
         )
     record = env.case_record("case-0001")
     assert record is not None and record["outcome"] == "IN_PROGRESS"
+
+
+def test_the_escalation_message_names_every_confirmed_effect_and_nothing_more(
+    env: ToolsEnv,
+) -> None:
+    """A case that escalates after two effects (stock reserved, refund issued; the carrier
+    refused the shipment): whoever works the queue must see both effects and where to find them
+    (docs/design.md §5), and no effect for the shipment that never happened."""
+    case = make_case(faults={"shipment": ["reject"]})
+    reserved = env.reserve(case)
+    refunded = env.issue_refund(case)
+    with pytest.raises(ShipmentRejected):
+        env.create_shipment(case)
+    assert refunded.downstream_ref and reserved.downstream_ref != refunded.downstream_ref
+    steps = {"reserve": reserved.model_dump(), "refund": refunded.model_dump()}
+    payload = OutcomePayload(
+        case=case,
+        outcome="ESCALATED",
+        steps=steps,
+        compensations=[],
+        escalation={
+            "reason": "SHIPMENT_REJECTED",
+            "step": "ship",
+            "detail": "the carrier refused the shipment",
+            "decision_needed": "ship another way, or refund the item's cost",
+        },
+        attempt=ATTEMPT,
+    )
+    queue = Queue()
+    record_outcome(payload, cases=env.cases, execution_arn=OWNER.arn, escalations=queue)
+
+    [message] = queue.sent
+    assert message["confirmed_effects"] == [
+        {"action_key": "acme#reserve#case-0001.reserve", "downstream_ref": reserved.downstream_ref},
+        {"action_key": "acme#refund#case-0001.refund", "downstream_ref": refunded.downstream_ref},
+    ]
+    assert message["compensated"] == []
+    assert (env.refunds(case.case_id), env.shipments(case.case_id)) == (1, 0)
