@@ -15,6 +15,11 @@ task does: the Lambda invocation goes on alone, and its result is dropped. moto'
 marks the execution, which then stays RUNNING until the task's invocation answers; here the
 task stops waiting when its execution is stopped, adding no event, so the execution is ABORTED
 at once (and can be redriven) while the invocation runs on.
+
+A task whose wait ends (timed out, stopped) before it is scheduled is not scheduled: moto's
+pruned evaluation would leave its TimeoutSeconds unpushed, so TaskScheduled would take the state
+input off the stack as `timeoutInSeconds` (a history GetExecutionHistory then answers with a
+500), and the Lambda would still be invoked: a delivery Step Functions never makes.
 """
 
 from __future__ import annotations
@@ -68,6 +73,25 @@ class _TaskWait(threading.Event):
             self._cond.notify_all()  # type: ignore[attr-defined]
 
 
+class TaskNotScheduled(Exception):
+    """The task's wait ended (timed out, its execution stopped) before it was scheduled."""
+
+
+def _scheduled_while_awaited(original: Any) -> Any:
+    """TaskScheduled (and the invocation after it) only while the task is still waited for.
+
+    Checked under the frame's state lock, which ending the frame takes too: the task's
+    TimeoutSeconds cannot be pruned between the check and the event that records it."""
+
+    def before_eval_execution(self: Any, env: Any, *args: Any, **kwargs: Any) -> None:
+        with env._state_mutex:
+            if not env.is_running():
+                raise TaskNotScheduled(str(getattr(self, "name", "")))
+            original(self, env, *args, **kwargs)
+
+    return before_eval_execution
+
+
 class _ThreadingInExecuteState:
     """Stands in for `threading` in moto's execute_state module: its Event knows its task."""
 
@@ -92,6 +116,9 @@ def install_task_timeouts() -> None:
     """Let `time_out_task` fire a waiting task's timeout (idempotent; inert until used)."""
     from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
     from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service,
+    )
     from moto.stepfunctions.parser.backend.execution import Execution
 
     execute_state.threading = _ThreadingInExecuteState()  # type: ignore[attr-defined,assignment]
@@ -106,6 +133,10 @@ def install_task_timeouts() -> None:
                 if wait is not None and wait.abandoned:
                     return None  # stopped: the state ends with the execution, no event
                 raise
+            except TaskNotScheduled:
+                if not env.is_running():
+                    return None  # stopped before the task was scheduled: no event either
+                raise EvalTimeoutError() from None  # its wait timed out first
             finally:
                 _CURRENT.task = _CURRENT.wait = None
 
@@ -120,6 +151,8 @@ def install_task_timeouts() -> None:
         return stop
 
     wrap_once(execute_state.ExecutionState, "_evaluate_with_timeout", _MARK, wrap)
+    service_task = state_task_service.StateTaskService
+    wrap_once(service_task, "_before_eval_execution", _MARK, _scheduled_while_awaited)
     wrap_once(Execution, "stop", _MARK, wrap_stop)
 
 
