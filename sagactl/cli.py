@@ -66,7 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Not by SIGPIPE's default action: that also killed `sagactl local up` (and `sagactl mcp`
         # over HTTP) whenever a client hung up before its answer was written (Python's signal
         # module docs, "Note on SIGPIPE").
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush finds nobody gone
+        os.close(devnull)
         return 1
     return code
 
