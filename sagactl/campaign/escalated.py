@@ -123,7 +123,9 @@ class EscalationChecks:
         reported = set((output.get("steps") or {}).keys())
         completed = {op for op in STEPS if (snap.ledger.get(op) or {}).get("status") == "COMPLETED"}
         # An effect recorded COMPLETED after its step's own record expired is still reported.
-        expired = {op for op in reported - completed if self.outcome.expired(snap, op)}
+        expired = {
+            op for op in reported - completed if self.outcome.expired(snap, op, was="COMPLETED")
+        }
         unreported = completed - reported
         if unreported and reason == "RECONCILIATION_FAILED" and unreported == {step}:
             self.outcome.allowed(
@@ -152,7 +154,7 @@ class EscalationChecks:
         compensated = [c.get("action_key") for c in output.get("compensations") or []]
         released = (snap.ledger.get("release") or {}).get(
             "status"
-        ) == "COMPLETED" or self.outcome.expired(snap, "release")
+        ) == "COMPLETED" or self.outcome.expired(snap, "release", was="COMPLETED")
         self.check("queue_agrees", bool(messages), f"{label}: no escalation message")
         for message in messages:
             said = {

@@ -134,7 +134,7 @@ class CaseChecker:
         record = snap.ledger.get("reserve")
         check(
             "reservation_iff_reserved",
-            self.outcomes.expired(snap, "reserve")
+            self.outcomes.expired(snap, "reserve", was="COMPLETED")
             or (record is not None and record.get("status") == "COMPLETED"),
             f"{snap.label}: reservation {reservation.get('status')} but reserve record "
             f"{None if record is None else record.get('status')}",

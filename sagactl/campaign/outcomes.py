@@ -82,13 +82,17 @@ class OutcomeChecker:
             name, bool(faults), f"{detail}: no planned fault makes `{key}` honest"
         )
 
-    def expired(self, snap: Snapshot, operation: str) -> bool:
+    def expired(self, snap: Snapshot, operation: str, *, was: str | None = None) -> bool:
         """The operation's record was closed and expired (its retention passed, §3.7), and is
         gone or, since, written SETTLED by a person's decision (a resolution settles an action
-        it finds no record of)."""
+        it finds no record of). With `was`, only if it was last seen with that status: an
+        expired FAILED record stands for no effect."""
         record = snap.ledger.get(operation)
-        return operation in self.expired_ops and (
-            record is None or record.get("status") == "SETTLED"
+        last = self.expired_ops.get(operation)
+        return (
+            last is not None
+            and (record is None or record.get("status") == "SETTLED")
+            and (was is None or last.get("status") == was)
         )
 
     def own(self, snap: Snapshot, operation: str) -> Mapping[str, Any] | None:
@@ -158,8 +162,8 @@ class OutcomeChecker:
         steps = (execution.get("output") or {}).get("steps") or {}
         for step, result in steps.items():
             record = snap.ledger.get(step)
-            if self.expired(snap, step):
-                continue  # closed, and its retention passed since (§3.7)
+            if self.expired(snap, step, was="COMPLETED"):
+                continue  # completed, and its retention passed since (§3.7)
             self.checks.check(
                 "outputs_agree_with_ledger",
                 record is not None
@@ -191,7 +195,8 @@ class OutcomeChecker:
             and not output.get("compensations")
             and not output.get("escalation")
             and all(
-                (snap.ledger.get(op) or {}).get("status") == "COMPLETED" or self.expired(snap, op)
+                (snap.ledger.get(op) or {}).get("status") == "COMPLETED"
+                or self.expired(snap, op, was="COMPLETED")
                 for op in FORWARD
             )
             and self.own(snap, "release") is None,

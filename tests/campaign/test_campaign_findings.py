@@ -221,3 +221,30 @@ def test_a_reconcile_tool_that_dies_as_the_refund_in_flight_commits_is_escalated
     assert closed.ledger["refund"]["status"] == "UNKNOWN"
     assert closed.reservations[0]["status"] == "HELD"
     assert check_case(run, budget=8).violations == []
+
+
+def test_a_blocked_release_whose_failed_record_expired_released_nothing(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 79, case 209 (a 400-case run at 6d2aa91), shrunk: a foreign request holds
+    the shipment's key IN_PROGRESS, so the shipment is refused and the release is blocked (the
+    stock may have shipped); the escalation message says so, with nothing compensated. The
+    operator then moves the clock 60 days: the release's FAILED record expires. The oracle
+    read "the release record expired" as "released" and flagged the message. An expired FAILED
+    record stands for no release; the stock is still held and nothing was compensated."""
+    plan = CasePlan(
+        seed=79,
+        index=209,
+        case=_case("case-blocked-release-expires", {}),
+        nemeses=[{"kind": "foreign_record", "operation": "ship"}],
+        operator={"at": "end", "steps": ["late", "jump", "late"], "jump_days": 60},
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed, after_jump = run.snapshots[0], run.snapshots[2]
+    escalation = (closed.executions[run.owner_arn or ""]["output"] or {})["escalation"]
+    assert escalation["step"] == "ship" and escalation["compensation_blocked"]
+    assert closed.ledger["release"]["status"] == "FAILED"
+    assert "release" not in after_jump.ledger  # closed, and its retention passed
+    assert [r["status"] for r in after_jump.reservations] == ["HELD"]
+    assert check_case(run, budget=8).violations == []
