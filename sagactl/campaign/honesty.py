@@ -30,6 +30,7 @@ from sagactl.campaign.plan_evidence import (
     retention_passed,
     sandbox,
     ship_may_have_shipped,
+    stale_answer,
     stock_short,
 )
 
@@ -79,6 +80,12 @@ STEP_INVOKE = Fault(
     "invoke:<step tool>",
     "Lambda fails invokes of the step's tool (throttled before it runs, or its answer lost)",
     invoke(),
+)
+STEP_STALE_ANSWER = Fault(
+    "overlap:<step>:stale",
+    "the overlap nemesis loses the answer of the step's applied dispatch and holds that "
+    "delivery's outcome write past its lease (its `stale` form)",
+    stale_answer,
 )
 
 ALLOWANCES: tuple[Allowance, ...] = (
@@ -191,7 +198,15 @@ ALLOWANCES: tuple[Allowance, ...] = (
         "effect-unconfirmed",
         "an effect exists while its record is open (UNKNOWN, or IN_PROGRESS marked as a possible "
         "dispatch)",
-        (STEP_UNCERTAIN, STEP_CRASH, CLOCK_JUMP, LEDGER_FAULTS, STEP_TABLE_FAULTS, STEP_INVOKE),
+        (
+            STEP_UNCERTAIN,
+            STEP_STALE_ANSWER,
+            STEP_CRASH,
+            CLOCK_JUMP,
+            LEDGER_FAULTS,
+            STEP_TABLE_FAULTS,
+            STEP_INVOKE,
+        ),
     ),
     Allowance(
         "compensation-blocked",

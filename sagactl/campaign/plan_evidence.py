@@ -87,6 +87,14 @@ def invoke(tool: str | None = None, error: str | None = None) -> Callable[[Evide
     return present
 
 
+def stale_answer(evidence: Evidence) -> bool:
+    """The overlap nemesis's `stale` form at the step: its dispatch applied, its answer lost."""
+    return any(
+        n.get("how") == "stale" and n.get("step") == evidence.step
+        for n in _planned(evidence, "overlap")
+    )
+
+
 def dynamodb(*tables: str, own: bool = False) -> Callable[[Evidence], bool]:
     def present(evidence: Evidence) -> bool:
         named = set(tables) | (set(STEP_PARTS[evidence.step or ""][3]) if own else set())

@@ -248,3 +248,41 @@ def test_a_blocked_release_whose_failed_record_expired_released_nothing(
     assert "release" not in after_jump.ledger  # closed, and its retention passed
     assert [r["status"] for r in after_jump.reservations] == ["HELD"]
     assert check_case(run, budget=8).violations == []
+
+
+def test_a_lost_refund_answer_that_reconciliation_cannot_look_up_stays_open_and_escalates(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 153 (the 10,000-case run at e843c85), shrunk: the overlap
+    nemesis's `stale` form loses the refund's answer after the refund was made and holds the
+    delivery's outcome write; the task times out and every invoke of the reconcile tool fails
+    (Lambda.ServiceException), so nothing can confirm the refund. The case escalates
+    RECONCILIATION_FAILED at refund with the refund's record open (a possible dispatch: the
+    person is told to look it up). The oracle allowed an unconfirmed effect only for the
+    sandbox's lost answers, not the overlap's; `overlap:<step>:stale` now names it. (The case
+    closes while that delivery still runs, as on AWS after a task timeout: its record is still
+    IN_PROGRESS under it, and its UNKNOWN write lands afterwards.)"""
+    plan = CasePlan(
+        seed=1,
+        index=153,
+        case=_case("case-stale-refund-unreconciled", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.ServiceException",
+                "skip": 0,
+                "count": 4,
+            },
+            {"kind": "overlap", "how": "stale", "step": "refund", "at": "outcome"},
+        ],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed = run.snapshots[0]
+    escalation = (closed.executions[run.owner_arn or ""]["output"] or {})["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("RECONCILIATION_FAILED", "refund")
+    assert len(closed.refunds) == 1 and closed.shipments == []
+    record = closed.ledger["refund"]  # still the hung delivery's: it writes UNKNOWN later
+    assert record["status"] == "IN_PROGRESS" and "#IssueRefund#" in record["owner"]
+    assert check_case(run, budget=8).violations == []
