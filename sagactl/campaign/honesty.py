@@ -209,6 +209,13 @@ ALLOWANCES: tuple[Allowance, ...] = (
         ),
     ),
     Allowance(
+        "outcome-after-settlement",
+        "a delivery still running when a person settled its action writes its outcome after the "
+        "decision: the record keeps the resolution and takes the delivery's status, with no "
+        "open_status and no retention (docs/design.md §3.10)",
+        (STEP_STALE_ANSWER,),
+    ),
+    Allowance(
         "compensation-blocked",
         "the release refused (`compensation_blocked`): the reservation stays HELD",
         (

@@ -286,3 +286,50 @@ def test_a_lost_refund_answer_that_reconciliation_cannot_look_up_stays_open_and_
     record = closed.ledger["refund"]  # still the hung delivery's: it writes UNKNOWN later
     assert record["status"] == "IN_PROGRESS" and "#IssueRefund#" in record["owner"]
     assert check_case(run, budget=8).violations == []
+
+
+def test_a_delivery_that_writes_its_outcome_after_the_settlement_leaves_the_decision(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 6475 (the 10,000-case run at c60fb1f), shrunk: as in case 153, the
+    refund's answer is lost and its delivery's outcome write held past its lease, and no
+    reconcile tool invoke succeeds: the case escalates RECONCILIATION_FAILED with the refund's
+    record IN_PROGRESS. A person resolves it (the lease has run out: the settlement is allowed),
+    then a plain redrive comes. The held write lands over the settlement, as §3.10 designs it:
+    the record takes the delivery's UNKNOWN and keeps the resolution, out of the open-actions
+    index, with no retention; the redrive is refused (the execution succeeded). The oracle read
+    the status change as the settlement not holding; `outcome-after-settlement` now names the
+    fault."""
+    plan = CasePlan(
+        seed=1,
+        index=6475,
+        case=_case("case-outcome-after-settlement", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            },
+            {"kind": "overlap", "how": "stale", "step": "refund", "at": "outcome"},
+        ],
+        operator={"at": "end", "steps": ["resolve", "redrive:plain"], "jump_days": 31},
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed, last = run.snapshots[0], run.snapshots[-1]
+    assert closed.ledger["refund"]["status"] == "IN_PROGRESS"
+    resolve, redrive = run.operator
+    assert resolve["step"] == "resolve" and resolve.get("error") is None, resolve
+    refund = last.ledger["refund"]
+    assert refund["status"] == "UNKNOWN" and refund["resolution"]["by"] == "operator@campaign"
+    assert not {"open_status", "expires_at"} & set(refund)
+    assert len(last.refunds) == 1 and last.shipments == []
+    assert (redrive["step"], redrive.get("refused")) == ("redrive:plain", "ExecutionNotRedrivable")
+    assert check_case(run, budget=8).violations == []
+    # The same states without the fault that held the write are violations: nothing else
+    # lets a settled record change.
+    run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
+    found = {v["invariant"] for v in check_case(run, budget=8).violations}
+    assert "resolution_settles" in found or "resolved_case_never_acts" in found, found
