@@ -26,11 +26,11 @@ from sagactl.campaign.plan_evidence import (
     foreign,
     invoke,
     jumps,
+    overlap,
     redrive_jump,
     retention_passed,
     sandbox,
     ship_may_have_shipped,
-    stale_answer,
     stock_short,
 )
 
@@ -85,7 +85,7 @@ STEP_STALE_ANSWER = Fault(
     "overlap:<step>:stale",
     "the overlap nemesis loses the answer of the step's applied dispatch and holds that "
     "delivery's outcome write past its lease (its `stale` form)",
-    stale_answer,
+    overlap("stale"),
 )
 
 ALLOWANCES: tuple[Allowance, ...] = (
@@ -191,6 +191,12 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "the reconcile tool recorded the effect it found, then its answer was lost on "
                 "every retry",
                 invoke("ReconcileAction", "Lambda.ServiceException"),
+            ),
+            Fault(
+                "overlap:<step>:hang",
+                "a delivery of the step hangs past its task's timeout (the overlap nemesis's "
+                "`hang` form) and records the effect after reconciliation gave up",
+                overlap("hang"),
             ),
         ),
     ),

@@ -333,3 +333,50 @@ def test_a_delivery_that_writes_its_outcome_after_the_settlement_leaves_the_deci
     run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
     found = {v["invariant"] for v in check_case(run, budget=8).violations}
     assert "resolution_settles" in found or "resolved_case_never_acts" in found, found
+
+
+def test_a_hung_refund_delivery_that_completes_after_reconciliation_gave_up_is_not_reported(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, cases 7445 and 7500 (the 10,000-case run at c60fb1f), shrunk: the
+    refund's first delivery hangs past its task's timeout at its outcome write until the next
+    delivery is done (the overlap nemesis's `hang`, `until: b-done`), and no reconcile tool
+    invoke succeeds (Lambda.TooManyRequestsException). ReconcileStep gives up: the case
+    escalates RECONCILIATION_FAILED at refund, the refund unconfirmed; then the hung delivery
+    records it COMPLETED. The escalation was honest when it was decided and the ledger is now
+    right; the oracle allowed that only for a reconcile tool whose answer was lost after it
+    recorded the effect. `overlap:<step>:hang` now names this fault too."""
+    plan = CasePlan(
+        seed=1,
+        index=7445,
+        case=_case("case-hung-refund-unreported", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            },
+            {
+                "kind": "overlap",
+                "how": "hang",
+                "step": "refund",
+                "at": "outcome",
+                "until": "b-done",
+            },
+        ],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed = run.snapshots[0]
+    output = closed.executions[run.owner_arn or ""]["output"] or {}
+    escalation = output["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("RECONCILIATION_FAILED", "refund")
+    assert "refund" not in (output.get("steps") or {})
+    assert closed.ledger["refund"]["status"] == "COMPLETED"
+    assert len(closed.refunds) == 1 and closed.shipments == []
+    assert check_case(run, budget=8).violations == []
+    run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
+    found = {v["invariant"] for v in check_case(run, budget=8).violations}
+    assert "confirmed_effects_reported" in found, found
