@@ -87,6 +87,12 @@ STEP_STALE_ANSWER = Fault(
     "delivery's outcome write past its lease (its `stale` form)",
     overlap("stale"),
 )
+STEP_HUNG_DELIVERY = Fault(
+    "overlap:<step>:hang",
+    "a delivery of the step hangs past its task's timeout (the overlap nemesis's `hang` form): "
+    "it still holds the record, or records the effect, after reconciliation gave up",
+    overlap("hang"),
+)
 
 ALLOWANCES: tuple[Allowance, ...] = (
     Allowance(
@@ -192,12 +198,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "every retry",
                 invoke("ReconcileAction", "Lambda.ServiceException"),
             ),
-            Fault(
-                "overlap:<step>:hang",
-                "a delivery of the step hangs past its task's timeout (the overlap nemesis's "
-                "`hang` form) and records the effect after reconciliation gave up",
-                overlap("hang"),
-            ),
+            STEP_HUNG_DELIVERY,
         ),
     ),
     Allowance(
@@ -207,6 +208,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
         (
             STEP_UNCERTAIN,
             STEP_STALE_ANSWER,
+            STEP_HUNG_DELIVERY,
             STEP_CRASH,
             CLOCK_JUMP,
             LEDGER_FAULTS,

@@ -380,3 +380,41 @@ def test_a_hung_refund_delivery_that_completes_after_reconciliation_gave_up_is_n
     run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
     found = {v["invariant"] for v in check_case(run, budget=8).violations}
     assert "confirmed_effects_reported" in found, found
+
+
+def test_a_refund_delivery_still_hung_when_the_case_escalates_holds_its_record_open(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 8883 (the 10,000-case run at c60fb1f), shrunk: the refund's first
+    delivery hangs past its task's timeout at its outcome write (the overlap nemesis's `hang`),
+    and no reconcile tool invoke succeeds. The case escalates RECONCILIATION_FAILED at refund
+    while that delivery still holds the refund's record IN_PROGRESS, the refund made: an
+    unconfirmed effect under a live delivery, which the person is told to check. The oracle
+    allowed that for lost answers only; `overlap:<step>:hang` now names this fault too."""
+    plan = CasePlan(
+        seed=1,
+        index=8883,
+        case=_case("case-hung-refund-open", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            },
+            {"kind": "overlap", "how": "hang", "step": "refund", "at": "outcome"},
+        ],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed = run.snapshots[0]
+    escalation = (closed.executions[run.owner_arn or ""]["output"] or {})["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("RECONCILIATION_FAILED", "refund")
+    assert len(closed.refunds) == 1 and closed.shipments == []
+    # IN_PROGRESS while the delivery waits (its 15 s hold outlasts the reconcile retries); on
+    # a machine too slow for that, it has recorded the refund (cases 7445, 7500) by the close
+    assert closed.ledger["refund"]["status"] in ("IN_PROGRESS", "COMPLETED")
+    assert check_case(run, budget=8).violations == []
+    run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
+    assert check_case(run, budget=8).violations != []
