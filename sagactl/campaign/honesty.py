@@ -26,11 +26,11 @@ from sagactl.campaign.plan_evidence import (
     foreign,
     invoke,
     jumps,
+    overlap,
     redrive_jump,
     retention_passed,
     sandbox,
     ship_may_have_shipped,
-    stale_answer,
     stock_short,
 )
 
@@ -85,7 +85,13 @@ STEP_STALE_ANSWER = Fault(
     "overlap:<step>:stale",
     "the overlap nemesis loses the answer of the step's applied dispatch and holds that "
     "delivery's outcome write past its lease (its `stale` form)",
-    stale_answer,
+    overlap("stale"),
+)
+STEP_HUNG_DELIVERY = Fault(
+    "overlap:<step>:hang",
+    "a delivery of the step hangs past its task's timeout (the overlap nemesis's `hang` form): "
+    "it still holds the record, or records the effect, after reconciliation gave up",
+    overlap("hang"),
 )
 
 ALLOWANCES: tuple[Allowance, ...] = (
@@ -192,6 +198,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "every retry",
                 invoke("ReconcileAction", "Lambda.ServiceException"),
             ),
+            STEP_HUNG_DELIVERY,
         ),
     ),
     Allowance(
@@ -201,12 +208,20 @@ ALLOWANCES: tuple[Allowance, ...] = (
         (
             STEP_UNCERTAIN,
             STEP_STALE_ANSWER,
+            STEP_HUNG_DELIVERY,
             STEP_CRASH,
             CLOCK_JUMP,
             LEDGER_FAULTS,
             STEP_TABLE_FAULTS,
             STEP_INVOKE,
         ),
+    ),
+    Allowance(
+        "outcome-after-settlement",
+        "a delivery still running when a person settled its action writes its outcome after the "
+        "decision: the record keeps the resolution and takes the delivery's status, with no "
+        "open_status and no retention (docs/design.md §3.10)",
+        (STEP_STALE_ANSWER,),
     ),
     Allowance(
         "compensation-blocked",

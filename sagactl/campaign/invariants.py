@@ -262,7 +262,7 @@ class CaseChecker:
         self.outcomes.same_name()
         self.outcomes.oracle()
         self._leases()
-        OperatorChecker(self.run, self.checks).all()
+        OperatorChecker(self.run, self.checks, self.outcomes.allowed).all()
 
     def _leases(self) -> None:
         """A lease outlives the attempt that holds it (§3.2): no delivery wrote over a record

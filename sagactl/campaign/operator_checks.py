@@ -7,7 +7,9 @@ nemesis's steps (sagactl.campaign.operator), judged against the snapshot each on
   its status and gains the resolution (out of the open-actions index), a missing one is written
   SETTLED, a closed one stays as it was;
 - a resolved case never acts again: no effect, no record, no stock, no case-record change after
-  it; every rerun is refused (`sagactl redrive` refuses, a plain redrive ends FAILED with
+  it (but for the outcome of a delivery that still ran as its action was settled, written over
+  the settlement as §3.10 says, where a planned fault held it: `outcome-after-settlement`);
+  every rerun is refused (`sagactl redrive` refuses, a plain redrive ends FAILED with
   ActionSettled) and no message asks a person again;
 - a case whose execution stopped while a delivery holds one of its actions (a live lease, on
   the settling clock) is not resolved: `ActionInFlight` (`resolve:in-flight`, the overlap
@@ -20,7 +22,7 @@ nemesis's steps (sagactl.campaign.operator), judged against the snapshot each on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
@@ -31,6 +33,8 @@ from sagactl.campaign.paths import COMPLETING_STATE, RELEASE_STATE, SETTLED_ERRO
 from sagactl.campaign.runner import CaseRun
 
 OPEN = ("IN_PROGRESS", "UNKNOWN")
+# (invariant, alternative, snapshot, step, detail) -> whether a planned fault makes it honest
+Allowed = Callable[[str, str, Snapshot | None, str | None, str], bool]
 STOPPED = ("FAILED", "TIMED_OUT", "ABORTED")
 NEEDS_A_PERSON = ("CASE_ESCALATED", "EXECUTION_NOT_SUCCEEDED", "STUCK_ACTION")
 
@@ -65,6 +69,19 @@ def _expired_by(record: Mapping[str, Any], clock: float) -> bool:
     )
 
 
+def _outcome_after_settlement(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """The delivery that held an IN_PROGRESS record wrote its outcome over the person's
+    settlement (§3.10): same owner, the resolution kept, no open_status, no retention."""
+    return (
+        old.get("status") == "IN_PROGRESS"
+        and new.get("status") in ("COMPLETED", "UNKNOWN", "FAILED")
+        and new.get("owner") == old.get("owner")
+        and bool(new.get("resolution"))
+        and (not old.get("resolution") or new.get("resolution") == old.get("resolution"))
+        and not {"open_status", "expires_at"} & set(new)
+    )
+
+
 def _same(before: Snapshot, after: Snapshot) -> bool:
     return (
         _effects(before) == _effects(after)
@@ -78,9 +95,10 @@ def _effects(snap: Snapshot) -> tuple[Any, ...]:
 
 
 class OperatorChecker:
-    def __init__(self, run: CaseRun, checks: Checks) -> None:
+    def __init__(self, run: CaseRun, checks: Checks, allowed: Allowed) -> None:
         self.run = run
         self.checks = checks
+        self.allowed = allowed  # OutcomeChecker.allowed: a planned fault makes it honest
         self.resolved_at: int | None = None  # the snapshot the resolution left
 
     def all(self) -> None:
@@ -197,6 +215,15 @@ class OperatorChecker:
                     and "open_status" not in new
                     and "expires_at" not in new
                 )
+                if not ok and _outcome_after_settlement(old, new):
+                    ok = self.allowed(
+                        "resolution_settles",
+                        "outcome-after-settlement",
+                        snap,
+                        operation,
+                        f"{snap.label}: {operation} was {old.get('status')}, its delivery wrote "
+                        f"{new.get('status')} after the settlement",
+                    )
             else:
                 expect_settled = True
                 ok = (
@@ -271,6 +298,21 @@ class OperatorChecker:
                 for op, r in resolved.ledger.items()
                 if op in snap.ledger or not _expired_by(r, snap.clock)
             }
+            for op, record in snap.ledger.items():
+                if (
+                    op in ledger
+                    and record != ledger[op]
+                    and _outcome_after_settlement(ledger[op], record)
+                    and self.allowed(
+                        "resolved_case_never_acts",
+                        "outcome-after-settlement",
+                        snap,
+                        op,
+                        f"{snap.label}: {op} was {ledger[op].get('status')} when settled, its "
+                        f"delivery wrote {record.get('status')} after the decision",
+                    )
+                ):
+                    ledger[op] = record
             self.checks.check(
                 "resolved_case_never_acts",
                 _effects(snap) == _effects(resolved)

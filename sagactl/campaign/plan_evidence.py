@@ -87,12 +87,16 @@ def invoke(tool: str | None = None, error: str | None = None) -> Callable[[Evide
     return present
 
 
-def stale_answer(evidence: Evidence) -> bool:
-    """The overlap nemesis's `stale` form at the step: its dispatch applied, its answer lost."""
-    return any(
-        n.get("how") == "stale" and n.get("step") == evidence.step
-        for n in _planned(evidence, "overlap")
-    )
+def overlap(how: str) -> Callable[[Evidence], bool]:
+    """The overlap nemesis in its form `how` at the step (sagactl.campaign.overlap)."""
+
+    def present(evidence: Evidence) -> bool:
+        return any(
+            n.get("how") == how and n.get("step") == evidence.step
+            for n in _planned(evidence, "overlap")
+        )
+
+    return present
 
 
 def dynamodb(*tables: str, own: bool = False) -> Callable[[Evidence], bool]:

@@ -286,3 +286,135 @@ def test_a_lost_refund_answer_that_reconciliation_cannot_look_up_stays_open_and_
     record = closed.ledger["refund"]  # still the hung delivery's: it writes UNKNOWN later
     assert record["status"] == "IN_PROGRESS" and "#IssueRefund#" in record["owner"]
     assert check_case(run, budget=8).violations == []
+
+
+def test_a_delivery_that_writes_its_outcome_after_the_settlement_leaves_the_decision(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 6475 (the 10,000-case run at c60fb1f), shrunk: as in case 153, the
+    refund's answer is lost and its delivery's outcome write held past its lease, and no
+    reconcile tool invoke succeeds: the case escalates RECONCILIATION_FAILED with the refund's
+    record IN_PROGRESS. A person resolves it (the lease has run out: the settlement is allowed),
+    then a plain redrive comes. The held write lands over the settlement, as §3.10 designs it:
+    the record takes the delivery's UNKNOWN and keeps the resolution, out of the open-actions
+    index, with no retention; the redrive is refused (the execution succeeded). The oracle read
+    the status change as the settlement not holding; `outcome-after-settlement` now names the
+    fault."""
+    plan = CasePlan(
+        seed=1,
+        index=6475,
+        case=_case("case-outcome-after-settlement", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            },
+            {"kind": "overlap", "how": "stale", "step": "refund", "at": "outcome"},
+        ],
+        operator={"at": "end", "steps": ["resolve", "redrive:plain"], "jump_days": 31},
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed, last = run.snapshots[0], run.snapshots[-1]
+    assert closed.ledger["refund"]["status"] == "IN_PROGRESS"
+    resolve, redrive = run.operator
+    assert resolve["step"] == "resolve" and resolve.get("error") is None, resolve
+    refund = last.ledger["refund"]
+    assert refund["status"] == "UNKNOWN" and refund["resolution"]["by"] == "operator@campaign"
+    assert not {"open_status", "expires_at"} & set(refund)
+    assert len(last.refunds) == 1 and last.shipments == []
+    assert (redrive["step"], redrive.get("refused")) == ("redrive:plain", "ExecutionNotRedrivable")
+    assert check_case(run, budget=8).violations == []
+    # The same states without the fault that held the write are violations: nothing else
+    # lets a settled record change.
+    run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
+    found = {v["invariant"] for v in check_case(run, budget=8).violations}
+    assert "resolution_settles" in found or "resolved_case_never_acts" in found, found
+
+
+def test_a_hung_refund_delivery_that_completes_after_reconciliation_gave_up_is_not_reported(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, cases 7445 and 7500 (the 10,000-case run at c60fb1f), shrunk: the
+    refund's first delivery hangs past its task's timeout at its outcome write until the next
+    delivery is done (the overlap nemesis's `hang`, `until: b-done`), and no reconcile tool
+    invoke succeeds (Lambda.TooManyRequestsException). ReconcileStep gives up: the case
+    escalates RECONCILIATION_FAILED at refund, the refund unconfirmed; then the hung delivery
+    records it COMPLETED. The escalation was honest when it was decided and the ledger is now
+    right; the oracle allowed that only for a reconcile tool whose answer was lost after it
+    recorded the effect. `overlap:<step>:hang` now names this fault too."""
+    plan = CasePlan(
+        seed=1,
+        index=7445,
+        case=_case("case-hung-refund-unreported", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            },
+            {
+                "kind": "overlap",
+                "how": "hang",
+                "step": "refund",
+                "at": "outcome",
+                "until": "b-done",
+            },
+        ],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed = run.snapshots[0]
+    output = closed.executions[run.owner_arn or ""]["output"] or {}
+    escalation = output["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("RECONCILIATION_FAILED", "refund")
+    assert "refund" not in (output.get("steps") or {})
+    assert closed.ledger["refund"]["status"] == "COMPLETED"
+    assert len(closed.refunds) == 1 and closed.shipments == []
+    assert check_case(run, budget=8).violations == []
+    run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
+    found = {v["invariant"] for v in check_case(run, budget=8).violations}
+    assert "confirmed_effects_reported" in found, found
+
+
+def test_a_refund_delivery_still_hung_when_the_case_escalates_holds_its_record_open(
+    local_aws: LocalAws,
+) -> None:
+    """Campaign seed 1, case 8883 (the 10,000-case run at c60fb1f), shrunk: the refund's first
+    delivery hangs past its task's timeout at its outcome write (the overlap nemesis's `hang`),
+    and no reconcile tool invoke succeeds. The case escalates RECONCILIATION_FAILED at refund
+    while that delivery still holds the refund's record IN_PROGRESS, the refund made: an
+    unconfirmed effect under a live delivery, which the person is told to check. The oracle
+    allowed that for lost answers only; `overlap:<step>:hang` now names this fault too."""
+    plan = CasePlan(
+        seed=1,
+        index=8883,
+        case=_case("case-hung-refund-open", {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": 4,
+            },
+            {"kind": "overlap", "how": "hang", "step": "refund", "at": "outcome"},
+        ],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    closed = run.snapshots[0]
+    escalation = (closed.executions[run.owner_arn or ""]["output"] or {})["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("RECONCILIATION_FAILED", "refund")
+    assert len(closed.refunds) == 1 and closed.shipments == []
+    # IN_PROGRESS while the delivery waits (its 15 s hold outlasts the reconcile retries); on
+    # a machine too slow for that, it has recorded the refund (cases 7445, 7500) by the close
+    assert closed.ledger["refund"]["status"] in ("IN_PROGRESS", "COMPLETED")
+    assert check_case(run, budget=8).violations == []
+    run.plan.nemeses = [n for n in run.plan.nemeses if n["kind"] != "overlap"]
+    assert check_case(run, budget=8).violations != []
