@@ -250,6 +250,33 @@ def test_a_blocked_release_whose_failed_record_expired_released_nothing(
     assert check_case(run, budget=8).violations == []
 
 
+def _unreconciled_refund(
+    index: int,
+    case_id: str,
+    error: str,
+    overlap: dict[str, str],
+    operator: dict[str, Any] | None = None,
+) -> CasePlan:
+    """Seed 1's 10,000-case findings, shrunk: the overlap nemesis on the refund while every
+    invoke of the reconcile tool fails with `error`, so ReconcileStep gives up."""
+    return CasePlan(
+        seed=1,
+        index=index,
+        case=_case(case_id, {}),
+        nemeses=[
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": error,
+                "skip": 0,
+                "count": 4,
+            },
+            {"kind": "overlap", "step": "refund", **overlap},
+        ],
+        operator=operator,
+    )
+
+
 def test_a_lost_refund_answer_that_reconciliation_cannot_look_up_stays_open_and_escalates(
     local_aws: LocalAws,
 ) -> None:
@@ -262,20 +289,11 @@ def test_a_lost_refund_answer_that_reconciliation_cannot_look_up_stays_open_and_
     sandbox's lost answers, not the overlap's; `overlap:<step>:stale` now names it. (The case
     closes while that delivery still runs, as on AWS after a task timeout: its record is still
     IN_PROGRESS under it, and its UNKNOWN write lands afterwards.)"""
-    plan = CasePlan(
-        seed=1,
-        index=153,
-        case=_case("case-stale-refund-unreconciled", {}),
-        nemeses=[
-            {
-                "kind": "invoke_error",
-                "tool": "ReconcileAction",
-                "error": "Lambda.ServiceException",
-                "skip": 0,
-                "count": 4,
-            },
-            {"kind": "overlap", "how": "stale", "step": "refund", "at": "outcome"},
-        ],
+    plan = _unreconciled_refund(
+        153,
+        "case-stale-refund-unreconciled",
+        "Lambda.ServiceException",
+        {"how": "stale", "at": "outcome"},
     )
     run = CaseRunner(Observer(local_aws)).run(plan)
 
@@ -300,20 +318,11 @@ def test_a_delivery_that_writes_its_outcome_after_the_settlement_leaves_the_deci
     index, with no retention; the redrive is refused (the execution succeeded). The oracle read
     the status change as the settlement not holding; `outcome-after-settlement` now names the
     fault."""
-    plan = CasePlan(
-        seed=1,
-        index=6475,
-        case=_case("case-outcome-after-settlement", {}),
-        nemeses=[
-            {
-                "kind": "invoke_error",
-                "tool": "ReconcileAction",
-                "error": "Lambda.TooManyRequestsException",
-                "skip": 0,
-                "count": 4,
-            },
-            {"kind": "overlap", "how": "stale", "step": "refund", "at": "outcome"},
-        ],
+    plan = _unreconciled_refund(
+        6475,
+        "case-outcome-after-settlement",
+        "Lambda.TooManyRequestsException",
+        {"how": "stale", "at": "outcome"},
         operator={"at": "end", "steps": ["resolve", "redrive:plain"], "jump_days": 31},
     )
     run = CaseRunner(Observer(local_aws)).run(plan)
@@ -346,26 +355,11 @@ def test_a_hung_refund_delivery_that_completes_after_reconciliation_gave_up_is_n
     records it COMPLETED. The escalation was honest when it was decided and the ledger is now
     right; the oracle allowed that only for a reconcile tool whose answer was lost after it
     recorded the effect. `overlap:<step>:hang` now names this fault too."""
-    plan = CasePlan(
-        seed=1,
-        index=7445,
-        case=_case("case-hung-refund-unreported", {}),
-        nemeses=[
-            {
-                "kind": "invoke_error",
-                "tool": "ReconcileAction",
-                "error": "Lambda.TooManyRequestsException",
-                "skip": 0,
-                "count": 4,
-            },
-            {
-                "kind": "overlap",
-                "how": "hang",
-                "step": "refund",
-                "at": "outcome",
-                "until": "b-done",
-            },
-        ],
+    plan = _unreconciled_refund(
+        7445,
+        "case-hung-refund-unreported",
+        "Lambda.TooManyRequestsException",
+        {"how": "hang", "at": "outcome", "until": "b-done"},
     )
     run = CaseRunner(Observer(local_aws)).run(plan)
 
@@ -391,20 +385,11 @@ def test_a_refund_delivery_still_hung_when_the_case_escalates_holds_its_record_o
     while that delivery still holds the refund's record IN_PROGRESS, the refund made: an
     unconfirmed effect under a live delivery, which the person is told to check. The oracle
     allowed that for lost answers only; `overlap:<step>:hang` now names this fault too."""
-    plan = CasePlan(
-        seed=1,
-        index=8883,
-        case=_case("case-hung-refund-open", {}),
-        nemeses=[
-            {
-                "kind": "invoke_error",
-                "tool": "ReconcileAction",
-                "error": "Lambda.TooManyRequestsException",
-                "skip": 0,
-                "count": 4,
-            },
-            {"kind": "overlap", "how": "hang", "step": "refund", "at": "outcome"},
-        ],
+    plan = _unreconciled_refund(
+        8883,
+        "case-hung-refund-open",
+        "Lambda.TooManyRequestsException",
+        {"how": "hang", "at": "outcome"},
     )
     run = CaseRunner(Observer(local_aws)).run(plan)
 
