@@ -111,6 +111,11 @@ class Observer:
             time.sleep(delay)
             delay = min(0.05, delay * 1.5)
 
+    def describe(self, arn: str) -> dict[str, Any]:
+        """DescribeExecution alone (status, error), for a decision that needs no history."""
+        description: dict[str, Any] = self.sfn.describe_execution(executionArn=arn)
+        return description
+
     def execution(self, arn: str) -> dict[str, Any]:
         """The description and what the history says: states entered, task failures, counts."""
         description = self.sfn.describe_execution(executionArn=arn)

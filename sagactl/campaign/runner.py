@@ -170,7 +170,7 @@ class CaseRunner:
         owner = run.owner_arn or arns[0]
         rounds = [*run.plan.redrives, {"jump": 0, "heal": True, "final": True}]
         for number, redrive in enumerate(rounds, start=1):
-            execution = self.observer.execution(owner)
+            execution = self.observer.describe(owner)
             if execution["status"] != "FAILED" or _is_rejection(execution):
                 return
             jump = min(float(redrive.get("jump", 0)), MAX_REDRIVE_JUMP_SECONDS)
