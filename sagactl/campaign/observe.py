@@ -4,7 +4,8 @@ Only the external contract (docs/design.md §8) and the tables' documented items
 executions (DescribeExecution, GetExecutionHistory), the ledger records of the case (a scan by
 `case_id`), the case record, the payments, shipments and reservations of the case, the stock
 of a SKU, and the escalation queue (drained: the campaign is its only consumer). The campaign's
-requests carry a user agent that the DynamoDB nemesis leaves alone.
+requests carry a user agent that the DynamoDB nemesis leaves alone. Only when to look is read
+in the server's process: whether an execution has closed (`Observer.wait`).
 """
 
 from __future__ import annotations
@@ -95,14 +96,25 @@ class Observer:
         return response
 
     def wait(self, arn: str, *, timeout_seconds: float = 300.0) -> dict[str, Any]:
+        """DescribeExecution once the execution has closed (or the time ran out). Between the
+        looks (after 10 ms, growing to every 50 ms) whether it has closed is read in the
+        server's process: a look costs no request (as DescribeExecution polls, they were a
+        quarter of a case's requests), and the execution is seen closed at the same moments."""
         deadline = time.monotonic() + timeout_seconds
         delay = 0.01
         while True:
-            description: dict[str, Any] = self.sfn.describe_execution(executionArn=arn)
-            if description["status"] in TERMINAL_STATUSES or time.monotonic() > deadline:
-                return description
+            status = self.local.execution_status(arn)  # None: unknown here, ask the API
+            if status in (None, *TERMINAL_STATUSES) or time.monotonic() > deadline:
+                description: dict[str, Any] = self.sfn.describe_execution(executionArn=arn)
+                if description["status"] in TERMINAL_STATUSES or time.monotonic() > deadline:
+                    return description
             time.sleep(delay)
             delay = min(0.05, delay * 1.5)
+
+    def describe(self, arn: str) -> dict[str, Any]:
+        """DescribeExecution alone (status, error), for a decision that needs no history."""
+        description: dict[str, Any] = self.sfn.describe_execution(executionArn=arn)
+        return description
 
     def execution(self, arn: str) -> dict[str, Any]:
         """The description and what the history says: states entered, task failures, counts."""

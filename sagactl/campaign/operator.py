@@ -35,6 +35,7 @@ from sagactl.campaign.paths import FORWARD_STATES, RELEASE_STATE
 from sagactl.errors import SagactlError
 
 if TYPE_CHECKING:
+    from sagactl.campaign.observe import Observer
     from sagactl.campaign.runner import CaseRun, CaseRunner
 
 STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late")
@@ -46,11 +47,12 @@ LATE_STATES = (*FORWARD_STATES.values(), RELEASE_STATE)
 DECISION = "campaign: settled by hand"
 
 
-def _target(runner: CaseRunner) -> Any:
-    """sagactl's target for this local AWS, its DynamoDB requests exempt from the nemeses."""
+def operator_target(observer: Observer) -> Any:
+    """sagactl's target for this local AWS, its DynamoDB requests exempt from the nemeses (one
+    per account: CaseRunner.operator_target)."""
     from sagactl.target import local_target_from_outputs
 
-    target = local_target_from_outputs(runner.observer.outputs)
+    target = local_target_from_outputs(observer.outputs)
     config = Config(
         retries={"mode": "standard", "max_attempts": 3}, user_agent_extra=OBSERVER_AGENT
     )
@@ -66,7 +68,7 @@ class Operator:
     def __init__(self, runner: CaseRunner, budget: int) -> None:
         self.runner = runner
         self.budget = budget
-        self.target = _target(runner)
+        self.target = runner.operator_target
 
     def act(self, run: CaseRun, arns: list[str]) -> None:
         operator = run.plan.operator or {}

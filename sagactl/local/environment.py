@@ -177,6 +177,21 @@ class LocalAws:
         )
         return str(response["executionArn"])
 
+    def execution_status(self, execution_arn: str) -> str | None:
+        """The execution's status read in this process (the server's own): no request, so a
+        waiter can look often and ask DescribeExecution once it has closed. None for an
+        execution this process's server does not know."""
+        from moto.stepfunctions.responses import get_backend
+
+        parts = execution_arn.split(":")
+        if len(parts) < 8:
+            return None
+        try:
+            execution = get_backend(parts[4], parts[3]).describe_execution(execution_arn)
+        except Exception:  # not known here: the caller asks the API
+            return None
+        return str(execution.status)
+
     def wait_for_execution(
         self, execution_arn: str, *, timeout_seconds: float = 120.0, poll_seconds: float = 0.05
     ) -> dict[str, Any]:
