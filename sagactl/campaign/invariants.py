@@ -15,7 +15,9 @@ Per snapshot here (docs/design.md §3-§5, §8):
 - the SKU's stock moved by the case's own reservation only (taken while HELD, back once
   RELEASED);
 - effects carry exactly the approved parameters (amount, currency, address text, SKU, quantity);
-- attempts and re-attempt rounds never exceed the stack's AttemptBudget.
+- attempts and re-attempt rounds never exceed the stack's AttemptBudget; another request's
+  record under the case's key, a resubmission with other parameters, and an action past its
+  budget: sagactl/campaign/key_checks.py.
 Per execution and per outcome: sagactl/campaign/outcomes.py and escalated.py; a person's work
 (resolutions, redrive attempts, sweeps, time): sagactl/campaign/operator_checks.py.
 Per account: stock conserved (initial - held reservations = available, never negative), every
@@ -29,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sagactl.campaign.checks import Checks, fields_of
+from sagactl.campaign.key_checks import KeyChecker
 from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.operator_checks import OperatorChecker
 from sagactl.campaign.outcomes import OutcomeChecker
@@ -262,6 +265,7 @@ class CaseChecker:
         self.outcomes.same_name()
         self.outcomes.oracle()
         self._leases()
+        KeyChecker(self.run, self.budget, self.checks).all()
         OperatorChecker(self.run, self.checks, self.outcomes.allowed).all()
 
     def _leases(self) -> None:

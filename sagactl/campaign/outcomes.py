@@ -272,7 +272,18 @@ class OutcomeChecker:
         )
         if final:
             ledger = snap.ledger.get(operation or "") or {}
-            if not (int(ledger.get("attempts", 0)) >= self.budget or error == "BudgetExhausted"):
+            spent = int(ledger.get("attempts", 0)) >= self.budget
+            if operation in FORWARD:
+                # The last redrive's delivery, nothing failing any more, meets the spent budget:
+                # BudgetExhausted, caught to ReconcileStep, which escalates (§3.2, §4).
+                self.checks.check(
+                    "budget_spent_escalates",
+                    not spent,
+                    f"{label}: still FAILED after the cause was removed and a redrive, with "
+                    f"{operation}'s budget spent ({ledger.get('attempts')}/{self.budget}): its "
+                    "BudgetExhausted must have escalated",
+                )
+            if not (spent or error == "BudgetExhausted"):
                 self.allowed(
                     "redrive_finishes",
                     "still-failed-after-final-redrive",

@@ -6,8 +6,9 @@ A shape replaces a case's random faults (or adds a nemesis) so that the fixed-se
 every terminal outcome a few times (issue 24): a stuck compensation, a reconciliation that
 cannot run, a refused refund, a key used before with other parameters (REJECTED_AFTER_EFFECTS,
 or a blocked release), stock contention at the reservation (a conflict that must be retried,
-never reported as OUT_OF_STOCK), and an execution redriven past the ledger's retention (a fresh
-claim after a record expired).
+never reported as OUT_OF_STOCK), an execution redriven past the ledger's retention (a fresh
+claim after a record expired), and a step whose every delivery fails before committing until
+its lifetime attempt budget is spent (the next redrive must not dispatch).
 """
 
 from __future__ import annotations
@@ -72,6 +73,27 @@ def _old_execution(faults: dict[str, list[str]]) -> Shaped:
     return Shaped([lost], [*rounds, {"jump": 6 * _DAY, "heal": False}])
 
 
+# The stack's lifetime attempt budget (cdk.json `ledger.attempt_budget`, the AttemptBudget
+# output) and the Retry policy's deliveries per run of a step that fails before committing
+# (`retry.tool`: MaxAttempts 3, so 4 deliveries).
+ATTEMPT_BUDGET = 8
+_DELIVERIES_PER_RUN = 4
+
+
+def _budget_spent(rng: random.Random, faults: dict[str, list[str]]) -> Shaped:
+    """The refund or the shipment fails before committing on every delivery of the first run
+    and of one redrive: each delivery gives its lease back (§3.4), and the two runs spend the
+    lifetime attempt budget (§3.2). The runner's last round removes the cause and redrives: its
+    delivery finds the budget spent, so it must not dispatch (one lookup, nothing found:
+    BudgetExhausted, and ReconcileStep escalates, §4). (The reservation is one transaction with
+    its record: a failure before it commits leaves no record, so it spends no attempt.)"""
+    faults.clear()
+    downstream = rng.choice(("refund", "shipment"))
+    faults[downstream] = ["fail_before_commit"] * ATTEMPT_BUDGET
+    rounds = ATTEMPT_BUDGET // _DELIVERIES_PER_RUN - 1
+    return Shaped(redrives=[{"jump": 60, "heal": False}] * rounds)
+
+
 def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
     """Sometimes replace the random faults by a shape that reaches a rarer outcome."""
     roll = rng.random()
@@ -93,6 +115,8 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return Shaped([_stock_contention(rng, sku)])
     elif roll < 0.20:
         return _old_execution(faults)
+    elif roll < 0.215:
+        return _budget_spent(rng, faults)
     return Shaped()
 
 

@@ -3,11 +3,13 @@ reaches the state it is drawn for, and the case stays honest there."""
 
 from __future__ import annotations
 
+import random
+
 from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRunner
-from sagactl.campaign.shapes import _old_execution
+from sagactl.campaign.shapes import ATTEMPT_BUDGET, _budget_spent, _old_execution
 from sagactl.local.environment import LocalAws
 from tests.campaign.test_campaign_findings import _case
 
@@ -54,3 +56,36 @@ def test_a_refund_delivered_again_past_the_retention_is_looked_up_not_sent_again
         "SUCCEEDED",
         "COMPLETED",
     )
+
+
+def test_a_refund_whose_budget_is_spent_is_escalated_without_another_dispatch(
+    local_aws: LocalAws,
+) -> None:
+    """Every delivery of the refund fails before committing through the first run and one
+    redrive: eight attempts, each giving its lease back, spend the lifetime budget. The last
+    redrive, the cause removed, must not dispatch a ninth (§3.2): the lookup finds nothing,
+    BudgetExhausted is caught to ReconcileStep, and the case escalates with no refund."""
+    faults: dict[str, list[str]] = {}
+    shaped = _budget_spent(random.Random(1), faults)
+    assert list(faults) == ["refund"]  # the seed chosen for the refund
+    plan = CasePlan(
+        seed=0,
+        index=0,
+        case=_case("case-budget-spent", faults),
+        redrives=shaped.redrives or [],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert check_case(run, budget=ATTEMPT_BUDGET).violations == []
+    assert [s.label for s in run.snapshots] == ["closed", "redrive 1", "redrive 2"]
+    spent = run.snapshots[1].ledger["refund"]
+    assert (spent["status"], spent["attempts"], spent.get("owner")) == (
+        "IN_PROGRESS",
+        ATTEMPT_BUDGET,
+        None,
+    )
+    refund = run.final.ledger["refund"]
+    assert refund["attempts"] == ATTEMPT_BUDGET and "escalated_at" in refund
+    assert run.final.refunds == []
+    output = run.final.executions[run.owner_arn or ""]["output"] or {}
+    assert (output.get("outcome"), output["escalation"]["step"]) == ("ESCALATED", "refund")
