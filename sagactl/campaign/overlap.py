@@ -23,7 +23,9 @@ delayed on the network, or a process stalled just before it sends, would; then, 
 - `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
   outcome write is delayed past A's lease: it lands at the instant another delivery writes the
   action's record after the lease ran out (reconciliation settling it). The write must find the
-  record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS).
+  record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS). With
+  `until: "released"`, a write no other delivery releases waits for the person: the operator's
+  steps run while it is held, and its `release` step lets it go on (sagactl.campaign.operator).
 
 A request waits at most `HOLD_SECONDS` of real time, so a case whose B never comes still ends.
 
@@ -58,6 +60,9 @@ from sagactl.local.invokes import (
 from sagactl.local.task_timeouts import time_out_task, waiting_timeout
 
 HOLD_SECONDS = 15.0  # real time; below the function's timeout, far above what any release takes
+# A delivery held for the person (`until: released`): the case closes and the person works
+# meanwhile; still below the function's 30 s (the local runtime kills it there, in real time).
+PERSON_HOLD_SECONDS = 25.0
 STEP_STATES: Mapping[str, str] = {
     "reserve": "ReserveStock",
     "refund": "IssueRefund",
@@ -253,6 +258,13 @@ class Scenario:
             if past:
                 self.dispatched.wait(HOLD_SECONDS)
 
+    def hold_own(self, request: HandlerRequest) -> None:
+        """Disarmed, but held for the person: A's requests wait too (the SDK's retry of the
+        held write, sent after its read timeout, must not overtake the person)."""
+        invocation = request.invocation
+        if invocation is not None and invocation.request_id == self.first:
+            self._hold()
+
     def _before_own(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
         if at == "claim" and self.lease is None:
             self.lease = _lease_of(request)
@@ -348,8 +360,10 @@ class Scenario:
         self.deadline = invocation.started + function_timeout_seconds()
 
     def _hold(self) -> None:
-        """A's request waits for its release (or, said in the report, for HOLD_SECONDS)."""
-        if not self.gate.wait(HOLD_SECONDS):
+        """A's request waits for its release (or, said in the report, for HOLD_SECONDS; a
+        delivery held for the person, `until: released`, longer)."""
+        person = self.nemesis.get("until") == "released"
+        if not self.gate.wait(PERSON_HOLD_SECONDS if person else HOLD_SECONDS):
             self.fired.append(f"overlap:unreleased:{self.step}")
 
     def _lost_answer(self) -> dict[str, Any]:
@@ -441,6 +455,7 @@ def _task_of(invocation: Invocation) -> tuple[str, str]:
 # --- the hooks --------------------------------------------------------------------------------
 class _Active:
     scenarios: list[Scenario] = []
+    held: list[Scenario] = []  # disarmed while a delivery waits: released by `release_held`
     meter: OverlapMeter | None = None
 
 
@@ -448,6 +463,8 @@ class _Requests:
     def before(self, request: HandlerRequest) -> None:
         for scenario in list(_Active.scenarios):
             scenario.before(request)
+        for scenario in list(_Active.held):
+            scenario.hold_own(request)
 
     def after(self, request: HandlerRequest, status: int) -> str | None:
         for scenario in list(_Active.scenarios):
@@ -523,14 +540,31 @@ def arm(
 
 def _ended(phase: str, invocation: Invocation) -> None:
     if phase == "end":
-        for scenario in list(_Active.scenarios):
+        for scenario in [*_Active.scenarios, *_Active.held]:
             scenario.ended(invocation)
 
 
-def disarm() -> None:
+def disarm(*, keep_held: bool = False) -> None:
+    """No overlap fires any more; a delivery held now goes on (with `keep_held`, only at
+    `release_held`, or after its HOLD_SECONDS)."""
     for scenario in _Active.scenarios:
-        scenario.gate.set()
+        if keep_held and scenario.first is not None and not scenario.finished.is_set():
+            _Active.held.append(scenario)
+        else:
+            scenario.gate.set()
     _Active.scenarios = []
+    if not keep_held:
+        release_held()
+
+
+def release_held() -> bool:
+    """The deliveries `disarm(keep_held=True)` left waiting go on; wait for each to end.
+    Whether there was one."""
+    held, _Active.held = _Active.held, []
+    for scenario in held:
+        scenario.gate.set()
+        scenario.finished.wait(HOLD_SECONDS)
+    return bool(held)
 
 
 def settle() -> bool:

@@ -51,6 +51,7 @@ class Shaped:
 
     nemeses: list[dict[str, Any]] = field(default_factory=list)
     redrives: list[dict[str, Any]] | None = None
+    operator: dict[str, Any] | None = None  # the person's plan (None: the plan's own)
 
 
 def _old_execution(faults: dict[str, list[str]]) -> Shaped:
@@ -70,6 +71,29 @@ def _old_execution(faults: dict[str, list[str]]) -> Shaped:
     }
     rounds = [{"jump": 13 * _DAY, "heal": False}, {"jump": 13 * _DAY, "heal": False}]
     return Shaped([lost], [*rounds, {"jump": 6 * _DAY, "heal": False}])
+
+
+def _decided_while_held(rng: random.Random, faults: dict[str, list[str]]) -> Shaped:
+    """A delivery's answer is lost after its effect and its outcome write held (the overlap
+    nemesis's `stale` form) while no reconcile tool invoke gets through: the case escalates with
+    the action IN_PROGRESS under that delivery. A person finds it past its lease (31 days on)
+    and resolves the case; only then does the held write land: it must keep the decision, no
+    retention and not back among the open actions (§3.10)."""
+    faults.clear()
+    step = rng.choice(("refund", "ship"))
+    error = rng.choice(("Lambda.ServiceException", "Lambda.TooManyRequestsException"))
+    unreconciled = {"kind": "invoke_error", "tool": "ReconcileAction", "error": error}
+    return Shaped(
+        [
+            {**unreconciled, "skip": 0, "count": 4},
+            {"kind": "overlap", "how": "stale", "step": step, "at": "outcome", "until": "released"},
+        ],
+        operator={
+            "at": "closed",
+            "steps": ["jump", "resolve", "release", "sweep", "redrive:plain"],
+            "jump_days": 31,
+        },
+    )
 
 
 def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
@@ -93,6 +117,8 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return Shaped([_stock_contention(rng, sku)])
     elif roll < 0.20:
         return _old_execution(faults)
+    elif 0.26 <= roll < 0.29:
+        return _decided_while_held(rng, faults)
     return Shaped()
 
 
