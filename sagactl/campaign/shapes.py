@@ -6,8 +6,9 @@ A shape replaces a case's random faults (or adds a nemesis) so that the fixed-se
 every terminal outcome a few times (issue 24): a stuck compensation, a reconciliation that
 cannot run, a refused refund, a key used before with other parameters (REJECTED_AFTER_EFFECTS,
 or a blocked release), stock contention at the reservation (a conflict that must be retried,
-never reported as OUT_OF_STOCK), and an execution redriven past the ledger's retention (a fresh
-claim after a record expired).
+never reported as OUT_OF_STOCK), an execution redriven past the ledger's retention (a fresh
+claim after a record expired), and a person's decision that lands while a delivery's outcome
+write is still held (the outcome after the settlement, §3.10).
 """
 
 from __future__ import annotations

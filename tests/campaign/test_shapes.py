@@ -7,8 +7,10 @@ import random
 
 import pytest
 
+from sagactl.campaign.generator import generate
 from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
+from sagactl.campaign.orchestrate import SLICE_BLOCK_SIZE, SLICE_CASES, SLICE_SEED
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRunner
 from sagactl.campaign.shapes import _decided_while_held, _old_execution
@@ -92,3 +94,23 @@ def test_an_outcome_held_past_a_resolution_lands_beside_the_decision(
     assert not {"open_status", "expires_at"} & set(record)
     assert sweep["report"]["action_keys"] == []
     assert check_case(run, budget=8).violations == []
+
+
+def test_the_slice_draws_a_few_decisions_while_a_delivery_is_held() -> None:
+    """The fixed-seed slice (`make test`) reaches the held outcome a few times (in its first
+    half already), each case with its shape's nemeses alone: no other overlap, fault or
+    duplicate changes what it tests."""
+    half = SLICE_CASES // 2
+    plans = [generate(SLICE_SEED, i, block_size=SLICE_BLOCK_SIZE) for i in range(half)]
+    held = [p for p in plans if "release" in (p.operator or {}).get("steps", ())]
+    assert len(held) >= 3
+    for plan in held:
+        overlaps = [n for n in plan.nemeses if n["kind"] == "overlap"]
+        assert [(n["how"], n["until"]) for n in overlaps] == [("stale", "released")]
+        assert plan.operator is not None and plan.operator["steps"][:3] == [
+            "jump",
+            "resolve",
+            "release",
+        ]
+        assert plan.duplicate is None and plan.faults == {}
+        assert {n["kind"] for n in plan.nemeses} == {"overlap", "invoke_error"}
