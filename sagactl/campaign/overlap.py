@@ -225,6 +225,7 @@ class Scenario:
     dispatched: threading.Event = field(default_factory=threading.Event)
     aborting: threading.Event = field(default_factory=threading.Event)  # an abort fired
     redriven: threading.Event = field(default_factory=threading.Event)  # ... and redriven
+    landed: threading.Event = field(default_factory=threading.Event)  # A's outcome write applied
     leases: dict[str, float] = field(default_factory=dict)  # each first delivery's claim
     owners: dict[str, str] = field(default_factory=dict)  # ... and its owner
 
@@ -264,6 +265,13 @@ class Scenario:
         invocation = request.invocation
         if invocation is not None and invocation.request_id == self.first:
             self._hold()
+
+    def landed_own(self, request: HandlerRequest, status: int) -> None:
+        """A held delivery's outcome write applied (after its release)."""
+        invocation = request.invocation
+        own = invocation is not None and invocation.request_id == self.first
+        if own and status == 200 and boundary(request, self.tables, self.step) == "outcome":
+            self.landed.set()
 
     def _before_own(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
         if at == "claim" and self.lease is None:
@@ -469,6 +477,8 @@ class _Requests:
     def after(self, request: HandlerRequest, status: int) -> str | None:
         for scenario in list(_Active.scenarios):
             scenario.after(request, status)
+        for scenario in list(_Active.held):
+            scenario.landed_own(request, status)
         return None
 
 
@@ -555,15 +565,21 @@ def disarm(*, keep_held: bool = False) -> None:
     _Active.scenarios = []
     if not keep_held:
         release_held()
+        _Active.held = []
 
 
 def release_held() -> bool:
-    """The deliveries `disarm(keep_held=True)` left waiting go on; wait for each to end.
-    Whether there was one."""
-    held, _Active.held = _Active.held, []
+    """The deliveries `disarm(keep_held=True)` left waiting go on; wait for each to have
+    written its outcome (or ended). Whether there was one."""
+    held = list(_Active.held)
     for scenario in held:
         scenario.gate.set()
-        scenario.finished.wait(HOLD_SECONDS)
+    deadline = time.monotonic() + HOLD_SECONDS
+    for scenario in held:
+        while not (scenario.landed.is_set() or scenario.finished.is_set()):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
     return bool(held)
 
 

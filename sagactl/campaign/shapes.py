@@ -118,7 +118,7 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return Shaped([_stock_contention(rng, sku)])
     elif roll < 0.20:
         return _old_execution(faults)
-    elif 0.26 <= roll < 0.29:
+    elif 0.26 <= roll < 0.275:
         return _decided_while_held(rng, faults)
     return Shaped()
 
