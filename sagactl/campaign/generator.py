@@ -493,6 +493,8 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     if faults:
         case["sandbox"] = {"faults": faults}
     duplicate = _duplicate(rng, rejected=expect is not None)
+    if shaped.operator is not None:  # a person's scenario: its own nemeses only
+        nemeses, duplicate = list(shaped.nemeses), None
     return CasePlan(
         seed=seed,
         index=index,
@@ -504,5 +506,5 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         nemeses=nemeses,
         duplicate=duplicate,
         redrives=_redrives(rng) if shaped.redrives is None else shaped.redrives,
-        operator=operator(extra),
+        operator=operator(extra) if shaped.operator is None else shaped.operator,
     )

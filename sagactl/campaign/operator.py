@@ -12,7 +12,11 @@ redrive; `end`: after everything else) and what they do, in order:
 - `redrive:sagactl`: `sagactl redrive` (its plan, then RedriveExecution when it allows one);
 - `redrive:plain`: a plain RedriveExecution, as the console or the AWS CLI sends it;
 - `late`: the last delivery of each forward task and of the release arrives again, straight to
-  its function (a task Step Functions timed out whose function still ran, a stray retry).
+  its function (a task Step Functions timed out whose function still ran, a stray retry);
+- `release`: a delivery the overlap nemesis still holds goes on (sagactl.campaign.overlap); in a
+  plan with this step, the person's earlier steps run while it waits (its lease may run out
+  meanwhile: a resolution then settles its action, and its outcome lands after the decision,
+  §3.10's backstop).
 
 Each step is recorded (`run.operator`) with what the operator's tools answered, and followed by a
 snapshot; the invariants (sagactl.campaign.operator_checks) judge them. The operator acts after
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from sagactl.campaign import overlap
 from sagactl.campaign.nemeses import OBSERVER_AGENT
 from sagactl.campaign.paths import FORWARD_STATES, RELEASE_STATE
 from sagactl.errors import SagactlError
@@ -38,7 +43,7 @@ if TYPE_CHECKING:
     from sagactl.campaign.observe import Observer
     from sagactl.campaign.runner import CaseRun, CaseRunner
 
-STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late")
+STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late", "release")
 # The sweeper counts an action stuck once its lease ended more than the grace ago (cdk.json
 # monitoring.stuck_grace_seconds); a person looks a while after the close.
 SWEEP_AFTER_SECONDS = 600
@@ -88,6 +93,8 @@ class Operator:
                 event.update(self._plain_redrive(run.owner_arn or arns[0]))
             elif step == "late":
                 event["answers"] = self._late(run.owner_arn or arns[0])
+            elif step == "release":
+                event["released"] = overlap.release_held()
             event["clock"] = self.runner.local.clock.now()
             run.operator.append(event)
             self.runner.close(run, f"operator {number}: {step}", arns)

@@ -23,7 +23,9 @@ delayed on the network, or a process stalled just before it sends, would; then, 
 - `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
   outcome write is delayed past A's lease: it lands at the instant another delivery writes the
   action's record after the lease ran out (reconciliation settling it). The write must find the
-  record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS).
+  record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS). With
+  `until: "released"`, a write no other delivery releases waits for the person: the operator's
+  steps run while it is held, and its `release` step lets it go on (sagactl.campaign.operator).
 
 A request waits at most `HOLD_SECONDS` of real time, so a case whose B never comes still ends.
 
@@ -58,6 +60,9 @@ from sagactl.local.invokes import (
 from sagactl.local.task_timeouts import time_out_task, waiting_timeout
 
 HOLD_SECONDS = 15.0  # real time; below the function's timeout, far above what any release takes
+# A delivery held for the person (`until: released`): the case closes and the person works
+# meanwhile; still below the function's 30 s (the local runtime kills it there, in real time).
+PERSON_HOLD_SECONDS = 25.0
 STEP_STATES: Mapping[str, str] = {
     "reserve": "ReserveStock",
     "refund": "IssueRefund",
@@ -220,6 +225,7 @@ class Scenario:
     dispatched: threading.Event = field(default_factory=threading.Event)
     aborting: threading.Event = field(default_factory=threading.Event)  # an abort fired
     redriven: threading.Event = field(default_factory=threading.Event)  # ... and redriven
+    landed: threading.Event = field(default_factory=threading.Event)  # A's outcome write applied
     leases: dict[str, float] = field(default_factory=dict)  # each first delivery's claim
     owners: dict[str, str] = field(default_factory=dict)  # ... and its owner
 
@@ -252,6 +258,20 @@ class Scenario:
                 self.gate.set()  # B at the ledger: both go on at the same instant
             if past:
                 self.dispatched.wait(HOLD_SECONDS)
+
+    def hold_own(self, request: HandlerRequest) -> None:
+        """Disarmed, but held for the person: A's requests wait too (the SDK's retry of the
+        held write, sent after its read timeout, must not overtake the person)."""
+        invocation = request.invocation
+        if invocation is not None and invocation.request_id == self.first:
+            self._hold()
+
+    def landed_own(self, request: HandlerRequest, status: int) -> None:
+        """A held delivery's outcome write applied (after its release)."""
+        invocation = request.invocation
+        own = invocation is not None and invocation.request_id == self.first
+        if own and status == 200 and boundary(request, self.tables, self.step) == "outcome":
+            self.landed.set()
 
     def _before_own(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
         if at == "claim" and self.lease is None:
@@ -348,8 +368,10 @@ class Scenario:
         self.deadline = invocation.started + function_timeout_seconds()
 
     def _hold(self) -> None:
-        """A's request waits for its release (or, said in the report, for HOLD_SECONDS)."""
-        if not self.gate.wait(HOLD_SECONDS):
+        """A's request waits for its release (or, said in the report, for HOLD_SECONDS; a
+        delivery held for the person, `until: released`, longer)."""
+        person = self.nemesis.get("until") == "released"
+        if not self.gate.wait(PERSON_HOLD_SECONDS if person else HOLD_SECONDS):
             self.fired.append(f"overlap:unreleased:{self.step}")
 
     def _lost_answer(self) -> dict[str, Any]:
@@ -441,6 +463,7 @@ def _task_of(invocation: Invocation) -> tuple[str, str]:
 # --- the hooks --------------------------------------------------------------------------------
 class _Active:
     scenarios: list[Scenario] = []
+    held: list[Scenario] = []  # disarmed while a delivery waits: released by `release_held`
     meter: OverlapMeter | None = None
 
 
@@ -448,10 +471,14 @@ class _Requests:
     def before(self, request: HandlerRequest) -> None:
         for scenario in list(_Active.scenarios):
             scenario.before(request)
+        for scenario in list(_Active.held):
+            scenario.hold_own(request)
 
     def after(self, request: HandlerRequest, status: int) -> str | None:
         for scenario in list(_Active.scenarios):
             scenario.after(request, status)
+        for scenario in list(_Active.held):
+            scenario.landed_own(request, status)
         return None
 
 
@@ -523,14 +550,37 @@ def arm(
 
 def _ended(phase: str, invocation: Invocation) -> None:
     if phase == "end":
-        for scenario in list(_Active.scenarios):
+        for scenario in [*_Active.scenarios, *_Active.held]:
             scenario.ended(invocation)
 
 
-def disarm() -> None:
+def disarm(*, keep_held: bool = False) -> None:
+    """No overlap fires any more; a delivery held now goes on (with `keep_held`, only at
+    `release_held`, or after its HOLD_SECONDS)."""
     for scenario in _Active.scenarios:
-        scenario.gate.set()
+        if keep_held and scenario.first is not None and not scenario.finished.is_set():
+            _Active.held.append(scenario)
+        else:
+            scenario.gate.set()
     _Active.scenarios = []
+    if not keep_held:
+        release_held()
+        _Active.held = []
+
+
+def release_held() -> bool:
+    """The deliveries `disarm(keep_held=True)` left waiting go on; wait for each to have
+    written its outcome (or ended). Whether there was one."""
+    held = list(_Active.held)
+    for scenario in held:
+        scenario.gate.set()
+    deadline = time.monotonic() + HOLD_SECONDS
+    for scenario in held:
+        while not (scenario.landed.is_set() or scenario.finished.is_set()):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+    return bool(held)
 
 
 def settle() -> bool:

@@ -15,7 +15,7 @@
   most 14 days after the close) and whether the cause is removed first;
 - `operator`: a person at work (sagactl.campaign.operator): `at` (`closed`: on the first close,
   before any redrive; `end`: after everything else) and `steps` in order (`sweep`, `jump` by
-  `jump_days`, `resolve`, `redrive:sagactl`, `redrive:plain`), or None.
+  `jump_days`, `resolve`, `redrive:sagactl`, `redrive:plain`, `late`, `release`), or None.
 """
 
 from __future__ import annotations

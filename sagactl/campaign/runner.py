@@ -148,7 +148,9 @@ class CaseRunner:
         from sagactl.campaign.operator import Operator
 
         nemeses.clear()  # the person acts after the faults are over
-        overlap.disarm()  # an overlap that has not fired fires on none of the person's deliveries
+        # An overlap that has not fired fires on none of the person's deliveries; one that holds
+        # a delivery keeps it held while the person works, where the plan says so (`release`).
+        overlap.disarm(keep_held="release" in (run.plan.operator or {}).get("steps", ()))
         Operator(self, int(self.observer.outputs["AttemptBudget"])).act(run, arns)
 
     def _decide_in_flight(self, run: CaseRun, event: dict[str, Any]) -> None:

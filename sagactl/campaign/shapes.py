@@ -7,8 +7,10 @@ every terminal outcome a few times (issue 24): a stuck compensation, a reconcili
 cannot run, a refused refund, a key used before with other parameters (REJECTED_AFTER_EFFECTS,
 or a blocked release), stock contention at the reservation (a conflict that must be retried,
 never reported as OUT_OF_STOCK), an execution redriven past the ledger's retention (a fresh
-claim after a record expired), and a step whose every delivery fails before committing until
-its lifetime attempt budget is spent (the next redrive must not dispatch).
+claim after a record expired), a step whose every delivery fails before committing until its
+lifetime attempt budget is spent (the next redrive must not dispatch), and a person's decision
+that lands while a delivery's outcome write is still held (the outcome after the settlement,
+§3.10).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Shaped:
 
     nemeses: list[dict[str, Any]] = field(default_factory=list)
     redrives: list[dict[str, Any]] | None = None
+    operator: dict[str, Any] | None = None  # the person's plan (None: the plan's own)
 
 
 def _old_execution(faults: dict[str, list[str]]) -> Shaped:
@@ -94,6 +97,29 @@ def _budget_spent(rng: random.Random, faults: dict[str, list[str]]) -> Shaped:
     return Shaped(redrives=[{"jump": 60, "heal": False}] * rounds)
 
 
+def _decided_while_held(rng: random.Random, faults: dict[str, list[str]]) -> Shaped:
+    """A delivery's answer is lost after its effect and its outcome write held (the overlap
+    nemesis's `stale` form) while no reconcile tool invoke gets through: the case escalates with
+    the action IN_PROGRESS under that delivery. A person finds it past its lease (31 days on)
+    and resolves the case; only then does the held write land: it must keep the decision, no
+    retention and not back among the open actions (§3.10)."""
+    faults.clear()
+    step = rng.choice(("refund", "ship"))
+    error = rng.choice(("Lambda.ServiceException", "Lambda.TooManyRequestsException"))
+    unreconciled = {"kind": "invoke_error", "tool": "ReconcileAction", "error": error}
+    return Shaped(
+        [
+            {**unreconciled, "skip": 0, "count": 4},
+            {"kind": "overlap", "how": "stale", "step": step, "at": "outcome", "until": "released"},
+        ],
+        operator={
+            "at": "closed",
+            "steps": ["jump", "resolve", "release", "sweep", "redrive:plain"],
+            "jump_days": 31,
+        },
+    )
+
+
 def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
     """Sometimes replace the random faults by a shape that reaches a rarer outcome."""
     roll = rng.random()
@@ -117,6 +143,8 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return _old_execution(faults)
     elif roll < 0.215:
         return _budget_spent(rng, faults)
+    elif 0.26 <= roll < 0.275:
+        return _decided_while_held(rng, faults)
     return Shaped()
 
 

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from sagactl.campaign.generator import generate
 from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
+from sagactl.campaign.orchestrate import SLICE_BLOCK_SIZE, SLICE_CASES, SLICE_SEED
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRunner
-from sagactl.campaign.shapes import ATTEMPT_BUDGET, _budget_spent, _old_execution
+from sagactl.campaign.shapes import (
+    ATTEMPT_BUDGET,
+    _budget_spent,
+    _decided_while_held,
+    _old_execution,
+)
 from sagactl.local.environment import LocalAws
 from tests.campaign.test_campaign_findings import _case
 
@@ -89,3 +98,55 @@ def test_a_refund_whose_budget_is_spent_is_escalated_without_another_dispatch(
     assert run.final.refunds == []
     output = run.final.executions[run.owner_arn or ""]["output"] or {}
     assert (output.get("outcome"), output["escalation"]["step"]) == ("ESCALATED", "refund")
+
+
+@pytest.mark.parametrize("step", ["refund", "ship"])
+def test_an_outcome_held_past_a_resolution_lands_beside_the_decision(
+    local_aws: LocalAws, step: str
+) -> None:
+    """The step's answer is lost after its effect and its outcome write held (overlap `stale`),
+    no reconcile tool invoke gets through: the case escalates with the action IN_PROGRESS
+    under that delivery. A person finds it 31 days on (the lease long past, §3.10) and resolves
+    the case; only then does the held write land. It keeps the decision: no retention, not back
+    among the open actions (the sweeper lists nothing), and the case does nothing more."""
+    faults: dict[str, list[str]] = {}
+    shaped = _decided_while_held(random.Random(0), faults)
+    nemeses = [{**n, "step": step} if n["kind"] == "overlap" else n for n in shaped.nemeses]
+    plan = CasePlan(
+        seed=0,
+        index=0,
+        case=_case(f"case-held-{step}", faults),
+        nemeses=nemeses,
+        operator=shaped.operator,
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert [e["step"] for e in run.operator] == shaped.operator["steps"]  # type: ignore[index]
+    jumped, resolve, release, sweep, _ = run.operator
+    assert resolve.get("resolved"), resolve
+    before = run.snapshots[jumped["snapshot"]].ledger[step]
+    assert before["status"] == "IN_PROGRESS" and before.get("owner")  # still held
+    assert release["released"] is True
+    record = run.snapshots[release["snapshot"]].ledger[step]
+    assert record["status"] == "UNKNOWN" and record["resolution"]["by"] == "operator@campaign"
+    assert not {"open_status", "expires_at"} & set(record)
+    assert sweep["report"]["action_keys"] == []
+    assert check_case(run, budget=8).violations == []
+
+
+def test_the_slice_draws_a_few_decisions_while_a_delivery_is_held() -> None:
+    """The fixed-seed slice (`make test`) reaches the held outcome a few times, each case with
+    its shape's nemeses alone: no other overlap, fault or duplicate changes what it tests."""
+    plans = [generate(SLICE_SEED, i, block_size=SLICE_BLOCK_SIZE) for i in range(SLICE_CASES)]
+    held = [p for p in plans if "release" in (p.operator or {}).get("steps", ())]
+    assert len(held) >= 3
+    for plan in held:
+        overlaps = [n for n in plan.nemeses if n["kind"] == "overlap"]
+        assert [(n["how"], n["until"]) for n in overlaps] == [("stale", "released")]
+        assert plan.operator is not None and plan.operator["steps"][:3] == [
+            "jump",
+            "resolve",
+            "release",
+        ]
+        assert plan.duplicate is None and plan.faults == {}
+        assert {n["kind"] for n in plan.nemeses} == {"overlap", "invoke_error"}
