@@ -12,7 +12,8 @@ redrive; `end`: after everything else) and what they do, in order:
 - `redrive:sagactl`: `sagactl redrive` (its plan, then RedriveExecution when it allows one);
 - `redrive:plain`: a plain RedriveExecution, as the console or the AWS CLI sends it;
 - `late`: the last delivery of each forward task and of the release arrives again, straight to
-  its function (a task Step Functions timed out whose function still ran, a stray retry).
+  its function (a task Step Functions timed out whose function still ran, a stray retry); after
+  a resolution, the last delivery of the outcome's recording (RecordOutcome, Escalate) too.
 
 Each step is recorded (`run.operator`) with what the operator's tools answered, and followed by a
 snapshot; the invariants (sagactl.campaign.operator_checks) judge them. The operator acts after
@@ -31,7 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from sagactl.campaign.nemeses import OBSERVER_AGENT
-from sagactl.campaign.paths import FORWARD_STATES, RELEASE_STATE
+from sagactl.campaign.paths import FORWARD_STATES, OUTCOME_RECORD_STATES, RELEASE_STATE
 from sagactl.errors import SagactlError
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late")
 SWEEP_AFTER_SECONDS = 600
 RESOLVED_BY = "operator@campaign"
 LATE_STATES = (*FORWARD_STATES.values(), RELEASE_STATE)
+# Repeated on a case under way or closed, the recording rewrites its record and re-sends its
+# message (at least once, §5); repeated after a person's decision it must change nothing (§3.10).
+LATE_AFTER_RESOLUTION = (*LATE_STATES, *OUTCOME_RECORD_STATES)
 DECISION = "campaign: settled by hand"
 
 
@@ -72,6 +76,7 @@ class Operator:
 
     def act(self, run: CaseRun, arns: list[str]) -> None:
         operator = run.plan.operator or {}
+        resolved = False
         for number, step in enumerate(operator.get("steps", ()), start=1):
             event: dict[str, Any] = {"step": step, "messages_from": len(run.messages)}
             if step == "sweep":
@@ -82,12 +87,14 @@ class Operator:
                 event["seconds"] = seconds
             elif step == "resolve":
                 event.update(self.resolve(run.plan.case_id))
+                resolved = resolved or bool(event.get("resolved"))
             elif step == "redrive:sagactl":
                 event.update(self._sagactl_redrive(run.plan.case_id))
             elif step == "redrive:plain":
                 event.update(self._plain_redrive(run.owner_arn or arns[0]))
             elif step == "late":
-                event["answers"] = self._late(run.owner_arn or arns[0])
+                states = LATE_AFTER_RESOLUTION if resolved else LATE_STATES
+                event["answers"] = self._late(run.owner_arn or arns[0], states)
             event["clock"] = self.runner.local.clock.now()
             run.operator.append(event)
             self.runner.close(run, f"operator {number}: {step}", arns)
@@ -127,12 +134,12 @@ class Operator:
         self.runner.wait_all([str(answer["execution_arn"])])
         return {"redriven": answer["execution_arn"]}
 
-    def _late(self, arn: str) -> dict[str, Any]:
+    def _late(self, arn: str, states: tuple[str, ...]) -> dict[str, Any]:
         """Each late delivery's answer by state: its error type, or None (it succeeded)."""
         answers: dict[str, Any] = {}
         client = self.target.client("lambda")
         for state, parameters in self.runner.observer.last_deliveries(arn).items():
-            if state not in LATE_STATES:
+            if state not in states:
                 continue
             response = client.invoke(
                 FunctionName=parameters["FunctionName"],
