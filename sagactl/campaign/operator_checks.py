@@ -28,7 +28,7 @@ from typing import Any
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT
+from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT, held
 from sagactl.campaign.paths import COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
 from sagactl.campaign.runner import CaseRun
 
@@ -179,11 +179,15 @@ class OperatorChecker:
         Then the delivery completes: its effect and record are judged with every snapshot."""
         if event.get("skipped"):
             return
+        # The rule binds a lease live on the settling clock, read between `clock` and
+        # `clock_after`: one live until after the decision returned was live when it was read.
+        ran_out = not held(float(event["lease"]), float(event.get("clock_after", event["clock"])))
         self.checks.check(
             "settle_refuses_live_lease",
-            event.get("error") == "ActionInFlight" and not event.get("resolved"),
+            (event.get("error") == "ActionInFlight" and not event.get("resolved")) or ran_out,
             f"resolve while the {event.get('action')} delivery (held at its {event.get('at')}) "
-            f"had its lease until {event.get('lease')}, clock {event.get('clock')}, execution "
+            f"had its lease until {event.get('lease')}, clock {event.get('clock')} to "
+            f"{event.get('clock_after')}, execution "
             f"{event.get('execution_status')}: answered {event.get('error') or 'resolved'} "
             f"({event.get('message')}), settled {event.get('settled')}",
         )

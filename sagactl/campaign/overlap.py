@@ -58,6 +58,9 @@ from sagactl.local.invokes import (
 from sagactl.local.task_timeouts import time_out_task, waiting_timeout
 
 HOLD_SECONDS = 15.0  # real time; below the function's timeout, far above what any release takes
+# An abort's stop, decision and redrive always end (`finally`); on a loaded machine they may take
+# longer than a hold, and the case must not go on (a redrive round's clock jump) meanwhile.
+ABORT_SECONDS = 300.0
 STEP_STATES: Mapping[str, str] = {
     "reserve": "ReserveStock",
     "refund": "IssueRefund",
@@ -539,7 +542,7 @@ def settle() -> bool:
     waited = False
     for scenario in list(_Active.scenarios):
         if scenario.aborting.is_set():
-            scenario.redriven.wait(HOLD_SECONDS)
+            scenario.redriven.wait(ABORT_SECONDS)
             scenario.aborting.clear()
             waited = True
     return waited

@@ -1,12 +1,20 @@
-"""The operator's late deliveries after a person's decision reach the outcome's recording too."""
+"""The person's decisions in the campaign: late deliveries after a resolution reach the outcome's
+recording too; a decision during an overlap is judged on the clock it was read with."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import cast
+
+from saga.ledger.records import SETTLE_SKEW_SECONDS
+from sagactl.campaign.checks import Checks
 from sagactl.campaign.invariants import check_case
 from sagactl.campaign.observe import Observer
+from sagactl.campaign.operator_checks import OperatorChecker
+from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT
 from sagactl.campaign.paths import ESCALATE_STATE, SETTLED_ERROR
 from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRunner
+from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.local.environment import LocalAws
 from tests.campaign.test_campaign_findings import _case
 
@@ -36,3 +44,33 @@ def test_a_stray_escalation_delivery_after_the_resolution_is_refused_and_queues_
     assert after.case_record == resolved.case_record
     assert run.messages[late["messages_from"] : late["messages_to"]] == []
     assert check_case(run, budget=8).violations == []
+
+
+def _in_flight_decision(*, lease: float, clock_after: float, resolved: bool) -> list[str]:
+    event = {
+        "step": RESOLVE_IN_FLIGHT,
+        "action": "refund",
+        "at": "dispatch",
+        "execution_status": "ABORTED",
+        "lease": lease,
+        "clock": 1000.0,
+        "clock_after": clock_after,
+        **({"resolved": True, "settled": ["k"]} if resolved else {"error": "ActionInFlight"}),
+    }
+    checks = Checks()
+    run = cast(CaseRun, SimpleNamespace(operator=[event]))
+    OperatorChecker(run, checks, lambda *_: False).all()
+    return [v["invariant"] for v in checks.violations]
+
+
+def test_a_settlement_of_a_lease_live_until_after_the_decision_is_a_violation() -> None:
+    """Seed 20261 case 203 on a loaded machine: the decision was read at 1000 with the lease
+    live until 1040, and answered after the lease (and the clocks' skew) had run out. The
+    settling clock was read in between, so only a lease still live when the decision returned
+    proves the product settled a live one."""
+    live_after = 1040.0 + SETTLE_SKEW_SECONDS + 1  # the decision returned after the lease ran out
+    assert _in_flight_decision(lease=1040.0, clock_after=live_after, resolved=True) == []
+    assert _in_flight_decision(lease=1040.0, clock_after=1039.0, resolved=True) == [
+        "settle_refuses_live_lease"
+    ]
+    assert _in_flight_decision(lease=1040.0, clock_after=1039.0, resolved=False) == []
