@@ -26,6 +26,7 @@ delivery holds one of its actions (sagactl.campaign.overlap), with no snapshot o
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
@@ -94,7 +95,7 @@ class Operator:
                 event.update(self._plain_redrive(run.owner_arn or arns[0]))
             elif step == "late":
                 states = LATE_AFTER_RESOLUTION if resolved else LATE_STATES
-                event["answers"] = self._late(run.owner_arn or arns[0], states)
+                event.update(self._late(run.owner_arn or arns[0], states))
             event["clock"] = self.runner.local.clock.now()
             run.operator.append(event)
             self.runner.close(run, f"operator {number}: {step}", arns)
@@ -135,20 +136,31 @@ class Operator:
         return {"redriven": answer["execution_arn"]}
 
     def _late(self, arn: str, states: tuple[str, ...]) -> dict[str, Any]:
-        """Each late delivery's answer by state: its error type, or None (it succeeded)."""
-        answers: dict[str, Any] = {}
-        client = self.target.client("lambda")
-        for state, parameters in self.runner.observer.last_deliveries(arn).items():
-            if state not in states:
-                continue
-            response = client.invoke(
-                FunctionName=parameters["FunctionName"],
-                Payload=json.dumps(parameters["Payload"]).encode(),
-            )
-            answer = json.loads(response["Payload"].read() or b"null")
-            failed = bool(response.get("FunctionError"))
-            answers[state] = (answer.get("errorType") or "?") if failed else None
-        return answers
+        """Each late delivery's answer by state (its error type, or None: it succeeded); first,
+        each forward delivery `tampered`: again, with a refund amount nobody approved (§8: every
+        tool verifies the approval digest again, whatever sent it)."""
+        deliveries = {
+            state: parameters
+            for state, parameters in self.runner.observer.last_deliveries(arn).items()
+            if state in states
+        }
+        tampered = {
+            state: self._invoke(parameters["FunctionName"], _unapproved(parameters["Payload"]))
+            for state, parameters in deliveries.items()
+            if state in FORWARD_STATES.values()
+        }
+        answers = {
+            state: self._invoke(parameters["FunctionName"], parameters["Payload"])
+            for state, parameters in deliveries.items()
+        }
+        return {"answers": answers, "tampered": tampered}
+
+    def _invoke(self, function: str, payload: Any) -> str | None:
+        response = self.target.client("lambda").invoke(
+            FunctionName=function, Payload=json.dumps(payload).encode()
+        )
+        answer = json.loads(response["Payload"].read() or b"null")
+        return (answer.get("errorType") or "?") if response.get("FunctionError") else None
 
     def _plain_redrive(self, arn: str) -> dict[str, Any]:
         try:
@@ -158,3 +170,11 @@ class Operator:
             return {"refused": code, "message": str(exc)}
         self.runner.wait_all([arn])
         return {"redriven": arn}
+
+
+def _unapproved(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The delivery's payload with the refund's amount changed by one minor unit."""
+    changed: dict[str, Any] = json.loads(json.dumps(payload))
+    refund = changed["case"]["refund"]
+    refund["amount_minor"] += 1 if refund["amount_minor"] == 1 else -1
+    return changed

@@ -29,7 +29,7 @@ from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.observe import Snapshot
 from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT, held
-from sagactl.campaign.paths import COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
+from sagactl.campaign.paths import APPROVAL_ERROR, COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
 from sagactl.campaign.runner import CaseRun
 
 OPEN = ("IN_PROGRESS", "UNKNOWN")
@@ -268,6 +268,12 @@ class OperatorChecker:
         """A late delivery to a case that ended (or that a person resolved) is refused before
         anything is done: forward steps need the case under way, the release refuses a closed
         case (§5 item 1, §8), every tool refuses a resolved one (§3.10)."""
+        tampered = event.get("tampered") or {}
+        self.checks.check(
+            "unapproved_parameters_refused",
+            all(answer == APPROVAL_ERROR for answer in tampered.values()),
+            f"{snap.label}: deliveries with a refund amount nobody approved answered {tampered}",
+        )
         record = before.case_record or {}
         expected: dict[str, str | None]
         if record.get("resolution"):

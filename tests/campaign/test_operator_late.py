@@ -9,10 +9,10 @@ from typing import cast
 from saga.ledger.records import SETTLE_SKEW_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Observer
+from sagactl.campaign.observe import Observer, Snapshot
 from sagactl.campaign.operator_checks import OperatorChecker
 from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT
-from sagactl.campaign.paths import ESCALATE_STATE, SETTLED_ERROR
+from sagactl.campaign.paths import APPROVAL_ERROR, ESCALATE_STATE, FORWARD_STATES, SETTLED_ERROR
 from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRun, CaseRunner
 from sagactl.local.environment import LocalAws
@@ -40,6 +40,8 @@ def test_a_stray_escalation_delivery_after_the_resolution_is_refused_and_queues_
     resolve, late = run.operator
     assert resolve.get("resolved") is True, resolve
     assert late["answers"][ESCALATE_STATE] == SETTLED_ERROR, late["answers"]
+    # Each forward delivery again with an amount nobody approved: refused before anything else.
+    assert late["tampered"] == dict.fromkeys(FORWARD_STATES.values(), APPROVAL_ERROR)
     resolved, after = run.snapshots[resolve["snapshot"]], run.snapshots[late["snapshot"]]
     assert after.case_record == resolved.case_record
     assert run.messages[late["messages_from"] : late["messages_to"]] == []
@@ -74,3 +76,20 @@ def test_a_settlement_of_a_lease_live_until_after_the_decision_is_a_violation() 
         "settle_refuses_live_lease"
     ]
     assert _in_flight_decision(lease=1040.0, clock_after=1039.0, resolved=False) == []
+
+
+def test_a_delivery_with_unapproved_parameters_that_a_tool_does_not_refuse_is_a_violation() -> None:
+    """The mutant per-tool-approval (IssueRefund skips the digest check): its late delivery
+    with a changed amount meets the next check instead (here the closed case's)."""
+    before = Snapshot("closed", 1000.0, {}, {"outcome": "COMPLETED"}, [], [], [], {})
+    after = Snapshot("operator 1: late", 1000.0, {}, {"outcome": "COMPLETED"}, [], [], [], {})
+    event = {"step": "late", "snapshot": 1, "answers": {}}
+    for tampered, found in (
+        ({"IssueRefund": APPROVAL_ERROR}, []),
+        ({"IssueRefund": "AuthorizationDenied"}, ["unapproved_parameters_refused"]),
+    ):
+        checks = Checks()
+        run = cast(CaseRun, SimpleNamespace(operator=[{**event, "tampered": tampered}]))
+        run.snapshots = [before, after]
+        OperatorChecker(run, checks, lambda *_: False).all()
+        assert [v["invariant"] for v in checks.violations] == found
