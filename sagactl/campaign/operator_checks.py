@@ -54,8 +54,10 @@ def _case_open(snap: Snapshot, owner_arn: str | None) -> bool:
 
 
 def _live_lease(snap: Snapshot) -> bool:
+    """Whether a delivery may still hold an action on the settling clock (§3.10: a lease counts
+    as live until the clocks' skew after it ends)."""
     return any(
-        r.get("owner") and float(r.get("lease_expires_at", 0)) > snap.clock
+        r.get("owner") and held(float(r.get("lease_expires_at", 0)), snap.clock)
         for r in snap.ledger.values()
     )
 

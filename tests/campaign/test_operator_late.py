@@ -93,3 +93,20 @@ def test_a_delivery_with_unapproved_parameters_that_a_tool_does_not_refuse_is_a_
         run.snapshots = [before, after]
         OperatorChecker(run, checks, lambda *_: False).all()
         assert [v["invariant"] for v in checks.violations] == found
+
+
+def test_a_resolution_refused_for_a_lease_inside_the_clocks_skew_is_honest() -> None:
+    """§3.10: a lease counts as live until SETTLE_SKEW_SECONDS after it ends, so a person's
+    decision 100 s after the lease ended is refused ActionInFlight, as it should be."""
+    lease = {"status": "IN_PROGRESS", "owner": "a", "lease_expires_at": 900}
+    for ended, found in ((100, []), (SETTLE_SKEW_SECONDS + 1, ["resolve_only_open"])):
+        clock = 900.0 + ended
+        record = {"outcome": "ESCALATED"}
+        before = Snapshot("closed", clock, {"refund": lease}, record, [], [], [], {})
+        after = Snapshot("operator 1", clock, {"refund": lease}, before.case_record, [], [], [], {})
+        event = {"step": "resolve", "snapshot": 1, "error": "ActionInFlight", "message": "held"}
+        checks = Checks()
+        run = cast(CaseRun, SimpleNamespace(operator=[event], snapshots=[before, after]))
+        run.owner_arn = None
+        OperatorChecker(run, checks, lambda *_: False).all()
+        assert [v["invariant"] for v in checks.violations] == found
