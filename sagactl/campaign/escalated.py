@@ -214,6 +214,14 @@ class EscalationChecks:
         reservation = snap.reservations[0] if snap.reservations else {}
         released = reservation.get("status") == "RELEASED"
         blocked = escalation.get("compensation_blocked")
+        # §5.1: a shipment action that may have happened (its record, this case's or a foreign
+        # request's under the key, open or done) may have consumed the stock: never released.
+        ship = (snap.ledger.get("ship") or {}).get("status")
+        self.check(
+            "release_only_if_nothing_shipped",
+            not (released and ship in ("COMPLETED", "IN_PROGRESS", "UNKNOWN")),
+            f"{label}: reservation released while the shipment's record is {ship}",
+        )
         self.check(
             "compensated_or_said_so",
             (released and not blocked) or (bool(blocked) and reservation.get("status") == "HELD"),

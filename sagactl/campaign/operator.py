@@ -12,7 +12,8 @@ redrive; `end`: after everything else) and what they do, in order:
 - `redrive:sagactl`: `sagactl redrive` (its plan, then RedriveExecution when it allows one);
 - `redrive:plain`: a plain RedriveExecution, as the console or the AWS CLI sends it;
 - `late`: the last delivery of each forward task and of the release arrives again, straight to
-  its function (a task Step Functions timed out whose function still ran, a stray retry);
+  its function (a task Step Functions timed out whose function still ran, a stray retry); after
+  a resolution, the last delivery of the outcome's recording (RecordOutcome, Escalate) too;
 - `release`: a delivery the overlap nemesis still holds goes on (sagactl.campaign.overlap); in a
   plan with this step, the person's earlier steps run while it waits (its lease may run out
   meanwhile: a resolution then settles its action, and its outcome lands after the decision,
@@ -29,6 +30,7 @@ delivery holds one of its actions (sagactl.campaign.overlap), with no snapshot o
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
@@ -36,7 +38,7 @@ from botocore.exceptions import ClientError
 
 from sagactl.campaign import overlap
 from sagactl.campaign.nemeses import OBSERVER_AGENT
-from sagactl.campaign.paths import FORWARD_STATES, RELEASE_STATE
+from sagactl.campaign.paths import FORWARD_STATES, OUTCOME_RECORD_STATES, RELEASE_STATE
 from sagactl.errors import SagactlError
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late",
 SWEEP_AFTER_SECONDS = 600
 RESOLVED_BY = "operator@campaign"
 LATE_STATES = (*FORWARD_STATES.values(), RELEASE_STATE)
+# Repeated on a case under way or closed, the recording rewrites its record and re-sends its
+# message (at least once, §5); repeated after a person's decision it must change nothing (§3.10).
+LATE_AFTER_RESOLUTION = (*LATE_STATES, *OUTCOME_RECORD_STATES)
 DECISION = "campaign: settled by hand"
 
 
@@ -77,6 +82,7 @@ class Operator:
 
     def act(self, run: CaseRun, arns: list[str]) -> None:
         operator = run.plan.operator or {}
+        resolved = False
         for number, step in enumerate(operator.get("steps", ()), start=1):
             event: dict[str, Any] = {"step": step, "messages_from": len(run.messages)}
             if step == "sweep":
@@ -87,12 +93,14 @@ class Operator:
                 event["seconds"] = seconds
             elif step == "resolve":
                 event.update(self.resolve(run.plan.case_id))
+                resolved = resolved or bool(event.get("resolved"))
             elif step == "redrive:sagactl":
                 event.update(self._sagactl_redrive(run.plan.case_id))
             elif step == "redrive:plain":
                 event.update(self._plain_redrive(run.owner_arn or arns[0]))
             elif step == "late":
-                event["answers"] = self._late(run.owner_arn or arns[0])
+                states = LATE_AFTER_RESOLUTION if resolved else LATE_STATES
+                event.update(self._late(run.owner_arn or arns[0], states))
             elif step == "release":
                 event["released"] = overlap.release_held()
             event["clock"] = self.runner.local.clock.now()
@@ -134,21 +142,32 @@ class Operator:
         self.runner.wait_all([str(answer["execution_arn"])])
         return {"redriven": answer["execution_arn"]}
 
-    def _late(self, arn: str) -> dict[str, Any]:
-        """Each late delivery's answer by state: its error type, or None (it succeeded)."""
-        answers: dict[str, Any] = {}
-        client = self.target.client("lambda")
-        for state, parameters in self.runner.observer.last_deliveries(arn).items():
-            if state not in LATE_STATES:
-                continue
-            response = client.invoke(
-                FunctionName=parameters["FunctionName"],
-                Payload=json.dumps(parameters["Payload"]).encode(),
-            )
-            answer = json.loads(response["Payload"].read() or b"null")
-            failed = bool(response.get("FunctionError"))
-            answers[state] = (answer.get("errorType") or "?") if failed else None
-        return answers
+    def _late(self, arn: str, states: tuple[str, ...]) -> dict[str, Any]:
+        """Each late delivery's answer by state (its error type, or None: it succeeded); first,
+        each forward delivery `tampered`: again, with a refund amount nobody approved (§8: every
+        tool verifies the approval digest again, whatever sent it)."""
+        deliveries = {
+            state: parameters
+            for state, parameters in self.runner.observer.last_deliveries(arn).items()
+            if state in states
+        }
+        tampered = {
+            state: self._invoke(parameters["FunctionName"], _unapproved(parameters["Payload"]))
+            for state, parameters in deliveries.items()
+            if state in FORWARD_STATES.values()
+        }
+        answers = {
+            state: self._invoke(parameters["FunctionName"], parameters["Payload"])
+            for state, parameters in deliveries.items()
+        }
+        return {"answers": answers, "tampered": tampered}
+
+    def _invoke(self, function: str, payload: Any) -> str | None:
+        response = self.target.client("lambda").invoke(
+            FunctionName=function, Payload=json.dumps(payload).encode()
+        )
+        answer = json.loads(response["Payload"].read() or b"null")
+        return (answer.get("errorType") or "?") if response.get("FunctionError") else None
 
     def _plain_redrive(self, arn: str) -> dict[str, Any]:
         try:
@@ -158,3 +177,11 @@ class Operator:
             return {"refused": code, "message": str(exc)}
         self.runner.wait_all([arn])
         return {"redriven": arn}
+
+
+def _unapproved(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The delivery's payload with the refund's amount changed by one minor unit."""
+    changed: dict[str, Any] = json.loads(json.dumps(payload))
+    refund = changed["case"]["refund"]
+    refund["amount_minor"] += 1 if refund["amount_minor"] == 1 else -1
+    return changed

@@ -28,8 +28,8 @@ from typing import Any
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT
-from sagactl.campaign.paths import COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
+from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT, held
+from sagactl.campaign.paths import APPROVAL_ERROR, COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
 from sagactl.campaign.runner import CaseRun
 
 OPEN = ("IN_PROGRESS", "UNKNOWN")
@@ -54,8 +54,10 @@ def _case_open(snap: Snapshot, owner_arn: str | None) -> bool:
 
 
 def _live_lease(snap: Snapshot) -> bool:
+    """Whether a delivery may still hold an action on the settling clock (§3.10: a lease counts
+    as live until the clocks' skew after it ends)."""
     return any(
-        r.get("owner") and float(r.get("lease_expires_at", 0)) > snap.clock
+        r.get("owner") and held(float(r.get("lease_expires_at", 0)), snap.clock)
         for r in snap.ledger.values()
     )
 
@@ -179,11 +181,15 @@ class OperatorChecker:
         Then the delivery completes: its effect and record are judged with every snapshot."""
         if event.get("skipped"):
             return
+        # The rule binds a lease live on the settling clock, read between `clock` and
+        # `clock_after`: one live until after the decision returned was live when it was read.
+        ran_out = not held(float(event["lease"]), float(event.get("clock_after", event["clock"])))
         self.checks.check(
             "settle_refuses_live_lease",
-            event.get("error") == "ActionInFlight" and not event.get("resolved"),
+            (event.get("error") == "ActionInFlight" and not event.get("resolved")) or ran_out,
             f"resolve while the {event.get('action')} delivery (held at its {event.get('at')}) "
-            f"had its lease until {event.get('lease')}, clock {event.get('clock')}, execution "
+            f"had its lease until {event.get('lease')}, clock {event.get('clock')} to "
+            f"{event.get('clock_after')}, execution "
             f"{event.get('execution_status')}: answered {event.get('error') or 'resolved'} "
             f"({event.get('message')}), settled {event.get('settled')}",
         )
@@ -264,6 +270,12 @@ class OperatorChecker:
         """A late delivery to a case that ended (or that a person resolved) is refused before
         anything is done: forward steps need the case under way, the release refuses a closed
         case (§5 item 1, §8), every tool refuses a resolved one (§3.10)."""
+        tampered = event.get("tampered") or {}
+        self.checks.check(
+            "unapproved_parameters_refused",
+            all(answer == APPROVAL_ERROR for answer in tampered.values()),
+            f"{snap.label}: deliveries with a refund amount nobody approved answered {tampered}",
+        )
         record = before.case_record or {}
         expected: dict[str, str | None]
         if record.get("resolution"):

@@ -63,6 +63,9 @@ HOLD_SECONDS = 15.0  # real time; below the function's timeout, far above what a
 # A delivery held for the person (`until: released`): the case closes and the person works
 # meanwhile; still below the function's 30 s (the local runtime kills it there, in real time).
 PERSON_HOLD_SECONDS = 25.0
+# An abort's stop, decision and redrive always end (`finally`); on a loaded machine they may take
+# longer than a hold, and the case must not go on (a redrive round's clock jump) meanwhile.
+ABORT_SECONDS = 300.0
 STEP_STATES: Mapping[str, str] = {
     "reserve": "ReserveStock",
     "refund": "IssueRefund",
@@ -589,7 +592,7 @@ def settle() -> bool:
     waited = False
     for scenario in list(_Active.scenarios):
         if scenario.aborting.is_set():
-            scenario.redriven.wait(HOLD_SECONDS)
+            scenario.redriven.wait(ABORT_SECONDS)
             scenario.aborting.clear()
             waited = True
     return waited

@@ -45,6 +45,8 @@ OPERATION_OF_STATE: Mapping[str, str] = {
 }
 # The error an execution ends with when a person's decision refused it (docs/design.md §3.10).
 SETTLED_ERROR = "ActionSettled"
+# A tool's answer to parameters other than the approved ones (docs/design.md §8, §9).
+APPROVAL_ERROR = "ApprovalMismatch"
 
 # Terminal classes of one execution. REFUSED: FAILED with ActionSettled (a rerun or a late
 # delivery after a person resolved the case: nothing done). A case whose record carries a

@@ -161,6 +161,7 @@ class CaseRunner:
         if "skipped" not in event:
             budget = int(self.observer.outputs["AttemptBudget"])
             event.update(Operator(self, budget).resolve(run.plan.case_id))
+            event["clock_after"] = self.local.clock.now()  # the settling clock read in between
         run.operator.append(event)
 
     @staticmethod

@@ -162,6 +162,18 @@ def test_a_rejected_shipment_that_blocks_the_release_is_a_violation() -> None:
     assert "compensated_or_said_so" not in _violations(honest, snap, [message])
 
 
+def test_a_release_while_the_shipment_may_have_happened_is_a_violation() -> None:
+    """§5.1 (mutant release-after-uncertain-ship): a shipment record open or UNKNOWN, this
+    case's or another request's under the key (the `foreign_record` nemesis), may have consumed
+    the stock; a release then returns stock that may be in a parcel."""
+    snap, message = _shipment_rejected()
+    plan = _plan({"shipment": ["reject"]})
+    assert "release_only_if_nothing_shipped" not in _violations(plan, snap, [message])
+    for status in ("IN_PROGRESS", "UNKNOWN"):
+        snap.ledger["ship"] = _record("ship", status, request_digest="sha256:another")
+        assert "release_only_if_nothing_shipped" in _violations(plan, snap, [message])
+
+
 def test_an_escalation_message_that_hides_the_compensation_is_a_violation() -> None:
     """Planted bug 3: the message says nothing was compensated."""
     snap, message = _shipment_rejected()
