@@ -25,6 +25,15 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   action's record after the lease ran out (reconciliation settling it). The write must find the
   record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS).
 
+- `delayed` (a shape's, sagactl.campaign.shapes; at `dispatch`): A's dispatch is sent, then
+  delayed on the network past A's lease while its task times out; it lands at the instant
+  another delivery's dispatch of the same action applied (the takeover after A's lease ran out
+  looked the action up, found nothing in flight visible, and re-attempted). What is dispatched
+  must itself refuse to apply twice: for the release, the transaction's condition that the
+  reservation is HELD (§5.1), which is what lets the inventory prove absence with no window
+  (§3.6). A lease is the function's timeout plus a 10 s margin: a request that late is well
+  inside what AWS accepts (a signature is valid for 5 minutes).
+
 A request waits at most `HOLD_SECONDS` of real time, so a case whose B never comes still ends.
 
 On AWS, A can run until its function timeout (started + `functions.timeout_seconds`), whatever
@@ -70,7 +79,8 @@ EFFECT_TABLES: Mapping[str, str] = {
     "ship": "shipments",
     "release": "reservations",
 }
-HOWS = ("hang", "abort", "stale")
+HOWS = ("hang", "abort", "stale")  # plan_overlap's forms
+DELAYED = "delayed"  # a shape's form (module doc)
 RESOLVE_IN_FLIGHT = "resolve:in-flight"  # the operator's step a `resolve` abort records
 LIVE_OWNER_OVERWRITTEN = "overlap:live-owner-overwritten"  # what the nemesis saw (module doc)
 # A person's decision while the case is stopped: given the event so far, records what the
@@ -248,7 +258,8 @@ class Scenario:
         else:
             ledger = self.tables.get("ledger") in _tables_of(request.document())
             past = self.deadline is not None and LOCAL_CLOCK.now() >= self.deadline
-            if self.how != "stale" and ledger and (past or not self._waits_for_b()):
+            waits = self.how in ("stale", DELAYED)  # A goes on only after B's write
+            if not waits and ledger and (past or not self._waits_for_b()):
                 self.gate.set()  # B at the ledger: both go on at the same instant
             if past:
                 self.dispatched.wait(HOLD_SECONDS)
@@ -285,6 +296,8 @@ class Scenario:
             self.gate.set()  # B wrote the action's record: A goes on
         if self.how == "stale" and written and self._lease_ran_out():
             self.gate.set()  # another delivery wrote the record after A's lease ran out
+        if self.how == DELAYED and at == "dispatch" and status == 200:
+            self.gate.set()  # another delivery's dispatch applied: A's lands after it
 
     def _over_live_owner(self, request: HandlerRequest) -> bool:
         """Whether this (successful) write was conditional on A's record as seen IN_PROGRESS
@@ -334,8 +347,10 @@ class Scenario:
         self._first(invocation)
         if self.how == "abort":
             self.aborting.set()  # before the stop: the runner waits for the redrive
+        if self.how == DELAYED:
+            self.dispatched.set()  # sent: only the network holds it
         self.fired.append(f"overlap:{self.how}:{self.step}:{self.nemesis['at']}")
-        target = self._time_out if self.how == "hang" else self._abort_and_redrive
+        target = self._abort_and_redrive if self.how == "abort" else self._time_out
         threading.Thread(target=target, args=(invocation,), daemon=True).start()
         self._hold()
 

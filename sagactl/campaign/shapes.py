@@ -6,8 +6,9 @@ A shape replaces a case's random faults (or adds a nemesis) so that the fixed-se
 every terminal outcome a few times (issue 24): a stuck compensation, a reconciliation that
 cannot run, a refused refund, a key used before with other parameters (REJECTED_AFTER_EFFECTS,
 or a blocked release), stock contention at the reservation (a conflict that must be retried,
-never reported as OUT_OF_STOCK), and an execution redriven past the ledger's retention (a fresh
-claim after a record expired).
+never reported as OUT_OF_STOCK), an execution redriven past the ledger's retention (a fresh
+claim after a record expired), and a release's transaction that lands after the next delivery
+released the reservation (a second release of a reservation no longer HELD).
 """
 
 from __future__ import annotations
@@ -93,7 +94,19 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return Shaped([_stock_contention(rng, sku)])
     elif roll < 0.20:
         return _old_execution(faults)
+    elif 0.23 <= roll < 0.26:
+        faults.clear()
+        faults[rng.choice(("refund", "shipment"))] = ["reject"]
+        return Shaped([_delayed_release()])
     return Shaped()
+
+
+def _delayed_release() -> dict[str, Any]:
+    """A rejection, then a release whose transaction is delayed on the network past its
+    delivery's lease: the next delivery takes the release over, finds the reservation HELD and
+    releases it, and only then the first transaction lands (sagactl.campaign.overlap,
+    `delayed`). The stock must come back once (§5.1)."""
+    return {"kind": "overlap", "how": "delayed", "step": "release", "at": "dispatch"}
 
 
 def _stock_contention(rng: random.Random, sku: str) -> dict[str, Any]:
