@@ -29,7 +29,8 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   delayed on the network past A's lease while its task times out; it lands at the instant
   another delivery's dispatch of the same action applied (the takeover after A's lease ran out
   looked the action up, found nothing in flight visible, and re-attempted). What is dispatched
-  must itself refuse to apply twice: for the release, the transaction's condition that the
+  must itself refuse to apply twice (so must the SDK's repeats of A's request after its read
+  timeout, delayed as well): for the release, the transaction's condition that the
   reservation is HELD (§5.1), which is what lets the inventory prove absence with no window
   (§3.6). A lease is the function's timeout plus a 10 s margin: a request that late is well
   inside what AWS accepts (a signature is valid for 5 minutes).
@@ -271,6 +272,8 @@ class Scenario:
             self.owner = _owner_of(request)
         if at == "outcome":
             self.dispatched.set()  # past its dispatch (or it sent none)
+        if self.how == DELAYED and at == "dispatch" and not self.gate.is_set():
+            self._hold()  # the SDK's repeat, after its read timeout, is delayed as well
         if self.how == "stale" and at == "outcome" and not self.gate.is_set():
             # the write is delayed past the lease; meanwhile the task times out
             threading.Thread(target=self._time_out, args=(invocation,), daemon=True).start()
