@@ -488,7 +488,8 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         shaped = shape(extra, faults, str(raw["reserve"]["sku"]))
         nemeses += shaped.nemeses
         overlapping = plan_overlap(seed, index)  # its own random stream: the rest is unchanged
-        if overlapping is not None:
+        shaped_overlap = any(n["kind"] == "overlap" for n in shaped.nemeses)
+        if overlapping is not None and not shaped_overlap:  # one overlap a case
             nemeses.append(overlapping)
     if faults:
         case["sandbox"] = {"faults": faults}

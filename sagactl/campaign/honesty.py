@@ -87,6 +87,13 @@ STEP_STALE_ANSWER = Fault(
     "delivery's outcome write past its lease (its `stale` form)",
     overlap("stale"),
 )
+STEP_DELAYED_DISPATCH = Fault(
+    "overlap:<step>:delayed",
+    "the overlap nemesis delays the step's dispatch on the network past its delivery's lease "
+    "(its `delayed` form): it may land after that delivery recorded UNKNOWN, before any "
+    "other delivery looked it up",
+    overlap("delayed"),
+)
 STEP_HUNG_DELIVERY = Fault(
     "overlap:<step>:hang",
     "a delivery of the step hangs past its task's timeout (the overlap nemesis's `hang` form): "
@@ -208,6 +215,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
         (
             STEP_UNCERTAIN,
             STEP_STALE_ANSWER,
+            STEP_DELAYED_DISPATCH,
             STEP_HUNG_DELIVERY,
             STEP_CRASH,
             CLOCK_JUMP,

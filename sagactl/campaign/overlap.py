@@ -27,6 +27,16 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   `until: "released"`, a write no other delivery releases waits for the person: the operator's
   steps run while it is held, and its `release` step lets it go on (sagactl.campaign.operator).
 
+- `delayed` (a shape's, sagactl.campaign.shapes; at `dispatch`): A's dispatch is sent, then
+  delayed on the network past A's lease while its task times out; it lands at the instant
+  another delivery's dispatch of the same action applied (the takeover after A's lease ran out
+  looked the action up, found nothing in flight visible, and re-attempted). What is dispatched
+  must itself refuse to apply twice (so must the SDK's repeats of A's request after its read
+  timeout, delayed as well): for the release, the transaction's condition that the
+  reservation is HELD (§5.1), which is what lets the inventory prove absence with no window
+  (§3.6). A lease is the function's timeout plus a 10 s margin: a request that late is well
+  inside what AWS accepts (a signature is valid for 5 minutes).
+
 A request waits at most `HOLD_SECONDS` of real time, so a case whose B never comes still ends.
 
 On AWS, A can run until its function timeout (started + `functions.timeout_seconds`), whatever
@@ -78,7 +88,8 @@ EFFECT_TABLES: Mapping[str, str] = {
     "ship": "shipments",
     "release": "reservations",
 }
-HOWS = ("hang", "abort", "stale")
+HOWS = ("hang", "abort", "stale")  # plan_overlap's forms
+DELAYED = "delayed"  # a shape's form (module doc)
 RESOLVE_IN_FLIGHT = "resolve:in-flight"  # the operator's step a `resolve` abort records
 LIVE_OWNER_OVERWRITTEN = "overlap:live-owner-overwritten"  # what the nemesis saw (module doc)
 # A person's decision while the case is stopped: given the event so far, records what the
@@ -257,7 +268,8 @@ class Scenario:
         else:
             ledger = self.tables.get("ledger") in _tables_of(request.document())
             past = self.deadline is not None and LOCAL_CLOCK.now() >= self.deadline
-            if self.how != "stale" and ledger and (past or not self._waits_for_b()):
+            waits = self.how in ("stale", DELAYED)  # A goes on only after B's write
+            if not waits and ledger and (past or not self._waits_for_b()):
                 self.gate.set()  # B at the ledger: both go on at the same instant
             if past:
                 self.dispatched.wait(HOLD_SECONDS)
@@ -283,6 +295,8 @@ class Scenario:
             self.owner = _owner_of(request)
         if at == "outcome":
             self.dispatched.set()  # past its dispatch (or it sent none)
+        if self.how == DELAYED and at == "dispatch" and not self.gate.is_set():
+            self._hold()  # the SDK's repeat, after its read timeout, is delayed as well
         if self.how == "stale" and at == "outcome" and not self.gate.is_set():
             # the write is delayed past the lease; meanwhile the task times out
             threading.Thread(target=self._time_out, args=(invocation,), daemon=True).start()
@@ -308,6 +322,8 @@ class Scenario:
             self.gate.set()  # B wrote the action's record: A goes on
         if self.how == "stale" and written and self._lease_ran_out():
             self.gate.set()  # another delivery wrote the record after A's lease ran out
+        if self.how == DELAYED and at == "dispatch" and status == 200:
+            self.gate.set()  # another delivery's dispatch applied: A's lands after it
 
     def _over_live_owner(self, request: HandlerRequest) -> bool:
         """Whether this (successful) write was conditional on A's record as seen IN_PROGRESS
@@ -357,8 +373,10 @@ class Scenario:
         self._first(invocation)
         if self.how == "abort":
             self.aborting.set()  # before the stop: the runner waits for the redrive
+        if self.how == DELAYED:
+            self.dispatched.set()  # sent: only the network holds it
         self.fired.append(f"overlap:{self.how}:{self.step}:{self.nemesis['at']}")
-        target = self._time_out if self.how == "hang" else self._abort_and_redrive
+        target = self._abort_and_redrive if self.how == "abort" else self._time_out
         threading.Thread(target=target, args=(invocation,), daemon=True).start()
         self._hold()
 

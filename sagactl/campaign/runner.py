@@ -123,8 +123,7 @@ class CaseRunner:
             if duplicate.get("when") == "concurrent":
                 arns.append(self.observer.start(case, f"{plan.case_id}-dup")["executionArn"])
             if duplicate.get("when") == "same_name":
-                again = self.observer.start(case, plan.case_id)["executionArn"]
-                run.same_name = {"while_open": again}
+                run.same_name = self._same_name_while_open(plan)
             self.wait_all(arns)
             self.close(run, "closed", arns)
             run.owner_arn = self._owner(run, first)
@@ -208,6 +207,18 @@ class CaseRunner:
         arns.append(self.observer.start(resubmitted, f"{run.plan.case_id}-again")["executionArn"])
         self.wait_all(arns[-1:])
         self.close(run, f"resubmitted {duplicate['when']}", arns)
+
+    def _same_name_while_open(self, plan: CasePlan) -> dict[str, Any]:
+        """The same StartExecution again at once; a case rejected at ValidateCase may have
+        closed by then (a loaded machine), and Step Functions then answers as after a close."""
+        try:
+            again = self.observer.start(plan.case, plan.case_id)["executionArn"]
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code != "ExecutionAlreadyExists":
+                raise
+            return {"after_close_error": code}
+        return {"while_open": again}
 
     def _same_name_after_close(self, run: CaseRun) -> None:
         try:

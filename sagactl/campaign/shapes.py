@@ -8,9 +8,10 @@ cannot run, a refused refund, a key used before with other parameters (REJECTED_
 or a blocked release), stock contention at the reservation (a conflict that must be retried,
 never reported as OUT_OF_STOCK), an execution redriven past the ledger's retention (a fresh
 claim after a record expired), a step whose every delivery fails before committing until its
-lifetime attempt budget is spent (the next redrive must not dispatch), and a person's decision
-that lands while a delivery's outcome write is still held (the outcome after the settlement,
-§3.10).
+lifetime attempt budget is spent (the next redrive must not dispatch), a release's transaction
+that lands after the next delivery released the reservation (a second release of a reservation
+no longer HELD), and a person's decision that lands while a delivery's outcome write is still
+held (the outcome after the settlement, §3.10).
 """
 
 from __future__ import annotations
@@ -141,11 +142,28 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return Shaped([_stock_contention(rng, sku)])
     elif roll < 0.20:
         return _old_execution(faults)
-    elif roll < 0.215:
+    return _past_the_first_shapes(rng, roll, faults)
+
+
+def _past_the_first_shapes(rng: random.Random, roll: float, faults: dict[str, list[str]]) -> Shaped:
+    """The shapes drawn at 0.20 and above, each in a range of its own."""
+    if roll < 0.215:
         return _budget_spent(rng, faults)
-    elif 0.26 <= roll < 0.275:
+    if 0.23 <= roll < 0.26:
+        faults.clear()
+        faults[rng.choice(("refund", "shipment"))] = ["reject"]
+        return Shaped([_delayed_release()])
+    if 0.26 <= roll < 0.275:
         return _decided_while_held(rng, faults)
     return Shaped()
+
+
+def _delayed_release() -> dict[str, Any]:
+    """A rejection, then a release whose transaction is delayed on the network past its
+    delivery's lease: the next delivery takes the release over, finds the reservation HELD and
+    releases it, and only then the first transaction lands (sagactl.campaign.overlap,
+    `delayed`). The stock must come back once (§5.1)."""
+    return {"kind": "overlap", "how": "delayed", "step": "release", "at": "dispatch"}
 
 
 def _stock_contention(rng: random.Random, sku: str) -> dict[str, Any]:

@@ -313,3 +313,15 @@ def test_docs_invariants_prints_the_table_the_checks_ask() -> None:
     """`python -m sagactl.campaign allowances --write docs/invariants.md` prints it again."""
     text = (ROOT / "docs" / "invariants.md").read_text(encoding="utf-8")
     assert printed(text) == render()
+
+
+def test_a_release_that_landed_after_its_delivery_gave_up_is_honest_only_when_delayed() -> None:
+    """The overlap nemesis's `delayed` form holds the release's transaction on the network past
+    its delivery's lease: it may land after that delivery recorded UNKNOWN, so a released
+    reservation with an open release record is honest with that fault planned, not without."""
+    snap, message = _shipment_rejected()
+    snap.ledger["release"] = _record("release", "UNKNOWN", owner="a", first_dispatch_at=990.0)
+    delayed = {"kind": "overlap", "how": "delayed", "step": "release", "at": "dispatch"}
+    faults = {"shipment": ["reject"]}
+    assert "effect_recorded" not in _violations(_plan(faults, nemeses=[delayed]), snap, [message])
+    assert "effect_recorded" in _violations(_plan(faults), snap, [message])

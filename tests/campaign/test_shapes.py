@@ -17,10 +17,13 @@ from sagactl.campaign.shapes import (
     ATTEMPT_BUDGET,
     _budget_spent,
     _decided_while_held,
+    _delayed_release,
     _old_execution,
+    shape,
 )
 from sagactl.local.environment import LocalAws
 from tests.campaign.test_campaign_findings import _case
+from tests.campaign.test_overlap import waits_pass_on_the_clock  # noqa: F401 (a fixture)
 
 DAY = 86400
 
@@ -150,3 +153,52 @@ def test_the_slice_draws_a_few_decisions_while_a_delivery_is_held() -> None:
         ]
         assert plan.duplicate is None and plan.faults == {}
         assert {n["kind"] for n in plan.nemeses} == {"overlap", "invoke_error"}
+
+
+@pytest.mark.usefixtures("waits_pass_on_the_clock")
+def test_a_release_transaction_landing_after_the_next_delivery_released_gives_no_stock_back(
+    local_aws: LocalAws,
+) -> None:
+    """The shipment is rejected; the release's first delivery A sends its transaction, which is
+    held on the network while A's task times out. The next delivery meets A's live lease
+    (ActionPending), then, once it ran out, takes over, finds the reservation HELD (§3.5) and
+    releases it; only then A's transaction lands: its condition (the reservation HELD, §5.1)
+    refuses it, so the stock comes back once. With the condition loosened (the mutant
+    `release-held-condition`) the stock comes back twice and the oracle says so."""
+    plan = CasePlan(
+        seed=0,
+        index=0,
+        case=_case("case-delayed-release", {"shipment": ["reject"]}),
+        nemeses=[_delayed_release()],
+    )
+    run = CaseRunner(Observer(local_aws)).run(plan)
+
+    assert check_case(run, budget=8).violations == []
+    assert run.fired == ["overlap:delayed:release:dispatch"]  # B's dispatch let A's go on
+    assert run.overlaps["release"] >= 2
+    [reservation] = run.final.reservations
+    release = run.final.ledger["release"]
+    assert (reservation["status"], reservation["released_by"]) == (
+        "RELEASED",
+        release["action_key"],
+    )
+    assert (release["status"], release["attempts"]) == ("COMPLETED", 2)  # A and the takeover
+    assert run.stock_after == run.stock_before
+
+
+def test_the_slice_reaches_a_delayed_release_with_one_overlap_a_case() -> None:
+    """The shape stream alone says which cases draw the shape (cheap); those plans that are not
+    generated to be rejected carry the delayed release and no overlap of their own besides."""
+    shaped = [
+        index
+        for index in range(SLICE_CASES)
+        if _delayed_release()
+        in shape(random.Random(f"{SLICE_SEED}:shape:{index}"), {}, "SKU").nemeses
+    ]
+    generated = [generate(SLICE_SEED, index, block_size=SLICE_BLOCK_SIZE) for index in shaped]
+    plans = [p for p in generated if p.expect_rejection is None]  # a rejected case is not shaped
+
+    assert plans and all(
+        p.faults in ({"refund": ["reject"]}, {"shipment": ["reject"]}) for p in plans
+    )
+    assert all([n["kind"] for n in p.nemeses] == ["overlap"] for p in plans)
