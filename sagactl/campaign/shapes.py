@@ -142,7 +142,9 @@ def shape(rng: random.Random, faults: dict[str, list[str]], sku: str) -> Shaped:
         return Shaped([_stock_contention(rng, sku)])
     elif roll < 0.20:
         return _old_execution(faults)
-    return _past_the_first_shapes(rng, roll, faults)
+    else:
+        return _past_the_first_shapes(rng, roll, faults)
+    return Shaped()
 
 
 def _past_the_first_shapes(rng: random.Random, roll: float, faults: dict[str, list[str]]) -> Shaped:

@@ -202,3 +202,35 @@ def test_the_slice_reaches_a_delayed_release_with_one_overlap_a_case() -> None:
         p.faults in ({"refund": ["reject"]}, {"shipment": ["reject"]}) for p in plans
     )
     assert all([n["kind"] for n in p.nemeses] == ["overlap"] for p in plans)
+
+
+class _Roll(random.Random):
+    """A stream whose first draw (the shape's roll) is `roll`; the rest as seed 0 draws them."""
+
+    def __init__(self, roll: float) -> None:
+        super().__init__(0)
+        self.roll: float | None = roll
+
+    def random(self) -> float:
+        roll, self.roll = self.roll, None
+        return super().random() if roll is None else roll
+
+
+def test_each_roll_range_draws_its_own_shape_and_only_it() -> None:
+    """A shape's range gives that shape alone: a refused refund and a stuck compensation keep
+    their rejection (a merge once let them fall through to the budget shape, and the slice lost
+    its REFUND_REJECTED cases)."""
+
+    def drawn(roll: float) -> dict[str, list[str]]:
+        faults: dict[str, list[str]] = {"reserve": ["timeout"]}
+        shape(_Roll(roll), faults, "CMP-A")
+        return faults
+
+    assert drawn(0.08) == {"refund": ["reject"]}
+    stuck = drawn(0.02)
+    assert stuck.get("refund", stuck.get("shipment")) == ["reject"] and "release" in stuck
+    assert drawn(0.21) in (
+        {"refund": ["fail_before_commit"] * ATTEMPT_BUDGET},
+        {"shipment": ["fail_before_commit"] * ATTEMPT_BUDGET},
+    )
+    assert drawn(0.22) == {"reserve": ["timeout"]}  # no shape: the plan's own faults
