@@ -82,7 +82,8 @@ SHARDS ?= 3
 REPORT ?= .campaign/seed-$(SEED)-n$(N)/campaign.md
 campaign: venv
 	$(BIN)/python -m sagactl.campaign run --seed $(SEED) --cases $(N) --shards $(SHARDS) \
-		--report $(REPORT) --command "make campaign N=$(N) SEED=$(SEED) SHARDS=$(SHARDS)"
+		--report $(REPORT) --command "make campaign N=$(N) SEED=$(SEED) SHARDS=$(SHARDS)$(if \
+		$(filter command line,$(origin REPORT)), REPORT=$(REPORT))"
 
 # One case of a campaign again, alone in a fresh local account: make campaign-replay SEED=1 CASE=42
 campaign-replay: venv

@@ -575,6 +575,14 @@ MUTANTS: tuple[Mutant, ...] = (
         tests=("tests/infra/test_template.py",),
     ),
     Mutant(
+        "failed-execution-statuses",
+        "every execution that ends FAILED, TIMED_OUT or ABORTED tells a person (§4)",
+        "stacks/constructs/escalation.py",
+        'NOT_SUCCEEDED_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")',
+        'NOT_SUCCEEDED_STATUSES = ("TIMED_OUT", "ABORTED")',
+        tests=("tests/infra/test_template.py", "tests/e2e/test_local_rules.py"),
+    ),
+    Mutant(
         "escalation-message-effects",
         "the escalation message names the confirmed effects (§5)",
         "lambdas/saga/tools/outcome.py",

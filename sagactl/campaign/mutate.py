@@ -9,7 +9,8 @@ against it; the mutant is applied for each of its runs only (refused unless its 
 exactly once) and its file restored after, so a baseline run in between sees no mutant. The
 table has a column for each: the campaign is meant to be an independent oracle, so what the
 slice alone kills is measured for every mutant. A mutant is killed when either fails; every one
-must be.
+must be. The slice kills only by a violation of a named invariant, which its cell names: a crash
+or a timeout of the slice is no measurement.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
-from sagactl.campaign.orchestrate import shard_environment, slice_command
+from sagactl.campaign.orchestrate import load_results, shard_environment, slice_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
@@ -175,8 +176,8 @@ class Baseline:
         verb = ("fails", "passes") if not tests else ("fail", "pass")
         log = self.tree.parent / f"baseline.{'suite' if not tests else 'tests'}.log"
         command = [python_of(self.tree), *(SUITE if not tests else [*PYTEST, *tests])]
-        failed, seconds = _run(command, self.tree, SUITE_TIMEOUT_SECONDS, log)
-        if failed:
+        code, seconds = _run(command, self.tree, SUITE_TIMEOUT_SECONDS, log)
+        if code != 0:
             raise BaselineFails(f"{name} {verb[0]} without any mutant (see {log})")
         print(f"mutate: {name} {verb[1]} without a mutant ({round(seconds)} s)", flush=True)
         self.checked.add(tests)
@@ -207,8 +208,11 @@ def check_imports(tree: Path) -> None:
         raise SystemExit(f"mutate: the scratch copy is not what is imported: {out}")
 
 
-def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[bool, float]:
-    """(failed, seconds)."""
+TIMED_OUT = -1
+
+
+def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[int, float]:
+    """(exit status, or TIMED_OUT; seconds)."""
     started = time.monotonic()
     with log.open("w", encoding="utf-8") as sink:
         try:
@@ -220,11 +224,48 @@ def _run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[boo
                 stderr=subprocess.STDOUT,
                 timeout=timeout,
             )
-            failed = completed.returncode != 0
+            code = completed.returncode
         except subprocess.TimeoutExpired:
-            failed = True
+            code = TIMED_OUT
             sink.write(f"\nmutate: timed out after {timeout}s\n")
-    return failed, time.monotonic() - started
+    return code, time.monotonic() - started
+
+
+# A case the harness could not run to its end: the slice saw something, but no invariant
+# named it, so it is no kill.
+NOT_AN_INVARIANT = "case_ran"
+
+
+def first_violation(directory: Path) -> dict[str, Any] | None:
+    """The slice's first violation of a named invariant in its shards' results (the lowest
+    case; an account-wide check's after every case), or None."""
+    found: list[tuple[float, dict[str, Any]]] = []
+    for block in load_results(directory):
+        for case in block["cases"]:
+            found += [
+                (case["index"], {"invariant": v["invariant"], "case": case["index"]})
+                for v in case["violations"]
+                if v["invariant"] != NOT_AN_INVARIANT
+            ]
+        found += [
+            (float("inf"), {"invariant": v["invariant"], "block": block["block"]})
+            for v in block["violations"]
+        ]
+    return min(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def slice_verdict(code: int, directory: Path, seconds: float) -> dict[str, Any]:
+    """The slice kills a mutant only by reporting a violation of a named invariant (exit 3,
+    the violation in its results, named in the cell). A crash, a timeout or a case that could
+    not run is no kill and no survival: the cell says what happened instead."""
+    verdict: dict[str, Any] = {"seconds": round(seconds)}
+    if code == 0:
+        return {"killed": False, **verdict}
+    found = first_violation(directory) if code == 3 else None
+    if found is not None:
+        return {"killed": True, **found, **verdict}
+    error = {TIMED_OUT: "timed out", 3: "only cases that could not run"}.get(code, f"exit {code}")
+    return {"killed": False, "error": error, **verdict}
 
 
 PARTS = ("suite", "campaign")
@@ -276,13 +317,13 @@ def _suite(
     seconds = 0.0
     if mutant.tests:
         with _applied(mutant, tree, original):
-            failed, seconds = _run(
+            code, seconds = _run(
                 [python_of(tree), *PYTEST, *mutant.tests],
                 tree,
                 SUITE_TIMEOUT_SECONDS,
                 logs / f"{mutant.name}.tests.log",
             )
-        if failed:
+        if code != 0:
             return {
                 "killed": True,
                 "seconds": round(seconds),
@@ -291,13 +332,13 @@ def _suite(
             }
     baseline.require()  # on the copy without the mutant
     with _applied(mutant, tree, original):
-        failed, more = _run(
+        code, more = _run(
             [python_of(tree), *SUITE],
             tree,
             SUITE_TIMEOUT_SECONDS,
             logs / f"{mutant.name}.suite.log",
         )
-    return {"killed": failed, "seconds": round(seconds + more)}
+    return {"killed": code != 0, "seconds": round(seconds + more)}
 
 
 def run_mutant(
@@ -319,10 +360,10 @@ def run_mutant(
         shutil.rmtree(directory, ignore_errors=True)
         command = [python_of(tree), *slice_command(directory, fail_fast=True)]
         with _applied(mutant, tree, original):
-            failed, seconds = _run(
+            code, seconds = _run(
                 command, tree, CAMPAIGN_TIMEOUT_SECONDS, logs / f"{mutant.name}.campaign.log"
             )
-        result["campaign"] = {"killed": failed, "seconds": round(seconds)}
+        result["campaign"] = slice_verdict(code, directory, seconds)
     result["killed"] = any(result.get(k, {}).get("killed") for k in ("suite", "campaign"))
     return result
 
@@ -334,6 +375,11 @@ def _cell(result: dict[str, Any], key: str) -> str:
     by = f", by its tests: {', '.join(part['tests'])}" if part.get("by") else ""
     commit = part.get("commit") or result.get("commit")
     at = f", at {commit}" if commit else ""
+    if part.get("invariant"):
+        where = f"case {part['case']}" if "case" in part else f"block {part.get('block')}"
+        by = f", by `{part['invariant']}` in {where}"
+    if part.get("error"):
+        return f"not measured: {part['error']} ({part['seconds']} s{at})"
     return ("killed" if part["killed"] else "survived") + f" ({part['seconds']} s{by}{at})"
 
 
@@ -364,13 +410,19 @@ def summary(results: list[dict[str, Any]]) -> str:
     against_suite = [r for r in results if "suite" in r]
     against_slice = [r for r in behavioural if "campaign" in r]
     by_slice = [r for r in against_slice if killed(r, "campaign")]
+    unmeasured = sum(bool(r["campaign"].get("error")) for r in against_slice)
     share = 100 * len(by_slice) / len(against_slice) if against_slice else 0.0
     return (
         f"{len(results)} mutants: {sum(killed(r, 'suite') for r in results)} of the "
         f"{len(against_suite)} run against the suite killed by it, "
         f"{sum(r['killed'] for r in results)} killed in all; of the {len(behavioural)} "
         f"behavioural ones, {len(against_slice)} run against the campaign slice alone, "
-        f"{len(by_slice)} ({share:.0f}%) of them killed by it."
+        f"{len(by_slice)} ({share:.0f}%) of them killed by it"
+        + (
+            f" ({unmeasured} not measured: a crash or a timeout, counted as not killed)."
+            if unmeasured
+            else "."
+        )
     )
 
 
@@ -394,7 +446,9 @@ def _write_table(path: str, table: str) -> None:
         "applied alone to a scratch copy; the suite is `pytest -x` over every test but the "
         "campaign slice (the tests written for the mutant's rule first, the rest only if they "
         "pass), the campaign slice is the fixed-seed slice "
-        "`make test` runs (stopped at the first violation). A mutant *outside the slice* breaks a "
+        "`make test` runs (stopped at the first violation; a slice kill names the invariant "
+        "and the case that reported it, a crash or a timeout is *not measured*). "
+        "A mutant *outside the slice* breaks a "
         "rule no case's execution can show (an agent's or an approver's tool, a configuration "
         "the campaign's stack lacks): it counts for the suite only. Each cell says at which "
         "commit it was measured; the results are in docs/mutants.json, so a run of some "

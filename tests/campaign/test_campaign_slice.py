@@ -68,8 +68,9 @@ def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None
     assert outcomes["RESOLVED"] >= FEW, outcomes
     steps = Counter(e["step"] for case in cases for e in case["operator"])
     assert all(steps[step] >= FEW for step in OPERATOR_STEPS), steps
-    refused = [e for case in cases for e in case["operator"] if e.get("refused")]
-    assert refused  # reruns of resolved cases were attempted and refused
+    # Reruns of resolved cases attempted and refused (REFUSED), each way a few times.
+    refused = Counter(e["step"] for case in cases for e in case["operator"] if e.get("refused"))
+    assert refused["redrive:sagactl"] >= FEW and refused["redrive:plain"] >= FEW, refused
     fired = {":".join(f.split(":")[:1]) for case in cases for f in case["fired"]}
     assert {"crash", "dynamodb", "jump", "overlap"} <= fired
     assert sum(case["redrives"] for case in cases) > 0

@@ -335,6 +335,16 @@ def test_every_curated_mutant_applies_exactly_once(tmp_path: Path) -> None:
         assert mutant.new != mutant.old
 
 
+def test_the_committed_mutant_table_has_a_row_for_every_curated_mutant_and_both_columns() -> None:
+    """docs/mutants.md is the evidence the issue asks for: a mutant added to the catalogue
+    without being measured, or a row left for one that no longer exists, fails here."""
+    results = json.loads((ROOT / "docs" / "mutants.json").read_text(encoding="utf-8"))
+    assert [r["name"] for r in results] == [m.name for m in MUTANTS]
+    assert [r["name"] for r in results if "suite" not in r] == []
+    behavioural = [r for r in results if not r.get("outside_slice")]
+    assert [r["name"] for r in behavioural if "campaign" not in r] == []
+
+
 def test_a_mutant_whose_text_moved_is_refused(tmp_path: Path) -> None:
     (tmp_path / "f.py").write_text("x = 1\nx = 1\n", encoding="utf-8")
     with pytest.raises(MutantDoesNotApply, match="occurs 2 times"):
@@ -532,3 +542,50 @@ def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path
         "of the 1 behavioural ones, 0 run against the campaign slice alone, 0 (0%) of them "
         "killed by it."
     )
+
+
+def test_the_slice_kills_a_mutant_only_by_a_named_invariant(tmp_path: Path) -> None:
+    """A slice cell was "killed" for any non-zero exit, so a crash of the harness or a timeout
+    read as a catch. Now a kill is exit 3 with a violation of a named invariant in the shards'
+    results, and the cell names it; anything else is "not measured", never a kill."""
+    from sagactl.campaign import mutate
+
+    def shard(*blocks: dict[str, Any]) -> Path:
+        directory = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+        directory.mkdir()
+        lines = [json.dumps({"type": "block", "violations": [], **b}) for b in blocks]
+        (directory / "shard-0.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return directory
+
+    ran = {"invariant": "case_ran", "detail": "TimeoutError: no terminal outcome"}
+    held = {"invariant": "stock_follows_reservation", "detail": "HELD forever"}
+    caught = shard(
+        {"block": 1, "cases": [{"index": 12, "violations": [held]}]},
+        {"block": 0, "cases": [{"index": 5, "violations": [ran]}, {"index": 7, "violations": []}]},
+    )
+    verdict = mutate.slice_verdict(3, caught, 41.6)
+    assert verdict == {
+        "killed": True,
+        "invariant": "stock_follows_reservation",
+        "case": 12,
+        "seconds": 42,
+    }
+    assert "killed (42 s, by `stock_follows_reservation` in case 12, at abc)" in mutate._cell(
+        {"campaign": {**verdict, "commit": "abc"}}, "campaign"
+    )
+    account = shard({"block": 2, "cases": [], "violations": [held]})
+    assert mutate.slice_verdict(3, account, 1)["block"] == 2
+
+    only_ran = shard({"block": 0, "cases": [{"index": 5, "violations": [ran]}]})
+    assert mutate.slice_verdict(3, only_ran, 9) == {
+        "killed": False,
+        "error": "only cases that could not run",
+        "seconds": 9,
+    }
+    # A crashed or timed-out slice is no kill, whatever its shards hold.
+    assert mutate.slice_verdict(1, caught, 9)["error"] == "exit 1"
+    assert mutate.slice_verdict(mutate.TIMED_OUT, caught, 1200)["error"] == "timed out"
+    assert mutate.slice_verdict(0, caught, 9) == {"killed": False, "seconds": 9}
+    unmeasured = {"name": "m", "campaign": mutate.slice_verdict(1, caught, 9), "killed": False}
+    assert mutate._cell(unmeasured, "campaign") == "not measured: exit 1 (9 s)"
+    assert "0 (0%) of them killed by it (1 not measured" in mutate.summary([unmeasured])
