@@ -67,10 +67,13 @@ bench: venv
 
 # Before `cdk deploy`: AWS's own ValidateStateMachineDefinition on the synthesized definition
 # (DefinitionSubstitutions applied as CloudFormation will) with YOUR credentials, then cfn-lint.
-# Creates nothing. TEMPLATE=cdk.out/<stack>.template.json checks a template you synthesized;
-# REGION=eu-west-1 validates there (default: your AWS configuration's region).
+# Creates nothing. It synthesizes through the CDK CLI (`npx cdk synth`, as `cdk deploy` does;
+# STAGE=prod for another stage, OUTDIR=... instead of cdk.out); TEMPLATE=cdk.out/<stack>.template.json
+# checks a template you synthesized; REGION=eu-west-1 validates there (default: your AWS
+# configuration's region).
 validate-aws: venv
-	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE)) $(if $(REGION),--region $(REGION))
+	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE)) $(if $(REGION),--region $(REGION)) \
+		$(if $(STAGE),--stage $(STAGE)) $(if $(OUTDIR),--outdir $(OUTDIR))
 
 # The fault campaign (issue 14, sagactl/campaign): N random cases from SEED through the real state
 # machine in SHARDS processes, each with its own local AWS. Resumable: the same command continues a

@@ -29,7 +29,7 @@ from typing import Any
 
 import boto3
 
-from sagactl.local.synth import SynthError, synthesize
+from sagactl.local.synth import SynthError, synthesize_with_cdk_cli
 from sagactl.local.template import (
     PhysicalResource,
     ResolutionContext,
@@ -186,9 +186,11 @@ def _template(args: argparse.Namespace) -> tuple[Path, str]:
         path: Path = args.template
         name = args.stack_name or path.name.removesuffix(_TEMPLATE_SUFFIX)
         return path, name
-    outdir = PROJECT_ROOT / "cdk.out"
-    print(f"synthesizing the CDK app into {outdir} ...", file=sys.stderr)
-    stack = synthesize(outdir, stack_name=args.stack_name)
+    outdir: Path = args.outdir
+    context = {"stage": args.stage} if args.stage else {}
+    shown = " ".join(f"-c {k}={v}" for k, v in context.items())
+    print(f"npx cdk synth {shown}{' ' if shown else ''}-o {outdir} ...", file=sys.stderr)
+    stack = synthesize_with_cdk_cli(outdir, context=context, stack_name=args.stack_name)
     return stack.template_path, stack.stack_name
 
 
@@ -229,7 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="make validate-aws",
         description="Validate the synthesized stack with AWS (your credentials) and cfn-lint.",
     )
-    parser.add_argument("--template", type=Path, help="a synthesized template (default: synth)")
+    parser.add_argument(
+        "--template", type=Path, help="a synthesized template (default: `npx cdk synth`)"
+    )
+    parser.add_argument("--stage", help="the stage to synthesize (default: cdk.json's)")
+    parser.add_argument(
+        "--outdir",
+        type=Path,
+        default=PROJECT_ROOT / "cdk.out",
+        help="where `npx cdk synth` writes (default: cdk.out)",
+    )
     parser.add_argument("--stack-name", help="stack name (default: from the template)")
     parser.add_argument("--region", help="region (default: your AWS configuration)")
     return parser

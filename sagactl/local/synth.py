@@ -92,3 +92,35 @@ def synthesize(
     if completed.returncode != 0:
         raise SynthError(f"synth failed (exit {completed.returncode}):\n{completed.stderr[-4000:]}")
     return find_stack(outdir, stack_name)
+
+
+def synthesize_with_cdk_cli(
+    outdir: Path,
+    *,
+    context: dict[str, str] | None = None,
+    project_root: Path = PROJECT_ROOT,
+    stack_name: str | None = None,
+) -> SynthesizedStack:
+    """`npx cdk synth` into `outdir`, as a user's `cdk deploy` synthesizes: the CLI gives the
+    app its region and, where the caller's credentials resolve, its account (so the stack has
+    the environment a deploy gives it, which `python app.py` never has)."""
+    args = ["npx", "cdk", "synth", "--no-notices", "-q", "-o", str(outdir)]
+    for key, value in (context or {}).items():
+        args += ["-c", f"{key}={value}"]
+    env = with_pinned_node({"CDK_DISABLE_CLI_TELEMETRY": "true", **os.environ})
+    try:
+        completed = subprocess.run(
+            args,
+            cwd=project_root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SynthError(f"cannot run the CDK CLI (run `make venv`): {exc}") from exc
+    if completed.returncode != 0:
+        output = (completed.stdout + completed.stderr)[-4000:]
+        raise SynthError(f"`{' '.join(args)}` failed (exit {completed.returncode}):\n{output}")
+    return find_stack(outdir, stack_name)

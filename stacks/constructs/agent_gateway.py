@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import ArnFormat, CfnOutput, Stack
+from aws_cdk import Aws, CfnOutput, Stack
 from aws_cdk import aws_bedrockagentcore as agentcore
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -35,7 +35,7 @@ from saga.agent.gateway import gateway_schema
 from saga.agent.schemas import DESCRIPTIONS, TOOL_NAMES, input_schema
 from saga.settings import AgentToolsEnvironment
 from stacks.config import SagaConfig
-from stacks.constructs.common import acknowledge
+from stacks.constructs.common import acknowledge, acknowledge_executions, execution_arns
 from stacks.constructs.tools import GET, PUT, TableAccess, ToolFunctions, ToolSpec
 
 AGENT_TOOLS_SPEC = ToolSpec(
@@ -125,20 +125,16 @@ class AgentGateway(Construct):
                 actions=list(START_ACTIONS), resources=[state_machine.state_machine_arn]
             )
         )
-        executions = stack.format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{state_machine.state_machine_name}:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=list(READ_EXECUTION_ACTIONS), resources=[executions])
+            iam.PolicyStatement(
+                actions=list(READ_EXECUTION_ACTIONS),
+                resources=[execution_arns(state_machine, "*")],
+            )
         )
-        machine_id = stack.get_logical_id(state_machine.node.default_child)  # type: ignore[arg-type]
-        acknowledge(
+        acknowledge_executions(
             role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
-            f"<AWS::AccountId>:execution:<{machine_id}.Name>:*]",
+            state_machine,
+            "*",
             "DescribeExecution and GetExecutionHistory are granted on the executions of the "
             "saga's own state machine only (execution:<machine name>:*): execution names are "
             "the case ids, unknown at deploy time. X-Ray's actions support no resource ARNs.",
@@ -147,16 +143,15 @@ class AgentGateway(Construct):
         # Confused-deputy protection: only this account's gateways in this region may assume it
         # (AgentCore's gateway service role trust policy, "Set up permissions for AgentCore
         # Gateway"). The gateways' own ARNs would make a cycle (each names this role).
-        gateways = stack.format_arn(
-            service="bedrock-agentcore", resource="gateway", resource_name="*"
-        )
+        # From the pseudo parameters, as every ARN the stack writes (common.execution_arns).
+        gateways = f"arn:{Aws.PARTITION}:bedrock-agentcore:{Aws.REGION}:{Aws.ACCOUNT_ID}:gateway/*"
         self.gateway_role = iam.Role(
             self,
             "GatewayRole",
             assumed_by=iam.ServicePrincipal(
                 "bedrock-agentcore.amazonaws.com",
                 conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
                     "ArnLike": {"aws:SourceArn": gateways},
                 },
             ),

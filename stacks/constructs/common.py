@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from stacks.config import SagaConfig
@@ -102,3 +103,33 @@ def acknowledge(scope: Construct, rule_id: str, reason: str) -> None:
     if len(reason) < 40:
         raise ValueError(f"acknowledging {rule_id} needs a specific reason, got {reason!r}")
     Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+def execution_arns(state_machine: sfn.StateMachine, name_pattern: str) -> str:
+    """The ARNs of the saga's executions whose names match `name_pattern` (`*`, `agt_acme_*`).
+
+    Built from the partition, region and account pseudo parameters, never from the stack's
+    environment: the CDK CLI gives the stack an account and region (CDK_DEFAULT_ACCOUNT /
+    CDK_DEFAULT_REGION) where `python app.py` gives none, and `Stack.format_arn` would then
+    write them literally, so cdk-nag's finding, which its acknowledgment must match exactly,
+    would differ with the environment (`acknowledge_executions` writes the one finding id).
+    """
+    return (
+        f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:"
+        f"{state_machine.state_machine_name}:{name_pattern}"
+    )
+
+
+def acknowledge_executions(
+    scope: Construct, state_machine: sfn.StateMachine, name_pattern: str, reason: str
+) -> None:
+    """Acknowledge cdk-nag's wildcard finding on `execution_arns(state_machine, name_pattern)`,
+    for that pattern only (cdk-nag matches finding ids exactly: no other resource is covered)."""
+    stack = Stack.of(scope)
+    machine_id = stack.get_logical_id(state_machine.node.default_child)  # type: ignore[arg-type]
+    acknowledge(
+        scope,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+        f"<AWS::AccountId>:execution:<{machine_id}.Name>:{name_pattern}]",
+        reason,
+    )

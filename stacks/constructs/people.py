@@ -19,9 +19,9 @@ keyboard), so it requires none and can do nothing a person decides: no signing, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -32,7 +32,7 @@ from constructs import Construct
 from saga.identity import agent_readable_prefixes
 from stacks.config import SagaConfig
 from stacks.constructs.approvals import VERIFIER_ACTIONS, ApprovalKeys, id_part
-from stacks.constructs.common import acknowledge
+from stacks.constructs.common import acknowledge_executions, execution_arns
 from stacks.constructs.tables import OPEN_ACTIONS_INDEX
 
 GET = "dynamodb:GetItem"
@@ -127,18 +127,9 @@ class PeopleRoles(Construct):
         sweeper: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
-        self._stack_id = stack.stack_id
+        self._stack_id = Stack.of(self).stack_id
 
-        def executions_named(pattern: str) -> str:
-            return stack.format_arn(
-                service="states",
-                resource="execution",
-                resource_name=f"{state_machine.state_machine_name}:{pattern}",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
-
-        executions = executions_named("*")
+        executions = execution_arns(state_machine, "*")
         drafts, legacy = tables["drafts"], tables["legacy_drafts"]
 
         self.operator = self._role("OperatorRole", "Operates the saga with sagactl", mfa=True)
@@ -172,28 +163,24 @@ class PeopleRoles(Construct):
                 tenant,
                 tables=tables,
                 state_machine=state_machine,
-                executions_named=executions_named,
                 approval_keys=approval_keys,
                 validate_case=validate_case,
             )
             for tenant in sorted(config.tenants)
         }
-        machine_id = stack.get_logical_id(state_machine.node.default_child)  # type: ignore[arg-type]
-        executions_of = (
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
-            f"<AWS::AccountId>:execution:<{machine_id}.Name>:{{}}*]"
-        )
-        acknowledge(
+        acknowledge_executions(
             self,
-            executions_of.format(""),
+            state_machine,
+            "*",
             "Executions are read (and redriven by the operator) on the saga's own state machine "
             "only (execution:<machine name>:*): execution names are case ids, unknown at deploy.",
         )
         for tenant, agent in self.agents.items():
             for prefix in agent_readable_prefixes(tenant):
-                acknowledge(
+                acknowledge_executions(
                     agent,
-                    executions_of.format(prefix),
+                    state_machine,
+                    f"{prefix}*",
                     f"An agent reads the executions of its tenant's agent cases only ({prefix}*: "
                     "names are agent case ids, made per request; agt-* ids name no tenant).",
                 )
@@ -204,7 +191,6 @@ class PeopleRoles(Construct):
         *,
         tables: Mapping[str, dynamodb.ITable],
         state_machine: sfn.StateMachine,
-        executions_named: Callable[[str], str],
         approval_keys: ApprovalKeys,
         validate_case: lambda_.IFunction,
     ) -> iam.Role:
@@ -221,7 +207,7 @@ class PeopleRoles(Construct):
         self._allow(
             agent,
             ["states:DescribeExecution", "states:GetExecutionHistory"],
-            [executions_named(f"{prefix}*") for prefix in agent_readable_prefixes(tenant)],
+            [execution_arns(state_machine, f"{p}*") for p in agent_readable_prefixes(tenant)],
         )
         self._allow(agent, ["lambda:GetFunctionConfiguration"], [validate_case.function_arn])
         # Its tenant's approvers' keys only: it verifies its own drafts' approvals.

@@ -97,14 +97,24 @@ def make_validate_aws(template: Path, env: Mapping[str, str]) -> subprocess.Comp
     )
 
 
-def test_make_validate_aws_accepts_the_synthesized_stack(
-    fixture_local_aws: LocalAws, synthesized: Synthesized
+def test_make_validate_aws_synthesizes_through_the_cdk_cli_and_accepts_the_stack(
+    fixture_local_aws: LocalAws, synthesized: Synthesized, tmp_path: Path
 ) -> None:
-    completed = make_validate_aws(
-        synthesized.template_path, {**os.environ, **fixture_local_aws.environment}
+    """Without TEMPLATE it synthesizes as `cdk deploy` does, through the CDK CLI, which gives
+    the stack the caller's account and region (here the local AWS's, from its STS)."""
+    outdir = tmp_path / "cdk.out"
+    completed = run_in_project(
+        ["make", "--no-print-directory", "validate-aws", f"OUTDIR={outdir}"],
+        {**os.environ, **fixture_local_aws.environment, "HOME": str(tmp_path)},
+        timeout=600,
     )
+    template_path = outdir / "ReplacementOrderSaga-dev.template.json"
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert f"npx cdk synth -o {outdir} ..." in completed.stderr
+    manifest = json.loads((outdir / "manifest.json").read_text(encoding="utf-8"))
+    stack = manifest["artifacts"]["ReplacementOrderSaga-dev"]
+    assert stack["environment"] == "aws://123456789012/us-east-1"
     lines = completed.stdout.splitlines()
     (header,) = [line for line in lines if line.startswith("validating ")]
     assert header.endswith(f"with the endpoint {fixture_local_aws.endpoint}, account 123456789012")
@@ -118,7 +128,7 @@ def test_make_validate_aws_accepts_the_synthesized_stack(
         '"FunctionName": "arn:aws:lambda:us-east-1:123456789012:function:'
         'ReplacementOrderSaga-dev-ToolsValidateCaseFunction"'
     ) in substituted
-    assert f"cfn-lint {synthesized.template_path}: no errors" in lines
+    assert f"cfn-lint {template_path}: no errors" in lines
     assert lines[-1] == "validate-aws: OK"
 
 
