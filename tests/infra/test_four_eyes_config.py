@@ -396,8 +396,11 @@ def test_no_principal_may_assume_two_approver_roles_of_a_four_eyes_tenant_evalua
         admin: set(),
         outsider: set(),
     }
-    # docs/deploy.md shows exactly this configuration.
+    # docs/deploy.md and the README show exactly this configuration.
     assert json.dumps({"approval_keys": keys}, indent=2) in DEPLOY_MD.read_text(encoding="utf-8")
+    readme = (CDK_JSON.parent / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("**Four eyes means two people.**", 1)[1].split("```json\n", 1)[1]
+    assert json.loads("{" + shown.split("```", 1)[0] + "}") == {"approval_keys": keys}
 
 
 def test_the_sandbox_default_lets_one_principal_assume_both_and_synth_says_so(
