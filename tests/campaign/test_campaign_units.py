@@ -163,7 +163,7 @@ def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() 
         TWO_NAMES_KEY_ARN
     )
     verifier = _verifier()
-    plans = [generate(9, index, block_size=25) for index in range(600)]
+    plans = [generate(9, index, block_size=25) for index in range(1200)]
     kinds: Counter[str] = Counter()
     for plan in plans:
         if plan.four_eyes is None:
