@@ -304,7 +304,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/acceptance.py",
         '("approver", approver), ("key", key.public_key)}',
         '("approver", approver), ("key", key.arn)}',
-        tests=("tests/unit/test_four_eyes.py", "tests/campaign/test_campaign_units.py"),
+        tests=("tests/unit/test_four_eyes.py",),
     ),
     Mutant(
         "four-eyes-one-principal",
