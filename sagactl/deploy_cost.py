@@ -207,9 +207,39 @@ FREE = {
 }
 
 
+# Stands for the reader's account in the example: AWS's documentation account.
+EXAMPLE_ACCOUNT = "111122223333"
+
+
+def four_eyes_approvers(template: dict[str, Any]) -> dict[str, list[str]]:
+    """The approvers of each tenant with four-eyes thresholds (the `ApprovalThresholds` output),
+    as the tags of their approval keys name them."""
+    output = template.get("Outputs", {}).get("ApprovalThresholds", {}).get("Value", "{}")
+    tenants = set(json.loads(output)) if isinstance(output, str) else set()
+    approvers: dict[str, set[str]] = {tenant: set() for tenant in tenants}
+    for key in _resources(template, "AWS::KMS::Key"):
+        tags = {tag["Key"]: tag["Value"] for tag in key["Properties"].get("Tags", [])}
+        if tags.get("saga:tenant") in approvers and "saga:approver" in tags:
+            approvers[tags["saga:tenant"]].add(tags["saga:approver"])
+    return {tenant: sorted(names) for tenant, names in sorted(approvers.items())}
+
+
+def own_principals_example(approvers: dict[str, list[str]]) -> dict[str, Any]:
+    """`approval_keys` naming each four-eyes approver's own IAM user (a user name may be the
+    approver's own name: letters, digits and `+=,.@_-`)."""
+    return {
+        f"{tenant}/{approver}": {
+            "role_assumed_by": [f"arn:aws:iam::{EXAMPLE_ACCOUNT}:user/{approver}"]
+        }
+        for tenant, names in approvers.items()
+        for approver in names
+    }
+
+
 def approver_trust_lines(template: dict[str, Any]) -> list[str]:
     """Who may assume the approver roles the template creates: the risk of the default (the
-    account) and how to tighten it (`role_assumed_by`, stacks/constructs/approvals.py)."""
+    account) and how to tighten it (`role_assumed_by`, stacks/constructs/approvals.py), and
+    for four eyes how to name each approver's own principal (stacks/four_eyes_config.py)."""
     roles = {
         logical_id: resource
         for logical_id, resource in template["Resources"].items()
@@ -224,7 +254,7 @@ def approver_trust_lines(template: dict[str, Any]) -> list[str]:
         )
     )
     open_to_account = len(roles) - len(confined)
-    return [
+    lines = [
         "## Who may assume the approver roles",
         "",
         f"{len(roles)} approver role(s), each able to sign approvals with its approver's key; "
@@ -237,6 +267,37 @@ def approver_trust_lines(template: dict[str, Any]) -> list[str]:
         "role or user ARNs (the trust policy then requires `aws:PrincipalArn` to be one of "
         "them); keep `sts:AssumeRole` on `*` out of other principals' policies, or deny the "
         "approver roles' ARNs there.",
+        "",
+    ]
+    four_eyes = four_eyes_approvers(template)
+    if not four_eyes:
+        return lines
+    example = json.dumps({"approval_keys": own_principals_example(four_eyes)}, indent=2)
+    return [
+        *lines,
+        "**Four eyes means two people.** For a tenant with `approval_thresholds` "
+        f"({', '.join(four_eyes)}), each approver's signature must be one person's, or one "
+        "person who may assume two approver roles signs with both keys and counts as two. So "
+        "synth refuses, for such a tenant, any principal who could sign for two of its "
+        "approvers (named in two `role_assumed_by` lists, or one approver's `principal` in "
+        "another's `role_assumed_by`; ARNs compared by account, kind and name, "
+        "case-insensitively, an account's `root` standing for all of it, `sts:` session ARNs "
+        "refused), and it refuses the default trust above unless `sandbox` is on and the "
+        "payments provider is the sandbox's (`payments`, default `sandbox`), where it warns "
+        "(`saga:four-eyes-account-trust`). Before `-c sandbox=false`, name each approver's own "
+        "principal: in `cdk.json`, or with `-c 'approval_keys={...}'`, for example (your "
+        "account id, each person's own IAM user or role):",
+        "",
+        "```json",
+        *example.splitlines(),
+        "```",
+        "",
+        "A role named there must be one person's: whoever may assume it signs as that approver. "
+        "The trust policy compares `aws:PrincipalArn` with `ArnEquals`, which is "
+        "case-sensitive and includes the path: spell each ARN as IAM does, or nobody can "
+        "assume the role (an account confirms it: assume each role once as its person). "
+        "The tests evaluate the synthesized trust policies offline: no principal may assume "
+        "two approver roles of one four-eyes tenant.",
         "",
     ]
 

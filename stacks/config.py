@@ -65,7 +65,9 @@ from stacks.context import (
     string_list,
 )
 from stacks.four_eyes_config import (
+    account_wide_four_eyes_approvers,
     check_no_shared_signers,
+    check_one_person_one_signature,
     check_thresholds_name_four_eyes_tenants,
     thresholds_value,
 )
@@ -88,6 +90,9 @@ PENDING_OUTLAST_BOUND = Fraction(1, 1000)
 LEDGER_MIN_LEASE_SECONDS = LedgerPolicy.min_lease_seconds
 
 _STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+# The payment providers the refund tool can use (`payments`); the default is the sandbox's.
+SANDBOX_PAYMENTS = "sandbox"
+PAYMENT_PROVIDERS = (SANDBOX_PAYMENTS,)
 
 
 def _stage(value: Any) -> str:
@@ -98,6 +103,12 @@ def _stage(value: Any) -> str:
             f"got {stage!r}"
         )
     return stage
+
+
+def _payments(value: Any) -> str:
+    if value not in PAYMENT_PROVIDERS:
+        raise invalid(f"must be one of {list(PAYMENT_PROVIDERS)}, got {value!r}")
+    return str(value)
 
 
 def _tenants(value: Any) -> dict[str, tuple[str, ...]]:
@@ -157,6 +168,8 @@ class SagaConfig(ContextSection):
 
     stage: Annotated[str, BeforeValidator(_stage)] = "dev"
     sandbox: Annotated[bool, BeforeValidator(boolean)] = True
+    # Which payment provider the refunds go to (the sandbox's unless configured otherwise).
+    payments: Annotated[str, BeforeValidator(_payments)] = SANDBOX_PAYMENTS
     retain_data_stages: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ("prod",)
     tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenants)]
     # Optional: per approver, a key of your own, who signs, retired keys (see ApproverKeyConfig).
@@ -250,6 +263,12 @@ class SagaConfig(ContextSection):
         self._check_approval_keys_name_approvers()
         check_thresholds_name_four_eyes_tenants(self.approval_thresholds, self.tenants)
         check_no_shared_signers(self.tenants, self.approver_keys)
+        check_one_person_one_signature(
+            self.approval_thresholds,
+            self.tenants,
+            self.approver_keys,
+            account_wide_allowed=self.sandbox_payments_only,
+        )
         self._check_agent_gateway_tenants()
         self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():
@@ -293,6 +312,18 @@ class SagaConfig(ContextSection):
                         "audiences that are not disjoint): a token of one tenant would act "
                         "for the other; give each tenant its own clients or audience"
                     )
+
+    @property
+    def sandbox_payments_only(self) -> bool:
+        """No real money can move: the sandbox is on and refunds go to its provider."""
+        return self.sandbox and self.payments == SANDBOX_PAYMENTS
+
+    def account_wide_four_eyes_approvers(self) -> list[tuple[str, str]]:
+        """(tenant, approver) of the four-eyes approvers whose role any principal of the account
+        may assume (allowed only with `sandbox_payments_only`; the stack warns of each)."""
+        return account_wide_four_eyes_approvers(
+            self.approval_thresholds, self.tenants, self.approver_keys
+        )
 
     def approver_keys(self, tenant: str, approver: str) -> ApproverKeyConfig:
         """How `approver` signs for `tenant` (the defaults: a key and a role the stack makes)."""

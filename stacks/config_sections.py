@@ -5,6 +5,7 @@ its own values; what involves two sections is SagaConfig's."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, get_args
 
 from pydantic import AfterValidator, BeforeValidator, model_validator
@@ -54,7 +55,12 @@ class LedgerConfig(ContextSection):
 
 
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
-_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[A-Za-z0-9+=,.@_/:-]+$")
+# An IAM user or role (any path), or an account's root: what `aws:PrincipalArn` can equal. An
+# `sts:` ARN names a session, never equal to aws:PrincipalArn (a role's session has its role's).
+_PRINCIPAL_ARN = re.compile(
+    r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):"
+    r"(?:(?P<root>root)|(?P<kind>user|role)/(?:[A-Za-z0-9+=,.@_-]+/)*(?P<name>[A-Za-z0-9+=,.@_-]+))$"
+)
 
 
 def _kms_key_arn(value: Any) -> str:
@@ -66,9 +72,46 @@ def _kms_key_arn(value: Any) -> str:
 
 
 def _principal_arn(value: Any) -> str:
+    if isinstance(value, str) and value.split(":")[2:3] == ["sts"]:
+        raise invalid(
+            f"must be an IAM role or user ARN, got the session ARN {value!r}: a session never "
+            "equals aws:PrincipalArn (its role's ARN); name the role "
+            "(arn:aws:iam::<account>:role/<name>)"
+        )
     if not isinstance(value, str) or not _PRINCIPAL_ARN.match(value):
         raise invalid(f"must be an IAM role or user ARN, got {value!r}")
     return value
+
+
+@dataclass(frozen=True)
+class PrincipalName:
+    """Who an IAM principal ARN names, as IAM tells principals apart: the account, the kind
+    (user, role, or the account's `root`, which stands for the whole account) and the name,
+    case-insensitively (IAM refuses two users or two roles whose names differ only in case) and
+    without the path (a name is unique in its account whatever the path)."""
+
+    arn: str
+    account: str
+    kind: str  # "user", "role" or "root"
+    name: str  # lower case; "" for root
+
+    @classmethod
+    def of(cls, arn: str) -> PrincipalName:
+        """The name of a principal ARN `_principal_arn` accepted."""
+        found = _PRINCIPAL_ARN.match(arn)
+        if found is None:
+            raise ValueError(f"not an IAM role or user ARN: {arn!r}")
+        if found["root"]:
+            return cls(arn, found["account"], "root", "")
+        return cls(arn, found["account"], found["kind"], found["name"].lower())
+
+    def overlaps(self, other: PrincipalName) -> bool:
+        """Whether one principal could be both: the same one, or either is its whole account."""
+        if self.account != other.account:
+            return False
+        if "root" in (self.kind, other.kind):
+            return True
+        return (self.kind, self.name) == (other.kind, other.name)
 
 
 KmsKeyArn = Annotated[str, BeforeValidator(_kms_key_arn)]

@@ -17,13 +17,19 @@ One code path for every tool, and for the agent's start before StartExecution:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from saga.approval_keys import ApprovalKeyUnavailable
-from saga.approvals import COSIGN_HINT, ApprovalVerifier, CaseApprovals, SignedApproval
+from saga.approvals import (
+    COSIGN_HINT,
+    ApprovalVerifier,
+    CaseApprovals,
+    SignedApproval,
+    VerifiedKey,
+)
 from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied
 from saga.four_eyes import progress_text, recorded_approvals_required
 
@@ -128,37 +134,60 @@ def accept_finishing(
         raise refusal
 
 
+# (approver, the trusted key their signature verified with), one per signature.
+Signer = tuple[str, VerifiedKey]
+
+
 def verified_keys(
     verifier: ApprovalVerifier,
     approvals: CaseApprovals,
     *,
     accept_retired: bool,
     now: datetime | None = None,
-) -> dict[str, str]:
-    """Approver -> the trusted key their signature verified with, for every signature the case
-    carries (each must verify: one forged co-signature refuses the case, needed or not). With
-    `now`, every signature's start deadline is checked: the earliest binds. An approver who
-    signed twice appears once."""
-    keys: dict[str, str] = {}
-    for signature in approvals.signatures:
-        key = verifier.verify(signature, accept_retired=accept_retired, now=now)
-        keys.setdefault(signature.approved_by, key)
-    return keys
+) -> list[Signer]:
+    """Each signature's approver and the trusted key it verified with, for every signature the
+    case carries (each must verify: one forged co-signature refuses the case, needed or not).
+    With `now`, every signature's start deadline is checked: the earliest binds."""
+    return [
+        (signature.approved_by, verifier.verify(signature, accept_retired=accept_retired, now=now))
+        for signature in approvals.signatures
+    ]
+
+
+def distinct_signers(signers: Sequence[Signer]) -> tuple[str, ...]:
+    """The key ARN of each distinct person among the signers, in the order they first signed.
+    Signatures are one person's when they share an approver (one approver's key generations
+    count once) or a public key (one key under two names: a multi-Region key and its replica,
+    or key material imported twice, which no configuration check can see), transitively."""
+    people: list[tuple[set[tuple[str, object]], str]] = []  # (approvers and keys, first ARN)
+    for approver, key in signers:
+        marks: set[tuple[str, object]] = {("approver", approver), ("key", key.public_key)}
+        joined = [person for person in people if person[0] & marks]
+        if not joined:
+            people.append((marks, key.arn))
+            continue
+        first, *others = joined
+        for other in others:
+            first[0].update(other[0])
+            people.remove(other)
+        first[0].update(marks)
+    return tuple(arn for _, arn in people)
 
 
 def require_approvers(
-    approvals: CaseApprovals, keys: Mapping[str, str], required: int
+    approvals: CaseApprovals, signers: Sequence[Signer], required: int
 ) -> tuple[str, ...]:
-    """The distinct keys of the distinct approvers who signed, if they are at least `required`;
-    else ApprovalInvalid saying how many are missing. Keys are counted, not names: one person
-    is one key (the configuration refuses a key or signing principal shared by two approvers),
-    and one approver counts once whatever they signed with."""
-    distinct = tuple(dict.fromkeys(keys.values()))
+    """The key of each distinct person who signed (`distinct_signers`), if they are at least
+    `required`; else ApprovalInvalid saying how many are missing. People are counted by their
+    public keys, not by names: the configuration refuses a key id or signing principal shared
+    by two approvers, and a key material shared under two key ids still counts once."""
+    distinct = distinct_signers(signers)
     if len(distinct) < required:
+        names = dict.fromkeys(approver for approver, _ in signers)
         raise ApprovalInvalid(
             f"case {approvals.case_id}: {progress_text(len(distinct), required)} from distinct "
             f"approvers of tenant {approvals.tenant_id} (signed by "
-            f"{', '.join(keys) or 'nobody'}): the refund needs {required}; {COSIGN_HINT}"
+            f"{', '.join(names) or 'nobody'}): the refund needs {required}; {COSIGN_HINT}"
         )
     return distinct
 

@@ -182,6 +182,7 @@ class KmsPublicKeys:
 class ResolvedKey(NamedTuple):
     key_arn: str
     point: signatures.Point
+    der: bytes  # the public key as KMS gave it (load_public_key accepts one encoding only)
 
 
 # Keys by (function, key as configured), for the life of the process: a Lambda container is
@@ -196,8 +197,8 @@ def forget_public_keys() -> None:
 
 
 def resolve_key(keys: PublicKeySource, key: str, function: str) -> ResolvedKey:
-    """The key configured as `key` (ARN or alias): its ARN and public key as a curve point,
-    fetched once per function and key."""
+    """The key configured as `key` (ARN or alias): its ARN and public key (a curve point and
+    its DER), fetched once per function and key."""
     cached = _KEYS.get((function, key))
     if cached is None:
         found = keys.public_key(key)
@@ -208,6 +209,6 @@ def resolve_key(keys: PublicKeySource, key: str, function: str) -> ResolvedKey:
         arn = (
             key if not is_alias(key) and key_uuid(found.key_arn) == key_uuid(key) else found.key_arn
         )
-        cached = ResolvedKey(arn, point)
+        cached = ResolvedKey(arn, point, found.der)
         _KEYS[(function, key)] = cached
     return cached

@@ -162,6 +162,16 @@ class CaseApprovals:
 
 
 # --- verification --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerifiedKey:
+    """The trusted key a signature verified with: its ARN and its public key (DER
+    SubjectPublicKeyInfo), which says whose it is whatever its name (a multi-Region key and its
+    replica are two ARNs of one key)."""
+
+    arn: str
+    public_key: bytes
+
+
 class ApprovalVerifier:
     """Checks an approval's signature against the keys trusted for its tenant and approver, and
     knows the tenants' four-eyes thresholds (trusted configuration too).
@@ -189,8 +199,8 @@ class ApprovalVerifier:
 
     def verify(
         self, approval: SignedApproval, *, accept_retired: bool, now: datetime | None = None
-    ) -> str:
-        """The ARN of the trusted key whose signature `approval` carries, or a typed refusal:
+    ) -> VerifiedKey:
+        """The trusted key whose signature `approval` carries, or a typed refusal:
         AuthorizationDenied when the approver or the key is not this tenant's approver's,
         ApprovalInvalid when the approval is unsigned, malformed, expired (with `now`, the
         start deadline is checked) or its signature does not verify over this case."""
@@ -212,8 +222,9 @@ class ApprovalVerifier:
                 )
         key = self._trusted_key(approval, approvers[approval.approved_by], accept_retired)
         signature = _decode_signature(approval.signature, where)
-        if signatures.verify(self._point(key), approval.message(), signature):
-            return self._arn(key)
+        resolved = resolve_key(self.keys, key, self.function)
+        if signatures.verify(resolved.point, approval.message(), signature):
+            return VerifiedKey(self._arn(key), resolved.der)
         other = self._signer_among_others(approval, signature, key)
         if other is not None:
             raise AuthorizationDenied(

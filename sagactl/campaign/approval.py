@@ -2,6 +2,12 @@
 against the local AWS (saga.approvals, docs/design.md §9), with the local approvers' keys; and the
 four-eyes cases, above their tenant's threshold, signed by two distinct approvers or not.
 
+The campaign's stack is cdk.json's plus one approver of the four-eyes tenant (`campaign_context`)
+whose key holds the controller's key material under another key id: one key under two names, as
+key material imported into two keys is (a multi-Region key and its replica are two ARNs of one
+key id, which synth refuses; two key ids of one material, no configuration check can see). A
+case the controller signs under both names is one person's: ValidateCase must count one.
+
 The signature is ECDSA, randomized: two generations of one case carry different signature bytes
 over the same signed fields, so a seed gives the same campaign up to those bytes (`comparable`).
 """
@@ -9,6 +15,7 @@ over the same signed fields, so a seed gives the same campaign up to those bytes
 from __future__ import annotations
 
 import copy
+import json
 import random
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -16,7 +23,9 @@ from typing import Any
 
 from saga import formats
 from saga.approvals import format_instant
-from sagactl.local.approval_keys import co_sign_locally, sign_locally
+from sagactl.local.approval_keys import co_sign_locally, create_key_of_material, sign_locally
+from sagactl.local.emulator import DEFAULT_REGION, LOCAL_ACCOUNT_ID
+from sagactl.paths import CDK_JSON
 
 # A digest that no parameters have: for cases that must be refused before any digest matters.
 UNAPPROVABLE_DIGEST = "sha256:" + "0" * 64
@@ -72,6 +81,34 @@ def comparable(case: Mapping[str, Any]) -> dict[str, Any]:
 FOUR_EYES_TENANT = "hooli"
 FOUR_EYES_APPROVERS = ("controller@hooli", "cfo@hooli")
 FOUR_EYES_THRESHOLDS = {"USD": 100_000, "EUR": 100_000, "GBP": 80_000, "JPY": 150_000}
+# The campaign's own approver of the four-eyes tenant: a key (brought, `key_arn`) holding the
+# controller's key material (generation 1) under this key id.
+TWO_NAMES_APPROVER = "treasurer@hooli"
+TWO_NAMES_KEY_ID = "0badc0de-0039-4000-8000-000000000039"
+TWO_NAMES_MATERIAL = (FOUR_EYES_TENANT, FOUR_EYES_APPROVERS[0], 1)
+TWO_NAMES_KEY_ARN = f"arn:aws:kms:{DEFAULT_REGION}:{LOCAL_ACCOUNT_ID}:key/{TWO_NAMES_KEY_ID}"
+
+
+def campaign_context() -> dict[str, Any]:
+    """What the campaign's stack changes in cdk.json's context (`-c` keys): the four-eyes
+    tenant's third approver, signing with the controller's key material under another name."""
+    context = json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"]
+    tenants = {tenant: list(approvers) for tenant, approvers in context["tenants"].items()}
+    tenants[FOUR_EYES_TENANT].append(TWO_NAMES_APPROVER)
+    keys = {**context.get("approval_keys", {})}
+    keys[f"{FOUR_EYES_TENANT}/{TWO_NAMES_APPROVER}"] = {"key_arn": TWO_NAMES_KEY_ARN}
+    return {"tenants": tenants, "approval_keys": keys}
+
+
+def create_two_names_key(kms: Any, *, region: str = DEFAULT_REGION) -> str:
+    """The third approver's key in a fresh local account (this process's moto KMS)."""
+    return create_key_of_material(
+        kms,
+        key_id=TWO_NAMES_KEY_ID,
+        material_of=TWO_NAMES_MATERIAL,
+        account_id=LOCAL_ACCOUNT_ID,
+        region=region,
+    )
 
 
 # --- four eyes (docs/design.md §9) --------------------------------------------------------------
@@ -96,6 +133,7 @@ _FOUR_EYES_KINDS: dict[str, str | None] = {
     "once": "ApprovalInvalid",  # one approver
     "twice": "ApprovalInvalid",  # one approver, twice
     "forged": "ApprovalInvalid",  # a co-signature changed after signing
+    "two-names": "ApprovalInvalid",  # one signer as two approvers: one key under two names
 }
 
 
@@ -104,7 +142,9 @@ def four_eyes_case(
 ) -> tuple[dict[str, Any], str, str | None]:
     """An above-threshold case signed one of the ways of `_FOUR_EYES_KINDS`."""
     _above_threshold(rng, raw)
-    kind = rng.choices(tuple(_FOUR_EYES_KINDS), weights=(5, 2, 2, 2))[0]
+    kind = rng.choices(tuple(_FOUR_EYES_KINDS)[:4], weights=(5, 2, 2, 2))[0]
+    if kind == "twice" and rng.random() < 0.6:  # a last draw: the other kinds stay as drawn
+        kind = "two-names"  # one person twice, the second time under another name
     case = approve(raw)
     first, second = FOUR_EYES_APPROVERS
     if kind == "two":
@@ -114,4 +154,9 @@ def four_eyes_case(
     elif kind == "forged":
         case = co_sign(case, second)
         case["approval"]["co_signatures"][0]["signed_at"] = SIGNED_AT.replace("2026", "2027")
+    elif kind == "two-names":
+        # The controller signs again, as the third approver, with their own key material
+        # under its other name: every signature verifies, one person made both.
+        case = co_sign(case, TWO_NAMES_APPROVER, signer=TWO_NAMES_MATERIAL[:2])
+        case["approval"]["co_signatures"][0]["key_id"] = TWO_NAMES_KEY_ARN
     return case, kind, _FOUR_EYES_KINDS[kind]

@@ -67,14 +67,16 @@ def shard_environment(time_scale: float) -> dict[str, str]:
 
 
 def template_of(directory: Path) -> Path:
-    """The stack synthesized once per run (python app.py), shared by every shard."""
+    """The stack synthesized once per run (python app.py with the campaign's context,
+    sagactl.campaign.approval.campaign_context), shared by every shard."""
+    from sagactl.campaign.approval import campaign_context
     from sagactl.local.synth import synthesize
 
     outdir = directory / "cdk.out"
     found = sorted(outdir.glob("*.template.json")) if outdir.exists() else []
     if found:
         return found[0]
-    return synthesize(outdir).template_path
+    return synthesize(outdir, context=campaign_context()).template_path
 
 
 def prepare(directory: Path, config: CampaignConfig) -> None:

@@ -6,7 +6,8 @@
 - `invalid`: which way a case generated invalid is invalid (sagactl.campaign.generator's
   INVALID_KINDS: `digest`, `impostor`, `expired`, ...), else None;
 - `four_eyes`: how a case above its tenant's four-eyes threshold was signed (`two` distinct
-  approvers, `once`, `twice` by one, `forged`: a co-signature changed), else None;
+  approvers, `once`, `twice` by one, `forged`: a co-signature changed, `two-names`: one signer
+  as two approvers, one key material under two names), else None;
 - `twin_of`: the index of a case with equal parameters that runs just before this one;
 - `nemeses`: faults the sandbox cannot give (sagactl.campaign.nemeses), each a dict with `kind`;
 - `duplicate`: another execution of the case (`concurrent`, `later` after a jump, `same_name`,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sagactl.campaign.approval import create_two_names_key
 from sagactl.campaign.generator import block_stock, generate
 from sagactl.campaign.invariants import check_account, check_case
 from sagactl.campaign.observe import Observer
@@ -175,6 +176,7 @@ def retry_waits_pass_on_the_clock() -> None:
 def fresh_account(local: Any, stock: dict[str, int]) -> Observer:
     local.stock = dict(stock)
     local.reprovision()
+    create_two_names_key(local.client("kms"), region=local.server.region)
     for name, value in local.environment.items():
         os.environ[name] = value
     return Observer(local)

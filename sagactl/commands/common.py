@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saga.acceptance import require_approvers
-from saga.approvals import require_signature
+from saga.approvals import VerifiedKey, require_signature
 from saga.errors import ApprovalInvalid, ApprovalMismatch, AuthorizationDenied, InvalidRequest
 from saga.models import Case
 from saga.tools.validate import checked_case
@@ -163,7 +163,11 @@ def check_case_file(raw: Any, tenants: Tenants, source: str) -> Case:
     def signed_enough(case: Case) -> None:
         require_signature(case)
         approvals = case.signed_approvals()
-        named = {s.approved_by: str(s.key_id) for s in approvals.signatures}
+        # Unverified here: each key stands for itself as the file names it.
+        named = [
+            (s.approved_by, VerifiedKey(str(s.key_id), str(s.key_id).encode()))
+            for s in approvals.signatures
+        ]
         require_approvers(approvals, named, tenants.approvals_required(case))
 
     try:

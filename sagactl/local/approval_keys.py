@@ -225,6 +225,41 @@ def pin_local_key(
     """Give a key just created in this process's moto KMS its local identity and private key;
     returns its key id. A moto server in another process cannot be reached: its key keeps the
     random identity moto gave it (signing still works; `examples/` then do not verify)."""
+    return _pin(
+        created_key_id,
+        key_id=local_key_id(tenant, approver, generation),
+        private=local_private_key(tenant, approver, generation),
+        account_id=account_id,
+        region=region,
+    )
+
+
+def create_key_of_material(
+    kms: Any,
+    *,
+    key_id: str,
+    material_of: tuple[str, str, int],
+    account_id: str = "123456789012",
+    region: str = "us-east-1",
+) -> str:
+    """A key in this process's moto KMS holding the local key material of (tenant, approver,
+    generation) under another key id `key_id`: one key material under two names, as the same
+    material imported into two keys gives (and a multi-Region replica, under its primary's
+    id). Returns its ARN. For the campaign's "one signer, two names" cases."""
+    created = kms.create_key(
+        KeySpec=KEY_SPEC, KeyUsage="SIGN_VERIFY", Description=f"Key material of {material_of}"
+    )["KeyMetadata"]["KeyId"]
+    _pin(
+        str(created),
+        key_id=key_id,
+        private=local_private_key(*material_of),
+        account_id=account_id,
+        region=region,
+    )
+    return f"arn:aws:kms:{region}:{account_id}:key/{key_id}"
+
+
+def _pin(created_key_id: str, *, key_id: str, private: Any, account_id: str, region: str) -> str:
     from moto.kms.models import kms_backends
 
     backend = kms_backends[account_id][region]
@@ -235,21 +270,20 @@ def pin_local_key(
             created_key_id,
         )
         return created_key_id
-    pinned = local_key_id(tenant, approver, generation)
     del backend.keys[created_key_id]
-    key.id = pinned
-    key.arn = f"arn:aws:kms:{region}:{account_id}:key/{pinned}"
+    key.id = key_id
+    key.arn = f"arn:aws:kms:{region}:{account_id}:key/{key_id}"
     # moto keeps the cryptography key on its ECDSA wrapper; the base type does not declare it.
-    private = local_private_key(tenant, approver, generation)
     key.private_key.private_key = private  # type: ignore[attr-defined]
-    backend.keys[pinned] = key
-    return pinned
+    backend.keys[key_id] = key
+    return key_id
 
 
 __all__ = [
     "LOCAL_KEY_SEED",
     "SIGNING_ALGORITHM",
     "co_sign_locally",
+    "create_key_of_material",
     "create_local_key",
     "local_key_arn",
     "local_key_id",

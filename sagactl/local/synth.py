@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,12 +75,16 @@ def synthesize(
     project_root: Path = PROJECT_ROOT,
     stack_name: str | None = None,
     python: str = sys.executable,
+    context: Mapping[str, Any] | None = None,
 ) -> SynthesizedStack:
-    """Run `python app.py` with CDK_OUTDIR=outdir (no AWS access needed) and find the stack."""
+    """Run `python app.py` with CDK_OUTDIR=outdir (no AWS access needed) and find the stack;
+    `context` overrides cdk.json's keys as `-c` would (the CDK CLI's CDK_CONTEXT_JSON)."""
     app = project_root / "app.py"
     if not app.is_file():
         raise SynthError(f"no CDK app at {app}")
     env = with_pinned_node({**os.environ, "CDK_OUTDIR": str(outdir)})
+    if context:
+        env["CDK_CONTEXT_JSON"] = json.dumps(context)
     completed = subprocess.run(
         [python, str(app)],
         cwd=project_root,

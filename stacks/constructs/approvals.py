@@ -27,6 +27,10 @@ environment holds a generation number per approver, not the deploy-time ARNs.
 A key the configuration brings (`key_arn`) is used as it is: who may sign with it is that key's
 own policy. Rotating a created key raises `key_generation`: earlier generations stay as retired
 keys that nobody may sign with and that still verify the approvals of cases under way.
+
+Four eyes means two people: synth refuses a four-eyes tenant whose approver roles one principal
+could assume (stacks/four_eyes_config.py), and accepts the default trust (the whole account)
+only with the sandbox and its payments provider, where this construct warns of it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, Duration, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -102,6 +106,18 @@ class ApproverKeyRefs:
         return {"current": self.current, "retired": list(self.retired)}
 
 
+def four_eyes_account_trust_warning(tenant: str, approvers: list[str]) -> str:
+    """The synth warning for a four-eyes tenant whose approver roles trust the whole account."""
+    return (
+        f"Four eyes of tenant {tenant} is not two people: the approver role of "
+        f"{' and of '.join(approvers)} trusts the whole account, so one principal allowed "
+        "sts:AssumeRole (an administrator) may assume two approver roles and sign a refund "
+        "above the threshold alone. Accepted only because 'sandbox' is on with the sandbox "
+        f"payments provider; before real money moves, name each approver's own principal "
+        f'(approval_keys."{tenant}/<approver>".role_assumed_by, docs/deploy.md).'
+    )
+
+
 def id_part(text: str) -> str:
     """A construct id fragment from a tenant or approver name (`supervisor@acme` ->
     `SupervisorAtAcme`), stable across synths."""
@@ -125,6 +141,19 @@ class ApprovalKeys(Construct):
                 spec = config.approver_keys(tenant, approver)
                 refs = self._approver(tenant, approver, spec, removal)
                 self.approvers.setdefault(tenant, {})[approver] = refs
+        self._warn_of_account_wide_four_eyes(config)
+
+    def _warn_of_account_wide_four_eyes(self, config: SagaConfig) -> None:
+        """A synth warning per four-eyes tenant whose approver roles trust the whole account
+        (the config allows it only with the sandbox and its payments provider)."""
+        by_tenant: dict[str, list[str]] = {}
+        for tenant, approver in config.account_wide_four_eyes_approvers():
+            by_tenant.setdefault(tenant, []).append(approver)
+        for tenant, approvers in sorted(by_tenant.items()):
+            Annotations.of(self).add_warning_v2(
+                f"saga:four-eyes-account-trust:{tenant}",
+                four_eyes_account_trust_warning(tenant, approvers),
+            )
 
     def _approver(
         self, tenant: str, approver: str, spec: ApproverKeyConfig, removal: RemovalPolicy

@@ -23,6 +23,10 @@ from sagactl.campaign.approval import (
     FOUR_EYES_APPROVERS,
     FOUR_EYES_TENANT,
     FOUR_EYES_THRESHOLDS,
+    TWO_NAMES_APPROVER,
+    TWO_NAMES_KEY_ARN,
+    TWO_NAMES_MATERIAL,
+    campaign_context,
     comparable,
 )
 from sagactl.campaign.generator import INVALID_KINDS, block_stock, generate
@@ -34,6 +38,8 @@ from sagactl.campaign.runner import CaseRun
 from sagactl.campaign.shrink import shrink
 from sagactl.config import cdk_config
 from sagactl.local.approval_keys import local_key_arn, local_public_key_der
+from sagactl.paths import CDK_JSON
+from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "arn:aws:states:us-east-1:123456789012:execution:sm:c1"
@@ -83,9 +89,12 @@ def test_twins_have_equal_parameters_and_their_own_case_id() -> None:
 
 
 class _LocalKeys:
-    """KMS's GetPublicKey for the local approvers' keys (what the local AWS answers)."""
+    """KMS's GetPublicKey for the local approvers' keys (what the local AWS answers), and the
+    campaign's key of the controller's material under another name."""
 
     def public_key(self, key: str) -> PublicKey:
+        if key == TWO_NAMES_KEY_ARN:
+            return PublicKey(key, local_public_key_der(*TWO_NAMES_MATERIAL))
         for tenant, approvers in cdk_config().tenants.items():
             for approver in approvers:
                 if local_key_arn(tenant, approver) == key:
@@ -93,11 +102,21 @@ class _LocalKeys:
         raise AssertionError(key)
 
 
+def _campaign_config() -> SagaConfig:
+    """The campaign's stack's configuration: cdk.json's with the campaign's context."""
+    context = json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"]
+    return SagaConfig.from_mapping({**context, **campaign_context()})
+
+
 def _verifier() -> ApprovalVerifier:
-    """The verifier every tool uses, with the local approvers' keys as cdk.json configures them."""
-    config = cdk_config()
+    """The verifier every tool uses, with the local approvers' keys as the campaign's stack
+    configures them (a brought key by its ARN)."""
+    config = _campaign_config()
     trusted = {
-        tenant: {a: ApproverKeys(local_key_arn(tenant, a)) for a in approvers}
+        tenant: {
+            a: ApproverKeys(config.approver_keys(tenant, a).key_arn or local_key_arn(tenant, a))
+            for a in approvers
+        }
         for tenant, approvers in config.tenants.items()
     }
     return ApprovalVerifier(trusted, _LocalKeys(), thresholds=config.approval_thresholds)
@@ -133,13 +152,18 @@ def test_every_invalid_kind_comes_round_and_is_refused_with_the_error_it_expects
 
 def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() -> None:
     """Above the four-eyes tenant's threshold (as cdk.json configures it): signed by two
-    distinct approvers (accepted), once, twice by one, or with a forged co-signature (each
-    ApprovalInvalid), checked with the verifier every tool uses."""
+    distinct approvers (accepted), once, twice by one, with a forged co-signature, or by one
+    signer under two names (each ApprovalInvalid), checked with the verifier every tool uses."""
     config = cdk_config()
     assert config.approval_thresholds == {FOUR_EYES_TENANT: FOUR_EYES_THRESHOLDS}
     assert config.tenants[FOUR_EYES_TENANT] == FOUR_EYES_APPROVERS
+    campaign = _campaign_config()
+    assert campaign.tenants[FOUR_EYES_TENANT] == (*FOUR_EYES_APPROVERS, TWO_NAMES_APPROVER)
+    assert campaign.approver_keys(FOUR_EYES_TENANT, TWO_NAMES_APPROVER).key_arn == (
+        TWO_NAMES_KEY_ARN
+    )
     verifier = _verifier()
-    plans = [generate(9, index, block_size=25) for index in range(600)]
+    plans = [generate(9, index, block_size=25) for index in range(1200)]
     kinds: Counter[str] = Counter()
     for plan in plans:
         if plan.four_eyes is None:
@@ -156,7 +180,7 @@ def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() 
             assert plan.expect_rejection == "ApprovalInvalid"
             with pytest.raises(ApprovalInvalid):
                 accept_new_case(verifier, approvals, started=started)
-    assert set(kinds) == {"two", "once", "twice", "forged"}, kinds
+    assert set(kinds) == {"two", "once", "twice", "forged", "two-names"}, kinds
 
 
 def _snapshot(**overrides: Any) -> Snapshot:

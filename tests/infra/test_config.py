@@ -14,6 +14,7 @@ from saga.sandbox.payment_keys import PAYMENT_KEY_RETENTION_SECONDS
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from stacks.config import ConfigError, SagaConfig, reject_dotted_overrides
 from stacks.config_sections import FunctionsConfig
+from tests.infra.conftest import four_eyes_own_principals
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
@@ -111,6 +112,8 @@ def test_a_policy_names_the_crash_family_and_retries_each_of_its_names() -> None
 def test_cli_string_values_are_accepted() -> None:
     context = _with("sandbox", "false")
     context["stage"] = "prod"
+    # A section as the CLI gives it (a JSON string); outside the sandbox four eyes needs it.
+    context["approval_keys"] = json.dumps(four_eyes_own_principals())
     context["payment_key_retention_hours"] = "48"
     config = SagaConfig.from_mapping(context)
     assert (config.sandbox, config.retain_data, config.payment_key_retention_hours) == (

@@ -81,7 +81,10 @@ def test_synth_validation_report_passes(synthesized: Synthesized) -> None:
     report = json.loads(report_path.read_text(encoding="utf-8"))
     for plugin in report["pluginReports"]:
         assert plugin["conclusion"] == "success", plugin
-        assert plugin.get("violations", []) == [], plugin
+        # The one warning the default app gives by design: the four-eyes demo tenant's approver
+        # roles trust the whole account, allowed in the sandbox only (stacks/four_eyes_config.py).
+        reported = [(v["ruleName"], v["severity"]) for v in plugin.get("violations", [])]
+        assert reported in ([], [("Annotation::saga:four-eyes-account-trust:hooli", "warning")])
 
 
 # --- cfn-lint --------------------------------------------------------------------------------

@@ -6,16 +6,19 @@ KMS that counts its reads."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from saga.acceptance import accept_finishing, accept_forward, accept_new_case
-from saga.approval_keys import ApproverKeys, PublicKey, forget_public_keys
-from saga.approvals import ApprovalVerifier, CaseApprovals
+from saga.approval_keys import ApproverKeys, KmsPublicKeys, PublicKey, forget_public_keys
+from saga.approvals import ApprovalVerifier, CaseApprovals, signed_message
 from saga.errors import ApprovalInvalid, AuthorizationDenied, InvalidRequest
 from saga.four_eyes import (
     FOUR_EYES,
@@ -292,3 +295,94 @@ def test_finishing_tools_count_todays_thresholds_without_a_record_else_accept_on
         accept_finishing(verifier(), approvals(one), Records(None))
     on_record = accept_finishing(verifier(), approvals(one), Records(under_way(one, FOUR_EYES)))
     assert on_record.on_record and on_record.required == FOUR_EYES
+
+
+# --- one key under two names is one approver (issue 39) ----------------------------------------
+def _kms_signature(client: Any, case: dict[str, Any], approver: str, key: str) -> dict[str, Any]:
+    """`approver`'s signature fields over the case's digest, made by KMS Sign with `key`."""
+    approval = case["approval"]
+    message = signed_message(
+        case_id=case["case_id"],
+        tenant_id=case["tenant_id"],
+        digest=approval["digest"],
+        revision=approval["revision"],
+        approved_by=approver,
+        signed_at=SIGNED_AT,
+    )
+    signed = client.sign(
+        KeyId=key, Message=message, MessageType="RAW", SigningAlgorithm="ECDSA_SHA_256"
+    )
+    signature = base64.b64encode(signed["Signature"]).decode("ascii")
+    return {"approved_by": approver, "signed_at": SIGNED_AT, "key_id": key, "signature": signature}
+
+
+def test_a_multi_region_key_and_its_replica_are_one_approver() -> None:
+    """Two approvers configured with a multi-Region key and its replica (two ARNs, one key
+    material, as the local AWS models ReplicateKey): both signatures verify, one person made
+    them, and they count once."""
+    with mock_aws():
+        east = boto3.client("kms", region_name="us-east-1")
+        west = boto3.client("kms", region_name="eu-west-1")
+        created = east.create_key(
+            KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY", MultiRegion=True
+        )["KeyMetadata"]
+        primary = created["Arn"]
+        replicated = east.replicate_key(KeyId=created["KeyId"], ReplicaRegion="eu-west-1")
+        replica = replicated["ReplicaKeyMetadata"]["Arn"]
+        assert replica != primary and replica.endswith(created["KeyId"])
+        trusted = {"hooli": {CONTROLLER: ApproverKeys(primary), CFO: ApproverKeys(replica)}}
+        validate = ApprovalVerifier(
+            trusted, KmsPublicKeys(lambda: east), "validate", thresholds=THRESHOLDS
+        )
+        case = hooli_case()
+        signatures = [
+            _kms_signature(east, case, CONTROLLER, primary),
+            _kms_signature(west, case, CFO, replica),
+        ]
+        case["approval"] = approval_with(1, case["approval"]["digest"], signatures)
+        with pytest.raises(ApprovalInvalid) as refused:
+            accept_new_case(validate, approvals(case), started=NOW)
+    assert refused.value.message.startswith(
+        "case case-4eyes: 1 of 2 approvals from distinct approvers of tenant hooli (signed by "
+        "controller@hooli, cfo@hooli)"
+    )
+
+
+IMPORTED = "arn:aws:kms:us-east-1:123456789012:key/0badc0de-0000-4000-8000-000000000001"
+
+
+class SharedMaterialKeys(CountingKeys):
+    """cfo's configured key, another key id holding the controller's key material (imported
+    twice: nothing at synth can see it)."""
+
+    def public_key(self, key: str) -> PublicKey:
+        if key == IMPORTED:
+            return PublicKey(key, local_public_key_der("hooli", CONTROLLER, 2))
+        return super().public_key(key)
+
+
+def test_two_key_ids_of_one_key_material_are_one_approver_whoever_signs_first() -> None:
+    trusted = {**TRUSTED, "hooli": {**TRUSTED["hooli"], CFO: ApproverKeys(IMPORTED)}}
+    validate = ApprovalVerifier(trusted, SharedMaterialKeys(), "validate", thresholds=THRESHOLDS)
+    controller_first = co_sign_locally(
+        hooli_case(),
+        approved_by=CFO,
+        signed_at=SIGNED_AT,
+        generation=2,
+        signer=("hooli", CONTROLLER),
+    )
+    controller_first["approval"]["co_signatures"][0]["key_id"] = IMPORTED
+    with pytest.raises(ApprovalInvalid, match="1 of 2 approvals"):
+        accept_new_case(validate, approvals(controller_first), started=NOW)
+
+
+def test_one_approvers_key_generations_still_count_once_and_two_people_twice() -> None:
+    """Counting public keys does not split one approver (two generations) nor join two."""
+    old_and_new = co_sign_locally(hooli_case(), approved_by=CONTROLLER, generation=1)
+    with pytest.raises(ApprovalInvalid, match="1 of 2 approvals"):
+        accept_forward(
+            verifier(), approvals(old_and_new), Records(under_way(old_and_new, FOUR_EYES))
+        )
+    both = co_sign_locally(old_and_new, approved_by=CFO, signed_at=SIGNED_AT)
+    accepted = accept_forward(verifier(), approvals(both), Records(under_way(both, FOUR_EYES)))
+    assert accepted.keys == (local_key_arn("hooli", CONTROLLER, 2), local_key_arn("hooli", CFO))
