@@ -44,3 +44,23 @@ def synthesize(outdir: Path, context: dict[str, Any] | None = None) -> Synthesiz
         template_json=template_json,
         template=Template.from_json(template_json),
     )
+
+
+# The one warning the default app gives by design: the four-eyes demo tenant's approver roles
+# trust the whole account, allowed in the sandbox only (stacks/four_eyes_config.py).
+ACCEPTED_WARNINGS = {("Annotation::saga:four-eyes-account-trust:hooli", "warning")}
+
+
+def validation_problems(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(plugin, rule, severity) of everything a validation report holds against the app but
+    the accepted warnings; a plugin that did not succeed is one too."""
+    problems = []
+    for plugin in report["pluginReports"]:
+        name = plugin["pluginName"]
+        if plugin["conclusion"] != "success":
+            problems.append((name, "conclusion", plugin["conclusion"]))
+        for violation in plugin.get("violations", []):
+            found = (violation["ruleName"], violation["severity"])
+            if found not in ACCEPTED_WARNINGS:
+                problems.append((name, *found))
+    return problems
