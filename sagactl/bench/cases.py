@@ -240,7 +240,9 @@ def format_requests(counts: CaseCounts) -> str:
     for billed in counts.requests:
         units = f"{billed.read_units:g} RRU" if billed.read_units else f"{billed.write_units} WRU"
         notes = [billed.note] if billed.note else []
-        notes += [f"{w.index} {w.kind} {w.units} WRU" for w in billed.index_writes]
+        notes += [
+            f"{w.index} {w.kind} {w.units} WRU, entry {w.entry_size} B" for w in billed.index_writes
+        ]
         note = f" ({'; '.join(notes)})" if notes else ""
         lines.append(
             f"  {billed.operation:<20} {units:>8}  largest item {billed.largest_item:>5} B  "
