@@ -37,7 +37,9 @@ CANDIDATES = [
 
 
 def _with_tenant(tenant: str) -> dict[str, Any]:
-    context = copy.deepcopy(json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"])
+    context: dict[str, Any] = copy.deepcopy(
+        json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"]
+    )
     context["tenants"] = {tenant: ["ops@example.com"]}
     context.pop("approval_thresholds", None)  # they name the default tenants
     context.pop("approver_keys", None)
