@@ -43,6 +43,7 @@ from pydantic import BeforeValidator, ConfigDict, ValidationError, model_validat
 from pydantic_core import PydanticCustomError
 
 from saga.ledger import LedgerPolicy
+from saga.models import TENANT_ID_PATTERN
 from saga.settings import tenants_variable
 from stacks.config_sections import (
     AgentGatewayConfig,
@@ -121,10 +122,14 @@ def _tenants(value: Any) -> dict[str, tuple[str, ...]]:
         raise invalid(f"must be a non-empty object {{tenant: [approver, ...]}}, got {value!r}")
     tenants: dict[str, tuple[str, ...]] = {}
     for tenant, approvers in value.items():
-        if not isinstance(tenant, str) or not tenant or "#" in tenant:
+        # The case model's own pattern (a case of any other tenant id is refused): without '#',
+        # part of the action key, nor '_', which ends the tenant in an agent case id
+        # `agt_<tenant>_...` and makes the agent roles' `agt_<tenant>_*` grants its alone.
+        if not isinstance(tenant, str) or re.fullmatch(TENANT_ID_PATTERN, tenant) is None:
             raise invalid(
-                f"key {tenant!r} must be a non-empty string without '#' (it is part of the "
-                "action key)"
+                f"key {tenant!r} must match {TENANT_ID_PATTERN}, the case model's tenant id: "
+                "lower-case letters, digits and '-' (without '#', part of the action key, or '_', "
+                "which ends the tenant in an agent case id agt_<tenant>_...)"
             )
         try:
             tenants[tenant] = string_list(approvers)

@@ -5,23 +5,29 @@ For each example case it runs the real state machine in the local emulator and r
 - Lambda invocations (TaskScheduled events of Lambda tasks, retries included),
 - DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
   the executor itself makes none, so these are the handlers' requests), and the request units
-  they were billed (sagactl.local.request_units), the saga's tables apart from the sandbox's,
+  they were billed (sagactl.local.request_units), the saga's tables apart from the sandbox's
+  and the ledger's index writes apart from its items',
 - KMS requests made by the tools (GetPublicKey of the approval keys: the signature itself is
   verified in the function, saga/signatures.py),
 - effects counted in the sandbox tables,
-- what a million such cases cost at list prices (cost.py: the arithmetic and its assumptions).
+- what a million such cases cost at list prices (cost.py: the arithmetic and its assumptions),
+  and beside it an estimate of their CloudWatch Logs and X-Ray: the execution's history as the
+  state machine logs it (level ALL, no execution data) and what the functions printed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from saga.approval_keys import forget_public_keys
-from sagactl.bench.cost import SANDBOX_OUTPUTS, CaseCost, assumptions
+from sagactl.bench.cost import SANDBOX_OUTPUTS, CaseCost, LogsAndTraces, assumptions
 from sagactl.config import cdk_config
 from sagactl.local.emulator import client_environment
 from sagactl.local.environment import LocalAws, StackSource, run_local
@@ -45,6 +51,7 @@ class CaseCounts:
     refunds: int
     shipments: int
     cost: CaseCost
+    logs_and_traces: LogsAndTraces  # an estimate, not in the cost
     requests: tuple[Billed, ...] = ()  # each DynamoDB request as billed, in order
 
 
@@ -68,6 +75,7 @@ def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCou
         count_dynamodb_requests() as counts,
         count_requests("kms") as kms,
         metering_request_units() as units,
+        counting_printed() as printed,
     ):
         arn = local.start_case(case)
         description = local.wait_for_execution(arn)
@@ -95,7 +103,15 @@ def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCou
         read_units=units.read_units(saga),
         write_units=units.write_units(saga),
         sandbox_read_units=units.read_units(sandbox),
-        sandbox_write_units=units.write_units(sandbox),
+        sandbox_write_units=units.write_units(sandbox) + units.index_write_units(sandbox),
+        index_write_units=units.index_write_units(saga),
+    )
+    logged = execution_log_events(history, arn)
+    estimate = LogsAndTraces(
+        execution_log_events=len(logged),
+        execution_log_bytes=sum(len(line.encode("utf-8")) for line in logged),
+        function_log_bytes=printed.bytes,
+        invocations=invocations,
     )
     return CaseCounts(
         case=name,
@@ -109,8 +125,63 @@ def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCou
         refunds=count_items(target, target.output("PaymentsTableName"), case["case_id"]),
         shipments=count_items(target, target.output("ShipmentsTableName"), case["case_id"]),
         cost=cost,
+        logs_and_traces=estimate,
         requests=tuple(units.billed),
     )
+
+
+class _CountingStream(io.TextIOBase):
+    """A stdout that counts the UTF-8 bytes written through it."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+        self.bytes = 0
+
+    def write(self, text: str) -> int:
+        self.bytes += len(text.encode("utf-8"))
+        return int(self.inner.write(text))
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+
+@contextlib.contextmanager
+def counting_printed() -> Iterator[_CountingStream]:
+    """Count what the functions print while the block runs: their log lines and EMF metrics
+    as CloudWatch Logs would ingest them (functions in worker processes forward their output to
+    this process's stdout, line by line; in this process they print to it)."""
+    counting = _CountingStream(sys.stdout)
+    with contextlib.redirect_stdout(counting):
+        yield counting
+
+
+# What `includeExecutionData: false` leaves out of the state machine's log events.
+_EXECUTION_DATA = frozenset({"input", "output", "parameters", "result", "cause"})
+
+
+def execution_log_events(history: Sequence[Mapping[str, Any]], arn: str) -> list[str]:
+    """The state machine's log events for an execution's history at level ALL without
+    execution data, in the format Step Functions logs them (id, type, details, previous event
+    id, timestamp, execution ARN, redrive count: https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html)."""
+    lines = []
+    for event in history:
+        details: Mapping[str, Any] = next(
+            (value for key, value in event.items() if key.endswith("EventDetails")), {}
+        )
+        kept = {k: v for k, v in details.items() if k not in _EXECUTION_DATA}
+        millis = int(event["timestamp"].timestamp() * 1000)
+        logged = {
+            "id": str(event["id"]),
+            "type": event["type"],
+            "details": kept,
+            "previous_event_id": str(event.get("previousEventId", 0)),
+            "event_timestamp": str(millis),
+            "execution_arn": arn,
+            "redrive_count": "0",
+        }
+        lines.append(json.dumps(logged, separators=(",", ":"), default=str))
+    return lines
 
 
 def configured_memory_mb() -> int:
@@ -141,7 +212,8 @@ def format_costs(cases: list[CaseCounts]) -> str:
     memory = cases[0].cost.memory_mb if cases else configured_memory_mb()
     header = (
         f"{'case':<24} {'transitions':>11} {'lambda':>6} {'GB-s':>6} {'RRU':>5} {'WRU':>5} "
-        f"{'SFN $':>8} {'Lambda $':>8} {'DDB $':>7} {'total $':>8} {'sandbox RRU/WRU':>15}"
+        f"{'idx WRU':>7} {'SFN $':>8} {'Lambda $':>8} {'DDB $':>7} {'total $':>8} "
+        f"{'sandbox RRU/WRU':>15}"
     )
     lines = ["cost per 1M cases, SFN + Lambda + DynamoDB (sagactl/bench/cost.py):", header]
     for c in cases:
@@ -149,12 +221,14 @@ def format_costs(cases: list[CaseCounts]) -> str:
         sandbox = f"{k.sandbox_read_units:g}/{k.sandbox_write_units:g}"
         lines.append(
             f"{c.case:<24} {k.transitions:>11} {k.invocations:>6} {k.gb_seconds:>6.3f} "
-            f"{k.read_units:>5g} {k.write_units:>5g} {k.step_functions:>8.2f} "
-            f"{k.lambda_requests + k.lambda_compute:>8.2f} {k.dynamodb:>7.2f} {k.total:>8.2f} "
-            f"{sandbox:>15}"
+            f"{k.read_units:>5g} {k.write_units:>5g} {k.index_write_units:>7} "
+            f"{k.step_functions:>8.2f} {k.lambda_requests + k.lambda_compute:>8.2f} "
+            f"{k.dynamodb:>7.2f} {k.total:>8.2f} {sandbox:>15}"
         )
     lines.append("arithmetic (per 1M cases):")
-    lines += [f"  {c.case}: {c.cost.arithmetic()}" for c in cases]
+    for c in cases:
+        lines.append(f"  {c.case}: {c.cost.arithmetic()}")
+        lines.append(f"    {c.logs_and_traces.arithmetic()}")
     lines.append("assumptions:")
     lines += [f"  - {line}" for line in assumptions(memory)]
     return "\n".join(lines)
@@ -165,7 +239,11 @@ def format_requests(counts: CaseCounts) -> str:
     lines = [f"{counts.case}: DynamoDB requests as billed"]
     for billed in counts.requests:
         units = f"{billed.read_units:g} RRU" if billed.read_units else f"{billed.write_units} WRU"
-        note = f" ({billed.note})" if billed.note else ""
+        notes = [billed.note] if billed.note else []
+        notes += [
+            f"{w.index} {w.kind} {w.units} WRU, entry {w.entry_size} B" for w in billed.index_writes
+        ]
+        note = f" ({'; '.join(notes)})" if notes else ""
         lines.append(
             f"  {billed.operation:<20} {units:>8}  largest item {billed.largest_item:>5} B  "
             f"{', '.join(_short(t) for t in billed.tables)}{note}"

@@ -430,6 +430,16 @@ MUTANTS: tuple[Mutant, ...] = (
         outside_slice=_AGENT,
         tests=("tests/unit/test_agent_tenancy.py", "tests/unit/test_models.py"),
     ),
+    Mutant(
+        "tenant-id-pattern-at-synth",
+        "a configured tenant id is one the case model accepts: no `_`, so an agent role's "
+        "agt_<tenant>_* grants are its tenant's alone (§10, §11)",
+        "stacks/config.py",
+        "re.fullmatch(TENANT_ID_PATTERN, tenant) is None",
+        'not tenant or "#" in tenant',
+        outside_slice=_SYNTH,
+        tests=("tests/infra/test_tenant_ids.py",),
+    ),
     # --- the planted bugs of issue 24: each passed the slice before its oracle was made strict --
     Mutant(
         "release-blocked-by-rejected-shipment",

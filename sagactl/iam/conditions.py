@@ -13,8 +13,12 @@ The rules implemented, each from those pages:
   (`StringNotEquals`, `ArnNotLike`, ...), which then matches; `...IfExists` matches an absent
   key; `Null` tests presence itself;
 - `ForAllValues:` matches when every value of the request's multivalued key matches some policy
-  value, and also when the key is absent or empty; `ForAnyValue:` when at least one does, never
-  for an absent key;
+  value, and also when the key is absent or empty: "It also returns true if there are no keys
+  in the request, or if the key values resolve to a null data set, such as an empty string";
+  `ForAnyValue:` when at least one does: "For no matching key or a null dataset, the condition
+  returns false" (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_multi-value-conditions.html).
+  A key whose only values are empty strings is such a null data set; an empty string among
+  other values is not described there, and is refused (UnsupportedPolicy) rather than read;
 - `StringLike` / `ArnLike` take `*` (any run of characters) and `?` (one character),
   case-sensitive; `ArnEquals` and `ArnLike` compare the six colon-separated parts separately;
   `Bool` compares `true` / `false`.
@@ -126,6 +130,19 @@ def _split_operator(operator: str) -> tuple[str | None, str, bool]:
     return qualifier, operator.removesuffix("IfExists") if if_exists else operator, if_exists
 
 
+def _unless_null(key: str, present: list[str] | None) -> list[str] | None:
+    """A multivalued key's values, None when they resolve to a null data set ("such as an
+    empty string"): no values, or only empty ones."""
+    if not present or not any(present):
+        return None
+    if "" in present:
+        raise UnsupportedPolicy(
+            f"{key} has an empty value among others: IAM does not document how a set operator "
+            "reads it"
+        )
+    return present
+
+
 def _key_matches(operator: str, key: str, policy_value: object, context: Context) -> bool:
     qualifier, base, if_exists = _split_operator(operator)
     wanted = _policy_values(policy_value)
@@ -144,6 +161,8 @@ def _key_matches(operator: str, key: str, policy_value: object, context: Context
         hit = any(compare(w, value) for w in wanted)
         return not hit if negated else hit
 
+    if qualifier is not None:
+        present = _unless_null(key, present)
     if qualifier == "ForAllValues":
         return present is None or all(one(value) for value in present)
     if qualifier == "ForAnyValue":

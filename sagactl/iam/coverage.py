@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagactl.iam.conditions import UnsupportedPolicy, conditions_match, wildcard_match
-from sagactl.iam.evaluate import Grants, Request, evaluate, statements
+from sagactl.iam.evaluate import Grants, Request, evaluate, resource_match, statements
 from sagactl.iam.requests import Account, authorization_requests
 from sagactl.iam.stack_policies import RolePolicies
 from sagactl.local.aws_calls import AwsCall
@@ -70,7 +70,7 @@ def unused_grants(role: RolePolicies, allowed: Iterable[Request]) -> list[tuple[
                 for resource in _as_list(statement["Resource"]):
                     if not any(
                         wildcard_match(action, r.action, ignore_case=True)
-                        and wildcard_match(resource, r.resource)
+                        and resource_match(resource, r.resource)
                         and conditions_match(statement.get("Condition"), r.context)
                         for r in requests
                     ):

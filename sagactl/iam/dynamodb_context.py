@@ -15,7 +15,12 @@ control" (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/speci
 
 A read without a projection returns every attribute, which the guide does not spell out as a
 value of `dynamodb:Attributes`: it is `*` here, which only a policy allowing every attribute
-matches, so the offline check may deny what AWS would allow but never the reverse. Legacy
+matches, so the offline check may deny what AWS would allow but never the reverse. So is a
+write that asks for the old item when its condition fails (`ReturnValuesOnConditionCheckFailure:
+ALL_OLD`): none of the guide's condition keys (LeadingKeys, Select, Attributes, ReturnValues:
+"Represents the ReturnValues parameter of a request", ReturnConsumedCapacity) represents that
+parameter, so no policy can confine what it reads; it is counted as reading every attribute,
+which a policy that lists attributes refuses. Legacy
 parameters (AttributeUpdates, Expected, AttributesToGet, ...) are refused (the saga uses
 expressions only).
 """
@@ -91,6 +96,8 @@ def request_context(operation: str, params: Mapping[str, Any]) -> dict[str, Any]
     projected = bool(params.get("ProjectionExpression"))
     if operation in _READS_ALL_WITHOUT_PROJECTION and not projected:
         attributes.add(EVERY_ATTRIBUTE)
+    if params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD":
+        attributes.add(EVERY_ATTRIBUTE)  # the whole item back, ungoverned (docstring)
     context: dict[str, Any] = {"dynamodb:Attributes": sorted(attributes)}
     if operation in _WRITES:
         context["dynamodb:ReturnValues"] = str(params.get("ReturnValues") or "NONE")

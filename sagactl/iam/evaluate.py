@@ -10,6 +10,20 @@ Sources:
 - Action / NotAction (case-insensitive, wildcards), Resource / NotResource:
   https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_action.html
   https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_notresource.html
+- wildcards in a resource ARN: "You can use wildcard characters (* and ?) within the individual
+  segments of an ARN (the parts separated by colons)" and "If the * wildcard is the last
+  character of a resource ARN segment, it can expand to match beyond the colon boundaries"
+  (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html):
+  a `*` that ends a segment matches across colons, any other `*` or `?` within its segment.
+  Where the page leaves a match open (whether a mid-segment `*` or a `?` ever meets a colon),
+  the statement takes the reading that denies: an Allow's Resource and a Deny's NotResource
+  match narrowly (as above), a Deny's Resource and an Allow's NotResource broadly (any wildcard
+  across colons);
+- a statement names Resource or NotResource: "All policies except role trust policies must
+  include a Resource or NotResource element" (IAM Access Analyzer's check MISSING_RESOURCE,
+  https://docs.aws.amazon.com/IAM/latest/UserGuide/access-analyzer-reference-policy-checks.html#access-analyzer-reference-policy-checks-error-missing-resource):
+  one without either is refused (UnsupportedPolicy), except in a role's trust policy, whose
+  resource is the role;
 - "role trust policies and KMS key policies are exceptions [...] because they must explicitly
   allow access for principals" (same page);
 - KMS: a key policy is required; "unless the key policy explicitly allows it, you cannot use
@@ -25,9 +39,11 @@ RCPs, grants, cross-account access, policy variables (refused by sagactl.iam.con
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 
 from sagactl.iam.conditions import (
@@ -98,12 +114,47 @@ def action_matches(statement: Statement, action: str) -> bool:
     raise UnsupportedPolicy(f"statement without Action or NotAction: {statement}")
 
 
-def resource_matches(statement: Statement, resource: str) -> bool:
+@lru_cache(maxsize=4096)
+def _resource_pattern(pattern: str, broad: bool) -> re.Pattern[str]:
+    if "${" in pattern:
+        raise UnsupportedPolicy(f"policy variables are not supported: {pattern!r}")
+    parts = []
+    for index, c in enumerate(pattern):
+        ends_segment = index + 1 == len(pattern) or pattern[index + 1] == ":"
+        if c == "*":
+            parts.append(".*" if broad or ends_segment else "[^:]*")
+        elif c == "?":
+            parts.append("." if broad else "[^:]")
+        else:
+            parts.append(re.escape(c))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def resource_match(pattern: str, resource: str, *, broad: bool = False) -> bool:
+    """A Resource / NotResource pattern against an ARN, case-sensitively: `broad` lets every
+    wildcard cross a colon, else only a `*` that ends a segment does (module docstring)."""
+    return _resource_pattern(pattern, broad).fullmatch(resource) is not None
+
+
+def is_role(arn: str) -> bool:
+    """An IAM role's ARN: its resource-based policy is its trust policy."""
+    parts = arn.split(":", 5)
+    return len(parts) == 6 and parts[2] == "iam" and parts[5].startswith("role/")
+
+
+def resource_matches(statement: Statement, resource: str, *, trust: bool = False) -> bool:
+    """Whether the statement covers `resource`, in the reading that denies where the docs
+    leave it open; `trust`: the statement is in a role's trust policy."""
+    deny = statement.get("Effect") == "Deny"
     if "Resource" in statement:
-        return any(wildcard_match(p, resource) for p in _as_list(statement["Resource"]))
+        patterns = _as_list(statement["Resource"])
+        return any(resource_match(p, resource, broad=deny) for p in patterns)
     if "NotResource" in statement:
-        return not any(wildcard_match(p, resource) for p in _as_list(statement["NotResource"]))
-    return True  # a trust policy names no resource: the role itself is the resource
+        patterns = _as_list(statement["NotResource"])
+        return not any(resource_match(p, resource, broad=not deny) for p in patterns)
+    if trust:
+        return True  # a trust policy names no resource: the role itself is the resource
+    raise UnsupportedPolicy(f"statement without Resource or NotResource: {statement}")
 
 
 def _account_of(entry: str) -> str | None:
@@ -156,10 +207,10 @@ class Grants:
     policy_required: frozenset[str] = frozenset()
 
 
-def _applies(statement: Statement, request: Request) -> bool:
+def _applies(statement: Statement, request: Request, *, trust: bool = False) -> bool:
     return (
         action_matches(statement, request.action)
-        and resource_matches(statement, request.resource)
+        and resource_matches(statement, request.resource, trust=trust)
         and conditions_match(statement.get("Condition"), request.context)
     )
 
@@ -183,9 +234,10 @@ def _resource_effects(
 ) -> tuple[bool, PrincipalMatch]:
     """(a Deny applies to this principal, the best way an Allow covers it)."""
     deny, allow = False, PrincipalMatch.NONE
+    trust = is_role(request.resource)  # a role's resource-based policy is its trust policy
     for statement in statements(policy):
         how = principal_matches(statement, principal)
-        if how is PrincipalMatch.NONE or not _applies(statement, request):
+        if how is PrincipalMatch.NONE or not _applies(statement, request, trust=trust):
             continue
         if statement.get("Effect") == "Deny":
             deny = True

@@ -23,15 +23,44 @@ atomic), by AWS's rules:
   awsdocs/amazon-dynamodb-developer-guide doc_source/ProvisionedThroughput.md, has the same
   rules for provisioned capacity).
 
-Two cases AWS documents no figure for are assumptions, named: a transaction that is cancelled is
-billed its prepare phase (each item once), and one answered from its ClientRequestToken without
-being applied again is billed a strongly consistent read of each item. An operation not listed
-here is recorded as unmetered, never silently free.
+- a secondary index: a write that changes what an index holds is billed on the index too, 1 unit
+  per 1 KB of the index entry (the item as the index projects it: every attribute for ALL, the
+  table's and the index's keys for KEYS_ONLY, plus the named ones for INCLUDE):
+  "If you write a new item to the table that defines an indexed attribute, or you update an
+  existing item to define a previously undefined indexed attribute, one write operation is
+  required to put the item into the index. If an update to the table changes the value of an
+  indexed key attribute (from A to B), two writes are required, one to delete the previous item
+  from the index and another write to put the new item into the index. If an item was present
+  in the index, but a write to the table caused the indexed attribute to be deleted, one write
+  is required to delete the old item projection from the index. If an item is not present in
+  the index before or after the item is updated, there is no additional write cost for the
+  index. If an update to the table only changes the value of projected attributes in the index
+  key schema, but does not change the value of any indexed key attribute, then one write is
+  required to update the values of the projected attributes into the index." and "Larger index
+  entries will require additional write capacity units"
+  (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.ThroughputConsiderations.Writes;
+  the archived guide, doc_source/GSI.md, has the same text). So: put (the new entry), delete
+  (the old entry), key change (both, each rounded on its own), update of a projected attribute
+  (the larger of the old and new entry, as a table write). An entry the write leaves identical
+  (a ConditionCheck, a change outside a narrower projection) costs nothing: "if a write to a
+  table does not require a global secondary index update, then no write capacity is consumed
+  from the index". The 100 bytes "of overhead per index item" the guide names under "Storage
+  Considerations" are storage, like a table item's, not added to the entry's size here.
+
+Cases AWS documents no figure for are assumptions, named, each the costlier reading: a
+transaction that is cancelled is billed its prepare phase (each item once) and no index write;
+one answered from its ClientRequestToken without being applied again is billed a strongly
+consistent read of each item; a transaction's index writes are billed twice, like its items
+(the transactions guide says only that "changes made with transactions are propagated to
+global secondary indexes (GSIs) [...] after the transaction completes successfully", not how
+often they are billed). A failed conditional write changes no index: no index write. An
+operation not listed here is recorded as unmetered, never silently free.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import threading
 from collections.abc import Iterator, Mapping
@@ -105,17 +134,75 @@ def _raw_bytes(value: Any) -> bytes:
     return value if isinstance(value, bytes) else base64.b64decode(value)
 
 
+# --- secondary indexes ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IndexWrite:
+    """What one write did to one secondary index, as billed (a transaction's twice)."""
+
+    table: str
+    index: str
+    kind: str  # "put", "delete", "update" (a projected attribute), "key change"
+    units: int
+    entry_size: int  # bytes, the larger index entry
+
+
+def index_entry(item: Mapping[str, Any] | None, index: Any) -> dict[str, Any] | None:
+    """The entry `index` (moto's GSI or LSI) holds for `item`, None when it holds none: a
+    sparse index holds only items that have every one of its key attributes."""
+    keys = [key["AttributeName"] for key in index.schema]
+    if not item or any(key not in item for key in keys):
+        return None
+    projection = index.projection or {}
+    kind = projection.get("ProjectionType", "ALL")
+    if kind == "ALL":
+        return dict(item)
+    names = {*index.table_key_attrs, *keys}
+    if kind == "INCLUDE":
+        names |= set(projection.get("NonKeyAttributes", []))
+    return {name: value for name, value in item.items() if name in names}
+
+
+def index_write(
+    table: str,
+    index: Any,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+) -> IndexWrite | None:
+    """The write an item's change from `before` to `after` costs `index` (module docstring)."""
+    old, new = index_entry(before, index), index_entry(after, index)
+    if old is None or new is None:
+        entry, kind = (new, "put") if old is None else (old, "delete")
+        if entry is None:
+            return None  # in the index neither before nor after
+        size = item_size(entry)
+        return IndexWrite(table, index.name, kind, write_units(size), size)
+    if old == new:
+        return None  # the index holds the same entry: no index update
+    keys = [key["AttributeName"] for key in index.schema]
+    sizes = (item_size(old), item_size(new))
+    if any(old[key] != new[key] for key in keys):
+        units = write_units(sizes[0]) + write_units(sizes[1])
+        return IndexWrite(table, index.name, "key change", units, max(sizes))
+    return IndexWrite(table, index.name, "update", write_units(max(sizes)), max(sizes))
+
+
 # --- the meter -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Billed:
-    """One request as billed: what, on which tables, how many units, the largest item."""
+    """One request as billed: what, on which tables, how many units (the tables' own, and its
+    secondary indexes' apart), the largest item."""
 
     operation: str
     tables: tuple[str, ...]
     read_units: float
-    write_units: float
+    write_units: float  # the tables' items
     largest_item: int  # bytes
     note: str = ""
+    index_writes: tuple[IndexWrite, ...] = ()
+
+    @property
+    def index_write_units(self) -> int:
+        return sum(write.units for write in self.index_writes)
 
 
 @dataclass
@@ -129,7 +216,17 @@ class RequestUnits:
         return sum(b.read_units for b in self.billed if _on(b, tables))
 
     def write_units(self, tables: set[str] | None = None) -> float:
+        """The tables' own write units (their indexes' apart: index_write_units)."""
         return sum(b.write_units for b in self.billed if _on(b, tables))
+
+    def index_write_units(self, tables: set[str] | None = None) -> int:
+        """The write units the secondary indexes of `tables` were billed."""
+        return sum(
+            w.units
+            for b in self.billed
+            for w in b.index_writes
+            if tables is None or w.table in tables
+        )
 
 
 def _on(billed: Billed, tables: set[str] | None) -> bool:
@@ -233,13 +330,29 @@ class _Billing:
         sizes = [
             max(item_size(old), item_size(new)) for old, new in zip(self.before, after, strict=True)
         ]
+        indexes = self._index_writes(after)
         if op != "transact_write_items":
-            return Billed(op, self._tables(), 0, write_units(sizes[0]), sizes[0])
+            return Billed(op, self._tables(), 0, write_units(sizes[0]), sizes[0], "", indexes)
         if after == self.before:
             # answered from its ClientRequestToken, nothing applied again (an assumption: a read)
             units = sum(read_units(item_size(i), consistent=True) for i in after)
             return Billed(op, self._tables(), units, 0, max(sizes), "token replay")
-        return Billed(op, self._tables(), 0, 2 * sum(write_units(s) for s in sizes), max(sizes))
+        # Every item twice (prepare, commit), and its index writes twice too (the costlier
+        # reading: the guide leaves it open).
+        twice = tuple(dataclasses.replace(w, units=2 * w.units) for w in indexes)
+        units = 2 * sum(write_units(s) for s in sizes)
+        return Billed(op, self._tables(), 0, units, max(sizes), "", twice)
+
+    def _index_writes(self, after: list[dict[str, Any] | None]) -> tuple[IndexWrite, ...]:
+        """What the change of each item from before to `after` cost its table's indexes."""
+        found = []
+        for (table, _, _, _), old, new in zip(self.targets, self.before, after, strict=True):
+            schema = self.backend.get_table(table)
+            for index in [*schema.global_indexes, *schema.indexes]:
+                write = index_write(table, index, old, new)
+                if write is not None:
+                    found.append(write)
+        return tuple(found)
 
     def failed(self, error: str) -> Billed | None:
         op = self.operation
@@ -292,8 +405,11 @@ def _result_items(result: Any) -> list[Mapping[str, Any]]:
 
 __all__ = [
     "Billed",
+    "IndexWrite",
     "RequestUnits",
     "attribute_size",
+    "index_entry",
+    "index_write",
     "install_request_units",
     "item_size",
     "metering_request_units",

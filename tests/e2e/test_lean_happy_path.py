@@ -175,15 +175,16 @@ def _resolve(local: LocalAws, case: dict[str, Any]) -> None:
     cases.resolve(record, DECIDED.to_record(), settle=[write for _, write in writes])
 
 
-def test_the_happy_path_costs_four_states_four_invocations_and_under_140_usd_a_million(
+def test_the_happy_path_costs_four_states_four_invocations_and_its_index_writes(
     local_aws: LocalAws,
     handlers_in_this_process: None,  # the key cache forgotten here is the one the handlers use
 ) -> None:
     """The issue's goal, as `make bench` measures it: 4 states, 5 billed transitions, 4 Lambda
     invocations, 12 DynamoDB requests (9 the saga's, 3 the sandbox downstreams'), KMS only
-    where a container reads a public key first, and at list prices (its arithmetic and
-    assumptions: sagactl/bench/cost.py) at most $140 per million cases for Step Functions,
-    Lambda and DynamoDB."""
+    where a container reads a public key first, and what it costs at list prices (arithmetic
+    and assumptions: sagactl/bench/cost.py) with the ledger's open-actions index billed as AWS
+    bills it: $140.72 per million cases for Step Functions, Lambda and DynamoDB, over the
+    $140 the four-state issue aimed at (README, "Measured", says what would bring it back)."""
     forget_public_keys()  # every function cold: the first case pays the key reads
     cold = measure_case(local_aws, "happy-path", case_named("case-lean-cold"))
     counts = measure_case(local_aws, "happy-path", case_named("case-lean-cost"))
@@ -202,6 +203,20 @@ def test_the_happy_path_costs_four_states_four_invocations_and_under_140_usd_a_m
     # transaction 3 items x 2; the refund's claim and completion 1 each; the shipment's claim
     # 1 and its transaction (ledger + case record) 2 x 2.
     assert (cost.read_units, cost.write_units) == (3, 14)
+    # The open-actions index: the refund's claim puts its entry, its completion deletes it;
+    # the shipment's claim puts, its transaction deletes (twice, as its items are). The
+    # reservation's record is written settled in its transaction: never in the index.
+    ledger = local_aws.outputs["LedgerTableName"]
+    assert [
+        (b.operation, w.index, w.kind, w.units) for b in counts.requests for w in b.index_writes
+    ] == [
+        ("put_item", "open-actions", "put", 1),
+        ("update_item", "open-actions", "delete", 1),
+        ("put_item", "open-actions", "put", 1),
+        ("transact_write_items", "open-actions", "delete", 2),
+    ]
+    assert {w.table for b in counts.requests for w in b.index_writes} == {ledger}
+    assert cost.index_write_units == 5
     operations = [(b.operation, b.read_units, b.write_units) for b in counts.requests]
     saga_tables = _saga_tables(local_aws)
     assert [
@@ -211,7 +226,22 @@ def test_the_happy_path_costs_four_states_four_invocations_and_under_140_usd_a_m
     ] == [("transact_write_items", 4)]
     assert ("get_item", 1, 0) in operations
     assert cost.step_functions == pytest.approx(125.0)
-    assert cost.total <= 140, cost.arithmetic()
+    # 3 x $0.125 + (14 + 5) x $0.625 = $12.25 of DynamoDB; with SFN's $125 and Lambda's
+    # $3.47: $140.72, over $140 by the index's $3.13 (it was $137.59 without them).
+    assert cost.dynamodb == pytest.approx(12.25)
+    assert round(cost.total, 2) == 140.72, cost.arithmetic()
+    # Logs and traces are estimated beside it, not in it: every history event logged, what
+    # the functions printed, one trace.
+    estimate = counts.logs_and_traces
+    assert estimate.execution_log_events == len(local_aws.history(_execution_arn(local_aws)))
+    assert estimate.function_log_bytes > 0 and estimate.invocations == 4
+    assert estimate.traces == pytest.approx(5.0)
+
+
+def _execution_arn(local: LocalAws) -> str:
+    """The execution of case-lean-cost (executions are named by their case id)."""
+    machine = local.outputs["StateMachineArn"]
+    return f"{machine.replace(':stateMachine:', ':execution:')}:case-lean-cost"
 
 
 def _saga_tables(local: LocalAws) -> set[str]:

@@ -203,7 +203,9 @@ def test_only_this_accounts_gateways_may_assume_the_gateway_role(enabled: Synthe
     ("stage", "tenant", "message"),
     [
         ("dev", "acme-and-sons-international-holdings", "is not a valid AgentCore gateway name"),
-        ("dev", "acme_corp", "is not a valid AgentCore gateway name"),
+        # A tenant id may hold "--", a gateway name may not (a `_` is refused before, by the
+        # tenant id's own pattern: tests/infra/test_tenant_ids.py).
+        ("dev", "acme--corp", "is not a valid AgentCore gateway name"),
     ],
 )
 def test_a_gateway_name_agentcore_would_refuse_is_a_clear_synth_error(

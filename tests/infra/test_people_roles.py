@@ -148,6 +148,11 @@ def test_an_approver_role_stores_an_approval_and_cannot_rewrite_a_draft(
         assert decide(rewrite) is not Decision.ALLOW, what
     # Reading the whole item back through the UpdateItem is reading, not storing an approval.
     assert decide({**store_approval, "ReturnValues": "ALL_OLD"}) is not Decision.ALLOW
+    # So is asking for it when the condition fails, which no condition key governs: the
+    # store never asks (sagactl/iam/dynamodb_context.py counts it as reading every attribute).
+    assert "ReturnValuesOnConditionCheckFailure" not in store_approval
+    on_failure = {**store_approval, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    assert decide(on_failure) is not Decision.ALLOW
     if not legacy:  # another tenant's draft is out of reach altogether
         other = _approval_update(table, theirs)
         assert decide(other) is not Decision.ALLOW

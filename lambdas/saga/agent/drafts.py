@@ -15,6 +15,14 @@ approval's `co_signatures`, conditional on the same digest, an approval by someo
 co-signature yet: one signature per approver, two at most. The cases table and its outcomes (§8)
 are not touched: a draft becomes a case only when it is started. A write the table did not
 answer is a TransientError: nothing is decided on it.
+
+An approver's UpdateItem asks nothing back, not even the old item on a failed condition
+(`ReturnValuesOnConditionCheckFailure`): no IAM condition key governs that parameter, so under
+the approver role's fine-grained conditions (stacks/constructs/people.py, approval_only) it
+would be a read no policy confines. A failed condition is answered by a strongly consistent
+GetItem, which the role is granted anyway, and whether the write was ours (the SDK's retry of
+a write whose answer was lost) is decided from what is written once only: the approval as
+signed, the co-signatures.
 """
 
 from __future__ import annotations
@@ -148,7 +156,9 @@ class DraftStore:
                 ":digest": digest,
                 ":revision": int(approval["revision"]),
             },
-            ours=lambda current: current.get("approval") == dict(approval),
+            # The approval as it was signed; the co-signatures a second approver adds to it
+            # since are not part of it.
+            ours=lambda current: _without_co_signatures(current.get("approval")) == dict(approval),
         )
 
     def co_sign(self, case_id: str, *, digest: str, signature: Mapping[str, Any]) -> None:
@@ -182,7 +192,8 @@ class DraftStore:
         ours: Callable[[Mapping[str, Any]], bool],
     ) -> None:
         """One conditional write of the draft's approval; `ours` tells our own write, repeated
-        by the SDK after a lost answer, from another's."""
+        by the SDK after a lost answer, from another's, on the draft as a strongly consistent
+        read finds it after the condition failed (module docstring)."""
         where = self.location(case_id)
         if where is None:
             raise DraftConflict(f"draft {case_id}: approval not stored: no draft has this id", None)
@@ -194,20 +205,25 @@ class DraftStore:
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeValues=to_item({**values, ":now": now_iso(self.clock)}),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise TransientError(f"draft {case_id}: the approval was not stored") from exc
-            found: Any = exc.response.get("Item")
-            current = from_item(found) if found else None
-            if current is not None and ours(current):
-                return
-            raise DraftConflict(
-                f"draft {case_id}: approval not stored: {_why_not(current)}", current
-            ) from None
         except BotoCoreError as exc:
             raise TransientError(f"draft {case_id}: the approval was not stored") from exc
+        else:
+            return
+        current = self.get(case_id)  # GetItem, ConsistentRead
+        if current is not None and ours(current):
+            return
+        raise DraftConflict(f"draft {case_id}: approval not stored: {_why_not(current)}", current)
+
+
+def _without_co_signatures(approval: Any) -> dict[str, Any] | None:
+    """An approval as its approver signed it: without the co-signatures added to it since."""
+    if not isinstance(approval, Mapping):
+        return None
+    return {name: value for name, value in approval.items() if name != "co_signatures"}
 
 
 def _why_not(current: Mapping[str, Any] | None) -> str:
