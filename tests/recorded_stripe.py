@@ -82,7 +82,7 @@ class RecordedStripe:
         recorded = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
 
             def _serve(self) -> None:
@@ -116,7 +116,7 @@ class RecordedStripe:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _serve  # noqa: N815
+            do_GET = do_POST = _serve
 
         return Handler
 

@@ -15,13 +15,29 @@ from saga.providers.stripe_currencies import (
 )
 
 # ISO 0 decimals, Stripe 0: the same number.
-SAME_ZERO = "BIF CLP DJF GNF JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF".split()
+SAME_ZERO = [
+    "BIF",
+    "CLP",
+    "DJF",
+    "GNF",
+    "JPY",
+    "KMF",
+    "KRW",
+    "PYG",
+    "RWF",
+    "UGX",
+    "VND",
+    "VUV",
+    "XAF",
+    "XOF",
+    "XPF",
+]
 # ISO 2 decimals, Stripe 0: divided by 100, a remainder refused.
 DIVIDED = ["MGA"]
 # ISO 0 decimals, Stripe 2 (divisible by 100): multiplied by 100.
 MULTIPLIED = ["ISK"]
 # ISO 3 decimals, Stripe 3 with the last digit 0.
-TENS = "BHD JOD KWD OMR TND".split()
+TENS = ["BHD", "JOD", "KWD", "OMR", "TND"]
 # ISO 3 decimals, no rule at Stripe: refused.
 REFUSED = ["IQD", "LYD"]
 SPECIAL = {*SAME_ZERO, *DIVIDED, *MULTIPLIED, *TENS, *REFUSED}

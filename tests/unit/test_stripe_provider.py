@@ -5,7 +5,6 @@ port's docstring says; the key header, the amount and the metadata are what Stri
 from __future__ import annotations
 
 import http.client
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,8 +73,12 @@ def intent(currency: str = "usd", **charge_fields: Any) -> dict[str, Any]:
 
 
 def refund(
-    refund_id: str = "re_3PgafyB7WZ01zgkW0Ma1Q2", *, amount: int = 2500, currency: str = "usd",
-    business_ref: str = REF, status: str = "succeeded",
+    refund_id: str = "re_3PgafyB7WZ01zgkW0Ma1Q2",
+    *,
+    amount: int = 2500,
+    currency: str = "usd",
+    business_ref: str = REF,
+    status: str = "succeeded",
 ) -> dict[str, Any]:
     return fixture(
         "refund",
@@ -148,7 +151,12 @@ def test_the_window_is_stripes_24_hours() -> None:
 
 @pytest.mark.parametrize(
     ("currency", "signed", "sent"),
-    [("JPY", 2500, "2500"), ("ISK", 2500, "250000"), ("MGA", 250000, "2500"), ("KWD", 2500, "2500")],
+    [
+        ("JPY", 2500, "2500"),
+        ("ISK", 2500, "250000"),
+        ("MGA", 250000, "2500"),
+        ("KWD", 2500, "2500"),
+    ],
 )
 def test_the_amount_sent_is_stripes_and_the_receipt_isos(
     stripe: RecordedStripe, currency: str, signed: int, sent: str
@@ -178,7 +186,9 @@ def test_a_payment_with_less_left_than_signed_is_refused_before_a_refund(
     stripe: RecordedStripe,
 ) -> None:
     stripe.answer("GET", f"/v1/payment_intents/{PI}", (200, intent(captured=5000, refunded=3000)))
-    stripe.answer("GET", "/v1/refunds", (200, page([refund("re_other", business_ref="x")], has_more=False)))
+    stripe.answer(
+        "GET", "/v1/refunds", (200, page([refund("re_other", business_ref="x")], has_more=False))
+    )
 
     with pytest.raises(DownstreamRejected, match="has 2000 left to refund"):
         provider(stripe).refund(request(2500), idempotency_key=KEY)
@@ -337,7 +347,9 @@ def test_every_page_is_read_and_only_this_references_refunds_kept(stripe: Record
     assert [(r.refund_id, r.status) for r in found] == [("re_ours", "pending")]
     pages = stripe.requests("GET", "/v1/refunds")
     assert [p.query.get("starting_after") for p in pages] == [None, ["re_001"], ["re_002"]]
-    assert all(p.query["payment_intent"] == [PI] and p.query["limit"] == [str(PAGE_SIZE)] for p in pages)
+    assert all(
+        p.query["payment_intent"] == [PI] and p.query["limit"] == [str(PAGE_SIZE)] for p in pages
+    )
 
 
 def test_a_charges_refunds_are_listed_by_charge(stripe: RecordedStripe) -> None:
@@ -347,7 +359,9 @@ def test_a_charges_refunds_are_listed_by_charge(stripe: RecordedStripe) -> None:
     assert stripe.requests("GET", "/v1/refunds")[0].query["charge"] == [CH]
 
 
-@pytest.mark.parametrize("status", ["pending", "succeeded", "failed", "canceled", "requires_action"])
+@pytest.mark.parametrize(
+    "status", ["pending", "succeeded", "failed", "canceled", "requires_action"]
+)
 def test_the_receipt_carries_stripes_status(stripe: RecordedStripe, status: str) -> None:
     stripe.answer("GET", "/v1/refunds", (200, page([refund(status=status)], has_more=False)))
 
@@ -367,7 +381,15 @@ def test_the_receipt_carries_stripes_status(stripe: RecordedStripe, status: str)
         [(200, page([], has_more=True))],
         [(200, page([refund(status="mystery")], has_more=False))],
     ],
-    ids=["500", "429", "hang-up", "page-2-500", "page-2-hang-up", "empty-but-more", "unknown-status"],
+    ids=[
+        "500",
+        "429",
+        "hang-up",
+        "page-2-500",
+        "page-2-hang-up",
+        "empty-but-more",
+        "unknown-status",
+    ],
 )
 def test_a_lookup_that_cannot_read_everything_cannot_tell(
     stripe: RecordedStripe, pages: list[Any]
@@ -396,7 +418,7 @@ class FakeConnection:
             raise BrokenPipeError(32, "Broken pipe")
 
     def getresponse(self) -> Any:
-        raise socket.timeout("timed out")
+        raise TimeoutError("timed out")
 
     def close(self) -> None:
         self.closed = True

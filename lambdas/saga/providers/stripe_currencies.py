@@ -32,12 +32,33 @@ from saga.formats import currency_exponent
 SOURCE: Final = "https://docs.stripe.com/currencies (read 2026-12-07)"
 
 ZERO_DECIMAL: Final = frozenset(
-    "BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split()
+    [
+        "BIF",
+        "CLP",
+        "DJF",
+        "GNF",
+        "JPY",
+        "KMF",
+        "KRW",
+        "MGA",
+        "PYG",
+        "RWF",
+        "UGX",
+        "VND",
+        "VUV",
+        "XAF",
+        "XOF",
+        "XPF",
+    ]
 )
-THREE_DECIMAL: Final = frozenset("BHD JOD KWD OMR TND".split())
+THREE_DECIMAL: Final = frozenset(["BHD", "JOD", "KWD", "OMR", "TND"])
 # Stripe's amount must be a multiple of this (three-decimal: the last digit 0; ISK: whole króna).
 GRANULARITY: Final = {**dict.fromkeys(THREE_DECIMAL, 10), "ISK": 100}
 NOT_DOCUMENTED: Final = frozenset({"IQD", "LYD"})
+
+
+def _power(exponent: int) -> int:
+    return int(10**exponent)
 
 
 class UnrepresentableAmount(ValueError):
@@ -64,14 +85,14 @@ def to_stripe_amount(amount_minor: int, currency: str) -> int:
     exact (a remainder, or a last digit Stripe does not accept)."""
     iso, stripe = currency_exponent(currency), stripe_exponent(currency)
     if stripe >= iso:
-        amount = amount_minor * 10 ** (stripe - iso)
+        amount = amount_minor * _power(stripe - iso)
     else:
-        amount, remainder = divmod(amount_minor, 10 ** (iso - stripe))
+        amount, remainder = divmod(amount_minor, _power(iso - stripe))
         if remainder:
             raise UnrepresentableAmount(
                 f"{amount_minor} {currency} minor units (ISO 4217: {iso} decimals) are not a "
                 f"whole amount at Stripe, which takes {currency} with {stripe} decimals: "
-                f"approve a multiple of {10 ** (iso - stripe)}"
+                f"approve a multiple of {_power(iso - stripe)}"
             )
     step = GRANULARITY.get(currency, 1)
     if amount % step:  # a three-decimal currency: the signed amount in ISO's minor units
@@ -87,8 +108,8 @@ def from_stripe_amount(amount: int, currency: str) -> int:
     when it has no exact ISO amount (an MGA amount is always exact: Stripe's unit is larger)."""
     iso, stripe = currency_exponent(currency), stripe_exponent(currency)
     if iso >= stripe:
-        return amount * 10 ** (iso - stripe)
-    whole, remainder = divmod(amount, 10 ** (stripe - iso))
+        return amount * _power(iso - stripe)
+    whole, remainder = divmod(amount, _power(stripe - iso))
     if remainder:
         raise UnrepresentableAmount(
             f"Stripe amount {amount} {currency} is not a whole number of ISO minor units"

@@ -33,11 +33,16 @@ Connection = http.client.HTTPConnection
 ConnectionFactory = Callable[[str, str, int | None, float], Connection]
 
 
-class RequestNotSent(APIConnectionError):
+class _ConnectionFailure(APIConnectionError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, should_retry=False)  # type: ignore[no-untyped-call]
+
+
+class RequestNotSent(_ConnectionFailure):
     """The connection failed before any byte of the request was written: nothing happened."""
 
 
-class RequestMaybeSent(APIConnectionError):
+class RequestMaybeSent(_ConnectionFailure):
     """The request may have reached Stripe (written in part or whole, the answer lost)."""
 
 
@@ -67,7 +72,9 @@ class DispatchAwareClient(HTTPClient):
         url: str,
         headers: Mapping[str, str] | None,
         post_data: Any = None,
-    ) -> tuple[bytes, int, Mapping[str, str]]:
+        *,
+        _usage: list[str] | None = None,
+    ) -> tuple[Any, int, Mapping[str, str]]:
         parts = urlsplit(url)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         connection: Connection | None = None
@@ -76,12 +83,11 @@ class DispatchAwareClient(HTTPClient):
                 parts.scheme, parts.hostname or "", parts.port, self.connect_timeout
             )
             connection.connect()  # TCP and TLS: no byte of the request is written yet
-        except Exception as exc:  # noqa: BLE001  # whatever it is, nothing was sent
+        except Exception as exc:  # whatever it is, nothing was sent
             if connection is not None:
                 connection.close()
             raise RequestNotSent(
-                f"could not connect to {parts.hostname}: {type(exc).__name__}: {exc}",
-                should_retry=False,
+                f"could not connect to {parts.hostname}: {type(exc).__name__}: {exc}"
             ) from exc
         try:
             if connection.sock is not None:
@@ -89,11 +95,10 @@ class DispatchAwareClient(HTTPClient):
             connection.request(method.upper(), path, body=post_data, headers=dict(headers or {}))
             response = connection.getresponse()
             body = response.read()
-        except Exception as exc:  # noqa: BLE001  # the request may have left: uncertain
+        except Exception as exc:  # the request may have left: uncertain
             raise RequestMaybeSent(
                 f"no complete answer from {parts.hostname} after sending "
-                f"{method.upper()} {parts.path}: {type(exc).__name__}: {exc}",
-                should_retry=False,
+                f"{method.upper()} {parts.path}: {type(exc).__name__}: {exc}"
             ) from exc
         finally:
             connection.close()
@@ -101,7 +106,13 @@ class DispatchAwareClient(HTTPClient):
         return body, response.status, answer_headers
 
     def request_stream(
-        self, method: str, url: str, headers: Mapping[str, str] | None, post_data: Any = None
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None,
+        post_data: Any = None,
+        *,
+        _usage: list[str] | None = None,
     ) -> tuple[Any, int, Mapping[str, str]]:
         raise NotImplementedError("the saga reads no streamed Stripe response")
 

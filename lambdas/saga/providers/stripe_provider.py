@@ -118,18 +118,18 @@ class StripePaymentProvider:
         except UnrepresentableAmount as exc:
             raise DownstreamRejected(str(exc), downstream=DOWNSTREAM) from None
         self._check_payment(request, amount)
+        params: Any = {
+            self._parameter: self._payment,
+            "amount": amount,
+            "metadata": {"business_ref": request.business_ref, "case_id": request.case_id},
+        }
         try:
             refund = self._client.v1.refunds.create(
-                params={
-                    self._parameter: self._payment,  # type: ignore[misc]
-                    "amount": amount,
-                    "metadata": {"business_ref": request.business_ref, "case_id": request.case_id},
-                },
-                options={"idempotency_key": idempotency_key},
+                params=params, options={"idempotency_key": idempotency_key}
             )
         except stripe.StripeError as exc:
             raise refund_error(exc) from exc
-        except Exception as exc:  # noqa: BLE001  # after the request may have left: uncertain
+        except Exception as exc:  # after the request may have left: uncertain
             raise DownstreamTimeout(
                 f"refund {request.business_ref}: {type(exc).__name__}: {exc}",
                 downstream=DOWNSTREAM,
@@ -172,7 +172,7 @@ class StripePaymentProvider:
             ).to_dict()
         except stripe.StripeError as exc:
             raise payment_read_error(self._payment, exc) from exc
-        except Exception as exc:  # noqa: BLE001  # a read: no refund was sent
+        except Exception as exc:  # a read: no refund was sent
             raise DownstreamNotDispatched(
                 f"payment {self._payment} not read: {type(exc).__name__}: {exc}",
                 downstream=DOWNSTREAM,
@@ -180,8 +180,7 @@ class StripePaymentProvider:
         charge = intent.get("latest_charge")
         if not isinstance(charge, Mapping):
             raise DownstreamRejected(
-                f"payment {self._payment} has no charge to refund (status "
-                f"{intent.get('status')})",
+                f"payment {self._payment} has no charge to refund (status {intent.get('status')})",
                 downstream=DOWNSTREAM,
             )
         return {**charge, "currency": intent.get("currency")}
@@ -200,7 +199,7 @@ class StripePaymentProvider:
             raise DownstreamUnavailable(
                 f"refunds of {self._payment} not listed: {_describe(exc)}", downstream=DOWNSTREAM
             ) from exc
-        except Exception as exc:  # noqa: BLE001  # a page not read: cannot tell
+        except Exception as exc:  # a page not read: cannot tell
             raise DownstreamUnavailable(
                 f"refunds of {self._payment} not listed: {type(exc).__name__}: {exc}",
                 downstream=DOWNSTREAM,
@@ -294,9 +293,7 @@ def payment_read_error(payment: str, exc: stripe.StripeError) -> DownstreamError
     """A failed read of the payment: no refund was sent, whatever happened to the read."""
     status = exc.http_status or 0
     if status in (400, 404):
-        return DownstreamRejected(
-            f"payment {payment}: {_describe(exc)}", downstream=DOWNSTREAM
-        )
+        return DownstreamRejected(f"payment {payment}: {_describe(exc)}", downstream=DOWNSTREAM)
     return DownstreamNotDispatched(
         f"payment {payment} not read: {_describe(exc)}", downstream=DOWNSTREAM
     )
