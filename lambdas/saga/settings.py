@@ -6,8 +6,10 @@ A model names every variable its function reads: a field's name upper-cased is t
 variables), and the handler validates it on entry (`from_env`), before anything else happens: a
 missing or malformed variable is a `ConfigurationError` naming it. Values come from cdk.json
 through the stack; no model has a default for a policy value, so a function never runs on a
-value nobody configured. The sandbox tables are the one optional group: a stack without the
-sandbox has none, and asking for one is the same ConfigurationError, naming it.
+value nobody configured. The sandbox tables are one optional group: a stack without the
+sandbox has none, and asking for one is the same ConfigurationError, naming it. Where refunds go
+is the other: PAYMENTS_PROVIDER is the sandbox's unless set (the stack always sets it), and
+"stripe" requires STRIPE_SECRET.
 
 `ConfigurationError` is deliberately not a `SagaError`: a misconfigured function is a deployment
 fault the workflow must not route as a business outcome (the execution fails and can be redriven
