@@ -13,6 +13,7 @@ exercised (tests/e2e/test_grants_match_calls.py covers the sandbox deployment).
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -148,3 +149,36 @@ def test_no_other_function_may_read_the_key(deployed: Deployed) -> None:
             Request(request.action, request.resource, session),
         )
         assert not verdict.allowed, function_id
+
+
+def _variables(deployed: Deployed, function_id: str) -> dict[str, Any]:
+    fn = deployed.synth.saga.stack.tools.functions[function_id]
+    resource = deployed.synth.template_json["Resources"][deployed.synth.logical_id(fn)]
+    variables: dict[str, Any] = resource["Properties"]["Environment"]["Variables"]
+    return variables
+
+
+def test_with_stripe_the_refund_loses_the_sandbox_payment_tables(deployed: Deployed) -> None:
+    refund = _variables(deployed, "IssueRefundFunction")
+    assert refund["PAYMENTS_PROVIDER"] == "stripe" and refund["STRIPE_SECRET"] == SECRET
+    assert "PAYMENTS_TABLE" not in refund and "SANDBOX_TABLE" not in refund
+    reconcile = _variables(deployed, "ReconcileActionFunction")
+    assert "PAYMENTS_TABLE" not in reconcile and "SANDBOX_TABLE" in reconcile  # shipments
+    validate = _variables(deployed, "ValidateCaseFunction")
+    assert validate["PAYMENTS_PROVIDER"] == "stripe" and "STRIPE_SECRET" not in validate
+    sandbox = deployed.synth.saga.stack.sandbox
+    assert sandbox is not None
+    tables = {
+        deployed.synth.logical_id(sandbox.payments),
+        deployed.synth.logical_id(sandbox.control),
+    }
+    role = deployed.role_of("IssueRefundFunction")
+    granted = json.dumps(
+        [
+            statement
+            for policy in deployed.synth.resources("AWS::IAM::Policy").values()
+            if any(r.get("Ref") == role for r in policy["Properties"]["Roles"])
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+    )
+    assert not any(table in granted for table in tables)

@@ -70,8 +70,14 @@ def test_the_sandbox_deployment_has_no_provider_rules() -> None:
 
 @pytest.mark.parametrize(
     ("payment", "amount", "currency"),
-    [(PI, 2000, "USD"), ("ch_3PgafyB7WZ01zgkW1lKyWkxm", 2000, "USD"), (PI, 250000, "MGA"),
-     (PI, 5120, "KWD"), (PI, 25, "ISK"), (PI, 2500, "JPY")],
+    [
+        (PI, 2000, "USD"),
+        ("ch_3PgafyB7WZ01zgkW1lKyWkxm", 2000, "USD"),
+        (PI, 250000, "MGA"),
+        (PI, 5120, "KWD"),
+        (PI, 25, "ISK"),
+        (PI, 2500, "JPY"),
+    ],
 )
 def test_a_case_stripe_can_refund_exactly_is_recorded(
     env: ToolsEnv, payment: str, amount: int, currency: str
