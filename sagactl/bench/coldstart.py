@@ -280,7 +280,9 @@ def child_environment(
 
 
 def _module(subject: str) -> str:
-    return "bare_handler" if subject == BARE else f"saga.handlers.{subject.split('+')[0]}"
+    return (
+        "bare_handler" if subject == BARE else f"saga.handlers.{subject.split('+', maxsplit=1)[0]}"
+    )
 
 
 def _label(subject: str) -> str:

@@ -782,8 +782,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "stripe-amount-rounded",
         "an amount Stripe cannot represent exactly is refused, never rounded (§8)",
         "lambdas/saga/providers/stripe_currencies.py",
-        "        if remainder:\n            raise UnrepresentableAmount(\n                f\"{amount_minor}",
-        "        if False:\n            raise UnrepresentableAmount(\n                f\"{amount_minor}",
+        "        if remainder:\n            raise UnrepresentableAmount(\n"
+        '                f"{amount_minor}',
+        "        if False:\n            raise UnrepresentableAmount(\n"
+        '                f"{amount_minor}',
         outside_slice=_STRIPE,
         tests=("tests/unit/test_stripe_currencies.py",),
     ),

@@ -111,7 +111,7 @@ def test_what_stripe_cannot_refund_exactly_is_refused_and_nothing_written(
 
 
 def test_refund_faults_are_refused_even_with_the_sandbox(env: ToolsEnv) -> None:
-    with pytest.raises(InvalidRequest, match="remove sandbox.faults.refund"):
+    with pytest.raises(InvalidRequest, match=r"remove sandbox\.faults\.refund"):
         validate(env, raw_case(refund=refund(), faults={"refund": ["lose_response"]}))
     assert env.case_record("case-0001") is None
 

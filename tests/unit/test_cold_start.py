@@ -15,8 +15,8 @@ import pytest
 from sagactl.bench.coldstart import (
     BARE,
     HANDLERS,
-    STRIPE_REFUND,
     LAMBDAS_DIR,
+    STRIPE_REFUND,
     ColdStartRun,
     Function,
     bare_handler_dir,

@@ -200,7 +200,7 @@ def test_refunds_to_stripe_need_the_key_secret_and_only_they() -> None:
         "DOWNSTREAM_TIMEOUT_SECONDS": "5",
     }
     assert IssueRefundEnvironment.from_env(env).payments_provider == "sandbox"
-    with pytest.raises(ConfigurationError, match="PAYMENTS_PROVIDER is stripe: .*STRIPE_SECRET"):
+    with pytest.raises(ConfigurationError, match=r"PAYMENTS_PROVIDER is stripe: .*STRIPE_SECRET"):
         IssueRefundEnvironment.from_env({**env, "PAYMENTS_PROVIDER": "stripe"})
     with pytest.raises(ConfigurationError, match="PAYMENTS_PROVIDER must be 'sandbox' or"):
         IssueRefundEnvironment.from_env({**env, "PAYMENTS_PROVIDER": "paypal"})

@@ -304,7 +304,7 @@ def test_an_unreadable_refund_answer_is_uncertain(stripe: RecordedStripe) -> Non
 
 def test_no_connection_for_the_refund_is_not_dispatched(stripe: RecordedStripe) -> None:
     """The payment is read; the refund's connection is refused: nothing was sent."""
-    from saga.providers.stripe_provider import StripeClient
+    from stripe import StripeClient
 
     opened: list[str] = []
 
@@ -431,7 +431,9 @@ class FakeConnection:
 def test_only_a_failure_before_the_first_byte_is_not_sent(fail_at: str, raised: type) -> None:
     connection = FakeConnection(fail_at)
     client = DispatchAwareClient(
-        connect_timeout=1.0, read_timeout=1.0, connection_factory=lambda *a: connection
+        connect_timeout=1.0,
+        read_timeout=1.0,
+        connection_factory=lambda *a: connection,  # type: ignore[arg-type]
     )
 
     with pytest.raises(raised):
