@@ -89,3 +89,20 @@ def test_three_decimals_stripe_does_not_document_are_refused(currency: str) -> N
     for amount in (1000, 5120):
         with pytest.raises(UnrepresentableAmount, match=f"no amount rule for {currency}"):
             to_stripe_amount(amount, currency)
+
+
+def test_validate_cases_stripe_rules_import_no_sdk() -> None:
+    """ValidateCase checks cases for Stripe without the SDK (only the refund's function has it)."""
+    import subprocess
+    import sys
+
+    from sagactl.bench.coldstart import LAMBDAS_DIR
+
+    probe = (
+        "import sys\nimport saga.providers.stripe_rules\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('stripe', 'requests')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=LAMBDAS_DIR, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
