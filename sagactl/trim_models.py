@@ -36,6 +36,7 @@ MODELS_DIR = PROJECT_ROOT / "lambdas" / "saga" / "botocore_models"
 TRIMMED: dict[str, tuple[str, ...]] = {
     "dynamodb": ("DeleteItem", "GetItem", "PutItem", "Query", "TransactWriteItems", "UpdateItem"),
     "kms": ("GetPublicKey",),
+    "secretsmanager": ("GetSecretValue",),  # the Stripe API key (payments=stripe)
     "sqs": ("SendMessage",),  # the sweeper's escalations
     "stepfunctions": ("DescribeExecution", "GetExecutionHistory", "StartExecution"),  # agent tools
 }

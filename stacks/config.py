@@ -50,10 +50,12 @@ from stacks.config_sections import (
     ApproverKeyConfig,
     Count,
     FunctionsConfig,
+    KmsKeyArn,
     LedgerConfig,
     MonitoringConfig,
     WorkflowConfig,
     admit_a_common_token,
+    secret_reference,
 )
 from stacks.context import (
     ConfigError,
@@ -93,7 +95,10 @@ LEDGER_MIN_LEASE_SECONDS = LedgerPolicy.min_lease_seconds
 _STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 # The payment providers the refund tool can use (`payments`); the default is the sandbox's.
 SANDBOX_PAYMENTS = "sandbox"
-PAYMENT_PROVIDERS = (SANDBOX_PAYMENTS,)
+STRIPE_PAYMENTS = "stripe"
+PAYMENT_PROVIDERS = (SANDBOX_PAYMENTS, STRIPE_PAYMENTS)
+# Requests of one refund at Stripe (the payment read, the refund), each a connect and a read.
+STRIPE_TIMEOUTS_PER_REFUND = 4
 
 
 def _stage(value: Any) -> str:
@@ -175,6 +180,10 @@ class SagaConfig(ContextSection):
     sandbox: Annotated[bool, BeforeValidator(boolean)] = True
     # Which payment provider the refunds go to (the sandbox's unless configured otherwise).
     payments: Annotated[str, BeforeValidator(_payments)] = SANDBOX_PAYMENTS
+    # With payments=stripe: the secret holding the API key (a name or an ARN), and the
+    # customer-managed KMS key that encrypts it, if not Secrets Manager's own.
+    stripe_secret: Annotated[str, BeforeValidator(secret_reference)] | None = None
+    stripe_secret_kms_key: KmsKeyArn | None = None
     retain_data_stages: Annotated[tuple[str, ...], BeforeValidator(string_list)] = ("prod",)
     tenants: Annotated[dict[str, tuple[str, ...]], BeforeValidator(_tenants)]
     # Optional: per approver, a key of your own, who signs, retired keys (see ApproverKeyConfig).
@@ -263,6 +272,7 @@ class SagaConfig(ContextSection):
                     f"context 'retry.{name}.ErrorEquals' must not list {sorted(pending)}: "
                     f"those are retried by the {PENDING_CLASS!r} policy"
                 )
+        self._check_stripe()
         self._check_budget_outlasts_one_run()
         self._check_retention_outlasts_redrives()
         self._check_approval_keys_name_approvers()
@@ -283,6 +293,31 @@ class SagaConfig(ContextSection):
                     f"{class_name!r}; known: {sorted(self.retry)}"
                 )
         return self
+
+    def _check_stripe(self) -> None:
+        if self.payments != STRIPE_PAYMENTS:
+            for key in ("stripe_secret", "stripe_secret_kms_key"):
+                if getattr(self, key) is not None:
+                    raise refused(
+                        f"context {key!r} is read only with 'payments' = {STRIPE_PAYMENTS!r} "
+                        f"(refunds go to the {self.payments} provider here)"
+                    )
+            return
+        if self.stripe_secret is None:
+            raise refused(
+                "context 'payments' is 'stripe': set 'stripe_secret' to the name or ARN of the "
+                "Secrets Manager secret that holds the API key (cdk deploy -c payments=stripe -c "
+                "stripe_secret=<name or ARN>)"
+            )
+        budget = STRIPE_TIMEOUTS_PER_REFUND * self.downstream_timeout_seconds
+        if budget >= self.workflow.lambda_task_timeout_seconds:
+            raise refused(
+                f"context 'downstream_timeout_seconds' ({self.downstream_timeout_seconds}): a "
+                f"refund at Stripe waits at most {STRIPE_TIMEOUTS_PER_REFUND} times it (the "
+                f"payment read and the refund, each a connect and a read), {budget} s, which "
+                "must fit inside 'workflow.lambda_task_timeout_seconds' "
+                f"({self.workflow.lambda_task_timeout_seconds})"
+            )
 
     def _check_approval_keys_name_approvers(self) -> None:
         approvers = {f"{t}/{a}" for t, names in self.tenants.items() for a in names}

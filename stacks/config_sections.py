@@ -115,6 +115,22 @@ class PrincipalName:
 
 
 KmsKeyArn = Annotated[str, BeforeValidator(_kms_key_arn)]
+_SECRET_ARN = re.compile(
+    r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$"
+)
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+
+
+def secret_reference(value: Any) -> str:
+    """A Secrets Manager secret's whole ARN, or its name (characters Secrets Manager allows)."""
+    if isinstance(value, str) and (_SECRET_ARN if value.startswith("arn:") else _SECRET_NAME).match(
+        value
+    ):
+        return value
+    raise invalid(
+        "must be a Secrets Manager secret's name (letters, digits and /_+=.@-) or its ARN "
+        f"(arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>), got {value!r}"
+    )
 
 
 class ApproverKeyConfig(ContextSection):

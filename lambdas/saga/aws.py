@@ -100,6 +100,17 @@ def sqs_client() -> SQSClient:
     return cast("SQSClient", _client("sqs", SQS_CONFIG))
 
 
+# The Stripe API key's secret (Powertools' parameters utility caches it; a read is safe to repeat).
+SECRETS_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2.0, read_timeout=5.0
+)
+
+
+def secretsmanager_client() -> Any:
+    """Secrets Manager for GetSecretValue (the Stripe API key, saga.tools.wiring)."""
+    return _client("secretsmanager", SECRETS_CONFIG)
+
+
 def _client(service: str, config: Config) -> Any:
     # Keyed by the endpoint and region too: the local emulator runs every function in one
     # process, and a client must never keep another endpoint.
@@ -113,7 +124,7 @@ def _cached_client(service: str, config: Config, endpoint: str | None, region: s
     a Lambda container makes it on its first invocation and reuses it (about 5 ms saved per
     client per invocation)."""
     return _session_for(service).client(
-        service,  # type: ignore[call-overload]  # one of the four the package carries
+        service,  # type: ignore[call-overload]  # one of those the package carries
         config=config,
         endpoint_url=endpoint,
         region_name=region,
@@ -198,6 +209,7 @@ __all__ = [
     "downstream_dynamodb_client",
     "dynamodb_client",
     "kms_client",
+    "secretsmanager_client",
     "sqs_client",
     "stepfunctions_client",
 ]

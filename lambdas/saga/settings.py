@@ -6,8 +6,10 @@ A model names every variable its function reads: a field's name upper-cased is t
 variables), and the handler validates it on entry (`from_env`), before anything else happens: a
 missing or malformed variable is a `ConfigurationError` naming it. Values come from cdk.json
 through the stack; no model has a default for a policy value, so a function never runs on a
-value nobody configured. The sandbox tables are the one optional group: a stack without the
-sandbox has none, and asking for one is the same ConfigurationError, naming it.
+value nobody configured. The sandbox tables are one optional group: a stack without the
+sandbox has none, and asking for one is the same ConfigurationError, naming it. Where refunds go
+is the other: PAYMENTS_PROVIDER is the sandbox's unless set (the stack always sets it), and
+"stripe" requires STRIPE_SECRET.
 
 `ConfigurationError` is deliberately not a `SagaError`: a misconfigured function is a deployment
 fault the workflow must not route as a business outcome (the execution fails and can be redriven
@@ -295,9 +297,34 @@ class DownstreamVariables(SandboxVariables):
     downstream_timeout_seconds: PositiveFloat
 
 
-class PaymentsVariables(DownstreamVariables):
+PaymentsProvider = Literal["sandbox", "stripe"]
+SANDBOX_PAYMENTS: PaymentsProvider = "sandbox"
+STRIPE_PAYMENTS: PaymentsProvider = "stripe"
+
+
+class PaymentsProviderVariables(FunctionEnvironment):
+    # Where refunds go (cdk context `payments`): the sandbox's provider unless a deployment
+    # chose Stripe; the stack always sets it.
+    payments_provider: PaymentsProvider = SANDBOX_PAYMENTS
+
+
+class PaymentsVariables(DownstreamVariables, PaymentsProviderVariables):
     payments_table: TableName | None = None  # the sandbox payment provider's table
     payment_key_retention_seconds: PositiveInt
+    # With payments_provider "stripe": the Secrets Manager secret (name or ARN) holding the API
+    # key, and optionally another API base URL (a local Stripe-compatible server).
+    stripe_secret: Text | None = None
+    stripe_api_base: Annotated[str, Field(pattern=r"^https?://[^\s/]+$")] | None = None
+
+    @model_validator(mode="after")
+    def _stripe_needs_its_secret(self) -> Self:
+        if self.payments_provider == STRIPE_PAYMENTS and not self.stripe_secret:
+            raise PydanticCustomError(
+                _CUSTOM,
+                f"{variable('payments_provider')} is stripe: environment variable "
+                f"{variable('stripe_secret')} (the API key's secret) is required but not set",
+            )
+        return self
 
 
 class CarrierVariables(DownstreamVariables):
@@ -342,8 +369,11 @@ class ApprovalVariables(FunctionEnvironment):
 
 
 # --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
-class ValidateCaseEnvironment(CasesVariables, ApprovalVariables):
-    pass
+class ValidateCaseEnvironment(
+    CasesVariables, ApprovalVariables, PaymentsProviderVariables, SandboxVariables
+):
+    """SANDBOX_TABLE only says whether the sandbox is deployed: with Stripe, a case asking for
+    faults where there is none is refused (saga.providers.stripe_rules)."""
 
 
 class ReserveStockEnvironment(

@@ -45,6 +45,10 @@ HANDLERS = tuple(
     sorted(p.stem for p in (LAMBDAS_DIR / "saga" / "handlers").glob("*.py") if p.stem != "__init__")
 )
 
+# IssueRefund with refunds going to Stripe (`payments=stripe`), measured beside the sandbox's.
+STRIPE_REFUND = "issue_refund+stripe"
+SUBJECTS = (*HANDLERS, STRIPE_REFUND)
+
 # What each handler's first invocation builds after the import, no request sent: its event
 # validated and its result model built, the Runtime (its environment validated), its clients and
 # the collaborators the handler asks it for, the modules they import included; then what the end
@@ -78,6 +82,17 @@ _RESERVE = "from saga.identity import Operation\nruntime.inventory(case, Operati
 _RELEASE = "from saga.identity import Operation\nruntime.inventory(case, Operation.RELEASE)\n"
 _PAYMENTS = "runtime.payment_provider(case)\n"
 _CARRIER = "runtime.carrier(case)\n"
+# Stripe's provider as Runtime.payment_provider builds it, all but the key's GetSecretValue
+# (a request): the Secrets Manager client and Powertools' provider, the SDK's client.
+_STRIPE_PAYMENTS = (
+    "from aws_lambda_powertools.utilities.parameters import SecretsProvider\n"
+    "from saga.aws import secretsmanager_client\n"
+    "from saga.tools.wiring import _secrets_provider\n"
+    "_secrets_provider(SecretsProvider, secretsmanager_client())\n"
+    "from saga.providers.stripe_provider import StripePaymentProvider, stripe_client\n"
+    "StripePaymentProvider(stripe_client('sk_test_bench', "
+    "runtime.env.downstream_timeout_seconds, None), payment_reference='pi_bench')\n"
+)
 # The approval check: what the signature covers, the verifier and its KMS client, the case
 # record it falls back on (the GetPublicKey and the read are requests).
 _APPROVALS = "case.signed_approval()\nruntime.approvals.keys.client_factory()\n" + _CASES
@@ -93,6 +108,7 @@ FIRST_CLIENTS: Mapping[str, str] = {
     ),
     "reserve_stock": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _NATIVE + _RESERVE,
     "issue_refund": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _PAYMENTS,
+    STRIPE_REFUND: _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _STRIPE_PAYMENTS,
     "create_shipment": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _CARRIER,
     "release_reservation": _STEP + _RUNTIME + _APPROVALS + _LEDGER + _EXTERNAL + _RELEASE,
     "reconcile_action": (
@@ -123,8 +139,12 @@ BARE_FIRST_CLIENT = "module.boto3.client('dynamodb')\n"
 
 # Timed from just before the handler import to just after its first clients; prints JSON. The
 # runtime hands the handler its event decoded: that happens before the timed part.
+# Packages of the virtualenv that the Lambda layer does not hold and an import probes for (the
+# Stripe SDK looks for an async HTTP library): absent in the child, as on Lambda.
+NOT_IN_LAYER = ("httpx", "anyio", "aiohttp")
 _CHILD = """\
 import sys, time, json
+sys.modules.update(dict.fromkeys({not_in_layer!r}))
 event = json.loads({event!r})
 before = set(sys.modules)
 start, start_cpu = time.perf_counter(), time.process_time()
@@ -190,13 +210,23 @@ def function_environments() -> dict[str, Function]:
         "agent_targets": {f"{tenant}-replacements": tenant for tenant in config.tenants},
         **{table_field(t): f"bench-{t}" for t in TABLES},
     }
-    return {
+    functions = {
         spec.handler.split(".")[-2]: Function(
             spec.environment.__name__,
             spec.environment.render({**values, "powertools_service_name": spec.service}),
         )
         for spec in (*TOOL_SPECS, AGENT_TOOLS_SPEC)
     }
+    (refund,) = [spec for spec in TOOL_SPECS if spec.construct_id == "IssueRefundFunction"]
+    stripe = {"payments_provider": "stripe", "stripe_secret": "bench/stripe-api-key"}
+    sandbox_tables = {table_field(a.table): None for a in refund.access if a.sandbox_payments}
+    functions[STRIPE_REFUND] = Function(
+        refund.environment.__name__,
+        refund.environment.render(
+            {**values, **stripe, **sandbox_tables, "powertools_service_name": refund.service}
+        ),
+    )
+    return functions
 
 
 @dataclass(frozen=True)
@@ -250,7 +280,15 @@ def child_environment(
 
 
 def _module(subject: str) -> str:
-    return "bare_handler" if subject == BARE else f"saga.handlers.{subject}"
+    return (
+        "bare_handler" if subject == BARE else f"saga.handlers.{subject.split('+', maxsplit=1)[0]}"
+    )
+
+
+def _label(subject: str) -> str:
+    """The subject as the report names it: the handler's module, and a variant's name."""
+    handler, _, variant = subject.partition("+")
+    return _module(handler) + (f" ({variant})" if variant else "")
 
 
 def child_code(subject: str, function: Function | None) -> str:
@@ -260,7 +298,9 @@ def child_code(subject: str, function: Function | None) -> str:
         first = FIRST_CLIENTS[subject].replace("{model!r}", repr(function.model))
         first += _END_OF_FIRST_INVOCATION
     event = json.dumps(first_event(subject))
-    return _CHILD.format(module=_module(subject), first_clients=first, event=event)
+    return _CHILD.format(
+        module=_module(subject), first_clients=first, event=event, not_in_layer=NOT_IN_LAYER
+    )
 
 
 def first_event(subject: str) -> dict[str, object]:
@@ -312,7 +352,7 @@ def bare_handler_dir() -> Iterator[Path]:
 
 
 def measure_cold_starts(
-    runs: int, subjects: tuple[str, ...] = HANDLERS, code: CodeDirs | None = None
+    runs: int, subjects: tuple[str, ...] = SUBJECTS, code: CodeDirs | None = None
 ) -> list[ColdStart]:
     """`runs` rounds; in each, every handler runs right after a bare handler of its own, and its
     ratios for that round are the pair's quotients. Each figure is the median over rounds."""
@@ -338,7 +378,7 @@ def _summary(
         return statistics.median(values)
 
     return ColdStart(
-        subject=BARE if subject == BARE else _module(subject),
+        subject=BARE if subject == BARE else _label(subject),
         modules=max(len(r.modules) for r in runs),
         xray_imported=any(r.xray for r in runs),
         median_ms=round(median(r.seconds for r in runs) * 1000, 1),
@@ -352,12 +392,12 @@ def format_cold_starts(results: list[ColdStart], runs: int) -> str:
     lines = [
         f"cold start: import + first clients; medians of {runs} rounds, each handler paired with",
         "a bare boto3 handler run just before it; x bare = median of the pairs' quotients",
-        f"{'handler':<34} {'modules':>7} {'X-Ray':>5} {'wall ms':>8} {'x bare':>6} "
+        f"{'handler':<36} {'modules':>7} {'X-Ray':>5} {'wall ms':>8} {'x bare':>6} "
         f"{'cpu ms':>7} {'x bare':>6}",
     ]
     for r in results:
         lines.append(
-            f"{r.subject:<34} {r.modules:>7} {'yes' if r.xray_imported else 'no':>5} "
+            f"{r.subject:<36} {r.modules:>7} {'yes' if r.xray_imported else 'no':>5} "
             f"{r.median_ms:>8.1f} {r.ratio:>6.2f} {r.cpu_ms:>7.1f} {r.cpu_ratio:>6.2f}"
         )
     return "\n".join(lines)

@@ -53,6 +53,11 @@ _POLICY = (
     "case's execution meets it (the tests evaluate recorded calls against them, §11)"
 )
 _SYNTH = "a limit checked when the stack is synthesized: no case's execution meets it"
+_STRIPE = (
+    "the Stripe adapter: the campaign's stack refunds through the sandbox provider, so no case's "
+    "execution reaches it; its tests drive the real SDK against recorded Stripe answers (the "
+    "campaign on a local Stripe-compatible server is issue 47's)"
+)
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -790,6 +795,53 @@ MUTANTS: tuple[Mutant, ...] = (
         "LAMBDA_ENVIRONMENT_LIMIT = 65536",
         outside_slice=_SYNTH,
         tests=("tests/infra/test_environment_budget.py",),
+    ),
+    Mutant(
+        "stripe-key-header",
+        "a refund at Stripe carries the action key as its Idempotency-Key (§3.6)",
+        "lambdas/saga/providers/stripe_provider.py",
+        'params=params, options={"idempotency_key": idempotency_key}',
+        "params=params, options={}",
+        outside_slice=_STRIPE,
+        tests=("tests/unit/test_stripe_provider.py",),
+    ),
+    Mutant(
+        "stripe-lost-response",
+        "a Stripe answer lost after the request may have left is an uncertain outcome (§3.4)",
+        "lambdas/saga/providers/stripe_provider.py",
+        '        return DownstreamTimeout(f"no answer: {detail}", downstream=DOWNSTREAM)',
+        '        return DownstreamNotDispatched(f"no answer: {detail}", downstream=DOWNSTREAM)',
+        outside_slice=_STRIPE,
+        tests=("tests/unit/test_stripe_provider.py",),
+    ),
+    Mutant(
+        "stripe-currency-check",
+        "a refund is refused before it is sent when the payment is in another currency (§3.4)",
+        "lambdas/saga/providers/stripe_provider.py",
+        "        if currency != request.currency:",
+        "        if False:",
+        outside_slice=_STRIPE,
+        tests=("tests/unit/test_stripe_provider.py",),
+    ),
+    Mutant(
+        "stripe-amount-rounded",
+        "an amount Stripe cannot represent exactly is refused, never rounded (§8)",
+        "lambdas/saga/providers/stripe_currencies.py",
+        "        if remainder:\n            raise UnrepresentableAmount(\n"
+        '                f"{amount_minor}',
+        "        if False:\n            raise UnrepresentableAmount(\n"
+        '                f"{amount_minor}',
+        outside_slice=_STRIPE,
+        tests=("tests/unit/test_stripe_currencies.py",),
+    ),
+    Mutant(
+        "stripe-first-page-only",
+        "a lookup at Stripe reads every page of the payment's refunds (§3.5)",
+        "lambdas/saga/providers/stripe_provider.py",
+        "            if not page.has_more:\n                return",
+        "            return",
+        outside_slice=_STRIPE,
+        tests=("tests/unit/test_stripe_provider.py",),
     ),
 )
 

@@ -13,6 +13,8 @@ Authorization Reference pages describe them:
 - KMS: the key named by ARN, id or alias (authorized on the key); `kms:SigningAlgorithm`,
   `kms:MessageType`, `kms:RequestAlias`.
   https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html
+- Secrets Manager: GetSecretValue on the secret's ARN, and kms:Decrypt via Secrets Manager on
+  its customer-managed key.
 - Lambda Invoke is `lambda:InvokeFunction`; Step Functions calls act on the state machine or
   the execution they name.
 
@@ -45,6 +47,8 @@ class Account:
     partition_keys: Mapping[str, str]  # table name -> its HASH attribute
     key_aliases: Mapping[str, str] = field(default_factory=dict)  # alias name -> key ARN
     stack_ids: Mapping[str, str] = field(default_factory=dict)  # stack name -> stack id (ARN)
+    # Secrets Manager secrets: name and ARN -> (ARN, the customer-managed KMS key or None).
+    secrets: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 def _arn(call: AwsCall, account: Account, service: str, resource: str) -> str:
@@ -197,6 +201,29 @@ def _sts(call: AwsCall, account: Account) -> list[Request]:
     return [Request("sts:GetCallerIdentity", "*")]
 
 
+def _secretsmanager(call: AwsCall, account: Account) -> list[Request]:
+    """GetSecretValue on the secret's whole ARN (a name is resolved: the ARN carries Secrets
+    Manager's six random characters, which a policy's `-??????` matches); a secret encrypted with
+    a customer-managed key also needs kms:Decrypt on it, asked by Secrets Manager with the
+    caller's credentials: `kms:ViaService` and the encryption context `SecretARN`.
+    https://docs.aws.amazon.com/secretsmanager/latest/userguide/security-encryption.html"""
+    if call.operation != "GetSecretValue":
+        raise UnmappedCall(f"secretsmanager:{call.operation} (the saga reads one secret)")
+    named = str(call.params["SecretId"])
+    if named not in account.secrets:
+        raise UnmappedCall(f"secret {named} is not one of the account's")
+    arn, key = account.secrets[named]
+    requests = [Request("secretsmanager:GetSecretValue", arn)]
+    if key is not None:
+        context = {
+            "kms:ViaService": f"secretsmanager.{call.region}.amazonaws.com",
+            "kms:CallerAccount": account.account_id,
+            "kms:EncryptionContext:SecretARN": arn,
+        }
+        requests.append(Request("kms:Decrypt", key, context))
+    return requests
+
+
 _SERVICES: dict[str, Callable[[AwsCall, Account], list[Request]]] = {
     "dynamodb": _dynamodb,
     "sqs": _sqs,
@@ -205,6 +232,7 @@ _SERVICES: dict[str, Callable[[AwsCall, Account], list[Request]]] = {
     "lambda": _lambda,
     "cloudformation": _cloudformation,
     "sts": _sts,
+    "secretsmanager": _secretsmanager,
 }
 
 

@@ -40,9 +40,10 @@ from saga.settings import (
     variable,
 )
 from stacks.bytecode import warn_without_bytecode
-from stacks.config import SagaConfig
+from stacks.config import SANDBOX_PAYMENTS, STRIPE_PAYMENTS, SagaConfig
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.common import acknowledge, grant_table_actions, log_group
+from stacks.constructs.stripe_secret import grant_stripe_secret
 from stacks.constructs.tables import OPEN_ACTIONS_INDEX
 from stacks.function_code import LAMBDAS_DIR, function_code
 from stacks.layer_bundling import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, dependencies_layer
@@ -64,6 +65,9 @@ class TableAccess:
     # it) but calls nothing on it.
     actions: tuple[str, ...]
     index: str | None = None  # grant on this index only (Query), not on the table
+    # Only where refunds go to the sandbox's provider (`payments`): with Stripe, the function
+    # neither gets the grant nor the table's name.
+    sandbox_payments: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,11 @@ class ToolSpec:
     def verifies_approvals(self) -> bool:
         """Reads the approval keys: gets GetPublicKey on each (docs/design.md §9)."""
         return "approval_keys" in self.environment.model_fields
+
+    @property
+    def calls_stripe(self) -> bool:
+        """Builds the payment provider: with payments=stripe, reads the API key's secret."""
+        return "stripe_secret" in self.environment.model_fields
 
     @property
     def escalation_queue(self) -> bool:
@@ -98,7 +107,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "saga.handlers.validate_case.handler",
         "validate-case",
         "Validate, authorize and verify the signed approval; write the case record",
-        (TableAccess("cases", (PUT,)),),
+        # The sandbox's name only: whether it is deployed (Stripe's rules refuse faults without).
+        (TableAccess("cases", (PUT,)), TableAccess("sandbox", ())),
         ValidateCaseEnvironment,
     ),
     ToolSpec(
@@ -124,9 +134,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "Refund through the payment provider, the action key as idempotency key",
         (
             TableAccess("ledger", (PUT, UPDATE)),
-            TableAccess("payments", (PUT,)),
+            TableAccess("payments", (PUT,), sandbox_payments=True),
             TableAccess("cases", (GET,)),  # as for a reservation
-            TableAccess("sandbox", (GET, PUT, UPDATE, DELETE)),
+            TableAccess("sandbox", (GET, PUT, UPDATE, DELETE), sandbox_payments=True),
         ),
         IssueRefundEnvironment,
     ),
@@ -173,7 +183,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             # Names only: the adapters are built with them; every lookup reads the reservation
             # or the sandbox's reference index (a consistent read), never these tables.
             TableAccess("inventory", ()),
-            TableAccess("payments", ()),
+            TableAccess("payments", (), sandbox_payments=True),
             TableAccess("shipments", ()),
             TableAccess("sandbox", (GET, UPDATE)),
         ),
@@ -212,6 +222,18 @@ def check_tables_match_grants(spec: ToolSpec) -> None:
         )
 
 
+def deployed_access(
+    spec: ToolSpec, tables: Mapping[str, dynamodb.ITable], config: SagaConfig
+) -> tuple[TableAccess, ...]:
+    """The function's table access in this deployment: the tables deployed, and the sandbox's
+    payment tables only where refunds go to the sandbox's provider."""
+    return tuple(
+        a
+        for a in spec.access
+        if a.table in tables and not (a.sandbox_payments and config.payments != SANDBOX_PAYMENTS)
+    )
+
+
 def environment_values(
     config: SagaConfig,
     service: str,
@@ -230,6 +252,8 @@ def environment_values(
         "lease_margin_seconds": config.ledger.lease_margin_seconds,
         "payment_key_retention_seconds": config.payment_key_retention_hours * 3600,
         "downstream_timeout_seconds": config.downstream_timeout_seconds,
+        "payments_provider": config.payments,
+        "stripe_secret": config.stripe_secret,
         "approval_keys": approval_keys.trusted_keys(),
         "approval_key_aliases": approval_keys.alias_prefix,
         "approval_thresholds": config.approval_thresholds,
@@ -278,7 +302,7 @@ class ToolFunctions(Construct):
         self.environments: dict[str, dict[str, str]] = {}
         for spec in TOOL_SPECS:
             check_tables_match_grants(spec)
-            access = tuple(a for a in spec.access if a.table in tables)
+            access = deployed_access(spec, tables, config)
             self.functions[spec.construct_id] = self._function(
                 spec, access, tables, code=code, layer=layer, escalation_queue=escalation_queue
             )
@@ -295,7 +319,7 @@ class ToolFunctions(Construct):
         """One more function built like the tools (role, grants, environment from its model,
         the same code and layer), in `scope`; `values` adds what only it declares."""
         check_tables_match_grants(spec)
-        access = tuple(a for a in spec.access if a.table in tables)
+        access = deployed_access(spec, tables, self._config)
         return self._function(
             spec,
             access,
@@ -342,11 +366,17 @@ class ToolFunctions(Construct):
             )
         if spec.verifies_approvals:
             self._approval_keys.grant_verify(role)
+        if spec.calls_stripe and config.payments == STRIPE_PAYMENTS:
+            grant_stripe_secret(role, config)
+        # A table the function is not given (the sandbox's payment tables, with Stripe) has no
+        # name in its environment either.
+        not_given = {table_field(t): None for t in spec.tables - {a.table for a in access}}
         environment = spec.environment.render(
             {
                 **environment_values(
                     config, spec.service, tables, escalation_queue, self._approval_keys
                 ),
+                **not_given,
                 **(values or {}),
             }
         )

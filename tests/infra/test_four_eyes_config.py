@@ -295,10 +295,17 @@ def test_the_account_wide_default_is_allowed_in_the_sandbox_and_named() -> None:
     ]
 
 
-def test_the_payments_provider_is_read_from_the_context_and_checked() -> None:
+def test_the_account_wide_default_is_refused_for_four_eyes_with_stripe_even_in_the_sandbox() -> (
+    None
+):
+    """Real refunds: the sandbox tables deployed beside them do not make the default safe."""
+    stripe = {"payments": "stripe", "stripe_secret": "saga/stripe-api-key"}
     assert SagaConfig.from_mapping(_context(payments="sandbox")).payments == "sandbox"
-    with pytest.raises(ConfigError, match=re.escape("context 'payments' must be one of")):
-        SagaConfig.from_mapping(_context(payments="stripe"))
+    with pytest.raises(ConfigError) as refused:
+        SagaConfig.from_mapping(_context(**stripe))
+    assert "only with 'sandbox' on and the sandbox payments provider" in str(refused.value)
+    named = SagaConfig.from_mapping(_context(**stripe, approval_keys=four_eyes_own_principals()))
+    assert named.payments == "stripe" and named.account_wide_four_eyes_approvers() == []
 
 
 def test_tenants_without_thresholds_keep_the_account_wide_default_in_prod() -> None:

@@ -16,6 +16,7 @@ from sagactl.bench.coldstart import (
     BARE,
     HANDLERS,
     LAMBDAS_DIR,
+    STRIPE_REFUND,
     ColdStartRun,
     Function,
     bare_handler_dir,
@@ -162,3 +163,18 @@ def test_the_deployed_layout_imports_the_handler_from_its_own_code_and_layer(
         assert (f"main.{tag}.pyc" in pycs) is bytecode  # pydantic's, from the layer
         assert (code.opt / "pydantic" / "main.py").is_symlink()
     assert "saga.handlers.issue_refund" in run.modules
+
+
+def test_only_the_stripe_deployments_refund_imports_the_stripe_sdk(
+    bare_dir: Path, functions: dict[str, Function]
+) -> None:
+    """The SDK is imported by the function that calls Stripe, and only with payments=stripe;
+    the report measures that variant beside the sandbox's (`make bench`)."""
+    stripe = run_cold_start(STRIPE_REFUND, bare_dir, functions[STRIPE_REFUND])
+    sandbox = run_cold_start("issue_refund", bare_dir, functions["issue_refund"])
+
+    assert "stripe" in stripe.modules and "saga.providers.stripe_provider" in stripe.modules
+    assert not any(m.split(".")[0] == "stripe" for m in sandbox.modules)
+    assert not any(m.startswith("saga.providers") for m in sandbox.modules)
+    assert functions[STRIPE_REFUND].environment["PAYMENTS_PROVIDER"] == "stripe"
+    assert "PAYMENTS_TABLE" not in functions[STRIPE_REFUND].environment

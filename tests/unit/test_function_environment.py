@@ -118,6 +118,7 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "CASES_TABLE": "cases",
         "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1","retired":["arn:k0"]}}}',
         "APPROVAL_THRESHOLDS": "{}",
+        "PAYMENTS_PROVIDER": "sandbox",
     }
     rendered = ValidateCaseEnvironment.from_env(ValidateCaseEnvironment.render(values))
     assert rendered.tenants() == {"acme": frozenset({"a@acme"})}
@@ -187,3 +188,27 @@ def test_approval_keys_configuration_is_parsed_and_checked() -> None:
             )
         }
     }
+
+
+def test_refunds_to_stripe_need_the_key_secret_and_only_they() -> None:
+    env = {
+        **POWERTOOLS,
+        **LEDGER,
+        **APPROVALS,
+        "CASES_TABLE": "cases",
+        "PAYMENT_KEY_RETENTION_SECONDS": "86400",
+        "DOWNSTREAM_TIMEOUT_SECONDS": "5",
+    }
+    assert IssueRefundEnvironment.from_env(env).payments_provider == "sandbox"
+    with pytest.raises(ConfigurationError, match=r"PAYMENTS_PROVIDER is stripe: .*STRIPE_SECRET"):
+        IssueRefundEnvironment.from_env({**env, "PAYMENTS_PROVIDER": "stripe"})
+    with pytest.raises(ConfigurationError, match="PAYMENTS_PROVIDER must be 'sandbox' or"):
+        IssueRefundEnvironment.from_env({**env, "PAYMENTS_PROVIDER": "paypal"})
+    stripe = IssueRefundEnvironment.from_env(
+        {**env, "PAYMENTS_PROVIDER": "stripe", "STRIPE_SECRET": "saga/stripe-api-key"}
+    )
+    assert (stripe.stripe_secret, stripe.stripe_api_base) == ("saga/stripe-api-key", None)
+    with pytest.raises(ConfigurationError, match="STRIPE_API_BASE"):
+        IssueRefundEnvironment.from_env(
+            {**env, "PAYMENTS_PROVIDER": "stripe", "STRIPE_SECRET": "s", "STRIPE_API_BASE": "x"}
+        )

@@ -31,6 +31,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             cases=runtime.cases(),
             execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
             approvals=runtime.approvals,
+            case_rules=runtime.case_rules(),
         )
     except DuplicateExecution as duplicate:
         # Not a failure: the workflow catches it and ends SUCCEEDED (docs/design.md §4.1). A

@@ -10,8 +10,7 @@ Each port is a module with its request and receipt types (`saga.ports.payments`,
 `saga.ports.carrier`, `saga.ports.inventory`: a function imports the one port it calls, not the
 three, as each value type costs its cold start about 0.4 ms); what every remote call can end in
 is here. The sandbox (saga.sandbox) implements each port with switchable faults; a real provider
-or carrier implements the same Protocol (see `saga.ports.payments.PaymentProvider` for a
-sketch of Stripe's).
+or carrier implements the same Protocol (saga.providers: Stripe's payment provider).
 
 What a call to a remote downstream can end in, as its adapter reports it (the tools map these to
 saga.errors, docs/design.md §4; on a lookup every one of them means "no answer": only a returned

@@ -43,17 +43,18 @@ class PaymentProvider(Protocol):
     keeps the key (24 h at Stripe). After that only the business reference protects the action:
     the tool reconciles with `find_refunds(business_ref)` instead of sending again.
 
-    Sketch for Stripe (no network code here): one HTTP client built per case, with zero
-    automatic retries (a repeat is the ledger's and the workflow's decision, never the SDK's)
-    and explicit connect and read timeouts that fit inside the Lambda timeout.
+    Stripe's adapter is saga.providers.stripe_provider (docs/design.md §3.12): one client per
+    container with zero automatic retries (a repeat is the ledger's and the workflow's
+    decision, never the SDK's) and explicit connect and read timeouts that fit inside the
+    Lambda timeout; its HTTP client tells a request not sent from one that may have left.
 
     - refund: POST /v1/refunds (payment_intent or charge = request.payment_reference,
-      amount = request.amount_minor, metadata business_ref and case_id), header
-      Idempotency-Key = the action key. 200 -> a receipt; 402 / card_error /
+      amount = request.amount_minor in Stripe's units, metadata business_ref and case_id),
+      header Idempotency-Key = the action key. 200 -> a receipt; 402 / card_error /
       invalid_request_error -> DownstreamRejected; 400 idempotency_error (key reused with
       other parameters) -> DownstreamKeyMismatch; 409 key in use -> DownstreamConflict; 429, or
       no connection before the request was sent -> DownstreamNotDispatched; a read timeout, a
-      reset after sending, 5xx -> DownstreamTimeout; no response at all -> DownstreamUnavailable.
+      reset after sending, 5xx, anything it cannot tell -> DownstreamTimeout.
     - find_refunds: GET /v1/refunds?payment_intent=<payment_reference>&limit=100, then
       starting_after=<last id> while has_more (a list call, which Stripe serves
       read-after-write consistent), keeping the refunds whose metadata business_ref matches.

@@ -46,13 +46,17 @@ def checked_case(
     raw_case: Any,
     tenants: Mapping[str, frozenset[str]],
     verify_signature: Callable[[Case], None],
+    case_rules: Callable[[Case], None] | None = None,
 ) -> Case:
     """A case checked in the one order every entry point uses (ValidateCase, `sagactl start`,
     `sagactl case check`; docs/design.md §8): its fields (InvalidRequest), its tenant and
     approver (AuthorizationDenied), its approval digest (ApprovalMismatch), then its signature,
     as `verify_signature` checks it there. So a case is refused for the same first reason
-    wherever it is checked, and the advice that reason gives is the right one."""
+    wherever it is checked, and the advice that reason gives is the right one. `case_rules`
+    (ValidateCase's, for the deployment's payment provider: InvalidRequest) follow the fields."""
     case = parse_case(raw_case)
+    if case_rules is not None:
+        case_rules(case)
     authorize(case, tenants)
     verify_approval(case)
     verify_signature(case)
@@ -66,6 +70,7 @@ def validate_case(
     cases: CaseRecords,
     execution: OwningExecution,
     approvals: ApprovalVerifier,
+    case_rules: Callable[[Case], None] | None = None,
 ) -> ValidateResult:
     """The validated case; DuplicateExecution when another execution already owns this case
     (its own retries and redrives pass: the case record binds the owning execution)."""
@@ -86,7 +91,7 @@ def validate_case(
             if not cases.accepted(case, approval_digest(case)):
                 raise
 
-    case = checked_case(raw_case, tenants, verify_signature)
+    case = checked_case(raw_case, tenants, verify_signature, case_rules)
     digest = approval_digest(case)
     # Written with the record, once: a case accepted before keeps the count on its record.
     owner = cases.create(case, digest, execution, approvals_required=required)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from saga import clock as saga_clock
 from saga.approval_keys import KmsPublicKeys
@@ -36,6 +36,7 @@ from saga.aws import (
 )
 from saga.identity import Operation, action_request
 from saga.settings import (
+    STRIPE_PAYMENTS,
     ApprovalVariables,
     CarrierVariables,
     CasesVariables,
@@ -44,6 +45,7 @@ from saga.settings import (
     FunctionEnvironment,
     InventoryVariables,
     LedgerVariables,
+    PaymentsProviderVariables,
     PaymentsVariables,
     SandboxVariables,
     Tenants,
@@ -51,6 +53,7 @@ from saga.settings import (
 )
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_stepfunctions.client import SFNClient
 
@@ -88,6 +91,62 @@ def sandbox_payment_provider(
         key_retention_seconds=env.payment_key_retention_seconds,
         clock=clock,
     )
+
+
+# How long a container keeps the Stripe API key before reading its secret again: a rotated key
+# is used within this time (Powertools' parameters cache, one per container).
+STRIPE_KEY_MAX_AGE_SECONDS = 300
+_STRIPE_KEY_PREFIXES = ("sk_", "rk_")  # a secret key, or a restricted key (recommended)
+
+
+def stripe_api_key(secret: str, *, max_age: int = STRIPE_KEY_MAX_AGE_SECONDS) -> str:
+    """The Stripe API key from Secrets Manager (`secret`: its name or ARN), through Powertools'
+    parameters utility, cached per container for `max_age` seconds. Never logged: no message
+    here carries the value. A read that fails is a TransientError (nothing was claimed or sent
+    yet: the workflow retries, a redrive after a fix goes on)."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    from saga.aws import secretsmanager_client
+    from saga.errors import TransientError
+
+    provider = _secrets_provider(SecretsProvider, secretsmanager_client())
+    try:
+        value = provider.get(secret, max_age=max_age)
+    except GetParameterError as exc:
+        cause = type(exc.__cause__ or exc).__name__
+        raise TransientError(
+            f"the Stripe API key's secret {secret} could not be read ({cause}): check that it "
+            "exists and that this function may read it"
+        ) from None
+    if not isinstance(value, str) or not value.strip().startswith(_STRIPE_KEY_PREFIXES):
+        raise ConfigurationError(
+            f"secret {secret} does not hold a Stripe secret or restricted API key (sk_... or "
+            "rk_...) as its plain text value"
+        )
+    return value.strip()
+
+
+_SECRETS: dict[int, SecretsProvider] = {}
+
+
+def _secrets_provider(provider_class: type[SecretsProvider], client: Any) -> SecretsProvider:
+    """One Powertools provider (and so one cache) per Secrets Manager client: the local AWS runs
+    every function in one process, and a client per endpoint (saga.aws)."""
+    found = _SECRETS.get(id(client))
+    if found is None:
+        found = _SECRETS[id(client)] = provider_class(boto3_client=client)
+    return found
+
+
+def stripe_payment_provider(env: PaymentsVariables, case: Case) -> PaymentProvider:
+    """The Stripe provider for the case's payment: the key from STRIPE_SECRET, connect and read
+    timeouts DOWNSTREAM_TIMEOUT_SECONDS, Stripe's API or STRIPE_API_BASE."""
+    from saga.providers.stripe_provider import StripePaymentProvider, stripe_client
+
+    key = stripe_api_key(env.require("stripe_secret"))
+    client = stripe_client(key, float(env.downstream_timeout_seconds), env.stripe_api_base)
+    return StripePaymentProvider(client, payment_reference=case.refund.payment_reference)
 
 
 def sandbox_carrier(
@@ -205,14 +264,29 @@ class Runtime:
         return FaultInjector(self.client, env.sandbox_table, case.case_id, downstream, faults)
 
     def payment_provider(self, case: Case) -> PaymentProvider:
+        """Stripe's (only its modules imported) or the sandbox's, as the deployment chose."""
+        env = self.variables(PaymentsVariables)
+        if env.payments_provider == STRIPE_PAYMENTS:
+            return stripe_payment_provider(env, case)
         from saga.sandbox.payment_keys import DOWNSTREAM as PAYMENTS_DOWNSTREAM
 
         return sandbox_payment_provider(
-            self.variables(PaymentsVariables),
+            env,
             self.downstream_client,
             case_id=case.case_id,
             faults=case.sandbox.faults_for(PAYMENTS_DOWNSTREAM),
         )
+
+    def case_rules(self) -> Callable[[Case], None] | None:
+        """What ValidateCase refuses beyond the case contract, for the deployment's payment
+        provider: Stripe's rules (saga.providers.stripe_rules), none for the sandbox's."""
+        env = self.variables(PaymentsProviderVariables)
+        if env.payments_provider != STRIPE_PAYMENTS:
+            return None
+        from saga.providers.stripe_rules import check_stripe_case
+
+        sandbox_deployed = bool(self.variables(SandboxVariables).sandbox_table)
+        return lambda case: check_stripe_case(case, sandbox_deployed=sandbox_deployed)
 
     def carrier(self, case: Case) -> Carrier:
         from saga.sandbox.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
