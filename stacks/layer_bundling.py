@@ -2,8 +2,8 @@
 
 CDK calls `LocalPipBundling.try_bundle` during synth. It runs
 
-    pip install -r lambdas/requirements.txt --platform manylinux2014_aarch64 --only-binary=:all:
-        --python-version 3.12 --implementation cp --target <out>/python
+    pip install --no-deps -r lambdas/requirements.txt --platform manylinux2014_aarch64
+        --only-binary=:all: --python-version 3.12 --implementation cp --target <out>/python
 
 once per requirements-file content, then writes the modules' bytecode (stacks/bytecode.py): the
 result is cached under `.build/layer-<hash>/` (the hash covers the requirements file, the target
@@ -58,6 +58,8 @@ def pip_command(requirements: Path, target: Path) -> list[str]:
         "--quiet",
         "--disable-pip-version-check",
         "--no-compile",
+        # lambdas/requirements.txt is a lock: exactly what it lists, nothing pulled in.
+        "--no-deps",
         "-r",
         str(requirements),
         "--platform",
@@ -143,7 +145,7 @@ def dependencies_layer(
             command=[
                 "bash",
                 "-c",
-                "pip install -r requirements.txt --target /asset-output/python",
+                "pip install --no-deps -r requirements.txt --target /asset-output/python",
             ],
             local=LocalPipBundling(requirements, cache_root),
         ),

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sagactl.paths import PROJECT_ROOT
+from stacks.layer_lock import LEFT_OUT_OF_LAYER
 
 LAMBDAS_DIR = PROJECT_ROOT / "lambdas"
 BARE = "bare"
@@ -140,8 +141,9 @@ BARE_FIRST_CLIENT = "module.boto3.client('dynamodb')\n"
 # Timed from just before the handler import to just after its first clients; prints JSON. The
 # runtime hands the handler its event decoded: that happens before the timed part.
 # Packages of the virtualenv that the Lambda layer does not hold and an import probes for (the
-# Stripe SDK looks for an async HTTP library): absent in the child, as on Lambda.
-NOT_IN_LAYER = ("httpx", "anyio", "aiohttp")
+# Stripe SDK looks for an async HTTP library, and for `requests`, which the layer leaves out):
+# absent in the child, as on Lambda.
+NOT_IN_LAYER = ("httpx", "anyio", "aiohttp", *sorted(left for _, left in LEFT_OUT_OF_LAYER))
 _CHILD = """\
 import sys, time, json
 sys.modules.update(dict.fromkeys({not_in_layer!r}))
