@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from saga.approval_keys import forget_public_keys
-from saga.approvals import ApprovalVerifier
+from saga.approvals import ApprovalVerifier, VerifiedKey
 from saga.identity import Operation
 from saga.models import approval_digest
 from sagactl.local.approval_keys import sign_locally
@@ -236,7 +236,8 @@ def test_a_case_under_way_before_signing_still_compensates_after_the_upgrade(
     for name in ("signed_at", "key_id", "signature"):
         del legacy["approval"][name]
     with monkeypatch.context() as before_the_upgrade, handlers_in_process():
-        before_the_upgrade.setattr(ApprovalVerifier, "verify", lambda *a, **k: "not verified")
+        unverified = VerifiedKey(arn="not verified", public_key=b"not verified")
+        before_the_upgrade.setattr(ApprovalVerifier, "verify", lambda *a, **k: unverified)
         saga = Saga(local_aws, legacy)
     assert (saga.status, saga.path[-1]) == ("FAILED", "ReleaseReservation")
     reserved = stock(local_aws)
