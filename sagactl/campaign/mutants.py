@@ -746,6 +746,36 @@ MUTANTS: tuple[Mutant, ...] = (
         outside_slice=_SYNTH,
         tests=("tests/infra/test_environment_budget.py",),
     ),
+    # --- the boundaries of issue 41: rules a planted bug slipped through ------------------------
+    Mutant(
+        "replacement-compensation-pending-rejected",
+        "get_replacement leaves a stopped case with unfinished work to a person, for both open "
+        "case-record states, never 'rejected before any effect' (§10)",
+        "lambdas/saga/agent/status.py",
+        '    unfinished = outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")',
+        '    unfinished = outcome == "IN_PROGRESS"',
+        outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py",),
+    ),
+    Mutant(
+        "transaction-first-item-only",
+        "the offline IAM check authorizes every item of a TransactWriteItems, each on its own "
+        "table with its own condition keys (§11)",
+        "sagactl/iam/requests.py",
+        '        for item in params["TransactItems"]:',
+        '        for item in params["TransactItems"][:1]:',
+        outside_slice=_POLICY,
+        tests=("tests/unit/test_iam_requests.py",),
+    ),
+    Mutant(
+        "three-decimal-currency-list",
+        "every three-decimal ISO 4217 currency is shown to an approver with three decimals (§9)",
+        "lambdas/saga/formats.py",
+        '_codes("BHD IQD JOD KWD LYD OMR TND")',
+        '_codes("BHD IQD JOD KWD LYD OMR")',
+        outside_slice="what an approver is shown; no case's execution displays an amount",
+        tests=("tests/unit/test_approval_view.py",),
+    ),
 )
 
 
