@@ -768,6 +768,15 @@ MUTANTS: tuple[Mutant, ...] = (
         tests=("tests/unit/test_iam_requests.py",),
     ),
     Mutant(
+        "stuck-metric-counts-sent",
+        "the StuckActions metric counts every stuck action on every sweep, those whose re-send "
+        "is not due included (§5)",
+        "lambdas/saga/handlers/sweep_stuck_actions.py",
+        'metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=len(report.stuck))',
+        'metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=report.escalated)',
+        tests=("tests/integration/test_sweeper.py",),
+    ),
+    Mutant(
         "three-decimal-currency-list",
         "every three-decimal ISO 4217 currency is shown to an approver with three decimals (§9)",
         "lambdas/saga/formats.py",
