@@ -768,6 +768,16 @@ MUTANTS: tuple[Mutant, ...] = (
         tests=("tests/unit/test_iam_requests.py",),
     ),
     Mutant(
+        "reconcile-wiring-key-window",
+        "a refund 'not found' outside the provider's key window is never re-attempted, through "
+        "the reconcile tool's real wiring (§3.6)",
+        "lambdas/saga/tools/wiring.py",
+        "                lambda: reconcile_refund(reference, provider),\n"
+        "                reattempt_window_seconds=provider.idempotency_window_seconds,\n",
+        "                lambda: reconcile_refund(reference, provider),\n",
+        tests=("tests/integration/test_rule_boundaries.py",),
+    ),
+    Mutant(
         "stuck-metric-counts-sent",
         "the StuckActions metric counts every stuck action on every sweep, those whose re-send "
         "is not due included (§5)",
