@@ -778,6 +778,15 @@ MUTANTS: tuple[Mutant, ...] = (
         tests=("tests/integration/test_rule_boundaries.py",),
     ),
     Mutant(
+        "takeover-keeps-old-retention",
+        "a takeover of a record an earlier release wrote with expires_at removes it: no open "
+        "record carries a retention (§3.7)",
+        "lambdas/saga/ledger/store.py",
+        "        sets += remember_dispatch(old, now, values) + _OPEN_KEEPS_NO_RETENTION\n",
+        "        sets += remember_dispatch(old, now, values)\n",
+        tests=("tests/integration/test_late_and_legacy_deliveries.py",),
+    ),
+    Mutant(
         "stuck-metric-counts-sent",
         "the StuckActions metric counts every stuck action on every sweep, those whose re-send "
         "is not due included (§5)",
