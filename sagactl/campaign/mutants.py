@@ -787,6 +787,18 @@ MUTANTS: tuple[Mutant, ...] = (
         tests=("tests/integration/test_late_and_legacy_deliveries.py",),
     ),
     Mutant(
+        "decision-fail-state-error",
+        "an execution that meets a person's decision ends with the error the failed-execution "
+        "rule excludes: no message, no page (§3.10)",
+        "statemachines/replacement_order.asl.json",
+        '      "Error": "ActionSettled",\n',
+        '      "Error": "CaseResolved",\n',
+        tests=(
+            "tests/infra/test_definition_routing.py",
+            "tests/e2e/test_escalate_after_decision.py",
+        ),
+    ),
+    Mutant(
         "stuck-metric-counts-sent",
         "the StuckActions metric counts every stuck action on every sweep, those whose re-send "
         "is not due included (§5)",
