@@ -17,7 +17,9 @@ Per snapshot here (docs/design.md §3-§5, §8):
 - effects carry exactly the approved parameters (amount, currency, address text, SKU, quantity);
 - attempts and re-attempt rounds never exceed the stack's AttemptBudget; another request's
   record under the case's key, a resubmission with other parameters, and an action past its
-  budget: sagactl/campaign/key_checks.py.
+  budget: sagactl/campaign/key_checks.py;
+- the reconcile tool answers RETRY for the refund only while a re-attempt lands inside the
+  payment provider's key retention, counted from the refund's first possible dispatch.
 Per execution and per outcome: sagactl/campaign/outcomes.py and escalated.py; a person's work
 (resolutions, redrive attempts, sweeps, time): sagactl/campaign/operator_checks.py.
 Per account: stock conserved (initial - held reservations = available, never negative), every
@@ -26,10 +28,12 @@ effect belongs to a case of the account, at most one per case.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from saga.ledger.records import LedgerPolicy
 from sagactl.campaign.checks import Checks, fields_of
 from sagactl.campaign.key_checks import KeyChecker
 from sagactl.campaign.observe import Snapshot
@@ -40,6 +44,17 @@ from sagactl.campaign.runner import CaseRun
 
 # operation -> (the Snapshot's list of its effects, the id field its downstream_ref names)
 _EFFECT_IDS = {"refund": ("refunds", "refund_id"), "ship": ("shipments", "shipment_id")}
+# The shortest lease a delivery holds (the ledger's policy): a re-attempt holds at least this.
+MIN_LEASE_SECONDS = LedgerPolicy().min_lease_seconds
+
+
+@functools.cache
+def key_window_seconds() -> float:
+    """How long the payment provider deduplicates a refund by its key, as the campaign's stack
+    configures it (cdk.json `payment_key_retention_hours`)."""
+    from sagactl.config import cdk_config
+
+    return float(cdk_config().payment_key_retention_hours * 3600)
 
 
 class CaseChecker:
@@ -51,6 +66,7 @@ class CaseChecker:
         self.case_id = run.plan.case_id
         self.last_seen: dict[str, dict[str, Any]] = {}
         self.outcomes = OutcomeChecker(run, budget, checks, self.last_seen)
+        self.retries_seen: dict[str, int] = {}  # per execution: RETRY answers judged so far
 
     # -- effects and records ---------------------------------------------------------------
     def _record_for_effect(self, snap: Snapshot, operation: str, what: str) -> None:
@@ -218,6 +234,34 @@ class CaseChecker:
                     f"{label}: release COMPLETED, reservation {reservation}",
                 )
         self._parameters(snap)
+        self._retries_inside_key_window(snap)
+
+    def _retries_inside_key_window(self, snap: Snapshot) -> None:
+        """ "Not found" allows a re-attempt of the refund only while the payment provider still
+        deduplicates its key (§3.6: the re-attempt, within its lease, must land before the
+        window closes). So every RETRY the reconcile tool answered for it was asked (its
+        delivery scheduled, before it decided) at least the shortest lease before the window,
+        counted from the refund's first possible dispatch, closed. The record keeps that moment
+        for good; each answer is judged at the close of the run that gave it (no record expires
+        within a run)."""
+        first = (snap.ledger.get("refund") or {}).get("first_dispatch_at")
+        for arn, execution in snap.executions.items():
+            answers = list(execution.get("retries_answered") or ())
+            new, self.retries_seen[arn] = answers[self.retries_seen.get(arn, 0) :], len(answers)
+            if first is None:
+                continue  # no delivery may have dispatched it: "not found" is proof (§3.6)
+            closes = float(first) + key_window_seconds()
+            for answer in new:
+                if answer.get("step") != "refund":
+                    continue
+                asked = float(answer.get("scheduled") or 0.0)
+                self.checks.check(
+                    "retry_inside_key_window",
+                    asked + MIN_LEASE_SECONDS < closes,
+                    f"{snap.label}: the reconcile tool answered RETRY for the refund asked at "
+                    f"{asked:.0f}, {asked - float(first):.0f} s after its first possible "
+                    f"dispatch; the provider's key window closed at {closes:.0f}",
+                )
 
     def _parameters(self, snap: Snapshot) -> None:
         case = self._owner_input(snap)

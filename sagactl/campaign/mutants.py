@@ -843,6 +843,80 @@ MUTANTS: tuple[Mutant, ...] = (
         outside_slice=_STRIPE,
         tests=("tests/unit/test_stripe_provider.py",),
     ),
+    # --- the boundaries of issue 41: rules a planted bug slipped through ------------------------
+    Mutant(
+        "replacement-compensation-pending-rejected",
+        "get_replacement leaves a stopped case with unfinished work to a person, for both open "
+        "case-record states, never 'rejected before any effect' (§10)",
+        "lambdas/saga/agent/status.py",
+        '    unfinished = outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")',
+        '    unfinished = outcome == "IN_PROGRESS"',
+        outside_slice=_AGENT,
+        tests=("tests/unit/test_agent_status.py",),
+    ),
+    Mutant(
+        "transaction-first-item-only",
+        "the offline IAM check authorizes every item of a TransactWriteItems, each on its own "
+        "table with its own condition keys (§11)",
+        "sagactl/iam/requests.py",
+        '        for item in params["TransactItems"]:',
+        '        for item in params["TransactItems"][:1]:',
+        outside_slice=_POLICY,
+        tests=("tests/unit/test_iam_requests.py",),
+    ),
+    Mutant(
+        "reconcile-wiring-key-window",
+        "a refund 'not found' outside the provider's key window is never re-attempted, through "
+        "the reconcile tool's real wiring (§3.6)",
+        "lambdas/saga/tools/wiring.py",
+        "                lambda: reconcile_refund(reference, provider),\n"
+        "                reattempt_window_seconds=provider.idempotency_window_seconds,\n",
+        "                lambda: reconcile_refund(reference, provider),\n",
+        tests=("tests/integration/test_rule_boundaries.py",),
+    ),
+    Mutant(
+        "takeover-keeps-old-retention",
+        "a takeover of a record an earlier release wrote with expires_at removes it: no open "
+        "record carries a retention (§3.7)",
+        "lambdas/saga/ledger/store.py",
+        "        sets += remember_dispatch(old, now, values) + _OPEN_KEEPS_NO_RETENTION\n",
+        "        sets += remember_dispatch(old, now, values)\n",
+        tests=("tests/integration/test_late_and_legacy_deliveries.py",),
+    ),
+    Mutant(
+        "decision-fail-state-error",
+        "an execution that meets a person's decision ends with the error the failed-execution "
+        "rule excludes: no message, no page (§3.10)",
+        "statemachines/replacement_order.asl.json",
+        '      "Error": "ActionSettled",\n',
+        '      "Error": "CaseResolved",\n',
+        tests=(
+            "tests/infra/test_definition_routing.py",
+            "tests/e2e/test_escalate_after_decision.py",
+        ),
+    ),
+    Mutant(
+        "stuck-metric-counts-sent",
+        "the StuckActions metric counts every stuck action on every sweep, those whose re-send "
+        "is not due included (§5)",
+        "lambdas/saga/handlers/sweep_stuck_actions.py",
+        'metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=len(report.stuck))',
+        'metrics.add_metric(name="StuckActions", unit=MetricUnit.Count, value=report.escalated)',
+        outside_slice=(
+            "a CloudWatch metric (the sweeper's embedded-metric log line): the campaign judges "
+            "each sweep by its answer and the queue, and the local AWS collects no metrics"
+        ),
+        tests=("tests/integration/test_sweeper.py",),
+    ),
+    Mutant(
+        "three-decimal-currency-list",
+        "every three-decimal ISO 4217 currency is shown to an approver with three decimals (§9)",
+        "lambdas/saga/formats.py",
+        '_codes("BHD IQD JOD KWD LYD OMR TND")',
+        '_codes("BHD IQD JOD KWD LYD OMR")',
+        outside_slice="what an approver is shown; no case's execution displays an amount",
+        tests=("tests/unit/test_approval_view.py",),
+    ),
 )
 
 

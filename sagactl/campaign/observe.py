@@ -68,6 +68,27 @@ def _deliveries(events: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     return every, last_run
 
 
+def _retries_answered(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each RETRY the reconcile tool answered: the step it reconciled, and when its delivery
+    was scheduled (epoch seconds of the local clock, which history timestamps read)."""
+    from sagactl.campaign.paths import RECONCILE_STATE  # paths imports the runner, which us
+
+    state: str | None = None
+    scheduled: float | None = None
+    answered: list[dict[str, Any]] = []
+    for event in events:
+        if "stateEnteredEventDetails" in event:
+            state = event["stateEnteredEventDetails"]["name"]
+        elif event["type"] == "TaskScheduled":
+            scheduled = event["timestamp"].timestamp()
+        elif event["type"] == "TaskSucceeded" and state == RECONCILE_STATE:
+            output = json.loads(event["taskSucceededEventDetails"].get("output") or "null")
+            payload = output.get("Payload") if isinstance(output, dict) else None
+            if isinstance(payload, dict) and payload.get("decision") == "RETRY":
+                answered.append({"step": payload.get("step"), "scheduled": scheduled})
+    return answered
+
+
 @dataclass
 class Observer:
     """Clients of the local AWS for reading (one set per block: clients are costly to build)."""
@@ -150,6 +171,7 @@ class Observer:
             "invocations": scheduled,
             "retries": max(0, scheduled - tasks_entered),
             "reconciliations": path.count("ReconcileStep"),
+            "retries_answered": _retries_answered(events),
         }
 
     def last_deliveries(self, arn: str) -> dict[str, dict[str, Any]]:
@@ -251,6 +273,24 @@ class Observer:
             owner=False,
         )
         self.ddb.put_item(TableName=self.outputs["LedgerTableName"], Item=item)
+
+    def give_legacy_retention(self, case_id: str, operation: str) -> bool:
+        """The case's `operation` record as the release before the open-record rule (§3.7)
+        left records it left open: with a retention (`expires_at`, the ledger's retention from
+        now), as its last write gave every record. Only if the record is open; whether it was."""
+        from sagactl.config import cdk_config
+
+        record = self.ledger(case_id).get(operation)
+        if record is None or record.get("status") not in ("IN_PROGRESS", "UNKNOWN"):
+            return False
+        retention = int(cdk_config().ledger.retention_days) * 86400
+        self.ddb.update_item(
+            TableName=self.outputs["LedgerTableName"],
+            Key={"action_key": {"S": str(record["action_key"])}},
+            UpdateExpression="SET expires_at = :at",
+            ExpressionAttributeValues={":at": {"N": str(int(self.local.clock.now()) + retention)}},
+        )
+        return True
 
     def drain_queue(self) -> list[dict[str, Any]]:
         """Every message on the escalation queue, removed."""

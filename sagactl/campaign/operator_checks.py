@@ -28,7 +28,7 @@ from typing import Any
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
 from sagactl.campaign.checks import Checks
 from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT, held
+from sagactl.campaign.overlap import AT_RECONCILIATION, RESOLVE_IN_FLIGHT, held
 from sagactl.campaign.paths import APPROVAL_ERROR, COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
 from sagactl.campaign.runner import CaseRun
 
@@ -180,6 +180,17 @@ class OperatorChecker:
         the delivery act on a resolved case (its dispatch, or its outcome, after the decision).
         Then the delivery completes: its effect and record are judged with every snapshot."""
         if event.get("skipped"):
+            return
+        if event.get("at") == AT_RECONCILIATION:
+            # Stopped while only its reconciliation ran: nothing holds an action, the case is
+            # open (its execution stopped, its record IN_PROGRESS): the decision is taken.
+            self.checks.check(
+                "resolve_only_open",
+                bool(event.get("resolved")),
+                f"resolve while the execution ({event.get('execution_status')}) was stopped at "
+                f"the {event.get('action')} reconciliation: answered {event.get('error')} "
+                f"({event.get('message')})",
+            )
             return
         # The rule binds a lease live on the settling clock, read between `clock` and
         # `clock_after`: one live until after the decision returned was live when it was read.

@@ -19,7 +19,10 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   `resolve` (A waits at its dispatch or its outcome write: it holds the action), a person
   resolves the stopped case in between, through the operator's code path: the decision must be
   refused while A's lease is live (§3.10, `ActionInFlight`); what the tool answered is recorded
-  with the operator's steps (`resolve:in-flight`, sagactl.campaign.operator_checks).
+  with the operator's steps (`resolve:in-flight`, sagactl.campaign.operator_checks). At
+  `reconcile` (a shape's, sagactl.campaign.shapes), A is ReconcileStep's delivery for the step,
+  stopped at its first request: reconciliation holds no lease, so the stopped case is open and
+  the person's decision is taken; the redriven delivery B then meets it (§3.10).
 - `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
   outcome write is delayed past A's lease: it lands at the instant another delivery writes the
   action's record after the lease ran out (reconciliation settling it). The write must find the
@@ -96,6 +99,8 @@ LIVE_OWNER_OVERWRITTEN = "overlap:live-owner-overwritten"  # what the nemesis sa
 # operator's tool answered (sagactl.campaign.runner).
 Person = Callable[[dict[str, Any]], None]
 BOUNDARIES = ("claim", "dispatch", "outcome")
+AT_RECONCILIATION = "reconcile"  # an abort's: A is the step's reconciliation (module doc)
+_RECONCILE_STATE = "ReconcileStep"
 _STATE_STEPS = {state: step for step, state in STEP_STATES.items()}
 _WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"})
 
@@ -354,8 +359,9 @@ class Scenario:
         return self.lease is not None and LOCAL_CLOCK.now() >= self.lease
 
     def _maybe_fire(self, request: HandlerRequest, invocation: Invocation, at: str | None) -> None:
-        if _state_of(invocation) != STEP_STATES[self.step]:
-            return  # A is the step's own delivery, not a reconciliation
+        reconciling = self.nemesis["at"] == AT_RECONCILIATION
+        if _state_of(invocation) != (_RECONCILE_STATE if reconciling else STEP_STATES[self.step]):
+            return  # A is the step's own delivery (at `reconcile`: its reconciliation's)
         lease = _lease_of(request) if at == "claim" else None
         if lease is not None:
             self.leases[invocation.request_id] = lease
@@ -368,7 +374,9 @@ class Scenario:
                 self.nemeses.append(self._lost_answer())
                 self.fired.append(f"overlap:stale:{self.step}")
             return
-        if at != self.nemesis["at"] and not (self.step == "reserve" and at == "dispatch"):
+        if reconciling:
+            pass  # A's first request, whatever it is
+        elif at != self.nemesis["at"] and not (self.step == "reserve" and at == "dispatch"):
             return
         self._first(invocation)
         if self.how == "abort":
@@ -450,6 +458,8 @@ class Scenario:
         }
         if status == "RUNNING":
             event["skipped"] = "the execution did not stop"
+        elif self.nemesis["at"] == AT_RECONCILIATION:
+            pass  # A holds nothing: the stopped case is open, the person decides it
         elif self.lease is None or not held(self.lease, clock):
             event["skipped"] = "no live lease of A's"
         return event

@@ -110,4 +110,6 @@ def _nemesis_label(nemesis: dict[str, Any]) -> str:
         return f"overlap:{nemesis['how']}"
     if kind == "foreign_record":
         return f"foreign-record:{nemesis['operation']}"
+    if kind == "legacy_retention":
+        return f"legacy-retention:{nemesis['operation']}"
     return "jump:in-execution"

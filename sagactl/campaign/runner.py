@@ -12,9 +12,10 @@ The order of events for a plan:
 5. a final snapshot. The escalation queue is drained after every close.
 
 A planned `foreign_record` nemesis writes its ledger record before step 1 (the step's key used
-before with other parameters). The operator (sagactl.campaign.operator) acts at the first close
-(before 3; a case it resolves is not redriven by the runner) or after 4, each of its steps
-followed by a snapshot.
+before with other parameters); a planned `legacy_retention` gives the step's record, if it is
+open at the first close, the retention the release before the open-record rule (§3.7) wrote.
+The operator (sagactl.campaign.operator) acts at the first close (before 3; a case it resolves
+is not redriven by the runner) or after 4, each of its steps followed by a snapshot.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class CaseRunner:
             self.wait_all(arns)
             self.close(run, "closed", arns)
             run.owner_arn = self._owner(run, first)
+            self._legacy_retentions(plan, state.fired)
             if operator.get("at") == "closed":
                 self._operate(run, arns, state.nemeses)
             if not self._resolved(run):
@@ -142,6 +144,16 @@ class CaseRunner:
         run.stock_after = self.observer.stock(sku)
         run.seconds = time.perf_counter() - started
         return run
+
+    def _legacy_retentions(self, plan: CasePlan, fired: list[str]) -> None:
+        """Each planned `legacy_retention`: the record, if open, as the release before the
+        open-record rule (§3.7) left it."""
+        for nemesis in plan.nemeses:
+            if nemesis["kind"] != "legacy_retention":
+                continue
+            operation = str(nemesis["operation"])
+            if self.observer.give_legacy_retention(plan.case_id, operation):
+                fired.append(f"legacy-retention:{operation}")
 
     def _operate(self, run: CaseRun, arns: list[str], nemeses: list[dict[str, Any]]) -> None:
         from sagactl.campaign.operator import Operator

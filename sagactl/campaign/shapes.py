@@ -10,8 +10,11 @@ never reported as OUT_OF_STOCK), an execution redriven past the ledger's retenti
 claim after a record expired), a step whose every delivery fails before committing until its
 lifetime attempt budget is spent (the next redrive must not dispatch), a release's transaction
 that lands after the next delivery released the reservation (a second release of a reservation
-no longer HELD), and a person's decision that lands while a delivery's outcome write is still
-held (the outcome after the settlement, §3.10).
+no longer HELD), a person's decision that lands while a delivery's outcome write is still
+held (the outcome after the settlement, §3.10), and the boundaries of issue 41: a refund
+reconciled after the provider's key window closed (never RETRY), a record an earlier release
+left open with a retention and a delivery took over (kept past that retention), and a case
+decided while its execution was stopped at reconciliation (the redrive refused, quietly).
 """
 
 from __future__ import annotations
@@ -157,7 +160,38 @@ def _past_the_first_shapes(rng: random.Random, roll: float, faults: dict[str, li
         return Shaped([_delayed_release()])
     if 0.26 <= roll < 0.275:
         return _decided_while_held(rng, faults)
+    if 0.275 <= roll < 0.285:
+        return _reconciled_past_the_key_window(faults)
+    if 0.285 <= roll < 0.295:
+        return _legacy_retention_taken_over(faults)
+    if 0.295 <= roll < 0.305:
+        return _decided_at_reconciliation(faults)
     return Shaped()
+
+
+# The payment provider's key retention (cdk.json `payment_key_retention_hours`), and the Retry
+# policy's deliveries per run of a step whose invoke fails (`retry.tool`).
+_KEY_WINDOW_SECONDS = 24 * 3600
+
+
+def _reconciled_past_the_key_window(faults: dict[str, list[str]]) -> Shaped:
+    """The refund's request times out (the provider got nothing; its caller cannot know) and
+    every answer of IssueRefund's first run is lost after the function ran, each later
+    delivery's lookup timing out too: FAILED with the refund UNKNOWN, a possible dispatch. The
+    redrive comes a day and an hour later, the cause removed: the provider has forgotten the
+    refund's key, so a lookup that finds nothing allows no re-attempt (§3.6). IssueRefund
+    refuses to send, and the reconcile tool, wired with the provider's key window, must answer
+    ESCALATE, never RETRY (issue 41, item 1)."""
+    faults.clear()
+    faults["refund"] = ["timeout"] * _DELIVERIES_PER_RUN
+    lost = {
+        "kind": "invoke_error",
+        "tool": "IssueRefund",
+        "error": "Lambda.ServiceException",
+        "skip": 0,
+        "count": _DELIVERIES_PER_RUN,
+    }
+    return Shaped([lost], [{"jump": _KEY_WINDOW_SECONDS + 3600, "heal": True}])
 
 
 def _delayed_release() -> dict[str, Any]:
@@ -200,3 +234,43 @@ def operator(rng: random.Random) -> dict[str, Any] | None:
         "steps": list(rng.choice(_OPERATOR_STEPS)),
         "jump_days": rng.choice((31, 31, 45, 60)),
     }
+
+
+def _legacy_retention_taken_over(faults: dict[str, list[str]]) -> Shaped:
+    """Every delivery of the refund's first run fails before committing: FAILED, the record
+    open with its lease given back. The record is then as the release before the open-record
+    rule (§3.7) left open records, with a retention (`legacy_retention`). The redrive's
+    delivery takes the record over, refunds and dies before recording it (a crash), and no
+    reconcile invoke gets through (throttled before it ran): the case escalates with the record
+    still open under the dead delivery. A person looks 31 days on, past that retention: the
+    record must still be there, since the takeover removed the retention (issue 41, item 3)."""
+    faults.clear()
+    faults["refund"] = ["fail_before_commit"] * _DELIVERIES_PER_RUN
+    return Shaped(
+        [
+            {"kind": "legacy_retention", "operation": "refund"},
+            {"kind": "crash", "effect": "refund", "nth": 1, "answer": "exited", "jump": 60},
+            {
+                "kind": "invoke_error",
+                "tool": "ReconcileAction",
+                "error": "Lambda.TooManyRequestsException",
+                "skip": 0,
+                "count": _DELIVERIES_PER_RUN,
+            },
+        ],
+        [{"jump": 60, "heal": False}],
+        operator={"at": "end", "steps": ["jump"], "jump_days": 31},
+    )
+
+
+def _decided_at_reconciliation(faults: dict[str, list[str]]) -> Shaped:
+    """The refund's request times out, and a person stops the execution while ReconcileStep's
+    invoke is in flight (the overlap nemesis's `abort` at `reconcile`): the case is open (the
+    execution stopped, nothing held), the person resolves it, and the execution is redriven into
+    ReconcileStep, which meets the decision. It must end FAILED with the error the
+    failed-execution rule excludes (ActionSettled): refused, nothing queued (issue 41, item 6)."""
+    faults.clear()
+    faults["refund"] = ["timeout"]
+    return Shaped(
+        [{"kind": "overlap", "how": "abort", "step": "refund", "at": "reconcile", "resolve": True}]
+    )

@@ -4,6 +4,7 @@ reaches the state it is drawn for, and the case stays honest there."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,14 @@ from sagactl.campaign.plan import CasePlan
 from sagactl.campaign.runner import CaseRunner
 from sagactl.campaign.shapes import (
     ATTEMPT_BUDGET,
+    Shaped,
     _budget_spent,
+    _decided_at_reconciliation,
     _decided_while_held,
     _delayed_release,
+    _legacy_retention_taken_over,
     _old_execution,
+    _reconciled_past_the_key_window,
     shape,
 )
 from sagactl.local.environment import LocalAws
@@ -234,3 +239,98 @@ def test_each_roll_range_draws_its_own_shape_and_only_it() -> None:
         {"shipment": ["fail_before_commit"] * ATTEMPT_BUDGET},
     )
     assert drawn(0.22) == {"reserve": ["timeout"]}  # no shape: the plan's own faults
+    assert drawn(0.28) == {"refund": ["timeout"] * 4}  # reconciled past the key window
+    assert drawn(0.29) == {"refund": ["fail_before_commit"] * 4}  # a legacy retention
+    assert drawn(0.30) == {"refund": ["timeout"]}  # decided at reconciliation
+    assert drawn(0.31) == {"reserve": ["timeout"]}
+
+
+# --- the shapes of issue 41 ---------------------------------------------------------------------
+def _shaped_run(local: LocalAws, case_id: str, shaped: Shaped, faults: dict[str, list[str]]) -> Any:
+    plan = CasePlan(
+        seed=0,
+        index=0,
+        case=_case(case_id, faults),
+        nemeses=shaped.nemeses,
+        redrives=shaped.redrives or [],
+        operator=shaped.operator,
+    )
+    return CaseRunner(Observer(local)).run(plan)
+
+
+def test_a_refund_reconciled_a_day_after_its_first_dispatch_is_escalated_not_retried(
+    local_aws: LocalAws,
+) -> None:
+    """Every answer of IssueRefund's first run is lost, its request and lookups timed out: the
+    refund UNKNOWN, FAILED. Redriven 25 hours later, nothing is found, but the provider's key
+    has expired: IssueRefund refuses to send, and the reconcile tool escalates (no RETRY); the
+    campaign's `retry_inside_key_window` holds it to that."""
+    faults: dict[str, list[str]] = {}
+    run = _shaped_run(
+        local_aws, "case-past-the-key-window", _reconciled_past_the_key_window(faults), faults
+    )
+
+    assert check_case(run, budget=8).violations == []
+    assert [s.label for s in run.snapshots] == ["closed", "redrive 1"]
+    first = run.snapshots[0].ledger["refund"]
+    assert (first["status"], first["attempts"]) == ("UNKNOWN", 4)
+    execution = run.final.executions[run.owner_arn or ""]
+    assert execution["retries_answered"] == []
+    refund = run.final.ledger["refund"]
+    assert refund["status"] == "UNKNOWN" and "escalated_at" in refund
+    assert float(refund["escalated_at"]) > float(refund["first_dispatch_at"]) + DAY
+    output = execution["output"] or {}
+    assert (output.get("outcome"), output["escalation"]["reason"]) == (
+        "ESCALATED",
+        "OUTCOME_UNCERTAIN",
+    )
+    assert run.final.refunds == []
+
+
+def test_a_record_a_release_before_the_rule_gave_a_retention_outlives_it_once_taken_over(
+    local_aws: LocalAws,
+) -> None:
+    """The refund's record, left open by the first run, is given the retention the earlier
+    release wrote; the redrive's delivery takes it over, refunds and dies; no reconciliation
+    runs, the case escalates with the record open. 31 days on, past that retention, the record
+    is still there (`open_record_kept`) and says what it did."""
+    faults: dict[str, list[str]] = {}
+    run = _shaped_run(
+        local_aws, "case-legacy-retention", _legacy_retention_taken_over(faults), faults
+    )
+
+    assert check_case(run, budget=8).violations == []
+    assert "legacy-retention:refund" in run.fired and "crash:refund:exited" in run.fired
+    assert [s.label for s in run.snapshots] == ["closed", "redrive 1", "operator 1: jump"]
+    taken = run.snapshots[1].ledger["refund"]
+    assert (taken["status"], taken["attempts"]) == ("IN_PROGRESS", 5)
+    assert "expires_at" not in taken
+    kept = run.final.ledger["refund"]
+    assert kept["status"] == "IN_PROGRESS" and kept["owner"] == taken["owner"]
+    assert run.final.clock - run.snapshots[0].clock > 31 * DAY
+    assert len(run.final.refunds) == 1
+
+
+def test_a_case_decided_while_stopped_at_reconciliation_is_refused_by_its_redrive(
+    local_aws: LocalAws,
+) -> None:
+    """A person stops the execution while ReconcileStep's invoke is in flight, resolves the
+    case and redrives it: the redriven reconciliation meets the decision and the execution ends
+    FAILED with ActionSettled (REFUSED), and nothing is queued for it."""
+    faults: dict[str, list[str]] = {}
+    run = _shaped_run(
+        local_aws, "case-decided-reconciling", _decided_at_reconciliation(faults), faults
+    )
+
+    assert check_case(run, budget=8).violations == []
+    assert run.fired == ["overlap:abort:refund:reconcile"]
+    [decision] = run.operator
+    assert (decision["step"], decision.get("resolved")) == ("resolve:in-flight", True)
+    execution = run.final.executions[run.owner_arn or ""]
+    assert (execution["status"], execution["error"]) == ("FAILED", "ActionSettled")
+    assert execution["path"][-2:] == ["ReconcileStep", "CaseResolved"]
+    # Nothing asks a person about the refused rerun (the stop's own message may come or not:
+    # the local AWS publishes it when the stopped invoke ends, which can be after the redrive).
+    assert [m for m in run.messages if m.get("status") != "ABORTED"] == []
+    assert (run.final.case_record or {}).get("resolution")
+    assert run.final.refunds == []

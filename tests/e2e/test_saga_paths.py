@@ -45,6 +45,17 @@ class Saga:
         self.ddb = local.client("dynamodb")
         self.description, self.history = local.run_case(case)
 
+    @classmethod
+    def of(cls, local: LocalAws, case: dict[str, Any], arn: str) -> Saga:
+        """The views of an execution of `case` started (and ended) by the caller."""
+        saga = cls.__new__(cls)
+        saga.local, saga.case = local, case
+        saga.case_id, saga.tenant = case["case_id"], case["tenant_id"]
+        saga.ddb = local.client("dynamodb")
+        saga.description = local.wait_for_execution(arn)
+        saga.history = local.history(arn)
+        return saga
+
     def redrive(self) -> dict[str, Any]:
         """RedriveExecution, then wait for the execution to end again."""
         arn = str(self.description["executionArn"])

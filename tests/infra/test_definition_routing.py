@@ -9,7 +9,9 @@ scenario would show, checked on every state at once.
 - every Catch and Retry handles the names of a function that died all alike, or none of them;
 - every Lambda task retries the invoke-level faults AWS recommends retrying;
 - a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward;
-- the shipment ends the execution with the case's outcome (written with it).
+- the shipment ends the execution with the case's outcome (written with it);
+- an execution that meets a person's decision ends with the one error the failed-execution rule
+  excludes (ActionSettled), whether a task fails with it or a Catch ends at a Fail state.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from unittest.mock import ANY
 
 import pytest
 
-from saga.errors import DUPLICATE_OF_EXECUTION
+from saga.errors import DUPLICATE_OF_EXECUTION, ActionSettled
+from stacks.constructs.escalation import RESOLVED_CASE_ERROR
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 from stacks.workflow_policy import is_lambda_task, iter_states
 from tests.infra.synth import Synthesized
@@ -208,3 +211,39 @@ def test_a_settled_action_ends_the_execution_at_its_task(
             for error in handler["ErrorEquals"]
         }
         assert not handled & {"ActionSettled", "States.ALL", "States.TaskFailed"}, name
+
+
+def test_an_execution_that_meets_a_decision_ends_with_the_error_the_rule_excludes(
+    states: dict[str, dict[str, Any]], synthesized: Synthesized
+) -> None:
+    """Issue 41, item 6: a task that meets a person's decision fails with the ledger's error
+    class, ActionSettled (a Lambda error's type is the class name); where a Catch takes it, the
+    Fail state it leads to ends the execution with that same error. The failed-execution rule
+    excludes exactly that error, so such an execution queues no message and pages nobody (the
+    alarm reads the rule's TriggeredRules) for a decision already made (docs/design.md §3.10)."""
+    settled = ActionSettled.__name__
+    assert settled == RESOLVED_CASE_ERROR
+    rule_id = synthesized.logical_id(synthesized.saga.stack.escalation.unsuccessful_execution_rule)
+    rule = synthesized.resources("AWS::Events::Rule")[rule_id]["Properties"]["EventPattern"]
+    excluded = [
+        value
+        for clause in rule["detail"]["$or"]
+        for matcher in clause.get("error", [])
+        if isinstance(matcher, dict)
+        for value in matcher.get("anything-but", [])
+    ]
+    assert excluded == [settled]
+    caught = {
+        (name, catcher["Next"]): catcher["ErrorEquals"]
+        for name, state in states.items()
+        for catcher in state.get("Catch", [])
+        if settled in catcher["ErrorEquals"]
+    }
+    assert caught, "no state catches a decision: then none needs a Fail state of its own"
+    for (name, target), errors in caught.items():
+        assert errors == [settled], name  # nothing else is routed there
+        ending = states[target]
+        assert (ending["Type"], ending["Error"]) == ("Fail", settled), (name, target)
+    # No other Fail state claims the decision's error.
+    decided = {name for name, state in states.items() if state.get("Error") == settled}
+    assert decided == {target for _, target in caught}

@@ -4,10 +4,12 @@ recorded what they may have sent."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from saga.cases import OwningExecution
-from saga.errors import OutcomeUnknown
+from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import Operation, action_request
 from saga.models import approval_digest
 from saga.ports import DownstreamConflict
@@ -15,6 +17,7 @@ from saga.ports.payments import RefundRequest
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import reconcile_refund
 from sagactl.local.tables import StackTables
+from sagactl.local.ttl import delete_expired_items
 from tests.tools_harness import EXECUTION, Delivery, make_case, tools_env
 
 
@@ -139,3 +142,74 @@ def test_a_released_record_of_the_previous_tree_is_looked_up_before_a_re_send(
             case, Delivery("IssueRefund-redrive", case.case_id).next(), execution_arn="e"
         )
         assert env.refunds(case.case_id) == 1, f"{env.refunds(case.case_id)} refunds"
+
+
+class WorkerDied(BaseException):
+    """The Lambda ran out of time mid-refund: nothing after the call ran."""
+
+
+class DiesAtTheRefund:
+    """The sandbox provider whose refund call never returns (the delivery dies there)."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+    def refund(self, request: RefundRequest, *, idempotency_key: str) -> Any:
+        raise WorkerDied
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.provider, name)
+
+
+DAY = 86400
+
+
+@pytest.mark.parametrize(
+    ("left_open", "faults"),
+    [
+        ("released", ["fail_before_commit"]),  # its lease given back: resumed at once
+        ("abandoned", []),  # its delivery died holding it: taken over once the lease ran out
+        ("unknown", ["timeout"]),  # its outcome is unknown: taken over, looked up first
+    ],
+)
+def test_a_takeover_of_a_record_an_earlier_release_gave_a_retention_removes_it(
+    stack_tables: StackTables, left_open: str, faults: list[str]
+) -> None:
+    """Issue 41, item 3: an earlier release wrote `expires_at` on records it left open. A new
+    delivery that takes such a record over leaves it open (here it dies mid-refund), so the
+    takeover itself must remove the retention: no open record carries one (§3.7), else TTL
+    deletes an action nobody finished. Thirty-one days on, TTL has run and the record is there."""
+    with tools_env(stack_tables) as env:
+        case = make_case(f"case-legacy-{left_open}", faults={"refund": faults})
+        request = action_request(case, Operation.REFUND)
+        provider = env.provider(case)
+        if left_open == "abandoned":
+            with pytest.raises(WorkerDied):
+                env.issue_refund(case, provider=DiesAtTheRefund(provider))
+        else:
+            with pytest.raises(TransientError if left_open == "released" else OutcomeUnknown):
+                env.issue_refund(case, provider=provider)
+        expires_at = int(env.clock()) + 30 * DAY
+        env.admin.update_item(  # as the earlier release left it: a retention on an open record
+            TableName=env.names["LEDGER_TABLE"],
+            Key={"action_key": {"S": request.key}},
+            UpdateExpression="SET expires_at = :at",
+            ExpressionAttributeValues={":at": {"N": str(expires_at)}},
+        )
+        env.clock.advance(120)  # past the lease of a delivery that died
+
+        late = Delivery("IssueRefund-redrive", case.case_id).next()
+        with pytest.raises(WorkerDied):
+            env.issue_refund(case, late, provider=DiesAtTheRefund(provider))
+
+        item = env.admin.get_item(
+            TableName=env.names["LEDGER_TABLE"],
+            Key={"action_key": {"S": request.key}},
+            ConsistentRead=True,
+        )["Item"]
+        assert (item["status"]["S"], item["owner"]["S"]) == ("IN_PROGRESS", late.attempt_id)
+        assert "expires_at" not in item, item["expires_at"]
+        env.clock.advance(31 * DAY)
+        delete_expired_items(env.clock())
+        record = env.record(request.key)
+        assert record is not None and record.status.value == "IN_PROGRESS"

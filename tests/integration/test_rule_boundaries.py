@@ -14,18 +14,24 @@ whole suite still passed. Each test here fails when its rule is relaxed or shift
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from saga import clock as saga_clock
 from saga.errors import OutcomeUnknown
 from saga.identity import Operation, action_request
 from saga.ledger import Attempt
-from saga.models import Case
+from saga.models import Case, parse_case
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
 from sagactl.local.tables import StackTables
-from tests.tools_harness import EXECUTION, Delivery, ToolsEnv, make_case, tools_env
+from tests.local_clock import local_clock
+from tests.tools_harness import EXECUTION, Delivery, ToolsEnv, make_case, raw_case, tools_env
+
+__all__ = ["local_clock"]
 
 REMAINING = Delivery("IssueRefund", "x").remaining_seconds  # each delivery's time left
 # A record written less than this before its retention ended may already be gone (TTL): the
@@ -155,3 +161,99 @@ def test_no_record_proves_nothing_was_sent_only_while_no_record_can_have_expired
             )
             assert (provider.lookups, env.refunds(case.case_id)) == (0, 1)
             assert not result.replayed
+
+
+# --- the window as the reconcile tool gets it from its wiring (issue 41, item 1) ------------------
+@dataclass(frozen=True)
+class PaymentWiring:
+    """A payment provider as the functions are wired with it: the environment that selects it,
+    and how long it deduplicates a repeat by its idempotency key."""
+
+    name: str
+    environment: dict[str, str]
+    key_window_seconds: float
+
+
+# Each payment provider adapter the functions can be wired with. The Stripe adapter (a later
+# issue) joins here with the environment that selects it and Stripe's 24-hour key retention:
+# the test below must hold for it unchanged.
+PAYMENT_WIRINGS = [
+    PaymentWiring("sandbox", {"PAYMENT_KEY_RETENTION_SECONDS": "86400"}, 86400.0),
+]
+HOUR = 3600.0
+
+
+class HandlerContext:
+    """The Lambda context a handler reads: its request id and the time it has left."""
+
+    def __init__(self, request_id: str) -> None:
+        self.aws_request_id = request_id
+        self.function_name = "saga-tool"
+        self.memory_limit_in_mb = 512
+        self.invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:saga-tool"
+        self.function_version = "$LATEST"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(REMAINING * 1000)
+
+
+def _delivery(state: str, started: str, retry: int = 0) -> dict[str, Any]:
+    """`attempt` as the state machine's payloads give it."""
+    execution = "arn:aws:states:us-east-1:123456789012:execution:sm:case-window-wiring"
+    return {"execution": execution, "state": state, "retry": retry, "started": started}
+
+
+@pytest.mark.parametrize("wiring", PAYMENT_WIRINGS, ids=lambda wiring: wiring.name)
+@pytest.mark.parametrize(("hours_later", "decision"), [(1.0, "RETRY"), (25.0, "ESCALATE")])
+def test_the_reconcile_tool_gets_the_providers_key_window_from_its_wiring(  # noqa: PLR0917
+    stack_tables: StackTables,
+    monkeypatch: pytest.MonkeyPatch,
+    local_clock: Callable[[float], None],
+    wiring: PaymentWiring,
+    hours_later: float,
+    decision: str,
+) -> None:
+    """A refund whose request timed out (it may have reached the provider; it did not), looked
+    up by ReconcileStep as the state machine calls it: the handler wires the lookup and the
+    provider's key window from the function's environment. Not found an hour later, a repeat
+    under the same key is still one refund: RETRY. Not found 25 hours later, the provider has
+    forgotten the key, and a request in flight could still commit: ESCALATE, never RETRY."""
+    from saga.handlers import issue_refund, reconcile_action, validate_case
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SagaTest")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "saga-tools-test")
+    with tools_env(stack_tables) as env:
+        for name, value in {**env.env_vars(), **wiring.environment}.items():
+            monkeypatch.setenv(name, value)
+        started = saga_clock.now_iso()
+        raw = raw_case("case-window-wiring", faults={"refund": ["timeout"]})
+        case = validate_case.handler(
+            {"case": raw, "attempt": _delivery("ValidateCase", started)}, HandlerContext("v-1")
+        )["case"]
+        with pytest.raises(OutcomeUnknown):
+            issue_refund.handler(
+                {"case": case, "attempt": _delivery("IssueRefund", started)},
+                HandlerContext("r-1"),
+            )
+        key = action_request(parse_case(case), Operation.REFUND).key
+        first = env.ledger.get(key)
+        assert first is not None and first.first_dispatch_at is not None
+
+        local_clock(hours_later * HOUR)
+        answer = reconcile_action.handler(
+            {"case": case, "attempt": _delivery("ReconcileStep", started), "step": "refund"},
+            HandlerContext("c-1"),
+        )
+
+        assert answer["decision"] == decision, answer["reason"]
+        record = env.ledger.get(key)
+        assert record is not None
+        if decision == "ESCALATE":
+            assert (
+                saga_clock.now() + REMAINING > first.first_dispatch_at + wiring.key_window_seconds
+            )
+            assert "may still commit" in answer["reason"]
+            assert record.status.value == "UNKNOWN" and record.escalated_at is not None
+        else:
+            assert record.reconcile_rounds == 1 and record.escalated_at is None
+        assert env.refunds(case["case_id"]) == 0  # reconciliation never dispatches

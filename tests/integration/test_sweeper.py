@@ -6,18 +6,23 @@ import contextlib
 import itertools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from saga import clock as saga_clock
 from saga.errors import OutcomeUnknown
-from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Found
+from saga.ledger import ActionLedger, ActionRequest, Attempt, EffectResult, Found, LedgerPolicy
 from saga.settings import ConfigurationError, SweepStuckActionsEnvironment
 from saga.tools.sweeper import MAX_RESEND_GAP_SECONDS, StuckActionSweeper, resend_due
 from tests.integration.ledger_harness import FakeClock, refund_request
+from tests.local_clock import local_clock
 from tests.queues import drain
+
+__all__ = ["local_clock"]
 
 GRACE = 300
 EVERY = 300  # the sweep interval
@@ -226,6 +231,32 @@ def test_many_stuck_actions_are_read_across_pages(
     assert len(_messages(queue_url)) == 12
 
 
+class SweepContext(LambdaContext):
+    _function_name = "sweep"
+    _memory_limit_in_mb = 128
+    _invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:sweep"
+    _aws_request_id = "req-1"
+
+
+def _sweeper_environment(
+    monkeypatch: pytest.MonkeyPatch, ledger_table: str, queue_url: str
+) -> None:
+    """SweepStuckActionsFunction's environment, as the stack renders it, for this table."""
+    monkeypatch.setenv("LEDGER_TABLE", ledger_table)
+    monkeypatch.setenv("ESCALATION_QUEUE_URL", queue_url)
+    monkeypatch.setenv("STUCK_GRACE_SECONDS", str(GRACE))
+    monkeypatch.setenv("SWEEP_EVERY_SECONDS", str(EVERY))
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ReplacementOrderSaga-test")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sweep-stuck-actions")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
+
+
+def _stuck_actions_metric(printed: str) -> list[Any]:
+    """The StuckActions values in what the handler printed (CloudWatch embedded metric format)."""
+    emitted = [json.loads(line) for line in printed.splitlines() if "_aws" in line]
+    return [m["StuckActions"] for m in emitted if "StuckActions" in m]
+
+
 def test_handler_emits_the_stuck_actions_metric_and_escalates(  # noqa: PLR0917
     ledger: ActionLedger,
     clock: FakeClock,
@@ -238,27 +269,54 @@ def test_handler_emits_the_stuck_actions_metric_and_escalates(  # noqa: PLR0917
 
     clock.now = time.time() - GRACE - 10  # the handler sweeps on the real clock
     _run(ledger, refund_request("case-old"), _lose_response, "attempt-old")
-    monkeypatch.setenv("LEDGER_TABLE", ledger_table)
-    monkeypatch.setenv("ESCALATION_QUEUE_URL", queue_url)
-    monkeypatch.setenv("STUCK_GRACE_SECONDS", str(GRACE))
-    monkeypatch.setenv("SWEEP_EVERY_SECONDS", str(EVERY))
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ReplacementOrderSaga-test")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sweep-stuck-actions")
-    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
+    _sweeper_environment(monkeypatch, ledger_table, queue_url)
     capsys.readouterr()
 
-    class Context(LambdaContext):
-        _function_name = "sweep"
-        _memory_limit_in_mb = 128
-        _invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:sweep"
-        _aws_request_id = "req-1"
-
-    result = sweep_stuck_actions.handler({}, Context())
+    result = sweep_stuck_actions.handler({}, SweepContext())
     assert result["stuck"] == 1
     assert len(_messages(queue_url)) == result["escalated"] == 1  # just stuck: its first report
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
-    stuck_metrics = [m["StuckActions"] for m in emitted if "StuckActions" in m]
+    stuck_metrics = _stuck_actions_metric(capsys.readouterr().out)
     assert stuck_metrics in ([1.0], [[1.0]])  # one sweep, one data point: 1 stuck action
+
+
+def test_the_stuck_actions_metric_counts_every_stuck_action_on_every_sweep(  # noqa: PLR0917
+    dynamodb: Any,
+    ledger_table: str,
+    policy: LedgerPolicy,
+    queue_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    local_clock: Callable[[float], None],
+) -> None:
+    """Issue 41, item 2: the StuckActions metric (what its alarm watches) counts every stuck
+    action on every sweep, those whose re-send is not due under the back-off included; a
+    metric of what was re-sent would fall to 0 between re-sends and clear the alarm while the
+    actions are still stuck. Eight sweeps, one interval apart, on the movable clock (the
+    handler's and the ledger's): one action stuck from the first, a second from the fourth."""
+    from saga.handlers import sweep_stuck_actions
+
+    ledger = ActionLedger(ledger_table, dynamodb, policy, clock=saga_clock.now)
+    _sweeper_environment(monkeypatch, ledger_table, queue_url)
+    _run(ledger, refund_request("case-first"), _lose_response, "attempt-first")  # UNKNOWN at 0
+    first_sweep = GRACE + 1
+    metrics, escalated = [], []
+    for sweep in range(8):
+        local_clock(first_sweep + sweep * EVERY)
+        capsys.readouterr()
+        report = sweep_stuck_actions.handler({}, SweepContext())
+        [value] = _stuck_actions_metric(capsys.readouterr().out)
+        metrics.append(value[0] if isinstance(value, list) else value)
+        escalated.append(report["escalated"])
+        assert report["stuck"] == metrics[-1], report
+        if sweep == 1:  # half an interval on, a second action becomes UNKNOWN: it is stuck
+            local_clock(first_sweep + 1.5 * EVERY)  # from the fourth sweep on
+            _run(ledger, refund_request("case-second"), _lose_response, "attempt-second")
+
+    assert metrics == [1, 1, 1, 2, 2, 2, 2, 2]
+    # The re-sends back off (first: 1, 1, 0, 1, 0, 0, 0, 1; second: 0, 0, 0, 1, 1, 0, 1, 0):
+    # what was sent is not the metric.
+    assert escalated == [1, 1, 0, 2, 1, 0, 1, 1]
+    assert len(_messages(queue_url)) == sum(escalated)
 
 
 SWEEPER_ENV = {

@@ -83,6 +83,29 @@ def test_every_accepted_currency_has_an_exponent_and_exact_major_units() -> None
         currency_exponent("XTS")
 
 
+# ISO 4217's circulating currencies whose minor unit is 3 decimals (the amendment list as of
+# 2026-11), written out here rather than read from saga.formats: a code left out there must fail.
+ISO_4217_THREE_DECIMALS = ("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND")
+
+
+@pytest.mark.parametrize("currency", ISO_4217_THREE_DECIMALS)
+def test_every_three_decimal_currency_is_shown_to_an_approver_with_three_decimals(
+    currency: str,
+) -> None:
+    """Each of them, not a sample (issue 41, item 7): 1234567 minor units are 1234.567, never
+    12345.67; an approver reading the two-decimal figure would sign ten times the refund."""
+    lines = describe_case(_case(currency, 1234567))
+    assert (
+        f"  refund    1234567 minor units of {currency} = 1234.567 {currency} (3 decimals) "
+        "on payment pay-9"
+    ) in lines
+
+
+def test_no_other_currency_is_shown_with_three_decimals() -> None:
+    three = {code for code in CURRENCY_CODES if currency_exponent(code) == 3}
+    assert three == set(ISO_4217_THREE_DECIMALS)
+
+
 def _draft(**changes: Any) -> dict[str, Any]:
     case = _case("USD", 2000)
     parameters = {k: case[k] for k in ("order", "reserve", "refund", "shipment")}
