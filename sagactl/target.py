@@ -164,9 +164,7 @@ def unreachable_text(endpoint: str, *, local: bool, region: str | None) -> str:
     except Exception:  # the chain itself failed: say so rather than raise again
         credentials = None
     method = getattr(credentials, "method", None)
-    source = _CREDENTIAL_SOURCES.get(str(method), f"{method}").format(
-        profile=session.profile_name
-    )
+    source = _CREDENTIAL_SOURCES.get(str(method), f"{method}").format(profile=session.profile_name)
     overrides = sorted(name for name in os.environ if name.startswith("AWS_ENDPOINT_URL_"))
     endpoint_set = f" (set by {', '.join(overrides)})" if overrides else ""
     text = (

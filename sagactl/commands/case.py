@@ -57,7 +57,7 @@ def check_authorized(case: Case, tenants: Tenants, *, source: str) -> None:
     try:
         authorize(case, tenants.approvers)
     except AuthorizationDenied as exc:
-        raise InvalidCaseFile(f"{source}: {exc} (tenants from {tenants.source})") from None
+        raise InvalidCaseFile(f"{source}: {exc} ({tenants.configured(case.tenant_id)})") from None
 
 
 def parse_faults(specs: list[str]) -> dict[str, list[str]]:
