@@ -29,6 +29,14 @@ class Tenants:
     source: str
     thresholds: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
+    def configured(self, tenant: object) -> str:
+        """Where the refusal of `tenant` or of its approver was read, and what is configured
+        there: the tenants when it is not one, else its approvers."""
+        approvers = self.approvers.get(tenant) if isinstance(tenant, str) else None
+        if approvers is None:
+            return f"tenants from {self.source}: {', '.join(sorted(self.approvers))}"
+        return f"approvers of {tenant} in {self.source}: {', '.join(sorted(approvers))}"
+
     def approvals_required(self, case: Case) -> int:
         """How many distinct approvers `case` needs under these thresholds."""
         return case_approvals_required(self.thresholds, case)

@@ -204,11 +204,14 @@ def guarded(handler: Handler) -> Handler:
                 EXIT_ERROR,
             )
         except EndpointConnectionError as exc:
+            from sagactl.target import unreachable_text
+
+            endpoint = str(exc.kwargs.get("endpoint_url", "the endpoint"))
+            local, region = bool(getattr(args, "local", False)), getattr(args, "region", None)
             return _report(
                 args,
                 "EndpointUnreachable",
-                f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}: "
-                "is `sagactl local up` running?",
+                unreachable_text(endpoint, local=local, region=region),
                 EXIT_ERROR,
             )
         except ClientError as exc:

@@ -127,6 +127,61 @@ class Target:
         )
 
 
+# Where botocore found the credentials (Credentials.method), as a person configures them.
+_CREDENTIAL_SOURCES = {
+    "env": "the environment (AWS_ACCESS_KEY_ID)",
+    "shared-credentials-file": "the shared credentials file, profile {profile}",
+    "config-file": "the config file, profile {profile}",
+    "assume-role": "an assumed role, profile {profile}",
+    "sso": "IAM Identity Center (SSO), profile {profile}",
+    "login": "`aws login`, profile {profile}",
+    "custom-process": "a credential_process, profile {profile}",
+    "assume-role-with-web-identity": "a web identity token (AWS_WEB_IDENTITY_TOKEN_FILE)",
+    "container-role": "the container's role",
+    "iam-role": "the instance's role (EC2 instance metadata)",
+}
+
+
+def unreachable_text(endpoint: str, *, local: bool, region: str | None) -> str:
+    """Why a command could not connect, as the user chose its target: the local AWS (--local,
+    AWS_ENDPOINT_URL), or an account through the default credential chain, with the region
+    and the credentials source it used, and how to choose otherwise."""
+    if local or os.environ.get("AWS_ENDPOINT_URL"):
+        chosen = "AWS_ENDPOINT_URL" if os.environ.get("AWS_ENDPOINT_URL") else "--local"
+        return (
+            f"cannot reach {endpoint}, the local AWS ({chosen}): is `sagactl local up` running? "
+            "(without --local and AWS_ENDPOINT_URL, sagactl uses your AWS account)"
+        )
+    session = boto3.Session(region_name=region) if region else boto3.Session()
+    if region:
+        region_source = "--region"
+    elif os.environ.get("AWS_DEFAULT_REGION"):
+        region_source = "AWS_DEFAULT_REGION"
+    else:
+        region_source = f"profile {session.profile_name} in the config file"
+    try:
+        credentials = session.get_credentials()
+    except Exception:  # the chain itself failed: say so rather than raise again
+        credentials = None
+    method = getattr(credentials, "method", None)
+    source = _CREDENTIAL_SOURCES.get(str(method), f"{method}").format(profile=session.profile_name)
+    overrides = sorted(name for name in os.environ if name.startswith("AWS_ENDPOINT_URL_"))
+    endpoint_set = f" (set by {', '.join(overrides)})" if overrides else ""
+    text = (
+        f"cannot reach {endpoint}{endpoint_set}: sagactl is using AWS (no --local, no "
+        f"AWS_ENDPOINT_URL), region {session.region_name} ({region_source}), credentials from "
+        f"{source}. Check the network (and HTTPS_PROXY); --region chooses another region, "
+        "AWS_PROFILE other credentials"
+    )
+    hinted = with_local_hint(text)
+    if hinted != text:
+        return hinted  # a local AWS runs: how to use it
+    return (
+        f"{text}; for the local AWS instead, run `sagactl local up` and `source .local/env` "
+        "(or pass --local)"
+    )
+
+
 def find_target(
     *,
     local: bool = False,

@@ -21,6 +21,7 @@ from saga.fault_plan import DOWNSTREAMS
 from saga.models import Case, parse_case
 from saga.tools.validate import authorize
 from sagactl.commands.case_approve import (
+    NO_TERMINAL_RULE,
     approval_summary,
     command_approve,
     with_digest,
@@ -56,7 +57,7 @@ def check_authorized(case: Case, tenants: Tenants, *, source: str) -> None:
     try:
         authorize(case, tenants.approvers)
     except AuthorizationDenied as exc:
-        raise InvalidCaseFile(f"{source}: {exc} (tenants from {tenants.source})") from None
+        raise InvalidCaseFile(f"{source}: {exc} ({tenants.configured(case.tenant_id)})") from None
 
 
 def parse_faults(specs: list[str]) -> dict[str, list[str]]:
@@ -230,8 +231,7 @@ def register(subparsers: Subparsers) -> None:
         "role or principal may sign, and CloudTrail records who did; against the local AWS "
         "(the environment `sagactl local up` prints) anyone may. Shows every parameter it signs "
         "first (the refund in minor units and in the currency's major units) and asks, at a "
-        "terminal, unless --yes; from a script (stdin not a terminal) it signs without asking. "
-        "Writes signed_at, key_id and "
+        f"terminal, unless --yes; {NO_TERMINAL_RULE}. Writes signed_at, key_id and "
         "signature into the file, or into --output. A case ValidateCase rejected is corrected, "
         "then approved again with the next --revision: it starts under its own execution name. "
         "--case CASE_ID approves a case an agent proposed (`sagactl mcp`) where it is stored: "
@@ -248,8 +248,7 @@ def register(subparsers: Subparsers) -> None:
     approve_parser.add_argument(
         "--yes",
         action="store_true",
-        help="do not ask for confirmation (a FILE is not asked about when stdin is not a "
-        "terminal; --case asks there, so pass --yes)",
+        help=f"do not ask for confirmation; {NO_TERMINAL_RULE}",
     )
     approve_parser.add_argument(
         "--as",

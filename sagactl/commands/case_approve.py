@@ -42,6 +42,13 @@ from sagactl.paths import display_path
 from sagactl.target import Target
 from sagactl.views.approval import Signing, describe_case, describe_draft, still_needed
 
+# The two rules without a terminal, in the words `--help`, the README and the refusal use.
+NO_TERMINAL_RULE = (
+    "without a terminal (a script), `sagactl case approve FILE` signs without asking, the file "
+    "being the approver's own input; `sagactl case approve --case CASE_ID` asks, so it needs "
+    "--yes"
+)
+
 
 def with_digest(case: Any, *, source: str) -> dict[str, Any]:
     """The case with its approval digest filled in; InvalidCaseFile names the bad field."""
@@ -230,7 +237,7 @@ def _deadline(start_by: str | None) -> str:
 
 def _confirmed(question: str) -> bool:
     if not sys.stdin.isatty():
-        raise UsageError("cannot ask for confirmation without a terminal: pass --yes")
+        raise UsageError(f"not approved, nothing signed: {NO_TERMINAL_RULE}")
     # Asked on stderr: stdout may be carrying JSON (--json).
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     return input().strip().lower() in {"y", "yes"}

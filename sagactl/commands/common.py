@@ -172,8 +172,9 @@ def check_case_file(raw: Any, tenants: Tenants, source: str) -> Case:
 
     try:
         return checked_case(raw, tenants.approvers, signed_enough)
-    except AuthorizationDenied as exc:  # the tenant or approver: say whose configuration
-        raise InvalidCaseFile(f"{source}: {exc} (tenants from {tenants.source})") from None
+    except AuthorizationDenied as exc:  # the tenant or approver: say what is configured
+        tenant = raw.get("tenant_id") if isinstance(raw, dict) else None
+        raise InvalidCaseFile(f"{source}: {exc} ({tenants.configured(tenant)})") from None
     except (InvalidRequest, ApprovalMismatch, ApprovalInvalid) as exc:
         raise InvalidCaseFile(f"{source}: {exc}") from None
 

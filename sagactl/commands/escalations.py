@@ -10,7 +10,11 @@ IN_PROGRESS or COMPENSATION_PENDING.
                                     (for a stopped execution: what failed, and whether
                                     `sagactl redrive` can help). A Scan of the cases table with
                                     a filter, read page by page: fine for an operator command
-                                    at this scale, not for a hot path.
+                                    at this scale, not for a hot path. Then, when the queue
+                                    holds messages that no open case answers (a case rejected
+                                    at ValidateCase has no case record, but the failed-execution
+                                    rule reports each of its stops), how many and why, counted
+                                    from the executions (the queue is never received from).
   sagactl escalations show CASE     everything needed to decide: the escalation, confirmed
                                     effects and compensations, the open ledger actions, the
                                     execution, and the messages the case has put on the queue
@@ -49,8 +53,14 @@ from sagactl.commands.common import (
 from sagactl.commands.render import emit_json, record_lines
 from sagactl.config import resolve_budget
 from sagactl.identifiers import check_tenant
-from sagactl.operations.escalations import caller_identity, open_escalations, resolve, show
-from sagactl.views.escalations import Escalation, EscalationView, ResolveReport
+from sagactl.operations.escalations import (
+    caller_identity,
+    open_escalations,
+    queue_note,
+    resolve,
+    show,
+)
+from sagactl.views.escalations import Escalation, EscalationView, QueueNote, ResolveReport
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
 
@@ -60,18 +70,47 @@ def command_list(args: argparse.Namespace) -> int:
         check_tenant(args.tenant)
     target = resolve_target(args)
     found = open_escalations(target, budget=resolve_budget(target, args.budget), tenant=args.tenant)
+    queue = queue_note(target, found, tenant=args.tenant)
     if args.json:
-        emit_json({"tenant_id": args.tenant, "escalations": [e.to_json() for e in found]})
+        emit_json(
+            {
+                "tenant_id": args.tenant,
+                "escalations": [e.to_json() for e in found],
+                "queue": queue.to_json() if queue else None,
+            }
+        )
         return 0
     scope = f" for tenant {args.tenant}" if args.tenant else ""
     if not found:
         print(f"no open escalations{scope}")
-        return 0
-    print(f"{len(found)} open escalation(s){scope}, oldest first:")
-    for escalation in found:
-        print("\n".join(_escalation_lines(escalation)))
-    print(RESOLVE_HINT)
+    else:
+        print(f"{len(found)} open escalation(s){scope}, oldest first:")
+        for escalation in found:
+            print("\n".join(_escalation_lines(escalation)))
+        print(RESOLVE_HINT)
+    if queue is not None and queue.unowned:
+        print("\n".join(queue_lines(queue, scope)))
     return 0
+
+
+def queue_lines(queue: QueueNote, scope: str = "") -> list[str]:
+    """The queue's messages that no open case answers, and why (the failed-execution rule's)."""
+    days = queue.retention_seconds / 86400
+    lines = [
+        f"escalation queue: {queue.depth} message(s) waiting (all cases); in the last "
+        f"{days:g} day(s) (its retention) the failed-execution rule queued "
+        f"{queue.unowned_messages} for executions{scope} that belong to no open case, one "
+        "per stop:"
+    ]
+    for stops in queue.unowned:
+        lines.append(
+            f"  {stops.execution_name}: {stops.messages} message(s), {stops.status}: {stops.why}"
+        )
+    lines.append(
+        "  nothing here is left to decide; those messages stay until whoever reads the queue "
+        "deletes them, or its retention ends (`sagactl escalations` never receives from it)"
+    )
+    return lines
 
 
 def _escalation_lines(escalation: Escalation, indent: str = "  ") -> list[str]:

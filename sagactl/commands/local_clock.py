@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from sagactl.commands.common import add_command
 from sagactl.commands.local_common import (
@@ -15,6 +16,7 @@ from sagactl.commands.local_common import (
 )
 from sagactl.local.clock import (
     SCHEDULED_RULES_EFFECT,
+    AdvanceUnfinished,
     ClockReading,
     ClockUnavailable,
     advance_clock,
@@ -62,17 +64,51 @@ def _print_reading(reading: ClockReading, as_json: bool) -> None:
         print(f"scheduled rule(s) fired once, before this returned: {', '.join(fired)}")
 
 
+# Past this long, `advance` says what the local AWS is doing after the jump (on stderr), and
+# again when that changes or every PROGRESS_EVERY_SECONDS.
+PROGRESS_AFTER_SECONDS = 3.0
+PROGRESS_EVERY_SECONDS = 10.0
+
+
+class _Progress:
+    """What the local AWS does after the jump, said once the wait is noticeable."""
+
+    def __init__(self) -> None:
+        self.said: tuple[str, float] | None = None
+
+    def __call__(self, doing: str, elapsed: float) -> None:
+        if elapsed < PROGRESS_AFTER_SECONDS:
+            return
+        if self.said and self.said[0] == doing and elapsed - self.said[1] < PROGRESS_EVERY_SECONDS:
+            return
+        self.said = (doing, elapsed)
+        print(
+            f"sagactl local: the clock moved; waiting for what runs after the jump: {doing} "
+            f"({elapsed:.0f}s so far)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def command_advance(args: argparse.Namespace) -> int:
     seconds = args.days * 86400 + args.hours * 3600 + args.minutes * 60 + args.seconds
     if seconds <= 0:
         raise LocalCommandError("say how far: --days, --hours, --minutes and/or --seconds (> 0)")
     endpoint = _running_endpoint(args)
     try:
-        reading = advance_clock(endpoint, seconds)
+        reading = advance_clock(endpoint, seconds, progress=_Progress())
     except ValueError as exc:
         raise LocalCommandError(f"the clock did not move: {exc}") from None
     except ClockUnavailable as exc:
         raise LocalCommandError(f"cannot reach the local AWS's clock: {exc}") from None
+    except AdvanceUnfinished as unfinished:
+        _print_reading(unfinished.moved, args.json)
+        raise LocalCommandError(
+            f"the clock moved (to {unfinished.moved.now_utc}), but what runs after a jump (TTL "
+            f"deletion, the scheduled rules it made due) did not report back: "
+            f"{unfinished.reason}. `sagactl local clock` shows the clock; the handler log of "
+            "`sagactl local up` what ran"
+        ) from None
     _print_reading(reading, args.json)
     return 0
 
@@ -104,8 +140,9 @@ def register_clock(local: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="Move the clock of a running local AWS forward: the Lambda code, Step "
         "Functions timestamps, DynamoDB TTL and the ClientRequestToken window all read it. Items "
         "whose TTL has passed are deleted, and each scheduled rule (the stuck-action sweeper) "
-        "whose period the jump passed fires once, before the command returns. The clock never "
-        "goes back.",
+        "whose period the jump passed fires once, before the command returns: it waits as long "
+        f"as that takes, and past {PROGRESS_AFTER_SECONDS:g} seconds says on stderr what it is "
+        "waiting for. The clock never goes back.",
     )
     for unit in ("days", "hours", "minutes", "seconds"):
         advance.add_argument(f"--{unit}", type=_non_negative_float, default=0.0, metavar="N")

@@ -3,7 +3,9 @@
 First shows what will rerun: the failed state (from the execution history) and the action it
 runs with its remaining lifetime budget. Refuses, with the reason, when the execution is not
 FAILED / TIMED_OUT / ABORTED, Step Functions says it is not redrivable (closed more than 14 days
-ago, ...), or the failed step's action has no budget left (or failed permanently). Asks for
+ago, ...), ValidateCase rejected the case (a rerun rejects it again: correct the case and
+approve it as the next revision), a person resolved it, or the failed step's action has no
+budget left (or failed permanently). Asks for
 confirmation unless --yes; without a terminal and without --yes it refuses.
 
 The execution then continues from the failed state, with the input and variables that state had;

@@ -180,6 +180,8 @@ def _outcome_note(view: CaseView) -> str:
         )
     if view.status == "RUNNING":
         return " (the execution is still running)"
+    if view.rejection:
+        return f": {view.rejection}"
     unfinished = view.outcome in ("IN_PROGRESS", "COMPENSATION_PENDING")
     if view.redrive is None or not unfinished:
         return ""

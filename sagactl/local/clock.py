@@ -14,11 +14,18 @@ redrive window), so everything in the local AWS that reads "now" reads ONE clock
 
 Only `advance` moves it, and only forward. Retry sleeps, task timeouts and Lambda deadlines stay
 real (scaled) time: the clock jumps, it does not run faster. What listens to `on_advance` (TTL
-deletion) runs before `advance` returns, so a test sees the consequences at once.
+deletion, the scheduled rules) runs before `advance` returns, so a test sees the consequences at
+once. A listener may take long (a scheduled rule invokes the sweeper, which may need a new
+worker process, and the worker reads the clock's shared offset: so that file has its own lock,
+never the advance's, or the first advance that fires the sweeper would wait for itself).
 
 Another process (sagactl against a running `sagactl local up`) reads and moves the clock over
 HTTP on the server's loopback port: GET /_saga/clock and POST /_saga/clock/advance
-{"seconds": N} (`read_clock`, `advance_clock`; `ClockEndpoint` serves them).
+{"seconds": N} (`read_clock`, `advance_clock`; `ClockEndpoint` serves them). An advance answers
+JSON lines as it goes: `{"moved": reading}` as soon as the clock jumped, `{"running": what,
+"elapsed_seconds": s}` at least every HEARTBEAT_SECONDS while the listeners run, then `{"done":
+reading}` (with their effects) or `{"failed": text}`. So the client waits as long as the work
+takes, says what it is, and knows that the jump happened whatever comes after it.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ import importlib
 import ipaddress
 import json
 import math
+import queue
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +51,16 @@ CLOCK_PATH = "/_saga/clock"
 ADVANCE_PATH = "/_saga/clock/advance"
 # A bound that keeps every timestamp a datetime can hold (moto renders them as datetimes).
 MAX_ADVANCE_SECONDS = 10 * 366 * 86400
+# How long the client waits for any answer; an advance answers a line at least every
+# HEARTBEAT_SECONDS however long its listeners run, so only a server that stopped serving
+# times out.
 _HTTP_TIMEOUT_SECONDS = 10.0
+HEARTBEAT_SECONDS = 1.0
 
 Listener = Callable[[float], Any]
+# What an advance reports while it works: ("moved", ClockReading), then ("running", listener name)
+# before each listener.
+Progress = Callable[[str, Any], None]
 SCHEDULED_RULES_EFFECT = "scheduled_rules"  # the names of the scheduled rules an advance fired
 
 
@@ -92,7 +107,9 @@ class LocalClock:
         self._source = source
         self._offset = 0.0
         self._advance_lock = threading.Lock()
+        self._shared_lock = threading.Lock()  # the shared file only: never held across listeners
         self._listeners: dict[str, Listener] = {}
+        self._doing: dict[str, str | Callable[[], str]] = {}
         self._shared: SharedOffset | None = None
 
     def now(self) -> float:
@@ -104,8 +121,9 @@ class LocalClock:
         return self._offset
 
     def shared_path(self) -> str:
-        """The file other processes map to read this clock (created on first use)."""
-        with self._advance_lock:
+        """The file other processes map to read this clock (created on first use). Callable
+        while an advance runs its listeners: a worker started for one of them asks for it."""
+        with self._shared_lock:
             if self._shared is None:
                 self._shared = SharedOffset.create()
                 self._shared.write(self._offset)
@@ -113,29 +131,46 @@ class LocalClock:
 
     def _set_offset(self, offset: float) -> None:
         self._offset = offset
-        if self._shared is not None:
-            self._shared.write(offset)
+        with self._shared_lock:  # whoever writes last writes the newest offset
+            if self._shared is not None:
+                self._shared.write(self._offset)
 
     def reading(self) -> ClockReading:
         offset = self._offset
         return ClockReading(now=self._source() + offset, offset_seconds=offset)
 
-    def on_advance(self, name: str, listener: Listener) -> None:
+    def on_advance(
+        self, name: str, listener: Listener, doing: str | Callable[[], str] | None = None
+    ) -> None:
         """Call `listener(now)` after every advance (once per name: registering again replaces
-        it); what it returns is reported under `name` in the reading's effects."""
+        it); what it returns is reported under `name` in the reading's effects. `doing` says
+        what it does while it runs (a text, or a function that says it at that moment)."""
         self._listeners[name] = listener
+        self._doing[name] = doing or f"running {name}"
 
     def remove_listener(self, name: str) -> None:
         self._listeners.pop(name, None)
+        self._doing.pop(name, None)
 
-    def advance(self, seconds: float) -> ClockReading:
+    def doing(self, name: str) -> str:
+        """What listener `name` does, as it says it now."""
+        doing = self._doing.get(name, f"running {name}")
+        return doing if isinstance(doing, str) else doing()
+
+    def advance(self, seconds: float, progress: Progress | None = None) -> ClockReading:
         """Move the clock forward by `seconds` (0 is allowed: listeners run, time stays), then run
-        the listeners, all before returning."""
+        the listeners, all before returning. `progress` hears the jump, then each listener as
+        it starts."""
         seconds = _checked_seconds(seconds)
+        tell = progress or (lambda _kind, _value: None)
         with self._advance_lock:
             self._set_offset(self._offset + seconds)
             now = self.now()
-            effects = {name: listener(now) for name, listener in list(self._listeners.items())}
+            tell("moved", ClockReading(now=now, offset_seconds=self._offset))
+            effects = {}
+            for name, listener in list(self._listeners.items()):
+                tell("running", name)
+                effects[name] = listener(now)
         return ClockReading(now=now, offset_seconds=self._offset, effects=effects)
 
     def reset(self) -> None:
@@ -245,13 +280,18 @@ class ClockEndpoint:
             result: Iterable[bytes] = self.app(environ, start_response)
             return result
         status, document = self._answer(path, environ)
+        if not isinstance(document, dict):  # an advance under way: JSON lines as they come
+            start_response(status, [("Content-Type", "application/x-ndjson")])
+            return document
         body = json.dumps(document).encode()
         start_response(
             status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         )
         return [body]
 
-    def _answer(self, path: str, environ: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _answer(
+        self, path: str, environ: dict[str, Any]
+    ) -> tuple[str, dict[str, Any] | Iterator[bytes]]:
         if not _is_loopback(environ.get("REMOTE_ADDR")):
             return "403 Forbidden", {"error": "the local clock answers loopback clients only"}
         method = environ.get("REQUEST_METHOD", "GET")
@@ -266,10 +306,51 @@ class ClockEndpoint:
             request = json.loads(environ["wsgi.input"].read(length) or b"null")
             if not isinstance(request, dict) or "seconds" not in request:
                 raise ValueError('expected a JSON object {"seconds": N}')
-            reading = self.clock.advance(request["seconds"])
+            seconds = _checked_seconds(request["seconds"])
         except ValueError as exc:  # also json.JSONDecodeError
             return "400 Bad Request", {"error": str(exc)}
-        return "200 OK", reading.to_json()
+        return "200 OK", self._advancing(seconds)
+
+    def _advancing(self, seconds: float) -> Iterator[bytes]:
+        """The advance, run on a thread of its own, as JSON lines: the jump, what runs after it
+        (at least every HEARTBEAT_SECONDS), the end."""
+        events: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        def run() -> None:
+            try:
+                reading = self.clock.advance(seconds, lambda kind, value: events.put((kind, value)))
+            except Exception as exc:  # a listener failed: said on the stream, not a 500
+                events.put(("failed", f"{type(exc).__name__}: {exc}"))
+            else:
+                events.put(("done", reading))
+
+        threading.Thread(target=run, name="saga-clock-advance", daemon=True).start()
+        started = time.monotonic()
+        doing = "waiting for an advance under way to finish"
+        listener: str | None = None  # the one running: asked what it does at each heartbeat
+
+        def line(document: dict[str, Any]) -> bytes:
+            return json.dumps(document).encode() + b"\n"
+
+        while True:
+            try:
+                kind, value = events.get(timeout=HEARTBEAT_SECONDS)
+            except queue.Empty:
+                kind, value = "still", None
+            elapsed = round(time.monotonic() - started, 1)
+            if kind == "moved":
+                doing = "the clock moved"
+                yield line({"moved": value.to_json()})
+            elif kind in ("running", "still"):
+                listener = value if kind == "running" else listener
+                doing = self.clock.doing(listener) if listener is not None else doing
+                yield line({"running": doing, "elapsed_seconds": elapsed})
+            elif kind == "done":
+                yield line({"done": value.to_json()})
+                return
+            else:
+                yield line({"failed": value})
+                return
 
 
 class ClockUnavailable(Exception):
@@ -277,7 +358,19 @@ class ClockUnavailable(Exception):
     `sagactl local up`)."""
 
 
-def _call(url: str, data: bytes | None = None) -> ClockReading:
+class AdvanceUnfinished(Exception):
+    """The clock jumped (`moved`), but what runs after a jump did not report back (`reason`):
+    a listener failed, or the connection ended before it was done."""
+
+    def __init__(self, moved: ClockReading, reason: str) -> None:
+        super().__init__(reason)
+        self.moved = moved
+        self.reason = reason
+
+
+def _open(url: str, data: bytes | None = None) -> Any:
+    """The HTTP response of the local AWS's clock endpoint at `url`: ValueError for a request it
+    refused (400), ClockUnavailable when it does not answer."""
     host = urllib.parse.urlsplit(url).hostname
     if host != "localhost" and not _is_loopback(host):
         raise ClockUnavailable(f"{url}: the local AWS's clock is on a loopback address only")
@@ -288,8 +381,7 @@ def _call(url: str, data: bytes | None = None) -> ClockReading:
     )
     request.add_header("Content-Type", "application/json")
     try:
-        with opener.open(request, timeout=_HTTP_TIMEOUT_SECONDS) as response:
-            return ClockReading.from_json(json.loads(response.read()))
+        return opener.open(request, timeout=_HTTP_TIMEOUT_SECONDS)
     except urllib.error.HTTPError as exc:
         try:
             message = json.loads(exc.read()).get("error", exc.reason)
@@ -298,17 +390,47 @@ def _call(url: str, data: bytes | None = None) -> ClockReading:
         if exc.code == 400:
             raise ValueError(str(message)) from None
         raise ClockUnavailable(f"{url}: HTTP {exc.code} {message}") from None
-    except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+    except (urllib.error.URLError, OSError) as exc:
         raise ClockUnavailable(f"{url}: {getattr(exc, 'reason', exc)}") from None
 
 
 def read_clock(endpoint: str) -> ClockReading:
     """The clock of the local AWS at `endpoint` (e.g. http://127.0.0.1:4566)."""
-    return _call(endpoint.rstrip("/") + CLOCK_PATH)
+    url = endpoint.rstrip("/") + CLOCK_PATH
+    try:
+        with _open(url) as response:
+            return ClockReading.from_json(json.loads(response.read()))
+    except (OSError, ValueError, KeyError) as exc:
+        raise ClockUnavailable(f"{url}: {exc}") from None
 
 
-def advance_clock(endpoint: str, seconds: float) -> ClockReading:
-    """Move the clock of the local AWS at `endpoint` forward; ValueError if it refuses `seconds`."""
+def advance_clock(
+    endpoint: str, seconds: float, progress: Callable[[str, float], None] | None = None
+) -> ClockReading:
+    """Move the clock of the local AWS at `endpoint` forward, and wait for what runs after the
+    jump, however long it takes (`progress(what, elapsed_seconds)` hears what it is, about every
+    HEARTBEAT_SECONDS). ValueError if it refuses `seconds`; ClockUnavailable if the clock did not
+    move; AdvanceUnfinished if it moved and the work after it did not report back."""
     _checked_seconds(seconds)
-    body = json.dumps({"seconds": seconds}).encode()
-    return _call(endpoint.rstrip("/") + ADVANCE_PATH, data=body)
+    url = endpoint.rstrip("/") + ADVANCE_PATH
+    response = _open(url, data=json.dumps({"seconds": seconds}).encode())
+    moved: ClockReading | None = None
+    reason = "the local AWS ended its answer before the work after the jump was done"
+    try:
+        with response:
+            for raw in response:
+                event = json.loads(raw)
+                if "moved" in event:
+                    moved = ClockReading.from_json(event["moved"])
+                elif "running" in event and progress is not None:
+                    progress(str(event["running"]), float(event.get("elapsed_seconds") or 0))
+                elif "done" in event:
+                    return ClockReading.from_json(event["done"])
+                elif "failed" in event:
+                    reason = str(event["failed"])
+                    break
+    except (OSError, ValueError, KeyError) as exc:  # a timeout, a broken connection or line
+        reason = str(getattr(exc, "reason", None) or exc)
+    if moved is None:
+        raise ClockUnavailable(f"{url}: the clock did not move: {reason}")
+    raise AdvanceUnfinished(moved, reason)

@@ -151,7 +151,11 @@ def sweep_ttl_until(
 
 def install_ttl_deletion() -> None:
     """Every advance of the local clock deletes what has expired, before the advance returns."""
-    LOCAL_CLOCK.on_advance("ttl_deleted", lambda _now: delete_expired_items_now())
+    LOCAL_CLOCK.on_advance(
+        "ttl_deleted",
+        lambda _now: delete_expired_items_now(),
+        doing="deleting the DynamoDB items whose TTL has passed",
+    )
 
 
 _NAME_CHECK_MARK = "_saga_checks_execution_names"
@@ -399,7 +403,9 @@ class LocalServer:
         each rule whose period an advance of the clock passed (its listener)."""
         self.scheduler = scheduler
         scheduler.start()
-        LOCAL_CLOCK.on_advance(SCHEDULED_RULES_EFFECT, scheduler.on_clock_advance)
+        LOCAL_CLOCK.on_advance(
+            SCHEDULED_RULES_EFFECT, scheduler.on_clock_advance, doing=scheduler.doing
+        )
 
     def stop_schedules(self) -> None:
         if self.scheduler is not None:

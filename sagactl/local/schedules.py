@@ -76,6 +76,7 @@ class RuleScheduler:
     _ticking: threading.Lock = field(default_factory=threading.Lock)  # thread vs. an advance
     _thread: threading.Thread | None = None
     tick_count: int = 0  # ticks done (the thread's heartbeat)
+    _firing: str | None = None  # what a tick delivers right now (`doing`)
 
     def _scheduled_rules(self) -> list[Any]:
         from moto.events.models import events_backends
@@ -93,6 +94,10 @@ class RuleScheduler:
         """Fire every rule whose period has passed; returns the ARNs of the rules fired."""
         with self._ticking:
             return self._tick()
+
+    def doing(self) -> str:
+        """What the scheduler does at this moment, for whoever waits on it (an advance)."""
+        return self._firing or "checking which scheduled rules are due"
 
     def on_clock_advance(self, _now: float) -> list[str]:
         """The clock's advance listener: the names of the rules the advance made fire."""
@@ -128,10 +133,14 @@ class RuleScheduler:
         logger.info("scheduled rule %s fires (%s)", rule.name, rule.scheduled_expression)
         event = scheduled_event(rule.arn, self.account, self.region, now)
         for target in list(rule.targets):
+            name = str(target["Arn"]).rpartition(":")[2]
+            self._firing = f"scheduled rule {rule.name} fired: running its target {name}"
             try:
                 deliver(target, render_target_input(target, event, rule.arn, rule.name))
             except Exception:
                 logger.exception("scheduled rule %s: target %s failed", rule.name, target["Arn"])
+            finally:
+                self._firing = None
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_seconds):

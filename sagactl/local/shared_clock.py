@@ -42,7 +42,7 @@ class SharedOffset:
         return cls(path, writable=True)
 
     def write(self, offset: float) -> None:
-        """One writer at a time (the clock's advance lock)."""
+        """One writer at a time (the clock's lock on this file)."""
         (sequence,) = _SEQUENCE.unpack_from(self._map)
         _SEQUENCE.pack_into(self._map, 0, sequence + 1)  # odd: being written
         _OFFSET.pack_into(self._map, _SEQUENCE.size, offset)

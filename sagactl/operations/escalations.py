@@ -39,8 +39,17 @@ from sagactl.errors import (
     SagactlError,
 )
 from sagactl.identifiers import check_case_id
-from sagactl.operations.executions import describe_execution_arn, execution_history
-from sagactl.operations.queue import escalation_queue_depth, remove_case_messages
+from sagactl.operations.executions import (
+    describe_execution,
+    describe_execution_arn,
+    execution_history,
+    executions_escalated_since,
+)
+from sagactl.operations.queue import (
+    escalation_queue_attributes,
+    escalation_queue_depth,
+    remove_case_messages,
+)
 from sagactl.operations.records import (
     case_actions,
     ledger_for,
@@ -58,16 +67,20 @@ from sagactl.views.escalations import (
     Escalation,
     EscalationView,
     QueueCleanup,
+    QueueNote,
     ResolveReport,
     assess_record,
     checked_text,
     execution_gone,
     iso,
     notifications,
+    rejected_by_validation,
     still_owned,
     stopped_escalation,
     stops,
+    unowned_stops,
 )
+from sagactl.views.plain import execution_input
 from sagactl.views.timeline import FailedStep, confirmed_steps, find_failed_step
 
 _RESOLVE_ROUNDS = 3
@@ -120,6 +133,39 @@ def assess(
             failed = plan.failed_step
             redrive = {"can_help": True, "plan": plan.to_json()}
     return stopped_escalation(record, description, failed, redrive)
+
+
+def queue_note(
+    target: Target, found: list[Escalation], *, tenant: str | None = None
+) -> QueueNote | None:
+    """The escalation queue's depth and the messages on it that no open case in `found` answers
+    (None without a queue). Nothing is received: the failed-execution rule's messages are
+    counted from their source, the executions that stopped within the queue's retention (one
+    DescribeExecution each that owns no open case, and the case record of each that was not a
+    rejection); with nothing waiting, nothing more is read."""
+    attributes = escalation_queue_attributes(target)
+    if attributes is None:
+        return None
+    depth, retention = attributes
+    note = QueueNote(depth=depth, retention_seconds=retention)
+    if depth == 0:
+        return note
+    owned = {escalation.execution_arn for escalation in found}
+    for item in executions_escalated_since(target, target.now() - retention):
+        if item["executionArn"] in owned:
+            continue
+        description = describe_execution(target, str(item["executionArn"]))
+        case = execution_input(description)
+        if tenant is not None and case.get("tenant_id") != tenant:
+            continue
+        record = None
+        case_id = case.get("case_id")
+        if not rejected_by_validation(description) and isinstance(case_id, str) and case_id:
+            record = read_case_record(target, case_id)
+        stopped = unowned_stops(description, record)
+        if stopped is not None:
+            note.unowned.append(stopped)
+    return note
 
 
 # --- one case in full ----------------------------------------------------------------------------

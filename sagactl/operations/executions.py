@@ -8,6 +8,7 @@ newest re-approved revision (docs/design.md §2).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -47,6 +48,27 @@ def describe_execution(target: Target, execution_arn: str) -> dict[str, Any]:
         executionArn=execution_arn
     )
     return description
+
+
+def executions_escalated_since(target: Target, since: float) -> list[dict[str, Any]]:
+    """ListExecutions items of the saga whose stops the failed-execution rule may have reported
+    since `since` (epoch seconds): every FAILED, TIMED_OUT or ABORTED execution that stopped
+    since then, and every redriven one that SUCCEEDED after a redrive since then (its earlier
+    stops were reported too). Newest first per status; one request per 1,000 executions."""
+    paginator = target.client("stepfunctions").get_paginator("list_executions")
+    machine = target.state_machine_arn
+    queries: list[tuple[dict[str, str], str]] = [
+        ({"statusFilter": status}, "stopDate") for status in ("FAILED", "TIMED_OUT", "ABORTED")
+    ]
+    queries.append(({"statusFilter": "SUCCEEDED", "redriveFilter": "REDRIVEN"}, "redriveDate"))
+    found: list[dict[str, Any]] = []
+    for filters, moment in queries:
+        for page in paginator.paginate(stateMachineArn=machine, **filters):
+            for item in page["executions"]:
+                when = item.get(moment)
+                if isinstance(when, datetime) and when.timestamp() >= since:
+                    found.append(item)
+    return found
 
 
 def execution_history(target: Target, execution_arn: str) -> list[dict[str, Any]]:

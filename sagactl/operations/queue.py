@@ -22,13 +22,23 @@ _SQS_BATCH = 10
 
 
 def escalation_queue_depth(target: Target) -> int | None:
+    attributes = escalation_queue_attributes(target)
+    return attributes[0] if attributes else None
+
+
+def escalation_queue_attributes(target: Target) -> tuple[int, int] | None:
+    """(messages waiting, how long the queue keeps one in seconds); None without a queue
+    output. GetQueueAttributes only: nothing is received."""
     queue = target.optional_output("EscalationQueueUrl")
     if not queue:
         return None
     attributes = target.client("sqs").get_queue_attributes(
-        QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"]
+        QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages", "MessageRetentionPeriod"]
     )["Attributes"]
-    return int(attributes.get("ApproximateNumberOfMessages", 0))
+    return (
+        int(attributes.get("ApproximateNumberOfMessages", 0)),
+        int(attributes.get("MessageRetentionPeriod", 4 * 86400)),  # SQS's default: 4 days
+    )
 
 
 def remove_case_messages(

@@ -12,6 +12,7 @@ from typing import Any
 from saga.ledger import LedgerRecord
 from sagactl.views.plain import execution_input, parse_json, plain
 from sagactl.views.timeline import (
+    REJECT_STATE,
     FailedStep,
     TimelineEntry,
     build_entries,
@@ -29,6 +30,35 @@ def case_tenant(record: dict[str, Any] | None, description: dict[str, Any] | Non
         execution_input(description).get("tenant_id") if description else None
     )
     return str(tenant) if tenant else None
+
+
+def rejected_at_validation(failed: FailedStep | None) -> bool:
+    """Whether the execution stopped in the Fail state of a case ValidateCase rejected."""
+    return failed is not None and failed.state == REJECT_STATE
+
+
+def rejection_text(case_id: str, description: dict[str, Any]) -> str:
+    """Why ValidateCase rejected the case and what to do instead of rerunning it: the same input
+    is rejected again, so only a corrected case, approved anew, can run (docs/design.md §8)."""
+    error = description.get("error") or "rejected"
+    cause = error_message(description.get("cause"))
+    why = f"{error}: {cause}" if cause else str(error)
+    if error == "KeyConflict":
+        then = (
+            "the case id belongs to another approved case (`sagactl status "
+            f"{case_id}` shows it): give the corrected case a new case id, approve it and "
+            "start it"
+        )
+    else:
+        revision = (execution_input(description).get("approval") or {}).get("revision")
+        following = (
+            f"--revision {int(revision) + 1}" if isinstance(revision, int) else "--revision N"
+        )
+        then = (
+            f"correct the case file, approve it as the next revision (`sagactl case approve "
+            f"FILE {following}`) and start it (`sagactl start FILE`)"
+        )
+    return f"ValidateCase rejected case {case_id} ({why}): nothing was done; {then}"
 
 
 def record_summary(record: LedgerRecord, budget: int) -> dict[str, Any]:
@@ -103,6 +133,8 @@ class CaseView:
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)
     # A stopped execution: can a redrive help (sagactl.views.redrive.redrive_verdict)?
     redrive: dict[str, Any] | None = None
+    # A case ValidateCase rejected (no case record): why, and what to do (rejection_text)
+    rejection: str | None = None
 
     @property
     def resolution(self) -> dict[str, Any] | None:
@@ -135,6 +167,7 @@ class CaseView:
             "case_record": self.case_record,
             "failed_step": asdict(self.failed_step) if self.failed_step else None,
             "redrive": self.redrive,
+            "rejection": self.rejection,
         }
 
 
@@ -158,6 +191,8 @@ def case_view(
     output = output if isinstance(output, dict) else {}
     compensations = output.get("compensations") or (record or {}).get("compensations") or []
     status = execution["status"] if execution else None
+    failed = find_failed_step(history) if status in STOPPED_STATUSES else None
+    rejected = record is None and description is not None and rejected_at_validation(failed)
     return CaseView(
         case_id=case_id,
         tenant_id=case_tenant(record, description),
@@ -172,7 +207,8 @@ def case_view(
         case_record=record,
         attempt_budget=budget,
         now=now,
-        failed_step=find_failed_step(history) if status in STOPPED_STATUSES else None,
+        failed_step=failed,
         history=history,
         redrive=redrive,
+        rejection=rejection_text(case_id, description) if rejected and description else None,
     )

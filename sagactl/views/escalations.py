@@ -8,6 +8,9 @@ has no `resolution` and either
   TIMED_OUT or ABORTED: the automation stopped with its work unfinished (while the execution
   runs, the case is still the automation's).
 A case rejected at ValidateCase has no case record: nothing was done, there is nothing to settle.
+The failed-execution rule still queues a message for each of its stops, as for every execution
+that ends FAILED, TIMED_OUT or ABORTED with an error other than ActionSettled; `escalations`
+says how many queued messages belong to no open case, and why (QueueNote).
 
 Pure: sagactl.operations.escalations reads the case record, the execution and the redrive plan
 these rules judge, and records a resolution.
@@ -20,11 +23,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga.cases import CaseOutcome
+from saga.errors import ActionSettled
 from saga.ledger import OPEN_STATUSES, LedgerStatus
 from sagactl.errors import UsageError
-from sagactl.views.case import ActionView
+from sagactl.views.case import ActionView, rejection_text
+from sagactl.views.plain import execution_input
 from sagactl.views.redrive import REDRIVABLE_STATUSES
-from sagactl.views.timeline import FailedStep, error_message
+from sagactl.views.timeline import VALIDATION_REJECTIONS, FailedStep, error_message
 
 CANDIDATE_OUTCOMES = (
     CaseOutcome.ESCALATED,
@@ -185,6 +190,84 @@ def stops(history: list[dict[str, Any]]) -> int:
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- the queue's messages that no open case answers ----------------------------------------------
+@dataclass(frozen=True)
+class UnownedStops:
+    """An execution that owns no open case, and the messages the failed-execution rule queued
+    for its stops (one per stop: each redrive followed one)."""
+
+    execution_name: str
+    case_id: str
+    status: str
+    error: str | None
+    messages: int
+    why: str
+
+
+@dataclass
+class QueueNote:
+    """What waits on the escalation queue besides the open cases' messages."""
+
+    depth: int
+    retention_seconds: int
+    unowned: list[UnownedStops] = field(default_factory=list)
+
+    @property
+    def unowned_messages(self) -> int:
+        return sum(stops.messages for stops in self.unowned)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "depth": self.depth,
+            "retention_seconds": self.retention_seconds,
+            "no_open_case": {
+                "messages": self.unowned_messages,
+                "executions": [asdict(stops) for stops in self.unowned],
+            },
+        }
+
+
+def rejected_by_validation(description: dict[str, Any]) -> bool:
+    """A FAILED execution whose error is a rejection: it stopped at RejectCase (after
+    ValidateCase the same errors are caught, released and escalated, never the execution's)."""
+    return description.get("status") == "FAILED" and description.get("error") in (
+        VALIDATION_REJECTIONS
+    )
+
+
+def unowned_stops(
+    description: dict[str, Any], record: dict[str, Any] | None
+) -> UnownedStops | None:
+    """The failed-execution rule's messages for an execution that owns no open case, and why no
+    open case answers them; None when none of them can still be queued: it never stopped, its
+    last stop was a refused rerun of a resolved case (ActionSettled: the rule skips it), or its
+    case was resolved (`resolve` deleted the messages that name it)."""
+    status = str(description["status"])
+    stopped = status in REDRIVABLE_STATUSES
+    error = description.get("error") if stopped else None
+    messages = int(description.get("redriveCount") or 0) + (1 if stopped else 0)
+    name = str(description.get("name") or description["executionArn"].rpartition(":")[2])
+    case_id = str(execution_input(description).get("case_id") or name)
+    if messages == 0 or error == ActionSettled.__name__:
+        return None
+    if rejected_by_validation(description):
+        why = rejection_text(case_id, description)
+    elif record is None:
+        why = (
+            f"{status} before ValidateCase recorded case {case_id}: nothing was done "
+            f"(`sagactl status {name}` shows where it stopped)"
+        )
+    elif isinstance(record.get("resolution"), dict):
+        return None
+    elif record.get("execution_arn") not in (None, description["executionArn"]):
+        why = f"case {case_id} belongs to execution {record['execution_arn']}, not this one"
+    else:
+        why = f"case {case_id} is {record.get('outcome')} and not open: " + (
+            "a redrive finished it after these stops" if not stopped else "nothing to decide"
+        )
+    return UnownedStops(name, case_id, status, error, messages, why)
 
 
 # --- one case in full ----------------------------------------------------------------------------

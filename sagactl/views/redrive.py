@@ -4,7 +4,9 @@ Redrive (Step Functions RedriveExecution) reruns the failed state with the input
 it had, with fresh Retry counters; the states that succeeded are not rerun. Every rerun reuses
 the execution's action keys, so the ledger's lifetime attempt budget (the one counter a redrive
 cannot reset) decides whether a rerun can still dispatch: with no budget left it would only end
-in BudgetExhausted, so it is refused; so is a rerun of a case a person resolved (§3.10).
+in BudgetExhausted, so it is refused; so is a rerun of a case a person resolved (§3.10), and of
+a case ValidateCase rejected (it reruns the rejection: the same input fails the same way, and
+the failed-execution rule queues one more message each time).
 Pure: sagactl.operations.redrive reads what these rules judge, and sends the redrive.
 """
 
@@ -17,7 +19,12 @@ from datetime import datetime
 from typing import Any
 
 from sagactl.errors import RedriveRefused
-from sagactl.views.case import STOPPED_STATUSES, ActionView
+from sagactl.views.case import (
+    STOPPED_STATUSES,
+    ActionView,
+    rejected_at_validation,
+    rejection_text,
+)
 from sagactl.views.timeline import FailedStep
 
 REDRIVE_WINDOW_SECONDS = 14 * 86400
@@ -65,6 +72,17 @@ def check_redrivable(case_id: str, description: dict[str, Any]) -> None:
         raise RedriveRefused(
             f"case {case_id}: Step Functions says NOT_REDRIVABLE: "
             f"{description.get('redriveStatusReason', 'no reason given')}"
+        )
+
+
+def check_not_rejected(
+    case_id: str, description: dict[str, Any], failed: FailedStep | None
+) -> None:
+    """RedriveRefused when ValidateCase rejected the case: a rerun repeats the rejection."""
+    if rejected_at_validation(failed):
+        raise RedriveRefused(
+            f"{rejection_text(case_id, description)}. A redrive would only reject it again "
+            "(and queue one more escalation message)"
         )
 
 
@@ -120,6 +138,7 @@ def judge_redrive(
     `escalations` and `status` alike."""
     check_not_resolved(case_id, record)
     check_redrivable(case_id, description)
+    check_not_rejected(case_id, description, failed)
     check_window(case_id, description, now)
     plan = new_plan(case_id, description, failed)
     if failed is not None and failed.operation and action is not None:

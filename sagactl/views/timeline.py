@@ -22,6 +22,12 @@ STATE_OPERATIONS: dict[str, str] = {
     "ReleaseReservation": "release",
 }
 RECONCILE_STATE = "ReconcileStep"
+# The Fail state of a case ValidateCase rejected (nothing was done), and the errors that lead to
+# it (after ValidateCase the same errors are caught to the release and Escalate instead).
+REJECT_STATE = "RejectCase"
+VALIDATION_REJECTIONS = frozenset(
+    {"InvalidRequest", "AuthorizationDenied", "ApprovalMismatch", "ApprovalInvalid", "KeyConflict"}
+)
 _SKIPPED_EVENTS = frozenset(
     {"TaskScheduled", "TaskStarted", "TaskSubmitted", "MapRunStarted", "MapRunSucceeded"}
 )

@@ -139,7 +139,13 @@ class PeopleRoles(Construct):
         for (table, index), actions in OPERATOR_INDEXES.items():
             self._allow(self.operator, actions, [f"{tables[table].table_arn}/index/{index}"])
         self._allow(self.operator, OPERATOR_QUEUE_ACTIONS, [escalation_queue.queue_arn])
-        self._allow(self.operator, ["states:StartExecution"], [state_machine.state_machine_arn])
+        # ListExecutions: `escalations` counts the failed-execution rule's messages that no open
+        # case answers from the executions that stopped (it never receives from the queue).
+        self._allow(
+            self.operator,
+            ["states:StartExecution", "states:ListExecutions"],
+            [state_machine.state_machine_arn],
+        )
         self._allow(
             self.operator,
             ["states:DescribeExecution", "states:GetExecutionHistory", "states:RedriveExecution"],

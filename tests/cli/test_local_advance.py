@@ -13,11 +13,16 @@ import time
 from pathlib import Path
 
 import boto3
+import pytest
 
 from sagactl.cli import build_parser
+from sagactl.commands import local_clock as local_clock_command
 from sagactl.commands.local import DEFAULT_TTL_SWEEP_SECONDS
-from sagactl.local.emulator import sweep_ttl_until
+from sagactl.local import clock as clock_module
+from sagactl.local.emulator import LOCAL_ACCOUNT_ID, sweep_ttl_until
 from sagactl.local.environment import LocalAws
+from sagactl.local.invokes import HandlerRequest, add_request_hook, remove_request_hook
+from sagactl.local.schedules import RuleScheduler
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
 from tests.cli.test_local_up import _free_port, _run_sagactl, _up_fixture_stack, _wait_for
 
@@ -36,6 +41,61 @@ def test_advance_moves_the_local_clock_and_clock_shows_it(saga: LocalAws, sagact
     assert shown.code == 0
     assert shown.json()["offset_seconds"] == 95400
     assert abs(shown.json()["now"] - saga.clock.now()) < 5
+
+
+class SlowSweeper:
+    """Holds every request the sweeper function sends to the local AWS: a sweep that takes
+    longer than the clock client waits for an answer."""
+
+    def __init__(self, hold_seconds: float) -> None:
+        self.hold_seconds = hold_seconds
+        self.held = 0
+
+    def before(self, request: HandlerRequest) -> None:
+        invocation = request.invocation
+        if invocation is not None and "SweepStuckActions" in invocation.function_name:
+            self.held += 1
+            time.sleep(self.hold_seconds)
+
+    def after(self, request: HandlerRequest, status: int) -> str | None:
+        return None
+
+
+def test_advance_waits_for_a_slow_sweep_in_a_new_worker_and_says_what_it_waits_for(
+    saga: LocalAws, sagactl: Sagactl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jump fires the sweeper's schedule; the sweep starts a new worker process (which maps
+    the clock) and outlasts the client's timeout. The command waits for it, says what it waits
+    for, and reports the jump as done, never as a failure."""
+    monkeypatch.setattr(clock_module, "_HTTP_TIMEOUT_SECONDS", 1.0)  # silence longer fails
+    monkeypatch.setattr(clock_module, "HEARTBEAT_SECONDS", 0.2)
+    monkeypatch.setattr(local_clock_command, "PROGRESS_AFTER_SECONDS", 0.5)
+    scheduler = RuleScheduler(LOCAL_ACCOUNT_ID, saga.server.region, poll_seconds=3600)
+    saga.server.start_schedules(scheduler)
+    saga.server.retire_lambda_environments()  # the sweep's worker starts during the advance
+    slow = SlowSweeper(hold_seconds=1.5)
+    add_request_hook("slow-sweeper", slow)
+    try:
+        scheduler.tick()  # the scheduler has seen the rule: its first period starts now
+        advanced = sagactl("local", "advance", "--minutes", "10")
+    finally:
+        remove_request_hook("slow-sweeper")
+        saga.server.stop_schedules()
+
+    assert advanced.code == 0, advanced.err
+    assert slow.held >= 1  # the sweep ran, slowly, before the command returned
+    assert saga.clock.offset_seconds == 600
+    assert "(real time + 0d 00:10:00)" in advanced.out
+    assert (
+        "scheduled rule(s) fired once, before this returned: "
+        "ReplacementOrderSaga-dev-MonitoringSweepSchedule"
+    ) in advanced.out
+    assert (
+        "sagactl local: the clock moved; waiting for what runs after the jump: scheduled rule "
+        "ReplacementOrderSaga-dev-MonitoringSweepSchedule fired: running its target "
+        "ReplacementOrderSaga-dev-ToolsSweepStuckActionsFunction ("
+    ) in advanced.err
+    assert "cannot reach" not in advanced.err
 
 
 def test_advance_refuses_no_distance_and_negative_ones(saga: LocalAws, sagactl: Sagactl) -> None:

@@ -16,11 +16,15 @@ from saga.acceptance import accept_new_case
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.models import parse_case
+from sagactl.commands.case_approve import NO_TERMINAL_RULE
 from sagactl.errors import EXIT_USAGE, SigningRefused
 from sagactl.local.environment import LocalAws
+from sagactl.operations.agent_tools import agent_tools
 from sagactl.operations.signing import sign_case
-from sagactl.target import Target
+from sagactl.paths import PROJECT_ROOT
+from sagactl.target import Target, local_target_from_outputs
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
+from tests.tools_harness import agent_proposal
 
 __all__ = ["saga", "sagactl"]
 
@@ -211,3 +215,30 @@ def test_a_person_at_a_terminal_is_asked_and_no_signs_nothing(
 
     monkeypatch.setattr("sys.stdin", Terminal(""))  # --yes: not asked at all
     assert sagactl("case", "approve", str(case_file), "--yes").code == 0
+
+
+def test_without_a_terminal_a_file_is_signed_and_a_draft_needs_yes_said_the_same_everywhere(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    """Scripts drive `case approve FILE` without a terminal (as here: pytest's stdin is none);
+    `--case` asks even then. `--help`, the README and the refusal say both rules in the same
+    words."""
+    said = " ".join(sagactl("case", "approve", "--help").out.split())
+    assert NO_TERMINAL_RULE in said
+    readme = " ".join((PROJECT_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert readme.count("W" + NO_TERMINAL_RULE[1:]) == 2  # approving a file, and a draft
+
+    case_file = unsigned_copy(tmp_path, case_id="case-scripted")
+    signed = sagactl("case", "approve", str(case_file))
+    assert signed.code == 0, signed.err
+    assert json.loads(case_file.read_text(encoding="utf-8"))["approval"]["signature"]
+
+    tools = agent_tools(local_target_from_outputs(saga.outputs), "acme")
+    case_id = tools.call("propose_replacement", agent_proposal("3801"))["case_id"]
+    refused = sagactl("case", "approve", "--case", case_id)
+    assert refused.code == EXIT_USAGE
+    assert refused.err == f"sagactl: not approved, nothing signed: {NO_TERMINAL_RULE}\n"
+    assert tools.call("get_replacement", {"case_id": case_id})["status"] == "APPROVAL_PENDING"
+    approved = sagactl("case", "approve", "--case", case_id, "--yes")
+    assert approved.code == 0, approved.err
+    assert tools.call("get_replacement", {"case_id": case_id})["status"] == "APPROVED"

@@ -30,7 +30,8 @@ def test_new_refuses_an_unknown_tenant_and_writes_nothing(sagactl: Sagactl, tmp_
 
     assert result.code == 2
     assert result.err.splitlines() == [
-        "sagactl: case: tenant 'initech' is not configured for this saga (tenants from cdk.json)"
+        "sagactl: case: tenant 'initech' is not configured for this saga (tenants from "
+        "cdk.json: acme, globex, hooli)"
     ]
     assert not target.exists()
 
@@ -41,7 +42,10 @@ def test_new_and_approve_refuse_an_approver_not_allowed_for_the_tenant(
     target = tmp_path / "case.json"
     refused = sagactl(*_with(NEW_CASE, "--approved-by", "ops@globex"), "-o", str(target))
     assert refused.code == 2 and not target.exists()
-    assert "'ops@globex' may not approve cases for tenant 'acme'" in refused.err
+    assert refused.err.splitlines() == [
+        "sagactl: case: 'ops@globex' may not approve cases for tenant 'acme' (approvers of acme "
+        "in cdk.json: supervisor@acme)"
+    ]
 
     case_file = tmp_path / "happy.json"
     original = example("happy-path").read_text(encoding="utf-8")
@@ -70,7 +74,7 @@ def test_check_refuses_what_validate_case_refuses(
     assert checked.json()["error"] == {
         "type": "InvalidCaseFile",
         "message": f"{case_file}: 'ops@globex' may not approve cases for tenant 'acme' "
-        "(tenants from cdk.json)",
+        "(approvers of acme in cdk.json: supervisor@acme)",
     }
     assert started.code == 6, started.out + started.err  # rejected at ValidateCase
     assert "AuthorizationDenied: 'ops@globex' may not approve cases for tenant 'acme'" in (
@@ -120,6 +124,7 @@ def test_deployed_checks_against_the_deployed_functions_tenants(
     assert written.code == 0, written.err
     assert approved.code == 0, approved.err
     assert from_cdk_json.code == 2 and "tenant 'initech' is not configured" in from_cdk_json.err
+    assert "(tenants from cdk.json: acme, globex, hooli)" in from_cdk_json.err
     assert deployed.code == 0, deployed.err
     # Who may approve: the approvers of the deployed APPROVAL_KEYS (listed once).
     assert deployed.json()["tenants_from"] == f"APPROVAL_KEYS of {function['FunctionName']}"

@@ -35,6 +35,7 @@ from tests.cli.sagactl_helpers import (
     sagactl,
     scan,
 )
+from tests.cli.test_awscli import aws_run
 
 __all__ = ["saga", "sagactl"]
 
@@ -173,6 +174,66 @@ def test_the_worklist_filters_by_tenant_and_reads_every_page(
         CARRIER_UNAVAILABLE,
     ]
     assert len(scans) >= 4
+
+
+def test_the_worklist_says_which_queued_messages_belong_to_no_open_case_and_why(
+    three_open: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    """A case ValidateCase rejected has no case record, so it is no open case; the
+    failed-execution rule still queues a message for each of its stops (here two: the
+    rejection, and a plain redrive that rejected it again). `escalations` counts them from
+    the executions and says why they answer no open case, without receiving any message."""
+    case = json.loads(example("lost-refund-response").read_text(encoding="utf-8"))
+    case["refund"]["amount_minor"] += 1  # edited after the approval
+    case_file = tmp_path / "tampered.json"
+    case_file.write_text(json.dumps(case), encoding="utf-8")
+    assert sagactl("start", str(case_file), "--skip-checks", "--watch").code == 6
+    arn = three_open.outputs["StateMachineArn"].replace(":stateMachine:", ":execution:")
+    arn += ":case-lost-refund-response"
+    redriven = aws_run(three_open, "stepfunctions", "redrive-execution", "--execution-arn", arn)
+    assert redriven.returncode == 0, redriven.stderr
+    assert three_open.wait_for_execution(arn)["redriveCount"] == 1
+
+    result = sagactl("escalations", "--json")
+
+    assert result.code == 0, result.err
+    assert [e["case_id"] for e in result.json()["escalations"]] == ORDER  # still the worklist
+    queue = result.json()["queue"]
+    [stops] = queue["no_open_case"]["executions"]
+    assert queue["no_open_case"]["messages"] == 2
+    assert (stops["execution_name"], stops["messages"], stops["status"], stops["error"]) == (
+        "case-lost-refund-response",
+        2,
+        "FAILED",
+        "ApprovalMismatch",
+    )
+    assert stops["why"].startswith(
+        "ValidateCase rejected case case-lost-refund-response (ApprovalMismatch: "
+    )
+    assert (
+        "approve it as the next revision (`sagactl case approve FILE --revision 2`)"
+        in (stops["why"])
+    )
+    text = sagactl("escalations")
+    assert (
+        f"escalation queue: {queue['depth']} message(s) waiting (all cases); in the last 14 "
+        "day(s) (its retention) the failed-execution rule queued 2 for executions that belong "
+        "to no open case, one per stop:"
+    ) in text.out.splitlines()
+    assert "  case-lost-refund-response: 2 message(s), FAILED: ValidateCase rejected case " in (
+        text.out
+    )
+    assert sagactl("escalations", "--tenant", "globex").out.strip() == (
+        "no open escalations for tenant globex"
+    )
+    # What the queue holds, read here (escalations never received: one receive each).
+    messages = receive_all(three_open)
+    assert len(messages) == queue["depth"]
+    assert all(message["_receives"] == 1 for message in messages)
+    unowned = [m for m in messages if m.get("case_id") not in ORDER]
+    assert [(m["case_id"], m["error"]) for m in unowned] == [
+        ("case-lost-refund-response", "ApprovalMismatch")
+    ] * 2
 
 
 # --- one case ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,9 @@ from sagactl.local.environment import LocalAws
 from sagactl.operations.redrive import plan_redrive
 from sagactl.target import local_target
 from sagactl.views.redrive import REDRIVE_WINDOW_SECONDS
-from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl, scan
+from tests.cli.sagactl_helpers import Sagactl, example, run_example, saga, sagactl, scan
+from tests.cli.test_awscli import start_execution
+from tests.cli.test_sagactl_case import NEW_CASE
 from tests.local_clock import local_clock
 
 __all__ = ["local_clock", "saga", "sagactl"]
@@ -159,3 +162,82 @@ def test_plan_refuses_past_the_window_even_when_the_service_does_not_say(
         plan_redrive(
             target, CASE, budget=8, now=stopped.timestamp() + REDRIVE_WINDOW_SECONDS + 86400
         )
+
+
+def _rejected(saga: LocalAws, sagactl: Sagactl, tmp_path: Path) -> Path:
+    """The happy path's case with its refund edited after the approval, started past the local
+    checks: ValidateCase rejects it (ApprovalMismatch) and the execution ends FAILED at
+    RejectCase."""
+    case = json.loads(example("happy-path").read_text(encoding="utf-8"))
+    case["refund"]["amount_minor"] += 1
+    case_file = tmp_path / "tampered.json"
+    case_file.write_text(json.dumps(case), encoding="utf-8")
+    started = sagactl("start", str(case_file), "--skip-checks", "--watch", "--timeout", "60")
+    assert started.code == 6, started.out + started.err
+    return case_file
+
+
+def test_redrive_of_a_case_validatecase_rejected_is_refused_with_what_to_do(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    _rejected(saga, sagactl, tmp_path)
+    depth = _queue_depth(saga)
+    assert depth == 1  # the failed-execution rule's message for the rejection
+
+    result = sagactl("redrive", "case-happy-path", "--yes", "--json")
+
+    assert result.code == 3, result.out + result.err
+    error = result.json()["error"]
+    assert error["type"] == "RedriveRefused"
+    assert error["message"].startswith(
+        "ValidateCase rejected case case-happy-path (ApprovalMismatch: case case-happy-path: "
+        "approval.digest does not match the case parameters"
+    )
+    assert (
+        "nothing was done; correct the case file, approve it as the next revision (`sagactl "
+        "case approve FILE --revision 2`) and start it (`sagactl start FILE`). A redrive would "
+        "only reject it again"
+    ) in error["message"]
+    # Nothing was rerun: no redrive, no second rejection, no second message.
+    assert sagactl("status", "case-happy-path", "--json").json()["execution"]["redriveCount"] == 0
+    assert _queue_depth(saga) == depth
+    # `status` says the same, in place of "no case record" alone.
+    status = sagactl("status", "case-happy-path")
+    last = status.out.rstrip().splitlines()[-1]
+    assert last.startswith("outcome: no case record: ValidateCase rejected case case-happy-path ")
+    assert "approve it as the next revision (`sagactl case approve FILE --revision 2`)" in (
+        status.out
+    )
+    verdict = sagactl("status", "case-happy-path", "--json").json()
+    assert verdict["redrive"] == {"can_help": False, "reason": error["message"]}
+
+
+def test_a_rejected_key_conflict_says_to_choose_another_case_id(
+    saga: LocalAws, sagactl: Sagactl, tmp_path: Path
+) -> None:
+    run_example(sagactl, saga, "happy-path")
+    # Another approved request under the case id the happy path already used.
+    case_file = tmp_path / "conflict.json"
+    new = [*NEW_CASE, "-o", str(case_file)]
+    new[new.index("case-cli-1")] = "case-happy-path"
+    assert sagactl(*new).code == 0
+    assert sagactl("case", "approve", str(case_file)).code == 0
+    arn = start_execution(saga, "case-happy-path-again", f"file://{case_file}")
+    assert saga.wait_for_execution(arn)["error"] == "KeyConflict"
+
+    result = sagactl("redrive", "case-happy-path-again", "--yes")
+
+    assert result.code == 3, result.out + result.err
+    assert "ValidateCase rejected case case-happy-path (KeyConflict: " in result.err
+    assert (
+        "the case id belongs to another approved case (`sagactl status case-happy-path` shows "
+        "it): give the corrected case a new case id, approve it and start it"
+    ) in result.err
+
+
+def _queue_depth(local: LocalAws) -> int:
+    attributes = local.client("sqs").get_queue_attributes(
+        QueueUrl=local.outputs["EscalationQueueUrl"],
+        AttributeNames=["ApproximateNumberOfMessages"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])

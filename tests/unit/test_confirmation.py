@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from sagactl.commands.case_approve import _confirmed
+from sagactl.commands.case_approve import NO_TERMINAL_RULE, _confirmed
 from sagactl.errors import UsageError
 
 
@@ -31,5 +31,7 @@ def test_the_question_goes_to_stderr_and_only_yes_confirms(
 
 def test_without_a_terminal_it_asks_for_yes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
-    with pytest.raises(UsageError, match="pass --yes"):
+    with pytest.raises(UsageError) as refused:
         _confirmed("approve and sign this case?")
+    assert str(refused.value) == f"not approved, nothing signed: {NO_TERMINAL_RULE}"
+    assert "`sagactl case approve --case CASE_ID` asks, so it needs --yes" in NO_TERMINAL_RULE

@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import math
+import threading
 from typing import Any
 
 import pytest
 
+from sagactl.local import clock as clock_module
 from sagactl.local.clock import (
     ADVANCE_PATH,
     CLOCK_PATH,
@@ -20,6 +22,7 @@ from sagactl.local.clock import (
     advance_clock,
     read_clock,
 )
+from sagactl.local.shared_clock import SharedOffset
 
 
 class RealTime:
@@ -124,6 +127,8 @@ def _call(
         "wsgi.input": io.BytesIO(body),
     }
     chunks = endpoint(environ, start_response)
+    if answer.get("type") == "application/x-ndjson":  # an advance: its JSON lines, in order
+        return answer["status"], [json.loads(line) for line in chunks]
     if answer.get("type") != "application/json":
         return answer.get("status", ""), b"".join(chunks)
     return answer["status"], json.loads(b"".join(chunks))
@@ -144,9 +149,12 @@ def _endpoint() -> tuple[ClockEndpoint, LocalClock, list[str]]:
 def test_the_endpoint_reads_and_advances_the_clock() -> None:
     endpoint, clock, passed = _endpoint()
 
-    status, advanced = _call(endpoint, ADVANCE_PATH, method="POST", body=b'{"seconds": 90}')
+    status, lines = _call(endpoint, ADVANCE_PATH, method="POST", body=b'{"seconds": 90}')
     assert status == "200 OK"
+    assert [next(iter(line)) for line in lines] == ["moved", "done"]
+    advanced = lines[-1]["done"]
     assert advanced["offset_seconds"] == 90 and advanced["now"] == clock.now()
+    assert lines[0]["moved"]["offset_seconds"] == 90
     status, read = _call(endpoint, CLOCK_PATH)
     assert (status, read["offset_seconds"]) == ("200 OK", 90)
     assert passed == []
@@ -193,3 +201,79 @@ def test_the_client_talks_to_loopback_endpoints_only() -> None:
             read_clock(endpoint)
         with pytest.raises(ClockUnavailable, match="loopback address only"):
             advance_clock(endpoint, 60)
+
+
+def test_a_listener_may_start_a_worker_that_maps_the_clock_during_the_advance() -> None:
+    """The scheduled sweep an advance fires may need a new Lambda worker, which asks for the
+    clock's shared file: asking must not wait for the advance that is waiting for the sweep."""
+    clock = LocalClock(RealTime())
+    mapped: list[float] = []
+
+    def start_worker(_now: float) -> bool:
+        worker = threading.Thread(
+            target=lambda: mapped.append(SharedOffset(clock.shared_path(), writable=False).read())
+        )
+        worker.start()
+        worker.join(timeout=5)
+        return not worker.is_alive()
+
+    clock.on_advance("sweep", start_worker)
+
+    reading = clock.advance(600)
+
+    assert reading.effects == {"sweep": True}
+    assert mapped == [600]  # the worker reads the clock as moved
+
+
+def test_an_advance_streams_the_jump_then_what_runs_after_it_until_it_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A slow listener keeps the answer alive with a line per heartbeat that says what runs,
+    and the jump is reported before it, so a client never mistakes slow work for no jump."""
+    monkeypatch.setattr(clock_module, "HEARTBEAT_SECONDS", 0.01)
+    endpoint, clock, _ = _endpoint()
+    release = threading.Event()
+    doing = ["checking the schedules"]
+    clock.on_advance("sweep", lambda _now: release.wait(5), doing=lambda: doing[0])
+    status, lines_or_bytes = "", []
+
+    def call() -> None:
+        nonlocal status, lines_or_bytes
+        status, lines_or_bytes = _call(
+            endpoint, ADVANCE_PATH, method="POST", body=b'{"seconds": 60}'
+        )
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    for _ in range(500):  # the listener has started: the jump is done
+        if clock.offset_seconds == 60:
+            break
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.1)
+    doing[0] = "running the sweeper"  # asked again at every heartbeat
+    threading.Event().wait(0.1)
+    release.set()
+    caller.join(timeout=10)
+
+    assert status == "200 OK"
+    kinds = [next(iter(line)) for line in lines_or_bytes]
+    assert kinds[0] == "moved" and kinds[-1] == "done"
+    running = [line["running"] for line in lines_or_bytes if "running" in line]
+    assert running[0] == "checking the schedules" and running[-1] == "running the sweeper"
+    assert lines_or_bytes[-1]["done"]["effects"] == {"sweep": True}
+
+
+def test_a_failed_listener_is_reported_after_the_jump() -> None:
+    endpoint, clock, _ = _endpoint()
+
+    def broken(_now: float) -> None:
+        raise RuntimeError("the sweeper is gone")
+
+    clock.on_advance("sweep", broken)
+
+    status, lines = _call(endpoint, ADVANCE_PATH, method="POST", body=b'{"seconds": 60}')
+
+    assert status == "200 OK"
+    assert lines[0]["moved"]["offset_seconds"] == 60
+    assert lines[-1] == {"failed": "RuntimeError: the sweeper is gone"}
+    assert clock.offset_seconds == 60
