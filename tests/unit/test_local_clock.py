@@ -235,7 +235,8 @@ def test_an_advance_streams_the_jump_then_what_runs_after_it_until_it_is_done(
     release = threading.Event()
     doing = ["checking the schedules"]
     clock.on_advance("sweep", lambda _now: release.wait(5), doing=lambda: doing[0])
-    status, lines_or_bytes = "", []
+    status = ""
+    lines_or_bytes: Any = []
 
     def call() -> None:
         nonlocal status, lines_or_bytes
