@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from sagactl.campaign.shards import CampaignConfig
+from fault_campaign.shards import CampaignConfig
 
 DEFAULT_DIR = Path(".campaign")
 
@@ -23,14 +23,14 @@ def _config(args: argparse.Namespace) -> CampaignConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sagactl.campaign import orchestrate
+    from fault_campaign import orchestrate
 
     directory = args.dir or DEFAULT_DIR / f"seed-{args.seed}-n{args.cases}"
     config = _config(args)
     command = " ".join(["python -m sagactl.campaign", *sys.argv[1:]])
     status = orchestrate.run(directory, config, fail_fast=args.fail_fast)
     if args.report:
-        from sagactl.campaign import report
+        from fault_campaign import report
 
         written = report.write(directory, Path(args.report), command=args.command or command)
         print(f"report: {written}", flush=True)
@@ -38,17 +38,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _shard(args: argparse.Namespace) -> int:
-    from sagactl.campaign.shards import run_shard
+    from fault_campaign.shards import run_shard
 
     config = CampaignConfig(**json.loads((args.dir / "campaign.json").read_text(encoding="utf-8")))
     return run_shard(config, args.shard, args.dir, args.template, fail_fast=args.fail_fast)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from sagactl.campaign import orchestrate
-    from sagactl.campaign.generator import generate
-    from sagactl.campaign.plan import CasePlan
-    from sagactl.campaign.shards import local_aws, run_alone
+    from fault_campaign import orchestrate
+    from fault_campaign.generator import generate
+    from fault_campaign.plan import CasePlan
+    from fault_campaign.shards import local_aws, run_alone
 
     if args.plan_json:
         plan = CasePlan.from_json(json.loads(args.plan_json))
@@ -68,7 +68,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sagactl.campaign import report
+    from fault_campaign import report
 
     written = report.write(args.dir, Path(args.out), command=args.command)
     print(f"report: {written}")
@@ -77,7 +77,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _allowances(args: argparse.Namespace) -> int:
     """Print the allowed alternatives' table into docs/invariants.md (or to stdout)."""
-    from sagactl.campaign import honesty
+    from fault_campaign import honesty
 
     if not args.write:
         print(honesty.render(), end="")
@@ -89,7 +89,7 @@ def _allowances(args: argparse.Namespace) -> int:
 
 
 def _mutate(args: argparse.Namespace) -> int:
-    from sagactl.campaign import mutate
+    from fault_campaign import mutate
 
     return mutate.main(args)
 

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from local_aws.approval_keys import co_sign_locally, create_key_of_material, sign_locally
+from local_aws.emulator import DEFAULT_REGION, LOCAL_ACCOUNT_ID
 from saga import formats
 from saga.approvals import format_instant
-from sagactl.local.approval_keys import co_sign_locally, create_key_of_material, sign_locally
-from sagactl.local.emulator import DEFAULT_REGION, LOCAL_ACCOUNT_ID
 from sagactl.paths import CDK_JSON
 
 # A digest that no parameters have: for cases that must be refused before any digest matters.

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sagactl.campaign.checks import fields_of
-from sagactl.campaign.observe import Snapshot
+from fault_campaign.checks import fields_of
+from fault_campaign.observe import Snapshot
 
 if TYPE_CHECKING:
-    from sagactl.campaign.outcomes import OutcomeChecker
+    from fault_campaign.outcomes import OutcomeChecker
 
 STEPS = ("reserve", "refund", "ship")
 ESCALATION_REASONS = frozenset(

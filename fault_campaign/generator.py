@@ -17,17 +17,17 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from saga import formats
-from sagactl.campaign.approval import (
+from fault_campaign.approval import (
     PASSED_DEADLINE,
     SIGNED_AT,
     approve,
     four_eyes_case,
     unapproved,
 )
-from sagactl.campaign.overlap import plan_overlap
-from sagactl.campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
-from sagactl.campaign.shapes import Shaped, operator, shape
+from fault_campaign.overlap import plan_overlap
+from fault_campaign.plan import MAX_EXECUTION_JUMPS_SECONDS, CasePlan
+from fault_campaign.shapes import Shaped, operator, shape
+from saga import formats
 from stacks.lambda_errors import Death
 
 # Tenants and their approvers as cdk.json configures them (ValidateCase's TENANTS).

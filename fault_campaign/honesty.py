@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sagactl.campaign.plan_evidence import (
+from fault_campaign.plan_evidence import (
     PAYMENT_KEY_RETENTION_SECONDS,
     STEP_PARTS,
     UNCERTAIN_FAULTS,

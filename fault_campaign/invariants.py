@@ -33,14 +33,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fault_campaign.checks import Checks, fields_of
+from fault_campaign.key_checks import KeyChecker
+from fault_campaign.observe import Snapshot
+from fault_campaign.operator_checks import OperatorChecker
+from fault_campaign.outcomes import OutcomeChecker
+from fault_campaign.overlap import LIVE_OWNER_OVERWRITTEN
+from fault_campaign.runner import CaseRun
 from saga.ledger.records import LedgerPolicy
-from sagactl.campaign.checks import Checks, fields_of
-from sagactl.campaign.key_checks import KeyChecker
-from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.operator_checks import OperatorChecker
-from sagactl.campaign.outcomes import OutcomeChecker
-from sagactl.campaign.overlap import LIVE_OWNER_OVERWRITTEN
-from sagactl.campaign.runner import CaseRun
 
 # operation -> (the Snapshot's list of its effects, the id field its downstream_ref names)
 _EFFECT_IDS = {"refund": ("refunds", "refund_id"), "ship": ("shipments", "shipment_id")}

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sagactl.campaign.checks import Checks, fields_of
-from sagactl.campaign.observe import Snapshot, foreign_request
-from sagactl.campaign.paths import classify, stopped_at_validation
-from sagactl.campaign.runner import CaseRun
+from fault_campaign.checks import Checks, fields_of
+from fault_campaign.observe import Snapshot, foreign_request
+from fault_campaign.paths import classify, stopped_at_validation
+from fault_campaign.runner import CaseRun
 
 # What only a delivery of the key's own request writes on a record (§3.1): a foreign record
 # carries none of them while the case leaves it alone.

@@ -858,7 +858,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "transaction-first-item-only",
         "the offline IAM check authorizes every item of a TransactWriteItems, each on its own "
         "table with its own condition keys (§11)",
-        "sagactl/iam/requests.py",
+        "offline_iam/requests.py",
         '        for item in params["TransactItems"]:',
         '        for item in params["TransactItems"][:1]:',
         outside_slice=_POLICY,

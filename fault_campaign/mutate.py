@@ -29,10 +29,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
-from sagactl.campaign.orchestrate import load_results, shard_environment, slice_command
+from fault_campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
+from fault_campaign.orchestrate import load_results, shard_environment, slice_command
+from sagactl.paths import LAB_PACKAGES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
 SUITE = [
     *PYTEST,
@@ -195,7 +196,8 @@ def _environment(tree: Path) -> dict[str, str]:
 
 def check_imports(tree: Path) -> None:
     """The copy's modules, not the working tree's, are the ones the runs import."""
-    code = "import saga.ledger, sagactl.campaign; print(saga.ledger.__file__); print(sagactl.campaign.__file__)"  # noqa: E501
+    packages = ("saga.ledger", "sagactl", *LAB_PACKAGES)
+    code = f"import {', '.join(packages)}; " + "; ".join(f"print({p}.__file__)" for p in packages)
     out = subprocess.run(
         [python_of(tree), "-c", code],
         cwd=tree,

@@ -38,12 +38,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagactl.campaign import overlap
-from sagactl.campaign.overlap import OverlapMeter
-from sagactl.local.clock import LOCAL_CLOCK
-from sagactl.local.invokes import HandlerRequest, add_request_hook, current_invocation
-from sagactl.local.lambda_context import die_directive
-from sagactl.local.patching import wrap_once
+from fault_campaign import overlap
+from fault_campaign.overlap import OverlapMeter
+from local_aws.clock import LOCAL_CLOCK
+from local_aws.invokes import HandlerRequest, add_request_hook, current_invocation
+from local_aws.lambda_context import die_directive
+from local_aws.patching import wrap_once
 from stacks.lambda_errors import LAMBDA_UNKNOWN, Death
 
 OBSERVER_AGENT = "saga-campaign-observer"

@@ -17,9 +17,9 @@ from typing import Any
 
 from botocore.config import Config
 
+from fault_campaign.nemeses import OBSERVER_AGENT
+from local_aws.environment import TERMINAL_STATUSES, LocalAws
 from saga.dynamodb import from_item
-from sagactl.campaign.nemeses import OBSERVER_AGENT
-from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
 
 
 @dataclass
@@ -71,7 +71,7 @@ def _deliveries(events: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
 def _retries_answered(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each RETRY the reconcile tool answered: the step it reconciled, and when its delivery
     was scheduled (epoch seconds of the local clock, which history timestamps read)."""
-    from sagactl.campaign.paths import RECONCILE_STATE  # paths imports the runner, which us
+    from fault_campaign.paths import RECONCILE_STATE  # paths imports the runner, which us
 
     state: str | None = None
     scheduled: float | None = None

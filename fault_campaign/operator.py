@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sagactl.campaign import overlap
-from sagactl.campaign.nemeses import OBSERVER_AGENT
-from sagactl.campaign.paths import FORWARD_STATES, OUTCOME_RECORD_STATES, RELEASE_STATE
+from fault_campaign import overlap
+from fault_campaign.nemeses import OBSERVER_AGENT
+from fault_campaign.paths import FORWARD_STATES, OUTCOME_RECORD_STATES, RELEASE_STATE
 from sagactl.errors import SagactlError
 
 if TYPE_CHECKING:
-    from sagactl.campaign.observe import Observer
-    from sagactl.campaign.runner import CaseRun, CaseRunner
+    from fault_campaign.observe import Observer
+    from fault_campaign.runner import CaseRun, CaseRunner
 
 STEPS = ("sweep", "jump", "resolve", "redrive:sagactl", "redrive:plain", "late", "release")
 # The sweeper counts an action stuck once its lease ended more than the grace ago (cdk.json

@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fault_campaign.checks import Checks
+from fault_campaign.observe import Snapshot
+from fault_campaign.overlap import AT_RECONCILIATION, RESOLVE_IN_FLIGHT, held
+from fault_campaign.paths import APPROVAL_ERROR, COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
+from fault_campaign.runner import CaseRun
 from saga.tools.sweeper import DEFAULT_GRACE_SECONDS
-from sagactl.campaign.checks import Checks
-from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.overlap import AT_RECONCILIATION, RESOLVE_IN_FLIGHT, held
-from sagactl.campaign.paths import APPROVAL_ERROR, COMPLETING_STATE, RELEASE_STATE, SETTLED_ERROR
-from sagactl.campaign.runner import CaseRun
 
 OPEN = ("IN_PROGRESS", "UNKNOWN")
 # (invariant, alternative, snapshot, step, detail) -> whether a planned fault makes it honest

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign.shards import CampaignConfig, read_lines
+from fault_campaign.shards import CampaignConfig, read_lines
 
 FAKE_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -42,7 +42,7 @@ def slice_command(directory: Path, *, fail_fast: bool = False) -> list[str]:
     """The command line of the campaign slice, its results in `directory`."""
     command = [
         "-m",
-        "sagactl.campaign",
+        "fault_campaign",
         "run",
         "--seed",
         str(SLICE_SEED),
@@ -69,8 +69,8 @@ def shard_environment(time_scale: float) -> dict[str, str]:
 def template_of(directory: Path) -> Path:
     """The stack synthesized once per run (python app.py with the campaign's context,
     sagactl.campaign.approval.campaign_context), shared by every shard."""
-    from sagactl.campaign.approval import campaign_context
-    from sagactl.local.synth import synthesize
+    from fault_campaign.approval import campaign_context
+    from local_aws.synth import synthesize
 
     outdir = directory / "cdk.out"
     found = sorted(outdir.glob("*.template.json")) if outdir.exists() else []
@@ -135,7 +135,7 @@ def run(directory: Path, config: CampaignConfig, *, fail_fast: bool = False) -> 
             [
                 sys.executable,
                 "-m",
-                "sagactl.campaign",
+                "fault_campaign",
                 "shard",
                 "--dir",
                 str(directory),

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sagactl.campaign.checks import Checks, fields_of
-from sagactl.campaign.escalated import EscalationChecks
-from sagactl.campaign.honesty import enabling
-from sagactl.campaign.observe import Snapshot, foreign_request
-from sagactl.campaign.overlap import only_overlaps
-from sagactl.campaign.paths import (
+from fault_campaign.checks import Checks, fields_of
+from fault_campaign.escalated import EscalationChecks
+from fault_campaign.honesty import enabling
+from fault_campaign.observe import Snapshot, foreign_request
+from fault_campaign.overlap import only_overlaps
+from fault_campaign.paths import (
     OUTCOME_CLASSES,
     classify,
     escalated_in,
@@ -29,8 +29,8 @@ from sagactl.campaign.paths import (
     stopped_at_validation,
     tasks_beyond_validation,
 )
-from sagactl.campaign.plan_evidence import Evidence
-from sagactl.campaign.runner import CaseRun
+from fault_campaign.plan_evidence import Evidence
+from fault_campaign.runner import CaseRun
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 
 # Errors the workflow retries (docs/design.md §4): an execution that stops with one of them

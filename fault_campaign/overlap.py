@@ -62,15 +62,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from saga.ledger.records import SETTLE_SKEW_SECONDS
-from sagactl.local.clock import LOCAL_CLOCK
-from sagactl.local.invokes import (
+from local_aws.clock import LOCAL_CLOCK
+from local_aws.invokes import (
     HandlerRequest,
     Invocation,
     add_request_hook,
     on_invocations,
 )
-from sagactl.local.task_timeouts import time_out_task, waiting_timeout
+from local_aws.task_timeouts import time_out_task, waiting_timeout
+from saga.ledger.records import SETTLE_SKEW_SECONDS
 
 HOLD_SECONDS = 15.0  # real time; below the function's timeout, far above what any release takes
 # A delivery held for the person (`until: released`): the case closes and the person works
@@ -469,7 +469,7 @@ def _step_functions() -> Any:
     """A Step Functions client of this process's local AWS."""
     import boto3
 
-    from sagactl.local.lambda_runtime import FAKE_CREDENTIALS, current_runtime
+    from local_aws.lambda_runtime import FAKE_CREDENTIALS, current_runtime
 
     settings = current_runtime()
     return boto3.client(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sagactl.campaign.runner import REJECTIONS
+from fault_campaign.runner import REJECTIONS
 
 VALIDATE_STATE = "ValidateCase"
 # forward step (the ledger operation, docs/design.md §2) -> its task state

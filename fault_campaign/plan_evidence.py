@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sagactl.campaign.paths import FORWARD_STATES, RELEASE_STATE, TOOL_OF_STATE
-from sagactl.campaign.plan import CasePlan
+from fault_campaign.paths import FORWARD_STATES, RELEASE_STATE, TOOL_OF_STATE
+from fault_campaign.plan import CasePlan
 
 _STATE_OF = {**FORWARD_STATES, "release": RELEASE_STATE}
 # ledger operation -> (sandbox downstream, crash nemesis effect, tool, its own tables)

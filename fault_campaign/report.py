@@ -13,10 +13,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign import overlap
-from sagactl.campaign.known import KNOWN_BUGS, known_bug
-from sagactl.campaign.orchestrate import load_results
-from sagactl.campaign.paths import CASE_OUTCOMES as OUTCOME_CLASSES
+from fault_campaign import overlap
+from fault_campaign.known import KNOWN_BUGS, known_bug
+from fault_campaign.orchestrate import load_results
+from fault_campaign.paths import CASE_OUTCOMES as OUTCOME_CLASSES
 
 
 def _mean(values: list[float]) -> float | None:

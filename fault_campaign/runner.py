@@ -28,11 +28,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from sagactl.campaign import overlap
-from sagactl.campaign.approval import approve
-from sagactl.campaign.nemeses import armed
-from sagactl.campaign.observe import Observer, Snapshot
-from sagactl.campaign.plan import MAX_REDRIVE_JUMP_SECONDS, CasePlan
+from fault_campaign import overlap
+from fault_campaign.approval import approve
+from fault_campaign.nemeses import armed
+from fault_campaign.observe import Observer, Snapshot
+from fault_campaign.plan import MAX_REDRIVE_JUMP_SECONDS, CasePlan
 
 REJECTIONS = frozenset(
     {"InvalidRequest", "AuthorizationDenied", "ApprovalMismatch", "ApprovalInvalid", "KeyConflict"}
@@ -82,7 +82,7 @@ class CaseRunner:
     def operator_target(self) -> Any:
         """sagactl's target for the operator's steps, built once per account: a new session's
         four clients cost about 0.3 s of CPU (each loads its service model again)."""
-        from sagactl.campaign.operator import operator_target
+        from fault_campaign.operator import operator_target
 
         return operator_target(self.observer)
 
@@ -156,7 +156,7 @@ class CaseRunner:
                 fired.append(f"legacy-retention:{operation}")
 
     def _operate(self, run: CaseRun, arns: list[str], nemeses: list[dict[str, Any]]) -> None:
-        from sagactl.campaign.operator import Operator
+        from fault_campaign.operator import Operator
 
         nemeses.clear()  # the person acts after the faults are over
         # An overlap that has not fired fires on none of the person's deliveries; one that holds
@@ -167,7 +167,7 @@ class CaseRunner:
     def _decide_in_flight(self, run: CaseRun, event: dict[str, Any]) -> None:
         """A person resolves the case while a delivery holds one of its actions (the overlap
         nemesis stopped its execution): what the operator's tool answered, with the steps."""
-        from sagactl.campaign.operator import Operator
+        from fault_campaign.operator import Operator
 
         if "skipped" not in event:
             budget = int(self.observer.outputs["AttemptBudget"])

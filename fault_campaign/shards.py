@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign.approval import create_two_names_key
-from sagactl.campaign.generator import block_stock, generate
-from sagactl.campaign.invariants import check_account, check_case
-from sagactl.campaign.observe import Observer
-from sagactl.campaign.paths import case_outcome, classify
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun, CaseRunner
-from sagactl.campaign.shrink import shrink
-from sagactl.local.server_errors import recent_server_errors
+from fault_campaign.approval import create_two_names_key
+from fault_campaign.generator import block_stock, generate
+from fault_campaign.invariants import check_account, check_case
+from fault_campaign.observe import Observer
+from fault_campaign.paths import case_outcome, classify
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun, CaseRunner
+from fault_campaign.shrink import shrink
+from local_aws.server_errors import recent_server_errors
 
 MAX_SHRINKS_PER_SHARD = 3
 
@@ -129,9 +129,9 @@ def append_line(path: Path, document: dict[str, Any]) -> None:
 @contextmanager
 def local_aws(template: Path, time_scale: float) -> Iterator[Any]:
     """A local AWS of this process (its own port and clock), handler output dropped."""
-    from sagactl.local.emulator import LocalServer
-    from sagactl.local.environment import LocalAws, StackSource
-    from sagactl.local.lambda_runtime import quiet_handlers
+    from local_aws.emulator import LocalServer
+    from local_aws.environment import LocalAws, StackSource
+    from local_aws.lambda_runtime import quiet_handlers
 
     with quiet_handlers(None):
         server = LocalServer(port=0, time_scale=time_scale)
@@ -153,8 +153,8 @@ class _WaitsPassOnTheClock:
         self.scaled = scaled
 
     def sleep(self, seconds: float) -> None:
-        from sagactl.local.clock import LOCAL_CLOCK
-        from sagactl.local.emulator import retry_time_scale
+        from local_aws.clock import LOCAL_CLOCK
+        from local_aws.emulator import retry_time_scale
 
         self.scaled.sleep(seconds)
         skipped = max(0.0, seconds * (1.0 - retry_time_scale()))

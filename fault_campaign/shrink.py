@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 
-from sagactl.campaign.plan import CasePlan
+from fault_campaign.plan import CasePlan
 
 
 def _without_faults(plan: CasePlan, faults: dict[str, list[str]]) -> CasePlan:

@@ -17,14 +17,14 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "DEFAULT_SANDBOX_STOCK": "sagactl.local.seed",
-    "LocalAws": "sagactl.local.environment",
-    "LocalServer": "sagactl.local.emulator",
-    "StackSource": "sagactl.local.environment",
-    "install_dynamodb_atomicity": "sagactl.local.emulator",
-    "install_hooks": "sagactl.local.emulator",
-    "run_local": "sagactl.local.environment",
-    "seed_inventory": "sagactl.local.seed",
+    "DEFAULT_SANDBOX_STOCK": "local_aws.seed",
+    "LocalAws": "local_aws.environment",
+    "LocalServer": "local_aws.emulator",
+    "StackSource": "local_aws.environment",
+    "install_dynamodb_atomicity": "local_aws.emulator",
+    "install_hooks": "local_aws.emulator",
+    "run_local": "local_aws.environment",
+    "seed_inventory": "local_aws.seed",
 }
 
 __all__ = [

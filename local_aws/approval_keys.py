@@ -305,7 +305,7 @@ def install_get_public_key_arn() -> None:
     from moto.kms.models import kms_backends
     from moto.kms.responses import KmsResponse
 
-    from sagactl.local.patching import wrap_once
+    from local_aws.patching import wrap_once
 
     def wrap(original: Any) -> Any:
         def get_public_key(self: KmsResponse) -> str:

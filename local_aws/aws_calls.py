@@ -18,8 +18,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sagactl.local.lambda_context import running_function
-from sagactl.local.patching import wrap_once
+from local_aws.lambda_context import running_function
+from local_aws.patching import wrap_once
 
 CallerKind = Literal["function", "role"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from moto.awslambda.exceptions import LambdaClientError
 
-from sagactl.local.lambda_context import LocalClient, LocalClientContext
+from local_aws.lambda_context import LocalClient, LocalClientContext
 
 CLIENT_CONTEXT_HEADER = "X-Amz-Client-Context"
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sagactl.local.jsonata_reference import parse_errors, reference_version
+from local_aws.jsonata_reference import parse_errors, reference_version
 
 ERROR = "ERROR"
 INVALID_JSON_DESCRIPTION = "INVALID_JSON_DESCRIPTION"

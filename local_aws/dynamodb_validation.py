@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sagactl.local.patching import wrap_once
+from local_aws.patching import wrap_once
 
 _MARK = "_saga_validates_requests"
 VALIDATED_OPERATIONS = (

@@ -44,22 +44,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sagactl.local.approval_keys import install_get_public_key_arn
-from sagactl.local.choice_assign import install_choice_state_assign
-from sagactl.local.clock import (
+from local_aws.approval_keys import install_get_public_key_arn
+from local_aws.choice_assign import install_choice_state_assign
+from local_aws.clock import (
     LOCAL_CLOCK,
-    SCHEDULED_RULES_EFFECT,
     ClockEndpoint,
     LocalClock,
     install_local_clock,
 )
-from sagactl.local.definition_validation import install_definition_validation
-from sagactl.local.dynamodb_validation import install_dynamodb_validation
-from sagactl.local.event_rules import install_execution_events
-from sagactl.local.invokes import HandlerRequests
-from sagactl.local.jsonata_eval import install_jsonata_evaluator
-from sagactl.local.lambda_errors import CrashNaming, install_lambda_unknown_mapping
-from sagactl.local.lambda_runtime import (
+from local_aws.definition_validation import install_definition_validation
+from local_aws.dynamodb_validation import install_dynamodb_validation
+from local_aws.event_rules import install_execution_events
+from local_aws.invokes import HandlerRequests
+from local_aws.jsonata_eval import install_jsonata_evaluator
+from local_aws.lambda_errors import CrashNaming, install_lambda_unknown_mapping
+from local_aws.lambda_runtime import (
     FAKE_CREDENTIALS,
     RuntimeSettings,
     configure_runtime,
@@ -67,14 +66,15 @@ from sagactl.local.lambda_runtime import (
     install_inprocess_lambda,
     restore_runtime,
 )
-from sagactl.local.patching import wrap_once
-from sagactl.local.redrive import install_redrive
-from sagactl.local.schedules import RuleScheduler
-from sagactl.local.server_errors import ServerErrors
-from sagactl.local.speedups import install_speedups
-from sagactl.local.task_timeouts import install_task_timeouts
-from sagactl.local.transaction_tokens import install_transaction_tokens
-from sagactl.local.ttl import delete_expired_items
+from local_aws.patching import wrap_once
+from local_aws.redrive import install_redrive
+from local_aws.schedules import RuleScheduler
+from local_aws.server_errors import ServerErrors
+from local_aws.speedups import install_speedups
+from local_aws.task_timeouts import install_task_timeouts
+from local_aws.transaction_tokens import install_transaction_tokens
+from local_aws.ttl import delete_expired_items
+from sagactl.clock_client import SCHEDULED_RULES_EFFECT
 
 logger = logging.getLogger(__name__)
 

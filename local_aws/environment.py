@@ -21,19 +21,19 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from sagactl.local.clock import LocalClock
-from sagactl.local.emulator import (
+from local_aws.clock import LocalClock
+from local_aws.emulator import (
     DEFAULT_HOST,
     DEFAULT_REGION,
     LOCAL_ACCOUNT_ID,
     LocalServer,
     client_environment,
 )
-from sagactl.local.lambda_runtime import FAKE_CREDENTIALS
-from sagactl.local.provision import ProvisionResult, provision
-from sagactl.local.seed import DEFAULT_SANDBOX_STOCK, seed_inventory
-from sagactl.local.synth import ASL_PATH, find_stack, stack_name_of_template, synthesize
-from sagactl.local.template import load_template
+from local_aws.lambda_runtime import FAKE_CREDENTIALS
+from local_aws.provision import ProvisionResult, provision
+from local_aws.seed import DEFAULT_SANDBOX_STOCK, seed_inventory
+from local_aws.synth import ASL_PATH, find_stack, stack_name_of_template, synthesize
+from local_aws.template import load_template
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sagactl.local.patching import wrap_once
-from sagactl.local.redrive_state import execution_description
+from local_aws.patching import wrap_once
+from local_aws.redrive_state import execution_description
 
 logger = logging.getLogger(__name__)
 

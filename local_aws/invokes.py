@@ -24,8 +24,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sagactl.local.clock import LOCAL_CLOCK
-from sagactl.local.lambda_context import DIE_HEADER, INVOKE_HEADER
+from local_aws.clock import LOCAL_CLOCK
+from local_aws.lambda_context import DIE_HEADER, INVOKE_HEADER
 
 _WSGI_INVOKE_HEADER = "HTTP_" + INVOKE_HEADER.upper().replace("-", "_")
 

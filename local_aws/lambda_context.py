@@ -218,7 +218,7 @@ def tag_handler_requests(current_invoke: Callable[[], str | None]) -> None:
     and dies where the answer says so (idempotent: one wrapper of botocore's one send)."""
     from botocore.endpoint import Endpoint
 
-    from sagactl.local.patching import wrap_once
+    from local_aws.patching import wrap_once
 
     def wrap(original: Any) -> Any:
         def send(self: Any, request: Any) -> Any:

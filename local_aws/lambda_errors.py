@@ -23,7 +23,7 @@ import os
 from enum import StrEnum
 from typing import Any
 
-from sagactl.local.patching import wrap_once
+from local_aws.patching import wrap_once
 from stacks.lambda_errors import CRASH_ERROR_OF, LAMBDA_UNKNOWN, Death
 
 CRASH_ERRORS_ENV = "SAGA_LOCAL_CRASH_ERRORS"

@@ -35,8 +35,8 @@ from typing import IO, Any
 
 from moto.awslambda.exceptions import LambdaClientError
 
-from sagactl.local.lambda_context import HandlerAnswer, from_wire
-from sagactl.local.lambda_worker import END_OF_OUTPUT
+from local_aws.lambda_context import HandlerAnswer, from_wire
+from local_aws.lambda_worker import END_OF_OUTPUT
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Worker:
         environment.update(dict(spec.environment))
         with theirs:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "sagactl.local.lambda_worker", str(theirs.fileno())],
+                [sys.executable, "-m", "local_aws.lambda_worker", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 env=environment,
                 stdin=subprocess.DEVNULL,

@@ -34,16 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sagactl.local import aws_calls
-from sagactl.local.aws_calls import AwsCall, recording_aws_calls
-from sagactl.local.client_context import (
+from local_aws import aws_calls
+from local_aws.aws_calls import AwsCall, recording_aws_calls
+from local_aws.client_context import (
     CLIENT_CONTEXT_HEADER,
     header_value,
     parse_client_context,
 )
-from sagactl.local.clock import LOCAL_CLOCK
-from sagactl.local.invokes import Invocation, current_invocation, invocation
-from sagactl.local.lambda_context import (
+from local_aws.clock import LOCAL_CLOCK
+from local_aws.invokes import Invocation, current_invocation, invocation
+from local_aws.lambda_context import (
     HandlerAnswer,
     LocalClientContext,
     LocalLambdaContext,
@@ -56,8 +56,8 @@ from sagactl.local.lambda_context import (
     running_function,
     tag_handler_requests,
 )
-from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env, crash_payload
-from sagactl.local.lambda_pool import (
+from local_aws.lambda_errors import CrashNaming, crash_naming_from_env, crash_payload
+from local_aws.lambda_pool import (
     EnvironmentSpec,
     WorkerGone,
     WorkerPool,

@@ -48,8 +48,8 @@ def _install_recording() -> None:
     """Send every AWS call of the handler to the local AWS before it is made (while recording)."""
     from botocore.client import BaseClient
 
-    from sagactl.local.lambda_context import to_wire
-    from sagactl.local.patching import wrap_once
+    from local_aws.lambda_context import to_wire
+    from local_aws.patching import wrap_once
 
     def wrap(original: Any) -> Any:
         def recorded(self: Any, operation_name: str, api_params: Any) -> Any:
@@ -69,9 +69,9 @@ def _install_recording() -> None:
 def _initialise(init: dict[str, Any]) -> Any:
     """The process as the function's sandbox: its path, the local clock, then its handler."""
     sys.path[:] = list(init["sys_path"])
+    from local_aws.lambda_context import load_handler, tag_handler_requests
+    from local_aws.shared_clock import SharedOffset
     from saga import clock as saga_clock
-    from sagactl.local.lambda_context import load_handler, tag_handler_requests
-    from sagactl.local.shared_clock import SharedOffset
 
     if init.get("clock"):
         saga_clock.use(SharedOffset(str(init["clock"]), writable=False).now)
@@ -87,7 +87,7 @@ def _end_output() -> None:
 
 
 def _serve(channel: Connection, handler: Any, function: dict[str, Any]) -> None:
-    from sagactl.local.lambda_context import (
+    from local_aws.lambda_context import (
         LocalClientContext,
         LocalLambdaContext,
         call_handler,
@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
     try:
         handler = _initialise(init)
     except Exception as exc:
-        from sagactl.local.lambda_context import import_error_payload
+        from local_aws.lambda_context import import_error_payload
 
         payload = json.dumps(import_error_payload(str(init["handler"]), exc))
         _end_output()

@@ -24,15 +24,15 @@ from typing import Any
 
 import boto3
 
-from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
-from sagactl.local.approval_keys import create_local_key
-from sagactl.local.tables import TABLE_TYPES, create_table
-from sagactl.local.template import (
+from local_aws.approval_keys import create_local_key
+from local_aws.tables import TABLE_TYPES, create_table
+from local_aws.template import (
     PhysicalResource,
     ResolutionContext,
     TemplateError,
     readable_logical_id,
 )
+from saga.approvals import APPROVER_TAG, GENERATION_TAG, TENANT_TAG
 
 logger = logging.getLogger(__name__)
 

@@ -38,8 +38,8 @@ import functools
 import threading
 from typing import Any
 
-from sagactl.local.patching import wrap_once
-from sagactl.local.redrive_state import (
+from local_aws.patching import wrap_once
+from local_aws.redrive_state import (
     NOT_REDRIVABLE,
     EnteredState,
     execution_description,

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sagactl.local.patching import wrap_once
+from local_aws.patching import wrap_once
 
 KB = 1024
 READ_UNIT_BYTES = 4 * KB

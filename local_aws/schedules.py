@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from local_aws.event_rules import DEFAULT_BUS, deliver, render_target_input
 from saga import clock as saga_clock
-from sagactl.local.event_rules import DEFAULT_BUS, deliver, render_target_input
 
 logger = logging.getLogger(__name__)
 

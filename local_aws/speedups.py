@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any
 
-from sagactl.local.patching import wrap_once
+from local_aws.patching import wrap_once
 
 _MARK = "_saga_speedup"
 _PROGRAMS: dict[str, Any] = {}

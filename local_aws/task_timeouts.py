@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any
 
-from sagactl.local.patching import wrap_once
+from local_aws.patching import wrap_once
 
 _MARK = "_saga_task_timeouts"
 _CURRENT = threading.local()  # the task the execution thread waits for: (execution, state)

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sagactl.local.clock import LOCAL_CLOCK
-from sagactl.local.patching import wrap_once
+from local_aws.clock import LOCAL_CLOCK
+from local_aws.patching import wrap_once
 
 TOKEN_WINDOW_SECONDS = 600.0
 MAX_TOKEN_LENGTH = 36

@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sagactl.iam.conditions import UnsupportedPolicy, conditions_match, wildcard_match
-from sagactl.iam.evaluate import Grants, Request, evaluate, resource_match, statements
-from sagactl.iam.requests import Account, authorization_requests
-from sagactl.iam.stack_policies import RolePolicies
-from sagactl.local.aws_calls import AwsCall
+from local_aws.aws_calls import AwsCall
+from offline_iam.conditions import UnsupportedPolicy, conditions_match, wildcard_match
+from offline_iam.evaluate import Grants, Request, evaluate, resource_match, statements
+from offline_iam.requests import Account, authorization_requests
+from offline_iam.stack_policies import RolePolicies
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from sagactl.iam.conditions import (
+from offline_iam.conditions import (
     Context,
     UnsupportedPolicy,
     conditions_match,

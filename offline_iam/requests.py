@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagactl.iam.dynamodb_context import UnmappedExpression, request_context
-from sagactl.iam.evaluate import Request
-from sagactl.local.aws_calls import AwsCall
+from local_aws.aws_calls import AwsCall
+from offline_iam.dynamodb_context import UnmappedExpression, request_context
+from offline_iam.evaluate import Request
 
 
 class UnmappedCall(ValueError):

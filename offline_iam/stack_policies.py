@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagactl.iam.conditions import UnsupportedPolicy
-from sagactl.iam.evaluate import Grants, PolicyDocument, Principal
-from sagactl.iam.requests import Account
-from sagactl.local.provision import ProvisionResult
-from sagactl.local.template import PhysicalResource, ResolutionContext
+from local_aws.provision import ProvisionResult
+from local_aws.template import PhysicalResource, ResolutionContext
+from offline_iam.conditions import UnsupportedPolicy
+from offline_iam.evaluate import Grants, PolicyDocument, Principal
+from offline_iam.requests import Account
 
 ROLE = "AWS::IAM::Role"
 POLICY = "AWS::IAM::Policy"

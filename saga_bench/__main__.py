@@ -16,9 +16,9 @@ import argparse
 import json
 from dataclasses import asdict
 
-from sagactl.bench.cases import format_cases, format_costs, format_requests, measure_cases
-from sagactl.bench.coldstart import format_cold_starts, measure_cold_starts
-from sagactl.local.lambda_runtime import quiet_handlers
+from local_aws.lambda_runtime import quiet_handlers
+from saga_bench.cases import format_cases, format_costs, format_requests, measure_cases
+from saga_bench.coldstart import format_cold_starts, measure_cold_starts
 from sagactl.paths import PROJECT_ROOT
 
 

@@ -26,13 +26,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local_aws.emulator import client_environment
+from local_aws.environment import LocalAws, StackSource, run_local
+from local_aws.request_units import Billed, metering_request_units
 from saga.approval_keys import forget_public_keys
-from sagactl.bench.cost import SANDBOX_OUTPUTS, CaseCost, LogsAndTraces, assumptions
+from saga_bench.cost import SANDBOX_OUTPUTS, CaseCost, LogsAndTraces, assumptions
+from saga_bench.metering import count_dynamodb_requests, count_requests
 from sagactl.config import cdk_config
-from sagactl.local.emulator import client_environment
-from sagactl.local.environment import LocalAws, StackSource, run_local
-from sagactl.local.request_units import Billed, metering_request_units
-from sagactl.metering import count_dynamodb_requests, count_requests
 from sagactl.operations.records import count_items
 from sagactl.paths import EXAMPLES_DIR
 from sagactl.target import local_target_from_outputs

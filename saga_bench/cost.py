@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sagactl.deploy_cost import PRICES
+from saga_bench.deploy_cost import PRICES
 
 PER = 1_000_000  # cases
 BILLED_MS_PER_INVOCATION = 100  # an assumption (above)

@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help=f"write here (e.g. {DEFAULT_OUTPUT})")
     args = parser.parse_args(argv)
     if args.template is None:
-        from sagactl.local.synth import synthesize
+        from local_aws.synth import synthesize
 
         stack = synthesize(PROJECT_ROOT / "cdk.out")
         path, name = stack.template_path, stack.stack_name

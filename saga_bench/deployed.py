@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sagactl.bench.coldstart import CodeDirs, format_cold_starts, measure_cold_starts
+from saga_bench.coldstart import CodeDirs, format_cold_starts, measure_cold_starts
 from sagactl.paths import PROJECT_ROOT
 from stacks.function_code import LAMBDAS_DIR, asset_files
 from stacks.layer_bundling import build_cached_layer

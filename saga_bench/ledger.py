@@ -16,8 +16,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from sagactl.local.tables import StackTables
-from sagactl.metering import count_dynamodb_requests
+from local_aws.tables import StackTables
+from saga_bench.metering import count_dynamodb_requests
 
 LEDGER_TABLE = "bench-ledger"
 RESERVATIONS_TABLE = "bench-reservations"
@@ -42,7 +42,7 @@ def _fake_aws_environment() -> None:
 
 def synthesized_tables() -> StackTables:
     """The tables of the CDK app, synthesized now."""
-    from sagactl.local.environment import StackSource
+    from local_aws.environment import StackSource
 
     return StackTables.from_template(StackSource.synthesized().template)
 

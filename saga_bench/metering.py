@@ -48,7 +48,7 @@ def count_requests(service: str, client: Any | None = None) -> Iterator[Counter[
         return
 
     # The handlers' calls, in the local AWS's worker processes or in this one.
-    from sagactl.local.lambda_runtime import recording_aws_calls
+    from local_aws.lambda_runtime import recording_aws_calls
 
     with recording_aws_calls() as calls:
         try:

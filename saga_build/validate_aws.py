@@ -29,8 +29,8 @@ from typing import Any
 
 import boto3
 
-from sagactl.local.synth import SynthError, synthesize_with_cdk_cli
-from sagactl.local.template import (
+from local_aws.synth import SynthError, synthesize_with_cdk_cli
+from local_aws.template import (
     PhysicalResource,
     ResolutionContext,
     TemplateError,

@@ -231,7 +231,7 @@ def guarded(handler: Handler) -> Handler:
 def with_local_hint(message: str) -> str:
     """`message`, and how to use the local AWS when one is running: a command that found no
     AWS configuration was most likely meant for it (its shell lacks the environment)."""
-    from sagactl.local.process import usage_hint
+    from sagactl.local_process import usage_hint
     from sagactl.paths import LOCAL_STATE_DIR
 
     hint = usage_hint(LOCAL_STATE_DIR)

@@ -7,6 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# This repository's top-level packages (pyproject.toml ships them all; docs/architecture.md):
+# the operator's CLI and the stack's own code, then the instruments they are tested with, which
+# the operator's code never imports.
+OPERATOR_PACKAGES = ("sagactl", "saga", "stacks")
+LAB_PACKAGES = ("local_aws", "fault_campaign", "saga_bench", "offline_iam", "saga_build")
 EXAMPLES_DIR = PROJECT_ROOT / "examples"  # ready, approved case files, one per scenario
 CDK_JSON = PROJECT_ROOT / "cdk.json"  # the one place for policy values
 LOCAL_STATE_DIR = PROJECT_ROOT / ".local"  # `sagactl local up`: outputs, pid, env, logs

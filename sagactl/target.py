@@ -27,8 +27,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from sagactl.clock_client import ClockUnavailable, read_clock
 from sagactl.errors import NotFound, SagactlError, TargetError, with_local_hint
-from sagactl.local.clock import ClockUnavailable, read_clock
 from sagactl.paths import PROJECT_ROOT
 
 DEFAULT_STACK_NAME = "ReplacementOrderSaga-dev"

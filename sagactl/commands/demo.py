@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from local_aws.lambda_runtime import quiet_handlers
 from sagactl.commands.common import add_command
 from sagactl.commands.render import case_view_text, plan_lines, timeline_lines
 from sagactl.config import resolve_budget
 from sagactl.errors import RedriveRefused, SagactlError
-from sagactl.local.lambda_runtime import quiet_handlers
 from sagactl.operations.case_view import gather
 from sagactl.operations.executions import start_case
 from sagactl.operations.records import faults_used, stock_level
@@ -53,7 +53,7 @@ from sagactl.target import Target, local_target_from_outputs
 from sagactl.views.case import CaseView
 
 if TYPE_CHECKING:
-    from sagactl.local.environment import LocalAws, StackSource
+    from local_aws.environment import LocalAws, StackSource
 
 DEFAULT_TIME_SCALE = 0.1
 RULE = "=" * 78
@@ -239,7 +239,7 @@ def run_demo(
     handler_log: Path | None = None,
 ) -> int:
     """Run the scenarios in a fresh in-process local AWS; 0 when each ended as expected."""
-    from sagactl.local.environment import StackSource, run_local
+    from local_aws.environment import StackSource, run_local
 
     stream = out or sys.stdout
     chosen = [scenario for scenario in SCENARIOS if scenario.key in scenarios]
@@ -272,8 +272,8 @@ def run_demo(
 
 
 def command_demo(args: argparse.Namespace) -> int:
-    from sagactl.local.environment import StackSource
-    from sagactl.local.synth import SynthError
+    from local_aws.environment import StackSource
+    from local_aws.synth import SynthError
 
     try:
         if args.template is not None:

@@ -19,6 +19,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from local_aws.emulator import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    sweep_ttl_until,
+    time_scale_from_env,
+)
+from local_aws.lambda_errors import CrashNaming, crash_naming_from_env
+from local_aws.lambda_pool import (
+    CONCURRENCY_ENV,
+    DEFAULT_ACCOUNT_CONCURRENCY,
+    account_concurrency_from_env,
+)
 from sagactl.commands.common import add_command
 from sagactl.commands.demo import register_demo
 from sagactl.commands.local_clock import register_clock
@@ -29,19 +41,7 @@ from sagactl.commands.local_common import (
     deleted_text,
     guarded_local,
 )
-from sagactl.local.emulator import (
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    sweep_ttl_until,
-    time_scale_from_env,
-)
-from sagactl.local.lambda_errors import CrashNaming, crash_naming_from_env
-from sagactl.local.lambda_pool import (
-    CONCURRENCY_ENV,
-    DEFAULT_ACCOUNT_CONCURRENCY,
-    account_concurrency_from_env,
-)
-from sagactl.local.process import (
+from sagactl.local_process import (
     env_file,
     is_local_server,
     pid_file,
@@ -84,7 +84,7 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def _stack_source(args: argparse.Namespace) -> Any:
-    from sagactl.local.environment import StackSource
+    from local_aws.environment import StackSource
 
     if args.template is not None:
         return StackSource.from_file(args.template, args.stack_name)
@@ -118,7 +118,7 @@ def _or_from_env(given: T | None, from_env: Callable[[], T]) -> T:
 
 
 def command_up(args: argparse.Namespace) -> int:
-    from sagactl.local.emulator import LocalServer
+    from local_aws.emulator import LocalServer
 
     _configure_logging(args.verbose)
     state_dir: Path = args.state_dir
@@ -164,8 +164,8 @@ def _serve(
 ) -> None:
     """Provision the stack, say how to reach it, serve until `stop`. The handlers' own output
     (JSON log lines, metrics) goes to the handler log, not into this shell."""
-    from sagactl.local.environment import LocalAws
-    from sagactl.local.lambda_runtime import quiet_handlers
+    from local_aws.environment import LocalAws
+    from local_aws.lambda_runtime import quiet_handlers
 
     state_dir: Path = args.state_dir
     handler_log = _handler_log(args)

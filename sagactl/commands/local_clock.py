@@ -7,14 +7,7 @@ import json
 import os
 import sys
 
-from sagactl.commands.common import add_command
-from sagactl.commands.local_common import (
-    LocalCommandError,
-    _non_negative_float,
-    deleted_text,
-    guarded_local,
-)
-from sagactl.local.clock import (
+from sagactl.clock_client import (
     SCHEDULED_RULES_EFFECT,
     AdvanceUnfinished,
     ClockReading,
@@ -22,7 +15,14 @@ from sagactl.local.clock import (
     advance_clock,
     read_clock,
 )
-from sagactl.local.process import process_alive, read_pid_file
+from sagactl.commands.common import add_command
+from sagactl.commands.local_common import (
+    LocalCommandError,
+    _non_negative_float,
+    deleted_text,
+    guarded_local,
+)
+from sagactl.local_process import process_alive, read_pid_file
 
 
 def _running_endpoint(args: argparse.Namespace) -> str:

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from sagactl.errors import Handler
-from sagactl.local.process import LocalProcessError
+from sagactl.local_process import LocalProcessError
 
 
 class LocalCommandError(Exception):
@@ -16,9 +16,9 @@ class LocalCommandError(Exception):
 
 def guarded_local(command: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
-        from sagactl.local.jsonata_reference import ReferenceJsonataUnavailable
-        from sagactl.local.synth import SynthError
-        from sagactl.local.template import TemplateError
+        from local_aws.jsonata_reference import ReferenceJsonataUnavailable
+        from local_aws.synth import SynthError
+        from local_aws.template import TemplateError
 
         try:
             return command(args)
