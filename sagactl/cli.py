@@ -1,8 +1,9 @@
 """sagactl: the operator CLI.
 
-Each command group lives in its own module under `sagactl.commands` and exposes
-`register(subparsers)`, which adds its parser and sets `handler=<callable(args) -> int>`.
-Add a group by appending its module to COMMAND_MODULES.
+Each command lives in a module under `sagactl.commands` that exposes `register(subparsers)`,
+which adds its parser and sets `handler=<callable(args) -> int>`. Add a command to
+sagactl.commands.COMMANDS. Only the module of the command asked for is imported: `sagactl status`
+loads neither the local AWS nor the MCP SDK, and works without them.
 """
 
 from __future__ import annotations
@@ -12,21 +13,11 @@ import difflib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "sagactl.commands.local",
-    "sagactl.commands.case",
-    "sagactl.commands.start",
-    "sagactl.commands.status",
-    "sagactl.commands.ledger",
-    "sagactl.commands.redrive",
-    "sagactl.commands.sweep",
-    "sagactl.commands.escalations",
-    "sagactl.commands.inventory",
-    "sagactl.commands.mcp",
-)
+from sagactl.commands import COMMANDS
+from sagactl.paths import OPERATOR_PACKAGES
 
 
 class SuggestingParser(argparse.ArgumentParser):
@@ -47,13 +38,21 @@ class SuggestingParser(argparse.ArgumentParser):
             ) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """sagactl's parser: the commands named (all when None) in full, every other one by its name
+    and summary alone, so that its module is not imported."""
     parser = SuggestingParser(
         prog="sagactl", description="Operate the replacement-order saga (on AWS or locally)."
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    wanted = {COMMANDS[name].module for name in (COMMANDS if commands is None else commands)}
+    registered: set[str] = set()
+    for name, command in COMMANDS.items():
+        if command.module not in wanted:
+            subparsers.add_parser(name, help=command.summary)
+        elif command.module not in registered:  # its module adds it with its neighbours
+            registered.add(command.module)
+            importlib.import_module(command.module).register(subparsers)
     return parser
 
 
@@ -74,13 +73,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return 2
-    return int(handler(args))
+    words = list(sys.argv[1:] if argv is None else argv)
+    asked = words[0] if words and words[0] in COMMANDS else None
+    try:
+        parser = build_parser([asked] if asked else [])
+        args = parser.parse_args(words)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return int(handler(args))
+    except ModuleNotFoundError as exc:
+        if asked is None or (exc.name or "").partition(".")[0] in OPERATOR_PACKAGES:
+            raise  # the operator's own module: a bug, not an install
+        from sagactl.errors import EXIT_ERROR
+
+        missing = (exc.name or str(exc)).partition(".")[0]
+        print(f"sagactl: {missing_text(asked, missing)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def missing_text(command: str, module: str) -> str:
+    """What to do when `command` needs `module` and this install lacks it."""
+    extra = COMMANDS[command].extra
+    if extra is None:
+        return (
+            f"sagactl {command} needs the module {module!r}, which is not installed: reinstall "
+            "sagactl with its dependencies (`pip install .` in a checkout of the repository)"
+        )
+    return (
+        f"sagactl {command} needs the module {module!r}, which comes with the [{extra}] extra: "
+        f"`pip install '.[{extra}]'` in a checkout of the repository (`make venv` installs "
+        "everything)"
+    )
 
 
 if __name__ == "__main__":

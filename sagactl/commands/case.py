@@ -20,6 +20,7 @@ from saga.errors import ApprovalInvalid, AuthorizationDenied
 from saga.fault_plan import DOWNSTREAMS
 from saga.models import Case, parse_case
 from saga.tools.validate import authorize
+from sagactl.commands import summary
 from sagactl.commands.case_approve import (
     NO_TERMINAL_RULE,
     approval_summary,
@@ -164,7 +165,7 @@ def _add_tenant_source(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Subparsers) -> None:
-    case = add_command(subparsers, "case", "write, approve and check case files", doc=__doc__)
+    case = add_command(subparsers, "case", summary("case"), doc=__doc__)
     commands = case.add_subparsers(dest="case_command", metavar="SUBCOMMAND", required=True)
 
     new = add_command(

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -266,7 +267,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "escalations",
-        "the escalation worklist: open cases, show one, resolve one with a decision",
+        summary("escalations"),
         handler=command_list,
         doc=__doc__,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from saga.sandbox.inventory import DEFAULT_STOCK
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -85,7 +86,7 @@ def command_seed(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Subparsers) -> None:
-    inventory = add_command(subparsers, "inventory", "show or seed the stock levels", doc=__doc__)
+    inventory = add_command(subparsers, "inventory", summary("inventory"), doc=__doc__)
     actions = inventory.add_subparsers(dest="inventory_command", metavar="SUBCOMMAND")
     actions.required = True
 

@@ -17,6 +17,7 @@ import argparse
 from dataclasses import asdict
 
 from saga.identity import parse_action_key
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -133,7 +134,7 @@ def register(subparsers: Subparsers) -> None:
     ledger = add_command(
         subparsers,
         "ledger",
-        "ledger records: one action key, or every action of a case",
+        summary("ledger"),
         handler=command_ledger,
         doc=__doc__,
     )
@@ -146,7 +147,7 @@ def register(subparsers: Subparsers) -> None:
     stuck = add_command(
         subparsers,
         "stuck",
-        "actions IN_PROGRESS past their lease, or UNKNOWN",
+        summary("stuck"),
         handler=command_stuck,
         doc=__doc__,
     )
@@ -161,7 +162,7 @@ def register(subparsers: Subparsers) -> None:
     keep = add_command(
         subparsers,
         "keep-open-actions",
-        "one-off after upgrading: open ledger actions never expire (removes their TTL)",
+        summary("keep-open-actions"),
         handler=command_keep_open_actions,
         doc=__doc__,
     )

@@ -31,6 +31,7 @@ from local_aws.lambda_pool import (
     DEFAULT_ACCOUNT_CONCURRENCY,
     account_concurrency_from_env,
 )
+from sagactl.commands import summary
 from sagactl.commands.common import add_command
 from sagactl.commands.demo import register_demo
 from sagactl.commands.local_clock import register_clock
@@ -372,7 +373,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     local = add_command(
         subparsers,
         "local",
-        "the local AWS (moto) with the stack provisioned",
+        summary("local"),
         description="Run the whole stack on this machine, with no AWS account: `up` starts the "
         "local AWS and provisions the synthesized stack, `down` stops it, `env` prints what a "
         "client shell needs to use it, `advance` and `clock` "

@@ -20,6 +20,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sagactl.commands import summary
 from sagactl.commands.common import Subparsers, add_command, add_target_arguments, resolve_target
 from sagactl.errors import TargetError
 
@@ -177,7 +178,7 @@ def register(subparsers: Subparsers) -> None:
     mcp = add_command(
         subparsers,
         "mcp",
-        "serve the agent tools (propose, get, start a replacement) over MCP",
+        summary("mcp"),
         handler=command_mcp,
         doc=__doc__,
         epilog=EXIT_CODES,

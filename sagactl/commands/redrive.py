@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -66,7 +67,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "redrive",
-        "rerun a failed execution from its failed state (refuses when that cannot help)",
+        summary("redrive"),
         handler=command_redrive,
         doc=__doc__,
     )

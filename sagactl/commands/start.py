@@ -24,6 +24,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -115,7 +116,7 @@ def register(subparsers: Subparsers) -> None:
     start = add_command(
         subparsers,
         "start",
-        "start the saga for an approved case file (once per case and revision)",
+        summary("start"),
         handler=command_start,
         doc=__doc__,
         epilog=exit_statuses_help(),

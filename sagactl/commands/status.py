@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -112,7 +113,7 @@ def register(subparsers: Subparsers) -> None:
     status = add_command(
         subparsers,
         "status",
-        "the timeline of a case: states, retries, ledger, effects, outcome",
+        summary("status"),
         handler=command_status,
         doc=__doc__,
     )
@@ -121,7 +122,7 @@ def register(subparsers: Subparsers) -> None:
     watch = add_command(
         subparsers,
         "watch",
-        "follow a running case until its execution ends (exit status: how it ended)",
+        summary("watch"),
         handler=command_watch,
         doc=__doc__ + "\nWith --json: one JSON object per line, "
         '{"entry": ...} per step, then {"case": ...} (the `status --json` view).',

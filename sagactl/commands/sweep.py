@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sagactl.commands import summary
 from sagactl.commands.common import (
     Subparsers,
     add_aws_command_arguments,
@@ -58,7 +59,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "sweep",
-        "run the stuck-action sweeper now: escalate open actions nobody is finishing",
+        summary("sweep"),
         handler=command_sweep,
         doc=__doc__,
     )
