@@ -43,8 +43,8 @@ from sagactl.paths import with_pinned_node
 # (it starts when aws_cdk is first imported, below), the reference JSONata, the ASL validator.
 os.environ["PATH"] = with_pinned_node(os.environ)["PATH"]
 
-from sagactl.local.clock import LOCAL_CLOCK, LocalClock
-from sagactl.local.emulator import (
+from local_aws.clock import LOCAL_CLOCK, LocalClock
+from local_aws.emulator import (
     LocalServer,
     client_environment,
     install_dynamodb_atomicity,
@@ -52,10 +52,10 @@ from sagactl.local.emulator import (
     install_transaction_tokens,
     install_ttl_deletion,
 )
-from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.lambda_runtime import handlers_in_process
-from sagactl.local.tables import StackTables
-from sagactl.local.template import load_template
+from local_aws.environment import LocalAws, StackSource
+from local_aws.lambda_runtime import handlers_in_process
+from local_aws.tables import StackTables
+from local_aws.template import load_template
 from tests.infra.synth import Synthesized, synthesize
 
 FAKE_AWS_ENVIRONMENT = {

@@ -1,6 +1,6 @@
 """`local_clock`: move the local AWS's clock forward within one test.
 
-It moves the one clock of the local AWS (`LOCAL_CLOCK`, sagactl/local/clock.py), and makes it
+It moves the one clock of the local AWS (`LOCAL_CLOCK`, local_aws/clock.py), and makes it
 `saga.clock` in this process for the test (a `mock_aws` test calls handlers here), so the
 server (redrive window, execution dates), the handlers in the local AWS's worker processes
 (leases, the sweeper's grace) and handlers called in this process all read the moved clock.
@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from local_aws.clock import LOCAL_CLOCK
 from saga import clock
-from sagactl.local.clock import LOCAL_CLOCK
 
 
 @pytest.fixture

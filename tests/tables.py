@@ -1,7 +1,7 @@
 """The stack's tables for tests without CloudFormation (moto's in-process `mock_aws`).
 
 Each table is created from the synthesized template (the session fixture `stack_tables`, in
-tests/conftest.py) by sagactl.local.tables, the code that provisions the local AWS, under a
+tests/conftest.py) by local_aws.tables, the code that provisions the local AWS, under a
 name the test chooses: a test can only exercise the key schema, indexes and TTL the stack
 deploys. tests/infra/test_test_table_schemas.py checks the names below against the template.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sagactl.local.tables import StackTables
+from local_aws.tables import StackTables
 
 # A function's environment variable (saga.settings) -> the stack output naming the same table.
 OUTPUT_OF_VARIABLE: Mapping[str, str] = {

@@ -18,6 +18,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from local_aws.approval_keys import create_local_key, local_key_arn, sign_locally
+from local_aws.tables import StackTables
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client, kms_client
@@ -40,8 +42,6 @@ from saga.tools.refund import issue_refund, reconcile_refund
 from saga.tools.release import release_reservation
 from saga.tools.reserve import reconcile_reserve, reserve_stock
 from saga.tools.ship import create_shipment, reconcile_shipment
-from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
-from sagactl.local.tables import StackTables
 from tests.integration.ledger_harness import FakeClock
 from tests.tables import create_by_variable
 
@@ -68,7 +68,7 @@ TENANTS = {
 TENANTS_JSON = json.dumps(TENANTS)
 # Four eyes (saga.four_eyes): hooli's refunds above 1000.00 USD, and in any other currency.
 THRESHOLDS = {"hooli": {"USD": 100_000}}
-# Each approver's local key (sagactl.local.approval_keys), as the stack's APPROVAL_KEYS names it.
+# Each approver's local key (local_aws.approval_keys), as the stack's APPROVAL_KEYS names it.
 APPROVAL_KEYS_JSON = json.dumps(
     {
         tenant: {approver: {"current": local_key_arn(tenant, approver)} for approver in approvers}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagactl.campaign.observe import Observer
-from sagactl.campaign.operator import Operator
-from sagactl.campaign.runner import CaseRunner
-from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
+from fault_campaign.observe import Observer
+from fault_campaign.operator import Operator
+from fault_campaign.runner import CaseRunner
+from local_aws.environment import TERMINAL_STATUSES, LocalAws
 from tests.campaign.test_campaign_findings import _case
 
 

@@ -1,20 +1,20 @@
 """Bugs the fault campaign found, each as its minimal reproduction through the real state machine.
 
 Each test failed before its fix. A bug found but not yet fixed would be listed in
-sagactl/campaign/known.py with its test marked xfail(strict); none is today.
+fault_campaign/known.py with its test marked xfail(strict); none is today.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sagactl.campaign.approval import approve
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Observer
-from sagactl.campaign.paths import classify
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun, CaseRunner
-from sagactl.local.environment import LocalAws
+from fault_campaign.approval import approve
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Observer
+from fault_campaign.paths import classify
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun, CaseRunner
+from local_aws.environment import LocalAws
 from tests.e2e.test_saga_paths import load_example
 
 
@@ -200,7 +200,7 @@ def test_a_reconcile_tool_that_dies_as_the_refund_in_flight_commits_is_escalated
     with the refund made once and its record still UNKNOWN (open: the sweeper reports it). The
     new oracle found no planned fault on the reconcile tool and flagged it; the state is honest
     (the person is told to check the refund by its business reference), and the fault that
-    makes it so is `crash:refund+in_flight` (sagactl/campaign/honesty.py)."""
+    makes it so is `crash:refund+in_flight` (fault_campaign/honesty.py)."""
     plan = CasePlan(
         seed=7,
         index=136,

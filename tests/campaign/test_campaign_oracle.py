@@ -1,6 +1,6 @@
 """The oracle can fail: each planted bug of issue 24, as the snapshot it leaves, is a violation
 of the invariant named for it, and the honest state next to it is not. docs/invariants.md stays
-the table the checks ask (sagactl.campaign.honesty)."""
+the table the checks ask (fault_campaign.honesty)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from sagactl.campaign.generator import generate
-from sagactl.campaign.honesty import printed, render
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun
+from fault_campaign.generator import generate
+from fault_campaign.honesty import printed, render
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Snapshot
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "arn:aws:states:us-east-1:123456789012:execution:sm:c1"
@@ -134,7 +134,7 @@ def test_an_honest_shipment_rejection_passes_every_check() -> None:
 
 
 def test_a_case_whose_only_fault_is_an_overlap_must_complete() -> None:
-    """Two deliveries of one action in flight at once (sagactl/campaign/overlap.py) make no
+    """Two deliveries of one action in flight at once (fault_campaign/overlap.py) make no
     alternative honest: a case with stock, no sandbox fault and only an overlap that fired
     ends COMPLETED (here it escalated SHIPMENT_REJECTED with no carrier refusing)."""
     snap, message = _shipment_rejected()
@@ -310,7 +310,7 @@ def test_an_effect_whose_open_record_vanished_is_a_violation() -> None:
 
 
 def test_docs_invariants_prints_the_table_the_checks_ask() -> None:
-    """`python -m sagactl.campaign allowances --write docs/invariants.md` prints it again."""
+    """`python -m fault_campaign allowances --write docs/invariants.md` prints it again."""
     text = (ROOT / "docs" / "invariants.md").read_text(encoding="utf-8")
     assert printed(text) == render()
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sagactl.campaign.escalated import ESCALATION_REASONS
-from sagactl.campaign.generator import INVALID_KINDS
-from sagactl.campaign.operator import STEPS as OPERATOR_STEPS
-from sagactl.campaign.orchestrate import (
+from fault_campaign.escalated import ESCALATION_REASONS
+from fault_campaign.generator import INVALID_KINDS
+from fault_campaign.operator import STEPS as OPERATOR_STEPS
+from fault_campaign.orchestrate import (
     SLICE_CASES,
     SLICE_SEED,
     load_results,
@@ -75,7 +75,7 @@ def test_a_slice_of_the_campaign_finds_every_case_honest(tmp_path: Path) -> None
     assert {"crash", "dynamodb", "jump", "overlap"} <= fired
     assert sum(case["redrives"] for case in cases) > 0
     assert sum(case["checks"] for case in cases) > 20 * SLICE_CASES
-    # Deliveries of one action in flight at once (sagactl/campaign/overlap.py), in each step.
+    # Deliveries of one action in flight at once (fault_campaign/overlap.py), in each step.
     overlapped = Counter[str]()
     for case in cases:
         overlapped.update(case["overlaps"])

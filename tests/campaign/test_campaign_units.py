@@ -13,13 +13,7 @@ from typing import Any
 
 import pytest
 
-from saga.acceptance import accept_new_case
-from saga.approval_keys import ApproverKeys, PublicKey
-from saga.approvals import ApprovalVerifier
-from saga.errors import ApprovalInvalid, SagaError
-from saga.models import Case, parse_case
-from saga.tools.validate import checked_case
-from sagactl.campaign.approval import (
+from fault_campaign.approval import (
     FOUR_EYES_APPROVERS,
     FOUR_EYES_TENANT,
     FOUR_EYES_THRESHOLDS,
@@ -29,15 +23,21 @@ from sagactl.campaign.approval import (
     campaign_context,
     comparable,
 )
-from sagactl.campaign.generator import INVALID_KINDS, block_stock, generate
-from sagactl.campaign.invariants import check_account, check_case
-from sagactl.campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
-from sagactl.campaign.observe import Snapshot
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun
-from sagactl.campaign.shrink import shrink
+from fault_campaign.generator import INVALID_KINDS, block_stock, generate
+from fault_campaign.invariants import check_account, check_case
+from fault_campaign.mutants import MUTANTS, Mutant, MutantDoesNotApply, apply, by_name
+from fault_campaign.observe import Snapshot
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun
+from fault_campaign.shrink import shrink
+from local_aws.approval_keys import local_key_arn, local_public_key_der
+from saga.acceptance import accept_new_case
+from saga.approval_keys import ApproverKeys, PublicKey
+from saga.approvals import ApprovalVerifier
+from saga.errors import ApprovalInvalid, SagaError
+from saga.models import Case, parse_case
+from saga.tools.validate import checked_case
 from sagactl.config import cdk_config
-from sagactl.local.approval_keys import local_key_arn, local_public_key_der
 from sagactl.paths import CDK_JSON
 from stacks.config import SagaConfig
 
@@ -380,7 +380,7 @@ def test_a_mutant_whose_text_moved_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_stopped_mutate_run_resumes_only_results_of_the_same_tree(tmp_path: Path) -> None:
-    from sagactl.campaign import mutate
+    from fault_campaign import mutate
 
     tree = tmp_path / "tree"
     (tree / "lambdas").mkdir(parents=True)
@@ -401,7 +401,7 @@ def test_a_mutant_its_own_tests_kill_costs_no_suite_run(
 ) -> None:
     """`make mutate` runs a mutant's own tests first and the whole suite only if they pass: the
     suite column stays honest (those tests are in the suite) and costs seconds per mutant."""
-    from sagactl.campaign import mutate
+    from fault_campaign import mutate
 
     runs: list[list[str]] = []
     failing = {"tests/unit/test_kills.py"}
@@ -450,7 +450,7 @@ def test_the_suite_baseline_runs_on_the_copy_without_the_mutant(
     copy without the mutant, else the mutant's kill reads as "the suite fails without any
     mutant" (a shipment-rejected release refused in test_grants_match_calls, 2026-12-01). Every
     run of the mutant sees it applied; the copy ends as the repository has it."""
-    from sagactl.campaign import mutate
+    from fault_campaign import mutate
 
     (mutant,) = by_name(["release-blocked-by-rejected-shipment"])
     original = (mutate.ROOT / mutant.file).read_text(encoding="utf-8")
@@ -462,7 +462,7 @@ def test_the_suite_baseline_runs_on_the_copy_without_the_mutant(
 
     def run(command: list[str], tree: Path, timeout: float, log: Path) -> tuple[bool, float]:
         kind = "suite" if command[1:] == mutate.SUITE else command[-1].rsplit("/", 1)[-1]
-        kind = "slice" if "sagactl.campaign" in command else kind
+        kind = "slice" if "fault_campaign" in command else kind
         seen.append((kind, texts.get((tree / mutant.file).read_text("utf-8"), "other")))
         return False, 1.0  # its own tests and the slice miss it, the suite passes
 
@@ -490,8 +490,8 @@ def test_every_mutant_names_the_tests_written_for_its_rule_and_they_exist() -> N
 def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sagactl.campaign import __main__ as cli
-    from sagactl.campaign import mutants
+    from fault_campaign import __main__ as cli
+    from fault_campaign import mutants
 
     target = "lambdas/saga/ledger/decisions.py"
     moved = Mutant("moved", "rule", target, "no such text anywhere", "x")
@@ -503,7 +503,7 @@ def test_the_mutate_command_refuses_a_mutant_that_no_longer_applies(
 def test_a_line_being_written_is_not_read_even_cut_inside_a_character(tmp_path: Path) -> None:
     """The orchestrator reads the shards' files while they write (its progress line); a line
     cut inside a multi-byte character failed the whole read, and the run with it."""
-    from sagactl.campaign.shards import read_lines
+    from fault_campaign.shards import read_lines
 
     path = tmp_path / "shard-0.jsonl"
     done = json.dumps({"type": "block", "block": 0, "city": "서울"}, ensure_ascii=False)
@@ -517,7 +517,7 @@ def test_a_line_being_written_is_not_read_even_cut_inside_a_character(tmp_path: 
 def test_a_mutant_measured_in_two_runs_shows_both_columns_and_the_share(tmp_path: Path) -> None:
     """`--skip-suite` then `--skip-campaign` over the same tree: one result with both parts;
     the summary counts the slice's kills among the behavioural mutants only."""
-    from sagactl.campaign import mutate
+    from fault_campaign import mutate
 
     named = {"name": "budget", "rule": "attempts within the budget", "tree": "t1"}
     slice_only = {**named, "campaign": {"killed": True, "seconds": 3}}
@@ -572,7 +572,7 @@ def test_the_slice_kills_a_mutant_only_by_a_named_invariant(tmp_path: Path) -> N
     """A slice cell was "killed" for any non-zero exit, so a crash of the harness or a timeout
     read as a catch. Now a kill is exit 3 with a violation of a named invariant in the shards'
     results, and the cell names it; anything else is "not measured", never a kill."""
-    from sagactl.campaign import mutate
+    from fault_campaign import mutate
 
     def shard(*blocks: dict[str, Any]) -> Path:
         directory = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"

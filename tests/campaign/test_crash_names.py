@@ -1,18 +1,18 @@
 """The campaign's crash fault dies under the name Lambda gives a dead process, in both namings of
-the local AWS (sagactl.local.lambda_errors), and every name is routed: a forward step that died
+the local AWS (local_aws.lambda_errors), and every name is routed: a forward step that died
 after its effect is reconciled, a compensation that died is retried, each effect happens once."""
 
 from __future__ import annotations
 
 import pytest
 
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Observer
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRunner
-from sagactl.local.environment import LocalAws
-from sagactl.local.lambda_errors import CrashNaming
-from sagactl.local.lambda_runtime import crash_errors_named
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Observer
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRunner
+from local_aws.environment import LocalAws
+from local_aws.lambda_errors import CrashNaming
+from local_aws.lambda_runtime import crash_errors_named
 from tests.campaign.test_campaign_findings import _case
 
 

@@ -1,4 +1,4 @@
-"""The key checks (sagactl/campaign/key_checks.py and the budget's outcome in outcomes.py) can
+"""The key checks (fault_campaign/key_checks.py and the budget's outcome in outcomes.py) can
 fail: another request's record taken over, a resubmission with other parameters taken for a
 duplicate, a dispatch past the attempt budget, and a step whose budget is spent left FAILED are
 violations; the honest state next to each is not."""
@@ -9,12 +9,12 @@ import copy
 import random
 from typing import Any
 
-from sagactl.campaign.generator import generate
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Snapshot, foreign_request
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun
-from sagactl.campaign.shapes import ATTEMPT_BUDGET, _budget_spent
+from fault_campaign.generator import generate
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Snapshot, foreign_request
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun
+from fault_campaign.shapes import ATTEMPT_BUDGET, _budget_spent
 from tests.campaign.test_campaign_oracle import OWNER, _plan, _record, _shipment_rejected
 
 AGAIN = OWNER + "-again"

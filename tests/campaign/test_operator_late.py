@@ -6,16 +6,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import cast
 
+from fault_campaign.checks import Checks
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Observer, Snapshot
+from fault_campaign.operator_checks import OperatorChecker
+from fault_campaign.overlap import RESOLVE_IN_FLIGHT
+from fault_campaign.paths import APPROVAL_ERROR, ESCALATE_STATE, FORWARD_STATES, SETTLED_ERROR
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun, CaseRunner
+from local_aws.environment import LocalAws
 from saga.ledger.records import SETTLE_SKEW_SECONDS
-from sagactl.campaign.checks import Checks
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Observer, Snapshot
-from sagactl.campaign.operator_checks import OperatorChecker
-from sagactl.campaign.overlap import RESOLVE_IN_FLIGHT
-from sagactl.campaign.paths import APPROVAL_ERROR, ESCALATE_STATE, FORWARD_STATES, SETTLED_ERROR
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun, CaseRunner
-from sagactl.local.environment import LocalAws
 from tests.campaign.test_campaign_findings import _case
 
 

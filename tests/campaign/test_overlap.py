@@ -1,5 +1,5 @@
 """Two deliveries of one action in flight at once on the local AWS (the overlap nemesis,
-sagactl/campaign/overlap.py), each with one effect and an honest record; and the pieces the
+fault_campaign/overlap.py), each with one effect and an honest record; and the pieces the
 nemesis is made of."""
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ from typing import Any
 
 import pytest
 
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Observer
-from sagactl.campaign.overlap import (
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Observer
+from fault_campaign.overlap import (
     BOUNDARIES,
     STEP_STATES,
     OverlapMeter,
     boundary,
     plan_overlap,
 )
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRun, CaseRunner
-from sagactl.campaign.shards import retry_waits_pass_on_the_clock
-from sagactl.local.environment import LocalAws
-from sagactl.local.invokes import HandlerRequest, Invocation
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRun, CaseRunner
+from fault_campaign.shards import retry_waits_pass_on_the_clock
+from local_aws.environment import LocalAws
+from local_aws.invokes import HandlerRequest, Invocation
 from tests.campaign.test_campaign_findings import _case
 
 
@@ -164,11 +164,11 @@ def test_an_outcome_write_delayed_past_the_lease_leaves_the_settled_record_alone
 def test_the_person_acts_with_no_overlap_armed(
     local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The operator acts after the case's faults are over (sagactl.campaign.operator): an
+    """The operator acts after the case's faults are over (fault_campaign.operator): an
     overlap nemesis whose moment never came (a clean case runs no release) must not hold one of
     the person's deliveries (a late one, a redrive's)."""
-    from sagactl.campaign import overlap
-    from sagactl.campaign.operator import Operator
+    from fault_campaign import overlap
+    from fault_campaign.operator import Operator
 
     armed_when_acting: list[list[dict[str, Any]]] = []
 

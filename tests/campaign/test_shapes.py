@@ -1,4 +1,4 @@
-"""The campaign's plan shapes (sagactl/campaign/shapes.py) through the real state machine: each
+"""The campaign's plan shapes (fault_campaign/shapes.py) through the real state machine: each
 reaches the state it is drawn for, and the case stays honest there."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from sagactl.campaign.generator import generate
-from sagactl.campaign.invariants import check_case
-from sagactl.campaign.observe import Observer
-from sagactl.campaign.orchestrate import SLICE_BLOCK_SIZE, SLICE_CASES, SLICE_SEED
-from sagactl.campaign.plan import CasePlan
-from sagactl.campaign.runner import CaseRunner
-from sagactl.campaign.shapes import (
+from fault_campaign.generator import generate
+from fault_campaign.invariants import check_case
+from fault_campaign.observe import Observer
+from fault_campaign.orchestrate import SLICE_BLOCK_SIZE, SLICE_CASES, SLICE_SEED
+from fault_campaign.plan import CasePlan
+from fault_campaign.runner import CaseRunner
+from fault_campaign.shapes import (
     ATTEMPT_BUDGET,
     Shaped,
     _budget_spent,
@@ -26,7 +26,7 @@ from sagactl.campaign.shapes import (
     _reconciled_past_the_key_window,
     shape,
 )
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.campaign.test_campaign_findings import _case
 from tests.campaign.test_overlap import waits_pass_on_the_clock  # noqa: F401 (a fixture)
 

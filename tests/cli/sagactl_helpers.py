@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from local_aws.environment import LocalAws
 from sagactl.cli import main
-from sagactl.local.environment import LocalAws
 from sagactl.paths import PROJECT_ROOT
 
 EXAMPLES = PROJECT_ROOT / "examples"

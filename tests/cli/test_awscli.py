@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.environment import TERMINAL_STATUSES, LocalAws
+from local_aws.environment import TERMINAL_STATUSES, LocalAws
 from sagactl.paths import PROJECT_ROOT
 
 AWS_CLI = Path(sys.executable).parent / "aws"

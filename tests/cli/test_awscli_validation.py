@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from stacks.workflow_policy import PLACEHOLDER
 from tests.cli.test_awscli import AWS_CLI, aws
 from tests.infra.synth import Synthesized

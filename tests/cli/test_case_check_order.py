@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
 
 __all__ = ["saga", "sagactl"]

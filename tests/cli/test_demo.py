@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from local_aws.environment import StackSource
 from sagactl.cli import build_parser
 from sagactl.commands.demo import DEFAULT_SCENARIOS, SCENARIO_KEYS, run_demo
-from sagactl.local.environment import StackSource
 from sagactl.paths import EXAMPLES_DIR
 
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import boto3
 import pytest
 
+from local_aws import clock as clock_module
+from local_aws.emulator import LOCAL_ACCOUNT_ID, sweep_ttl_until
+from local_aws.environment import LocalAws
+from local_aws.invokes import HandlerRequest, add_request_hook, remove_request_hook
+from local_aws.schedules import RuleScheduler
 from sagactl.cli import build_parser
 from sagactl.commands import local_clock as local_clock_command
 from sagactl.commands.local import DEFAULT_TTL_SWEEP_SECONDS
-from sagactl.local import clock as clock_module
-from sagactl.local.emulator import LOCAL_ACCOUNT_ID, sweep_ttl_until
-from sagactl.local.environment import LocalAws
-from sagactl.local.invokes import HandlerRequest, add_request_hook, remove_request_hook
-from sagactl.local.schedules import RuleScheduler
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
 from tests.cli.test_local_up import _free_port, _run_sagactl, _up_fixture_stack, _wait_for
 

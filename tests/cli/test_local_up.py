@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from local_aws.environment import StackSource
+from local_aws.synth import stack_name_of_template
 from sagactl.cli import build_parser, main
-from sagactl.local.environment import StackSource
-from sagactl.local.synth import stack_name_of_template
 from tests.cli.sagactl_helpers import EXAMPLES
 from tests.e2e.local_stack_fixture import TEMPLATE
 from tests.infra.synth import Synthesized

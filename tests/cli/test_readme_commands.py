@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from local_aws.emulator import LOCAL_ACCOUNT_ID
+from local_aws.environment import LocalAws
+from local_aws.schedules import RuleScheduler
 from sagactl.cli import build_parser
-from sagactl.local.emulator import LOCAL_ACCOUNT_ID
-from sagactl.local.environment import LocalAws
-from sagactl.local.schedules import RuleScheduler
 from sagactl.paths import PROJECT_ROOT
 from tests.cli.readme_output import compare, explain
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from local_aws.environment import LocalAws
 from saga.acceptance import accept_new_case
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.models import parse_case
 from sagactl.commands.case_approve import NO_TERMINAL_RULE
 from sagactl.errors import EXIT_USAGE, SigningRefused
-from sagactl.local.environment import LocalAws
 from sagactl.operations.agent_tools import agent_tools
 from sagactl.operations.signing import sign_case
 from sagactl.paths import PROJECT_ROOT

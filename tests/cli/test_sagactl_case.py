@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from local_aws.environment import LocalAws
 from saga.models import approval_digest, parse_case
-from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
 
 __all__ = ["saga", "sagactl"]

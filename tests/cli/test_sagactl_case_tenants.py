@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from sagactl.local.approval_keys import create_local_key, sign_locally
-from sagactl.local.environment import LocalAws
+from local_aws.approval_keys import create_local_key, sign_locally
+from local_aws.environment import LocalAws
 from sagactl.operations.functions import VALIDATE_CASE_HANDLER
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl
 from tests.cli.test_sagactl_case import NEW_CASE

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
 from saga.dynamodb import to_item
 from saga.identity import Operation, action_id_for
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerPolicy
 from sagactl.errors import AlreadyResolved
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
 from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
 from sagactl.views.escalations import ResolveReport

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from local_aws.environment import LocalAws
 from sagactl.cli import build_parser
 from sagactl.errors import EXIT_STATUSES
-from sagactl.local.environment import LocalAws
 from sagactl.paths import PROJECT_ROOT
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl
 
 __all__ = ["saga", "sagactl"]

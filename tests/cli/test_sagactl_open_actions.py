@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
 from saga.identity import Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, LedgerPolicy, Reconciliation
 from saga.models import parse_case
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, get_item, run_example, saga, sagactl
 from tests.e2e.test_saga_paths import load_example
 

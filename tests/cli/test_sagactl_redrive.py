@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from local_aws.environment import LocalAws
 from sagactl.errors import RedriveRefused
-from sagactl.local.environment import LocalAws
 from sagactl.operations.redrive import plan_redrive
 from sagactl.target import local_target
 from sagactl.views.redrive import REDRIVE_WINDOW_SECONDS

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import saga.handlers.reserve_stock as reserve_module
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
+from local_aws.lambda_runtime import handlers_in_process
 from saga.acceptance import Accepted, accept_forward
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
-from sagactl.local.lambda_runtime import handlers_in_process
 from sagactl.operations.escalations import resolve
 from sagactl.target import local_target_from_outputs
 from tests.cli.sagactl_helpers import Sagactl, get_item, saga, sagactl, scan

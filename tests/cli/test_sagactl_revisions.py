@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from local_aws.environment import LocalAws
 from saga.identity import execution_name
 from saga.models import CASE_ID_PATTERN
-from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl, example, executions, saga, sagactl, scan
 from tests.cli.test_awscli import aws_run
 from tests.cli.test_sagactl_case import NEW_CASE

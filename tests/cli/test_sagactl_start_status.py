@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.cli.sagactl_helpers import (
     Sagactl,
     example,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from sagactl.operations.functions import SWEEPER_HANDLER
 from stacks.constructs.tools import TOOL_SPECS
 from tests.cli.sagactl_helpers import Sagactl, run_example, saga, sagactl

@@ -13,7 +13,7 @@ import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 
 Session = Callable[[ClientSession], Awaitable[Any]]
 

@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl
 from tests.e2e.mcp_agent import Session, call, count, follow, server, with_session
 from tests.tools_harness import agent_proposal

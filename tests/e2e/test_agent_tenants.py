@@ -20,12 +20,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import ClientSession, StdioServerParameters
 
+from local_aws.approval_keys import local_key_arn, local_private_key, sign_locally
+from local_aws.environment import LocalAws
 from saga.agent.drafts import draft_case
 from saga.approvals import signed_message
 from saga.dynamodb import from_item
 from saga.identity import sha256_hex
-from sagactl.local.approval_keys import local_key_arn, local_private_key, sign_locally
-from sagactl.local.environment import LocalAws
 from tests import legacy_drafts
 from tests.cli.sagactl_helpers import Sagactl
 from tests.e2e.held_functions import function_held

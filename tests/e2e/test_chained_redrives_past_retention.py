@@ -22,9 +22,9 @@ import pytest
 
 import saga.handlers.issue_refund as issue_refund_module
 import saga.handlers.reserve_stock as reserve_module
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
 from saga.identity import Operation
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
 from tests.e2e.test_no_second_effect import variant
 from tests.e2e.test_saga_paths import Saga
 

@@ -1,6 +1,6 @@
 """A Choice state's own `Assign` applies whatever rule matches, as AWS documents it (moto applied
 it on the Default path only); a matched rule's Assign wins for a variable both assign; every
-Assign reads the variables as they were when the state was entered (sagactl/local/choice_assign.py
+Assign reads the variables as they were when the state was entered (local_aws/choice_assign.py
 cites the sources). The saga's AfterReconcile relied on moto's reading: on AWS every RESUME
 would have recorded the case ESCALATED."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.e2e.test_saga_paths import Saga, load_example
 
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local import jsonata_reference
-from sagactl.local.definition_validation import jsonata_expressions
-from sagactl.local.environment import LocalAws
-from sagactl.local.jsonata_reference import ParseError
+from local_aws import jsonata_reference
+from local_aws.definition_validation import jsonata_expressions
+from local_aws.environment import LocalAws
+from local_aws.jsonata_reference import ParseError
 
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"
 FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
@@ -128,7 +128,7 @@ def test_reprovisioning_reuses_the_verdict_per_definition_hash(
         batches.append(len(expressions))
         return parse(expressions)
 
-    monkeypatch.setattr("sagactl.local.definition_validation.parse_errors", counting)
+    monkeypatch.setattr("local_aws.definition_validation.parse_errors", counting)
     local_aws.reprovision()
     local_aws.reprovision()
     assert batches == []

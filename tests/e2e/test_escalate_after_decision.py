@@ -13,10 +13,10 @@ import pytest
 from moto.sqs.models import SQSBackend
 
 import saga.handlers.issue_refund as refund_module
+from local_aws import event_rules
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
 from saga.errors import ActionSettled
-from sagactl.local import event_rules
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
 from sagactl.operations.escalations import resolve
 from sagactl.target import local_target_from_outputs
 from tests.e2e.held_functions import function_held

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
 from sagactl.operations.escalations import open_escalations, resolve
 from sagactl.target import local_target_from_outputs
 from tests.cli.sagactl_helpers import get_item

@@ -1,5 +1,5 @@
 """Each function's IAM grants equal the AWS calls its code makes: recorded, not hand-listed;
-and AWS would allow each call (key policies and conditions included, evaluated by sagactl.iam).
+and AWS would allow each call (key policies and conditions included, evaluated by offline_iam).
 
 The scenarios below run the saga's paths in the local AWS (the same handlers, the synthesized
 template with the agent gateway on, so AgentToolsFunction is among the functions; the flag
@@ -37,17 +37,17 @@ import pytest
 from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
 from moto.dynamodb.models import DynamoDBBackend
 
+from local_aws.approval_keys import co_sign_locally, sign_locally
+from local_aws.aws_calls import AwsCall, acting_as, recording_aws_calls
+from local_aws.emulator import LocalServer, client_environment
+from local_aws.environment import LocalAws, StackSource
+from local_aws.template import load_template
+from offline_iam.coverage import evaluate_calls
+from offline_iam.stack_policies import provisioned_account, stack_policies
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
-from sagactl.iam.coverage import evaluate_calls
-from sagactl.iam.stack_policies import provisioned_account, stack_policies
-from sagactl.local.approval_keys import co_sign_locally, sign_locally
-from sagactl.local.aws_calls import AwsCall, acting_as, recording_aws_calls
-from sagactl.local.emulator import LocalServer, client_environment
-from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.template import load_template
 from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
 from tests.e2e.held_functions import validate_case_held
@@ -750,7 +750,7 @@ def test_each_function_is_granted_exactly_the_calls_its_code_makes(
 
 
 def denied_calls(local: LocalAws, synth: Synthesized, calls: list[AwsCall]) -> list[str]:
-    """Each function's recorded calls evaluated as IAM would (sagactl.iam: its role's policies,
+    """Each function's recorded calls evaluated as IAM would (offline_iam: its role's policies,
     the approval keys' key policies, conditions): one line per request AWS would deny."""
     provisioned = local.provisioned
     assert provisioned is not None and provisioned.resolver is not None

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from sagactl.local import jsonata_eval
-from sagactl.local.definition_validation import jsonata_expressions
-from sagactl.local.environment import LocalAws
-from sagactl.local.jsonata_eval import JsonataEvaluationError
-from sagactl.local.jsonata_reference import Evaluation, evaluate_all
+from local_aws import jsonata_eval
+from local_aws.definition_validation import jsonata_expressions
+from local_aws.environment import LocalAws
+from local_aws.jsonata_eval import JsonataEvaluationError
+from local_aws.jsonata_reference import Evaluation, evaluate_all
 from tests.e2e.test_saga_paths import EXAMPLES, load_example
 
 # Functions whose result differs between two evaluations of the same text.

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws
+from local_aws.lambda_runtime import SimulatedCrash
 from saga.approval_keys import forget_public_keys
 from saga.cases import CaseRecords
 from saga.identity import Operation, case_action_keys
@@ -18,10 +21,7 @@ from saga.ledger import ActionLedger, LedgerPolicy, Resolution
 from saga.ledger.records import SETTLE_SKEW_SECONDS
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.payments import SandboxPaymentsService
-from sagactl.bench.cases import measure_case
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws
-from sagactl.local.lambda_runtime import SimulatedCrash
+from saga_bench.cases import measure_case
 from stacks.lambda_errors import Death
 from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
 
@@ -182,7 +182,7 @@ def test_the_happy_path_costs_four_states_four_invocations_and_its_index_writes(
     """The issue's goal, as `make bench` measures it: 4 states, 5 billed transitions, 4 Lambda
     invocations, 12 DynamoDB requests (9 the saga's, 3 the sandbox downstreams'), KMS only
     where a container reads a public key first, and what it costs at list prices (arithmetic
-    and assumptions: sagactl/bench/cost.py) with the ledger's open-actions index billed as AWS
+    and assumptions: saga_bench/cost.py) with the ledger's open-actions index billed as AWS
     bills it: $140.72 per million cases for Step Functions, Lambda and DynamoDB, over the
     $140 the four-state issue aimed at (README, "Measured", says what would bring it back)."""
     forget_public_keys()  # every function cold: the first case pays the key reads

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 
 
 def echo_client_context(event: Any, context: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The local Lambda runs invocations as Lambda does (docs/design.md §7, sagactl.local.lambda_pool):
+"""The local Lambda runs invocations as Lambda does (docs/design.md §7, local_aws.lambda_pool):
 concurrently, each in a process of its own that is warm and reused, killed and answered
 `Sandbox.Timedout` past its function's timeout, and throttled past a concurrency limit."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local.environment import LocalAws
-from sagactl.local.lambda_pool import ConcurrencyLimits, TooManyRequests
+from local_aws.environment import LocalAws
+from local_aws.lambda_pool import ConcurrencyLimits, TooManyRequests
 
 HANDLERS = "tests.e2e.worker_handlers"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from sagactl.local import emulator, lambda_runtime
-from sagactl.local.emulator import LocalServer
-from sagactl.local.environment import LocalAws, StackSource, run_local
-from sagactl.local.seed import DEFAULT_SANDBOX_STOCK
+from local_aws import emulator, lambda_runtime
+from local_aws.emulator import LocalServer
+from local_aws.environment import LocalAws, StackSource, run_local
+from local_aws.seed import DEFAULT_SANDBOX_STOCK
 from tests.e2e.local_stack_fixture import TEMPLATE
 
 ACCOUNT = "123456789012"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sagactl.local.environment import LocalAws
+from local_aws.environment import LocalAws
 from tests.cli.test_awscli import aws as aws_json
 from tests.cli.test_awscli import aws_run as aws
 from tests.cli.test_awscli import start_execution

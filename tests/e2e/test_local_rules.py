@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sagactl.local.clock import advance_clock
-from sagactl.local.emulator import LOCAL_ACCOUNT_ID
-from sagactl.local.environment import LocalAws
-from sagactl.local.event_rules import publish
-from sagactl.local.schedules import RuleScheduler
+from local_aws.emulator import LOCAL_ACCOUNT_ID
+from local_aws.environment import LocalAws
+from local_aws.event_rules import publish
+from local_aws.schedules import RuleScheduler
+from sagactl.clock_client import advance_clock
 from tests.cli.test_awscli import aws as aws_json
 from tests.local_clock import local_clock
 from tests.queues import drain as drain_queue

@@ -1,4 +1,4 @@
-"""A request the local AWS answers with a 500 leaves its traceback (sagactl.local.server_errors):
+"""A request the local AWS answers with a 500 leaves its traceback (local_aws.server_errors):
 a client sees only "Internal Server Error", and the local modes silence moto's logger."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local.environment import LocalAws
-from sagactl.local.server_errors import recent_server_errors
+from local_aws.environment import LocalAws
+from local_aws.server_errors import recent_server_errors
 
 
 def test_the_traceback_of_a_request_answered_with_a_500_is_kept_once(

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from local_aws.environment import LocalAws
 from saga import clock as saga_clock
 from saga.identity import Operation, action_id_for, action_key
-from sagactl.local.environment import LocalAws
 from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,8 +25,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from local_aws.environment import LocalAws
 from sagactl.commands.mcp import DEFAULT_HTTP_PORT
-from sagactl.local.environment import LocalAws
 from sagactl.paths import PROJECT_ROOT
 from tests.tools_harness import agent_proposal
 

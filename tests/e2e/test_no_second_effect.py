@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from saga.identity import Operation
-from saga.sandbox.inventory import DEFAULT_STOCK
-from saga.sandbox.payments import SandboxPaymentsService
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.environment import LocalAws, StackSource
-from sagactl.local.lambda_errors import CrashNaming
-from sagactl.local.lambda_runtime import (
+from local_aws.approval_keys import sign_locally
+from local_aws.environment import LocalAws, StackSource
+from local_aws.lambda_errors import CrashNaming
+from local_aws.lambda_runtime import (
     SimulatedCrash,
     crash_errors_named,
     handlers_in_process,
 )
+from saga.identity import Operation
+from saga.sandbox.inventory import DEFAULT_STOCK
+from saga.sandbox.payments import SandboxPaymentsService
 from stacks.lambda_errors import Death
 from tests.e2e.test_saga_paths import HAPPY_PATH, Saga, load_example
 

@@ -2,10 +2,10 @@
 
 Each sagactl flow (docs/design.md §11: which role runs which command) runs in-process against
 the local AWS inside `acting_as(<role>)`, so every AWS call it makes is recorded as that role's
-(sagactl.local.aws_calls). Each call becomes the authorization requests AWS makes for it
-(sagactl.iam.requests: actions, resource ARNs, condition keys such as dynamodb:LeadingKeys and
+(local_aws.aws_calls). Each call becomes the authorization requests AWS makes for it
+(offline_iam.requests: actions, resource ARNs, condition keys such as dynamodb:LeadingKeys and
 kms:SigningAlgorithm) and is evaluated against the synthesized template's policies of that role
-(identity policies, the approval keys' key policies, conditions) by sagactl.iam.evaluate, IAM's
+(identity policies, the approval keys' key policies, conditions) by offline_iam.evaluate, IAM's
 documented evaluation logic. A call AWS would deny fails the test; so does a (role, action,
 resource) that the role's policies allow but no flow used.
 
@@ -26,21 +26,21 @@ from typing import Any
 
 import pytest
 
-from saga.approval_keys import forget_public_keys
-from sagactl.commands.mcp import call_tool
-from sagactl.config import cdk_config
-from sagactl.errors import SagactlError
-from sagactl.iam.coverage import evaluate_calls, unused_grants
-from sagactl.iam.evaluate import Grants, Request, evaluate, statements
-from sagactl.iam.stack_policies import (
+from local_aws.approval_keys import co_sign_locally, sign_locally
+from local_aws.aws_calls import acting_as, recording_aws_calls
+from local_aws.environment import LocalAws
+from offline_iam.coverage import evaluate_calls, unused_grants
+from offline_iam.evaluate import Grants, Request, evaluate, statements
+from offline_iam.stack_policies import (
     RolePolicies,
     StackPolicies,
     provisioned_account,
     stack_policies,
 )
-from sagactl.local.approval_keys import co_sign_locally, sign_locally
-from sagactl.local.aws_calls import acting_as, recording_aws_calls
-from sagactl.local.environment import LocalAws
+from saga.approval_keys import forget_public_keys
+from sagactl.commands.mcp import call_tool
+from sagactl.config import cdk_config
+from sagactl.errors import SagactlError
 from sagactl.operations.agent_tools import agent_tools
 from sagactl.target import aws_target, local_target
 from tests import legacy_drafts

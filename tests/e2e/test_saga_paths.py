@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from local_aws.environment import LocalAws
 from saga.identity import Operation, action_id_for, action_key, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, EffectResult, LedgerPolicy
 from saga.sandbox.faults import cursor_key
-from sagactl.local.environment import LocalAws
-from sagactl.metering import count_dynamodb_requests
+from saga_bench.metering import count_dynamodb_requests
 from stacks.config import SagaConfig
 
 ROOT = Path(__file__).resolve().parents[2]

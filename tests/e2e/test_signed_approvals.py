@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
+from local_aws.approval_keys import sign_locally
+from local_aws.aws_calls import recording_aws_calls
+from local_aws.environment import LocalAws
+from local_aws.lambda_runtime import handlers_in_process
 from saga.approval_keys import forget_public_keys
 from saga.approvals import ApprovalVerifier, VerifiedKey
 from saga.identity import Operation
 from saga.models import approval_digest
-from sagactl.local.approval_keys import sign_locally
-from sagactl.local.aws_calls import recording_aws_calls
-from sagactl.local.environment import LocalAws
-from sagactl.local.lambda_runtime import handlers_in_process
 from tests.e2e.test_saga_paths import Saga, load_example
 
 SKU = "SKU-RED-MUG"

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local.emulator import LOCAL_ACCOUNT_ID
-from sagactl.local.environment import LocalAws
-from sagactl.local.transaction_tokens import (
+from local_aws.emulator import LOCAL_ACCOUNT_ID
+from local_aws.environment import LocalAws
+from local_aws.transaction_tokens import (
     MISMATCH_MESSAGE,
     TOKEN_WINDOW_SECONDS,
     remembered_requests,

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
+from local_aws.approval_keys import co_sign_locally, sign_locally
+from local_aws.aws_calls import recording_aws_calls
+from local_aws.environment import LocalAws
 from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
-from sagactl.local.approval_keys import co_sign_locally, sign_locally
-from sagactl.local.aws_calls import recording_aws_calls
-from sagactl.local.environment import LocalAws
 from tests.cli.sagactl_helpers import Sagactl
 from tests.e2e.mcp_agent import call, count, follow, server, with_session
 from tests.e2e.test_saga_paths import Saga, load_example

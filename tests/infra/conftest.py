@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sagactl.deploy_cost import own_principals_example
+from saga_bench.deploy_cost import own_principals_example
 from stacks.app_factory import CDK_JSON
 from tests.infra.synth import Synthesized, synthesize
 

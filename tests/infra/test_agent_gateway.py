@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from offline_iam.evaluate import Decision, Grants, Principal, Request, evaluate
+from offline_iam.stack_policies import offline_resolver, stack_policies
 from saga.agent.gateway import TARGET_DELIMITER
 from saga.agent.schemas import TOOL_NAMES
-from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
-from sagactl.iam.stack_policies import offline_resolver, stack_policies
 from stacks.config import ConfigError, SagaConfig
 from stacks.constructs.agent_gateway import GATEWAY_NAME
 from tests.infra.synth import Synthesized, synthesize

@@ -2,7 +2,7 @@
 exactly that approver sign, and no principal of the saga itself able to sign or to become an
 approver (docs/design.md §9).
 
-Who may sign is also evaluated, not only read: sagactl.iam (IAM's documented evaluation logic)
+Who may sign is also evaluated, not only read: offline_iam (IAM's documented evaluation logic)
 answers for the approver's role, every other role of the stack, an account administrator with
 `kms:*` on everything, and a role re-created under the approver role's name.
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from offline_iam.evaluate import Decision, Grants, Principal, Request, evaluate
+from offline_iam.stack_policies import offline_resolver, stack_policies
 from saga.approval_keys import approval_key_alias
-from sagactl.deploy_cost import approver_trust_lines
-from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
-from sagactl.iam.stack_policies import offline_resolver, stack_policies
+from saga_bench.deploy_cost import approver_trust_lines
 from stacks.config import ConfigError, SagaConfig
 from stacks.constructs.approvals import KEY_ADMINISTRATION_ACTIONS
 from stacks.saga_stack import PROJECT_ROOT

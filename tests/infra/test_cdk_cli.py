@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from sagactl.iam.evaluate import Grants, Request, evaluate
-from sagactl.iam.stack_policies import StackPolicies, offline_resolver, stack_policies
+from offline_iam.evaluate import Grants, Request, evaluate
+from offline_iam.stack_policies import StackPolicies, offline_resolver, stack_policies
 from sagactl.paths import with_pinned_node
 from tests.infra.synth import Synthesized, synthesize, validation_problems
 from tests.project import run_in_project

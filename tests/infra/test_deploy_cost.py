@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 
-from sagactl.deploy_cost import DEFAULT_OUTPUT, cost_lines, render, scheduled_functions
+from saga_bench.deploy_cost import DEFAULT_OUTPUT, cost_lines, render, scheduled_functions
 from tests.infra.synth import Synthesized
 
 
 def test_the_committed_page_is_the_synthesized_templates(synthesized: Synthesized) -> None:
     expected = render(synthesized.template_json, synthesized.saga.stack.stack_name)
     assert DEFAULT_OUTPUT.read_text(encoding="utf-8") == expected, (
-        "docs/deploy.md is stale: python -m sagactl.deploy_cost --write docs/deploy.md"
+        "docs/deploy.md is stale: python -m saga_bench.deploy_cost --write docs/deploy.md"
     )
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
+from offline_iam.evaluate import Decision, Grants, Principal, Request, evaluate
+from offline_iam.stack_policies import offline_resolver, stack_policies
 from saga.settings import ConfigurationError, ValidateCaseEnvironment
-from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
-from sagactl.iam.stack_policies import offline_resolver, stack_policies
 from stacks.config import ConfigError, SagaConfig
 from tests.infra.conftest import four_eyes_own_principals
 from tests.infra.synth import Synthesized
@@ -359,7 +359,7 @@ EVERYONE_ASSUMES = {"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole"
 def _who_assumes(synth: Synthesized, account: str, candidates: list[str]) -> dict[str, set[str]]:
     """Per candidate principal (allowed sts:AssumeRole on everything by its own policies, with
     MFA): the four-eyes approvers whose approver role IAM lets it assume, evaluated over the
-    synthesized trust policies (sagactl.iam) deployed in `account`."""
+    synthesized trust policies (offline_iam) deployed in `account`."""
     template = synth.template_json
     resolver = offline_resolver(template, synth.saga.stack.stack_name, account_id=account)
     policies = stack_policies(template, resolver)

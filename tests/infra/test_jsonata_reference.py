@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sagactl.local import jsonata_reference
-from sagactl.local.definition_validation import (
+from local_aws import jsonata_reference
+from local_aws.definition_validation import (
     INVALID_JSON_DESCRIPTION,
     INVALID_JSONATA_EXPRESSION,
     MISSING_DESCRIPTION,
@@ -19,7 +19,7 @@ from sagactl.local.definition_validation import (
     jsonata_expressions,
     validate_definition,
 )
-from sagactl.local.jsonata_reference import (
+from local_aws.jsonata_reference import (
     ParseError,
     ReferenceJsonataUnavailable,
     evaluate_all,
@@ -62,7 +62,7 @@ def test_evaluate_all_answers_values_undefined_and_errors() -> None:
 
 
 def test_a_missing_node_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sagactl.local.jsonata_reference.shutil.which", lambda *_, **__: None)
+    monkeypatch.setattr("local_aws.jsonata_reference.shutil.which", lambda *_, **__: None)
     with pytest.raises(ReferenceJsonataUnavailable, match=r"Node\.js is not on PATH"):
         parse_errors(["1"])
 

@@ -6,7 +6,7 @@ under those ids) and the old ids that name no tenant, never another tenant's cas
 name. An approver role stores approvals on drafts and cannot change what anybody signs: its
 UpdateItem is confined to the approval's attributes, in the old drafts' table too, whose key
 names no tenant. Each request here is what the code sends (its condition keys computed by
-sagactl.iam.requests), so an allowed flow and a refused rewrite are told apart by the policy.
+offline_iam.requests), so an allowed flow and a refused rewrite are told apart by the policy.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from local_aws.aws_calls import AwsCall
+from offline_iam.evaluate import Decision, Request, evaluate
+from offline_iam.requests import Account, authorization_requests
+from offline_iam.stack_policies import StackPolicies, offline_resolver, stack_policies
 from saga.agent.drafts import DraftStore
 from saga.identity import agent_case_id, execution_name, legacy_agent_case_id
-from sagactl.iam.evaluate import Decision, Request, evaluate
-from sagactl.iam.requests import Account, authorization_requests
-from sagactl.iam.stack_policies import StackPolicies, offline_resolver, stack_policies
-from sagactl.local.aws_calls import AwsCall
 from tests.infra.synth import Synthesized
 
 ACCOUNT = "123456789012"
@@ -149,7 +149,7 @@ def test_an_approver_role_stores_an_approval_and_cannot_rewrite_a_draft(
     # Reading the whole item back through the UpdateItem is reading, not storing an approval.
     assert decide({**store_approval, "ReturnValues": "ALL_OLD"}) is not Decision.ALLOW
     # So is asking for it when the condition fails, which no condition key governs: the
-    # store never asks (sagactl/iam/dynamodb_context.py counts it as reading every attribute).
+    # store never asks (offline_iam/dynamodb_context.py counts it as reading every attribute).
     assert "ReturnValuesOnConditionCheckFailure" not in store_approval
     on_failure = {**store_approval, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
     assert decide(on_failure) is not Decision.ALLOW

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.definition_validation import (
+from local_aws.definition_validation import (
     INVALID_JSONATA_EXPRESSION,
     jsonata_expressions,
     validate_definition,
 )
-from sagactl.local.jsonata_reference import parse_errors
+from local_aws.jsonata_reference import parse_errors
 from stacks.workflow_policy import iter_states
 from tests.infra.synth import Synthesized
 

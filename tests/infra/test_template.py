@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from local_aws.template import ResolutionContext
 from saga.settings import variable
-from sagactl.local.template import ResolutionContext
 from stacks.config import LAMBDA_INVOKE_ERRORS
 from stacks.constructs.tools import TABLE_VARIABLES, TOOL_SPECS
 from stacks.constructs.workflow import ASL_PATH

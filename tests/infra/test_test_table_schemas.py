@@ -1,7 +1,7 @@
 """The tables the moto-backed tests run on are the tables the stack deploys.
 
 Tests without CloudFormation create their tables from the synthesized template
-(sagactl.local.tables, via tests/tables.py and tests/tools_harness.py). This checks the two
+(local_aws.tables, via tests/tables.py and tests/tools_harness.py). This checks the two
 things that could still let them exercise another schema: a table creator that drops part of
 a definition (compared here with what moto then describes, not with what was asked for), and
 a table of the stack that the test harnesses do not create.
@@ -15,8 +15,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from local_aws.tables import TABLE_TYPES, StackTables
 from saga.settings import TABLES, table_field, variable
-from sagactl.local.tables import TABLE_TYPES, StackTables
 from tests.infra.synth import Synthesized
 from tests.tables import OUTPUT_OF_VARIABLE
 from tests.tools_harness import TABLE_NAMES, create_tables

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_aws.tables import StackTables
 from saga.aws import dynamodb_client
 from saga.ledger import ActionLedger, LedgerPolicy
-from sagactl.local.tables import StackTables
-from sagactl.metering import RequestCounter
+from saga_bench.metering import RequestCounter
 from tests.integration.ledger_harness import (
     CountingDownstream,
     FakeClock,

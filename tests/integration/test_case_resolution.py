@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.acceptance import accept_forward
 from saga.cases import CaseOutcome, OwningExecution
 from saga.errors import ActionSettled
 from saga.identity import case_action_keys
 from saga.ledger import LedgerStatus, Resolution
 from saga.models import Case, approval_digest
-from sagactl.local.tables import StackTables
 from tests.tools_harness import EXECUTION, ToolsEnv, make_case, tools_env
 
 DECIDED = Resolution(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from local_aws.approval_keys import sign_locally
 from saga import clock
 from saga.approvals import format_instant
 from saga.errors import (
@@ -30,7 +31,6 @@ from saga.handlers import (
     reserve_stock,
     validate_case,
 )
-from sagactl.local.approval_keys import sign_locally
 from tests.integration.test_tools_handlers import FakeContext, attempt, env, validated
 from tests.local_clock import local_clock  # noqa: F401  (fixture)
 from tests.tools_harness import BASE_CASE, ToolsEnv, raw_case

@@ -1,5 +1,5 @@
 """DynamoDB's request validation, which the local AWS enforces for every operation the code uses
-(sagactl/local/dynamodb_validation.py; moto checks unused expression values on UpdateItem only).
+(local_aws/dynamodb_validation.py; moto checks unused expression values on UpdateItem only).
 
 Each refused request gets DynamoDB's ValidationException and changes nothing; the well-formed
 request next to it succeeds, so each check refuses exactly the mistake.
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sagactl.local.dynamodb_validation import VALIDATED_OPERATIONS
+from local_aws.dynamodb_validation import VALIDATED_OPERATIONS
 
 TABLE = "validation-test"
 INDEX = "by-owner"

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from local_aws.tables import StackTables
 from saga.errors import InvalidRequest
 from saga.formats import COUNTRY_CODES, CURRENCY_CODES
 from saga.models import Case, parse_case, with_approval_digest
@@ -20,7 +21,6 @@ from saga.ports import DownstreamRejected
 from saga.sandbox.carrier import SandboxCarrierService
 from saga.sandbox.faults import FaultInjector
 from saga.sandbox.payments import SandboxPaymentsService
-from sagactl.local.tables import StackTables
 from tests.tables import SandboxTables
 from tests.tools_harness import raw_case
 

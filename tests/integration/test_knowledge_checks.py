@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import BudgetExhausted, OutcomeUnknown
 from saga.ledger import LedgerStatus
 from saga.models import Case
-from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
+from local_aws.ttl import delete_expired_items
 from saga.cases import OwningExecution
 from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import Operation, action_request
@@ -16,8 +18,6 @@ from saga.ports import DownstreamConflict
 from saga.ports.payments import RefundRequest
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import reconcile_refund
-from sagactl.local.tables import StackTables
-from sagactl.local.ttl import delete_expired_items
 from tests.tools_harness import EXECUTION, Delivery, make_case, tools_env
 
 

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from moto import mock_aws
 
+from local_aws.tables import StackTables
 from saga.aws import dynamodb_client
 from saga.errors import (
     ActionPending,
@@ -56,7 +57,6 @@ from saga.ledger import (
     Reconciliation,
     Undeterminable,
 )
-from sagactl.local.tables import StackTables
 from tests.integration.ledger_harness import (
     CountingDownstream,
     FakeClock,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from local_aws.tables import StackTables
 from saga.ledger import ActionLedger, Attempt
-from sagactl.bench.ledger import measure_paths
-from sagactl.local.tables import StackTables
-from sagactl.metering import RequestCounter
+from saga_bench.ledger import measure_paths
+from saga_bench.metering import RequestCounter
 from tests.integration.ledger_harness import CountingDownstream, refund_request
 
 

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from local_aws.clock import LocalClock
+from local_aws.tables import StackTables
+from local_aws.transaction_tokens import TOKEN_WINDOW_SECONDS
 from saga.errors import (
     ActionPending,
     KeyConflict,
@@ -21,10 +24,7 @@ from saga.errors import (
 )
 from saga.identity import Operation, action_id_for, request_digest
 from saga.ledger import Absent, ActionLedger, ActionRequest, Attempt, LedgerStatus
-from sagactl.local.clock import LocalClock
-from sagactl.local.tables import StackTables
-from sagactl.local.transaction_tokens import TOKEN_WINDOW_SECONDS
-from sagactl.metering import RequestCounter
+from saga_bench.metering import RequestCounter
 from tests.integration.ledger_harness import FakeClock, lose_responses
 
 INVENTORY = "inventory-test"

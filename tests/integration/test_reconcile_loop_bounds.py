@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import OutcomeUnknown, OutOfStock
 from saga.ledger import LedgerStatus
 from saga.models import Case, ReconcileResult
 from saga.sandbox.faults import NoFaults
-from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 BUDGET = 4

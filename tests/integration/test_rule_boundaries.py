@@ -2,7 +2,7 @@
 a review planted small mutants at them (`<` for `<=`, the lease or the margin left out) and the
 whole suite still passed. Each test here fails when its rule is relaxed or shifted; the mutants
 `reattempt-window-edge`, `reattempt-window-lease`, `retention-margin` and
-`old-execution-fresh-claim` (sagactl/campaign/mutants.py) are how that was shown.
+`old-execution-fresh-claim` (fault_campaign/mutants.py) are how that was shown.
 
 - the reconcile tool answers RETRY for a refund "not found" only while a re-attempt would land
   inside the provider's key retention (docs/design.md §3.6, §3.8);
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga import clock as saga_clock
 from saga.errors import OutcomeUnknown
 from saga.identity import Operation, action_request
@@ -27,7 +28,6 @@ from saga.ledger import Attempt
 from saga.models import Case, parse_case
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import issue_refund, reconcile_refund
-from sagactl.local.tables import StackTables
 from tests.local_clock import local_clock
 from tests.tools_harness import EXECUTION, Delivery, ToolsEnv, make_case, raw_case, tools_env
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import OutcomeUnknown
 from saga.identity import Operation, action_request
 from saga.inventory import InventoryTables
@@ -22,7 +23,6 @@ from saga.sandbox.payment_provider import SandboxPaymentProvider
 from saga.tools.reconcile import reconcile_action
 from saga.tools.refund import reconcile_refund
 from saga.tools.release import release_reservation
-from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 QUANTITY = 4

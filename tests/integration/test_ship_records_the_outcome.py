@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
+from local_aws.tables import StackTables
 from saga.cases import OwningExecution
 from saga.errors import CaseRecordRefused, OutcomeUnknown
 from saga.identity import Operation, case_action_keys
@@ -17,8 +18,7 @@ from saga.ledger import LedgerStatus, Resolution
 from saga.ledger.store import LedgerStore
 from saga.models import Case, approval_digest
 from saga.ports.carrier import Carrier, ShipmentReceipt, ShipmentRequest
-from sagactl.local.tables import StackTables
-from sagactl.metering import count_dynamodb_requests
+from saga_bench.metering import count_dynamodb_requests
 from tests.tools_harness import ToolsEnv, make_case, tools_env
 
 DECIDED = Resolution(by="ops@acme", decision="refund only", at="2026-12-02T10:00:00Z")

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_aws.aws_calls import acting_as, recording_aws_calls
 from saga.errors import TransientError
 from saga.settings import ConfigurationError
 from saga.tools import wiring
-from sagactl.local.aws_calls import acting_as, recording_aws_calls
 
 REGION = "us-east-1"
 KEY = "rk_test_51RecordedRestrictedKey"

@@ -1,4 +1,4 @@
-"""The Stripe API key's grants, evaluated offline (sagactl.iam) against the calls the code makes.
+"""The Stripe API key's grants, evaluated offline (offline_iam) against the calls the code makes.
 
 The stack is synthesized with `payments=stripe`, a secret given by name and a customer-managed
 KMS key. In moto, that key encrypts that secret (and a second secret whose name starts the same
@@ -24,12 +24,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_aws.aws_calls import acting_as, recording_aws_calls
+from offline_iam.coverage import evaluate_calls, unused_grants
+from offline_iam.evaluate import Request, evaluate
+from offline_iam.requests import Account
+from offline_iam.stack_policies import StackPolicies, offline_resolver, stack_policies
 from saga.tools import wiring
-from sagactl.iam.coverage import evaluate_calls, unused_grants
-from sagactl.iam.evaluate import Request, evaluate
-from sagactl.iam.requests import Account
-from sagactl.iam.stack_policies import StackPolicies, offline_resolver, stack_policies
-from sagactl.local.aws_calls import acting_as, recording_aws_calls
 from tests.infra.conftest import four_eyes_own_principals
 from tests.infra.synth import Synthesized, synthesize
 

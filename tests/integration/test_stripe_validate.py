@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.cases import OwningExecution
 from saga.errors import InvalidRequest
 from saga.models import Case, ValidateResult
 from saga.settings import ValidateCaseEnvironment, parse_tenants
 from saga.tools.validate import validate_case
 from saga.tools.wiring import Runtime
-from sagactl.local.tables import StackTables
 from tests.tools_harness import TENANTS_JSON, ToolsEnv, raw_case, tools_env
 
 TENANTS = parse_tenants(TENANTS_JSON)

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import OutcomeUnknown, TransientError
 from saga.tools.refund import reconcile_refund
-from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 

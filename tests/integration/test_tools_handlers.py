@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import (
     ApprovalMismatch,
     AuthorizationDenied,
@@ -26,7 +27,6 @@ from saga.handlers import (
     validate_case,
 )
 from saga.settings import ConfigurationError
-from sagactl.local.tables import StackTables
 from tests.tools_harness import ToolsEnv, raw_case, tools_env
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.cases import OwningExecution
 from saga.errors import (
     ActionSettled,
@@ -23,7 +24,6 @@ from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.models import AttemptInfo, OutcomePayload
 from saga.sandbox.inventory import SandboxInventory
 from saga.tools.outcome import record_outcome
-from sagactl.local.tables import StackTables
 from tests.tools_harness import ListFaults, ToolsEnv, make_case, tools_env
 
 

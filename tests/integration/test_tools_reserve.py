@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import KeyConflict, OutcomeUnknown, OutOfStock, TransientError
 from saga.identity import Operation
 from saga.ledger import Absent, Found, LedgerStatus, Undeterminable
 from saga.models import Case
 from saga.sandbox.inventory import SandboxInventory
 from saga.tools.reserve import reconcile_reserve, reserve_stock
-from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ListFaults, ToolsEnv, make_case, tools_env
 
 KEY = "acme#reserve#case-0001.reserve"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from local_aws.tables import StackTables
 from saga.cases import OwningExecution
 from saga.errors import (
     DUPLICATE_OF_EXECUTION,
@@ -21,7 +22,6 @@ from saga.errors import (
 from saga.models import ValidateResult
 from saga.settings import parse_tenants
 from saga.tools.validate import validate_case
-from sagactl.local.tables import StackTables
 from tests.tools_harness import TENANTS_JSON, ToolsEnv, raw_case, tools_env
 
 TENANTS = parse_tenants(TENANTS_JSON)

@@ -9,13 +9,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_aws.tables import StackTables
 from saga.agent.drafts import DraftStore
 from saga.agent.tools import AgentTools
 from saga.approval_keys import KmsPublicKeys, forget_public_keys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client
 from saga.cases import CaseRecords
-from sagactl.local.tables import StackTables
 from tests.tools_harness import (
     APPROVAL_KEYS_JSON,
     TABLE_NAMES,

@@ -10,11 +10,11 @@ from typing import Any
 import boto3
 import pytest
 
+from local_aws.approval_keys import co_sign_locally, sign_locally
 from saga.agent.drafts import DraftConflict, draft_case
 from saga.agent.tools import AgentTools, ErrorCode, ToolError
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
-from sagactl.local.approval_keys import co_sign_locally, sign_locally
 from tests.tools_harness import APPROVAL_KEYS_JSON, THRESHOLDS, agent_proposal
 
 CONTROLLER, CFO = "controller@hooli", "cfo@hooli"

@@ -15,12 +15,12 @@ import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from moto import mock_aws
 
+from local_aws.tables import StackTables
 from saga.agent.gateway import gateway_schema
 from saga.agent.schemas import input_schema
 from saga.approval_keys import forget_public_keys
 from saga.handlers.agent_tools import handler as agent_tools_handler
 from saga.identity import agent_case_id
-from sagactl.local.tables import StackTables
 from tests.tools_harness import APPROVAL_KEYS_JSON, TABLE_NAMES, create_approval_keys, create_tables
 from tests.unit.test_agent_tools import PROPOSAL
 

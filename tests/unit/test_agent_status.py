@@ -2,7 +2,7 @@
 tested at the rule's edge (issue 24, item 5): an execution that SUCCEEDED tells nothing by
 itself (a case record still IN_PROGRESS or COMPENSATION_PENDING is no completed case), and the
 record alone, once Step Functions forgot the execution, decides the same way. The mutants
-`replacement-completed-closed` and `replacement-completed-recorded` (sagactl/campaign/mutants.py)
+`replacement-completed-closed` and `replacement-completed-recorded` (fault_campaign/mutants.py)
 relax each answer by one outcome; these tests kill them."""
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from local_aws.approval_keys import sign_locally
 from saga.agent.drafts import DraftStore, draft_case
 from saga.agent.tools import AgentTools, ErrorCode
 from saga.dynamodb import to_item
@@ -25,7 +26,6 @@ from saga.identity import (
     legacy_agent_case_id,
 )
 from saga.models import CASE_ID_PATTERN, TENANT_ID_PATTERN, parse_case
-from sagactl.local.approval_keys import sign_locally
 from tests import legacy_drafts
 from tests.tools_harness import TABLE_NAMES, agent_proposal, raw_case
 from tests.unit.test_agent_tools import PROPOSAL, approve, executions, refused

@@ -13,6 +13,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from jsonschema import Draft202012Validator
 
+from local_aws.approval_keys import create_local_key, local_key_arn, sign_locally
 from saga.agent.drafts import DraftConflict, DraftStore, draft_case
 from saga.agent.owned import started_input
 from saga.agent.schemas import TOOL_NAMES, input_schema, tool_definitions
@@ -21,7 +22,6 @@ from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.dynamodb import to_item
 from saga.identity import agent_case_id
-from sagactl.local.approval_keys import create_local_key, local_key_arn, sign_locally
 from tests.tools_harness import (
     APPROVAL_KEYS_JSON,
     agent_proposal,

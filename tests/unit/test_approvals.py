@@ -1,6 +1,6 @@
 """saga.approvals: which signatures the tools accept, which they refuse and with what error.
 
-Signatures are made here with the local keys (sagactl.local.approval_keys, what moto's KMS signs
+Signatures are made here with the local keys (local_aws.approval_keys, what moto's KMS signs
 with in the local AWS); public keys come from an in-memory source that counts its reads."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from local_aws.approval_keys import local_key_arn, local_public_key_der, sign_locally
 from saga.acceptance import accept_finishing, accept_forward, accept_new_case
 from saga.approval_keys import (
     ApproverKeys,
@@ -24,7 +25,6 @@ from saga.approval_keys import (
 from saga.approvals import ApprovalVerifier, CaseApprovals, signed_message
 from saga.errors import ActionSettled, ApprovalInvalid, AuthorizationDenied
 from saga.models import parse_case
-from sagactl.local.approval_keys import local_key_arn, local_public_key_der, sign_locally
 from tests.tools_harness import BASE_CASE
 
 SUPERVISOR, MANAGER, OPS = "supervisor@acme", "manager@acme", "ops@globex"

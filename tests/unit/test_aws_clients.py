@@ -10,8 +10,8 @@ from botocore.config import Config
 
 import saga.aws
 from saga.aws import downstream_dynamodb_client, dynamodb_client, kms_client
+from saga_build.trim_models import TRIMMED, expected_files
 from sagactl.paths import PROJECT_ROOT
-from sagactl.trim_models import TRIMMED, expected_files
 
 
 def test_clients_are_made_once_per_configuration_and_endpoint(
@@ -113,14 +113,14 @@ def test_each_trimmed_model_has_every_operation_the_lambda_code_calls(
                     called.add(all_operations[node.func.attr])
     kept = set(kept_operations)
     assert called, f"no {service} call found: the scan is broken"
-    assert called <= kept, f"add {sorted(called - kept)} to sagactl/trim_models.py"
+    assert called <= kept, f"add {sorted(called - kept)} to saga_build/trim_models.py"
     assert {xform_name(op) for op in kept} <= set(all_operations)
 
 
 def test_the_trimmed_models_are_current() -> None:
-    """`python -m sagactl.trim_models` rewrites them from the installed botocore."""
+    """`python -m saga_build.trim_models` rewrites them from the installed botocore."""
     for path, content in expected_files().items():
-        assert path.read_text(encoding="utf-8") == content, f"{path}: run sagactl.trim_models"
+        assert path.read_text(encoding="utf-8") == content, f"{path}: run saga_build.trim_models"
 
 
 def test_a_package_without_the_trimmed_data_uses_botocores_own(

@@ -1,5 +1,5 @@
 """What a handler's cold start imports, counted (never timed) in a fresh interpreter each, the
-way `make bench` measures it (sagactl/bench/coldstart.py)."""
+way `make bench` measures it (saga_bench/coldstart.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sagactl.bench.coldstart import (
+from saga_bench.coldstart import (
     BARE,
     HANDLERS,
     LAMBDAS_DIR,
@@ -25,7 +25,7 @@ from sagactl.bench.coldstart import (
     function_environments,
     run_cold_start,
 )
-from sagactl.bench.deployed import deployed_layout
+from saga_bench.deployed import deployed_layout
 
 # What the bare boto3 handler imports is the baseline; a handler's import plus its first
 # clients adds pydantic (and its models), Powertools' Logger and Metrics, and the saga package:
@@ -153,7 +153,7 @@ def test_the_collector_pauses_for_a_lambda_cold_start_and_resumes_at_the_first_i
 def test_the_deployed_layout_imports_the_handler_from_its_own_code_and_layer(
     bytecode: bool, bare_dir: Path, functions: dict[str, Function]
 ) -> None:
-    """sagactl/bench/deployed.py: the handler and the layer's packages come from the layout
+    """saga_bench/deployed.py: the handler and the layer's packages come from the layout
     (no bytecode found beside them, or bytecode as the assets ship it), nothing is written."""
     with deployed_layout(bytecode=bytecode) as code:
         run = run_cold_start("issue_refund", bare_dir, functions["issue_refund"], code)

@@ -1,4 +1,4 @@
-"""How the local runtime names a function that died (sagactl/local/lambda_errors.py): today's
+"""How the local runtime names a function that died (local_aws/lambda_errors.py): today's
 names by default, Lambda.Unknown (no error type) when asked, by `sagactl local up
 --crash-errors` or $SAGA_LOCAL_CRASH_ERRORS; every name it can give is one the definition
 routes (stacks/lambda_errors.py)."""
@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-import sagactl.local.emulator
-from sagactl.cli import build_parser
-from sagactl.commands.local import command_up
-from sagactl.commands.local_common import LocalCommandError
-from sagactl.local.lambda_errors import CRASH_ERRORS_ENV, CrashNaming, crash_payload
-from sagactl.local.lambda_runtime import (
+import local_aws.emulator
+from local_aws.lambda_errors import CRASH_ERRORS_ENV, CrashNaming, crash_payload
+from local_aws.lambda_runtime import (
     configure_runtime,
     crash_errors_named,
     current_runtime,
     restore_runtime,
 )
+from sagactl.cli import build_parser
+from sagactl.commands.local import command_up
+from sagactl.commands.local_common import LocalCommandError
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, Death
 
 
@@ -92,7 +92,7 @@ def test_local_up_passes_crash_errors_and_lambda_concurrency_to_the_local_aws(
         def start(self) -> None:
             raise OSError(98, "in use")  # stop before anything is served
 
-    monkeypatch.setattr(sagactl.local.emulator, "LocalServer", Server)
+    monkeypatch.setattr(local_aws.emulator, "LocalServer", Server)
     parse = build_parser().parse_args
     args: argparse.Namespace = parse(
         ["local", "--state-dir", str(tmp_path), "up", "--crash-errors", "lambda-unknown"]
@@ -128,7 +128,7 @@ def test_local_up_refuses_a_bad_environment_variable_in_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, variable: str, message: str
 ) -> None:
     started: list[bool] = []
-    monkeypatch.setattr(sagactl.local.emulator, "LocalServer", lambda *a, **k: started.append(True))
+    monkeypatch.setattr(local_aws.emulator, "LocalServer", lambda *a, **k: started.append(True))
     monkeypatch.setenv(variable, "bad")
     args = build_parser().parse_args(["local", "--state-dir", str(tmp_path), "up"])
     with pytest.raises(LocalCommandError, match=message):

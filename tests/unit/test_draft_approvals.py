@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from local_aws.approval_keys import sign_locally
 from saga.agent.drafts import DraftConflict, draft_case
 from saga.agent.tools import AgentTools
-from sagactl.local.approval_keys import sign_locally
 from tests.tools_harness import agent_proposal
 
 SECOND = {"approved_by": "cfo@acme", "signature": "c2Vjb25k", "signed_at": "2026-12-01T10:00:00Z"}

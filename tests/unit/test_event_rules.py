@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.event_rules import (
+from local_aws.event_rules import (
     MISSING,
     json_path_value,
     render_input_transformer,
     render_target_input,
 )
-from sagactl.local.redrive_state import CLIENT_TOKEN_MEMORY, CLIENT_TOKEN_SECONDS, RedriveRecord
-from sagactl.local.schedules import rate_seconds
+from local_aws.redrive_state import CLIENT_TOKEN_MEMORY, CLIENT_TOKEN_SECONDS, RedriveRecord
+from local_aws.schedules import rate_seconds
 
 RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/r"
 CAUSE = '{"errorType":"TransientError","errorMessage":"inventory said \\"no\\"\\n"}'

@@ -1,7 +1,7 @@
 """Four eyes (saga.four_eyes, saga.acceptance): above its tenant's threshold a refund needs the
 signatures of two distinct approvers over the same digest; every tool counts them the same way.
 
-Signatures are the local keys' (sagactl.local.approval_keys); public keys come from an in-memory
+Signatures are the local keys' (local_aws.approval_keys); public keys come from an in-memory
 KMS that counts its reads."""
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_aws.approval_keys import (
+    co_sign_locally,
+    local_key_arn,
+    local_public_key_der,
+    sign_locally,
+)
 from saga.acceptance import accept_finishing, accept_forward, accept_new_case
 from saga.approval_keys import ApproverKeys, KmsPublicKeys, PublicKey, forget_public_keys
 from saga.approvals import ApprovalVerifier, CaseApprovals, signed_message
@@ -31,12 +37,6 @@ from saga.four_eyes import (
     with_signature,
 )
 from saga.models import parse_case
-from sagactl.local.approval_keys import (
-    co_sign_locally,
-    local_key_arn,
-    local_public_key_der,
-    sign_locally,
-)
 from tests.tools_harness import BASE_CASE
 
 CONTROLLER, CFO, OPS = "controller@hooli", "cfo@hooli", "ops@globex"

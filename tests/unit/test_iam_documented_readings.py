@@ -1,4 +1,4 @@
-"""sagactl.iam: three rules of IAM's evaluation the AWS review found the offline evaluator read
+"""offline_iam: three rules of IAM's evaluation the AWS review found the offline evaluator read
 too loosely, each with the sentence it follows; where the docs leave a case open the evaluator
 takes the reading that denies (narrow for an Allow's Resource, broad for a Deny's)."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sagactl.iam.conditions import UnsupportedPolicy, conditions_match
-from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate, resource_match
+from offline_iam.conditions import UnsupportedPolicy, conditions_match
+from offline_iam.evaluate import Decision, Grants, Principal, Request, evaluate, resource_match
 
 ACCOUNT = "123456789012"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/operator"

@@ -1,11 +1,11 @@
 """DynamoDB's request-dependent condition keys as the offline IAM check computes them
-(sagactl.iam.dynamodb_context): what a policy on dynamodb:Attributes / ReturnValues decides on."""
+(offline_iam.dynamodb_context): what a policy on dynamodb:Attributes / ReturnValues decides on."""
 
 from __future__ import annotations
 
 import pytest
 
-from sagactl.iam.dynamodb_context import (
+from offline_iam.dynamodb_context import (
     EVERY_ATTRIBUTE,
     UnmappedExpression,
     request_context,

@@ -1,4 +1,4 @@
-"""sagactl.iam: IAM's documented evaluation logic, one rule per test (sources in its modules).
+"""offline_iam: IAM's documented evaluation logic, one rule per test (sources in its modules).
 
 Each case is the behaviour the IAM User Guide or the KMS Developer Guide states, so that the
 offline checks of the stack's roles (tests/e2e/test_people_allowed.py,
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sagactl.iam.conditions import UnsupportedPolicy, arn_match, conditions_match
-from sagactl.iam.evaluate import Decision, Grants, Principal, Request, evaluate
+from offline_iam.conditions import UnsupportedPolicy, arn_match, conditions_match
+from offline_iam.evaluate import Decision, Grants, Principal, Request, evaluate
 
 ACCOUNT = "123456789012"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/approver"

@@ -1,4 +1,4 @@
-"""The offline IAM check's request mapping (sagactl.iam.requests) for a transaction: DynamoDB
+"""The offline IAM check's request mapping (offline_iam.requests) for a transaction: DynamoDB
 authorizes each item of a TransactWriteItems on its own, by the item's own action on its own
 table, with its own condition keys (docs/design.md §11). A mapping that looked at the first item
 only would pass a transaction whose later item the role may not write; before this test only the
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagactl.iam.coverage import evaluate_calls
-from sagactl.iam.evaluate import Grants, Principal, Request
-from sagactl.iam.requests import Account, authorization_requests
-from sagactl.local.aws_calls import AwsCall
+from local_aws.aws_calls import AwsCall
+from offline_iam.coverage import evaluate_calls
+from offline_iam.evaluate import Grants, Principal, Request
+from offline_iam.requests import Account, authorization_requests
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 from importlib.metadata import distribution
 
+from saga_build.trim_models import MODELS_DIR
 from sagactl.paths import PROJECT_ROOT
-from sagactl.trim_models import MODELS_DIR
 from stacks.function_code import LAMBDAS_DIR, asset_files
 
 # SHA-256 of https://www.apache.org/licenses/LICENSE-2.0.txt, the full text with its appendix.

@@ -10,19 +10,18 @@ from typing import Any
 
 import pytest
 
-from sagactl.local import clock as clock_module
-from sagactl.local.clock import (
+from local_aws import clock as clock_module
+from local_aws.clock import ClockEndpoint, LocalClock
+from local_aws.shared_clock import SharedOffset
+from sagactl.clock_client import (
     ADVANCE_PATH,
     CLOCK_PATH,
     MAX_ADVANCE_SECONDS,
-    ClockEndpoint,
     ClockReading,
     ClockUnavailable,
-    LocalClock,
     advance_clock,
     read_clock,
 )
-from sagactl.local.shared_clock import SharedOffset
 
 
 class RealTime:

@@ -10,7 +10,7 @@ import os
 import threading
 import urllib.request
 
-from sagactl.local.lambda_runtime import applied_environment
+from local_aws.lambda_runtime import applied_environment
 
 
 def test_threads_may_list_the_environment_while_invokes_apply_and_restore_it() -> None:

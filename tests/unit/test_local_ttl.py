@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from moto.dynamodb.models.dynamo_type import DynamoType
 
-from sagactl.local.transaction_tokens import canonical_request
-from sagactl.local.ttl import MAX_PAST_SECONDS, ttl_expired
+from local_aws.transaction_tokens import canonical_request
+from local_aws.ttl import MAX_PAST_SECONDS, ttl_expired
 
 NOW = 1_800_000_000.25
 

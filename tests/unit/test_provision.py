@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.seed import seed_inventory
-from sagactl.local.synth import SynthError, find_stack
-from sagactl.local.template import (
+from local_aws.seed import seed_inventory
+from local_aws.synth import SynthError, find_stack
+from local_aws.template import (
     PhysicalResource,
     ResolutionContext,
     TemplateError,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sagactl.local import emulator, lambda_runtime
-from sagactl.local.jsonata_eval import (
+from local_aws import emulator, lambda_runtime
+from local_aws.jsonata_eval import (
     JsonataEvaluationError,
     evaluate,
     install_jsonata_evaluator,
@@ -210,7 +210,7 @@ def test_retry_sleeps_are_scaled(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
     slept: list[float] = []
-    monkeypatch.setattr("sagactl.local.emulator.time.sleep", slept.append)
+    monkeypatch.setattr("local_aws.emulator.time.sleep", slept.append)
     previous = emulator.retry_time_scale()
     try:
         emulator.set_retry_time_scale(0.25)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sagactl.local.redrive_state import NOT_REDRIVABLE, REDRIVABLE, redrive_status
+from local_aws.redrive_state import NOT_REDRIVABLE, REDRIVABLE, redrive_status
 
 NOW = datetime.datetime(2026, 11, 30, 16, 0, tzinfo=datetime.UTC)
 

@@ -1,4 +1,4 @@
-"""DynamoDB request units as AWS bills them (sagactl/local/request_units.py), on moto's tables:
+"""DynamoDB request units as AWS bills them (local_aws/request_units.py), on moto's tables:
 the item-size rules with AWS's own examples, and each kind of request the code makes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from sagactl.local.request_units import (
+from local_aws.request_units import (
     attribute_size,
     item_size,
     metering_request_units,

@@ -96,7 +96,7 @@ def test_validate_cases_stripe_rules_import_no_sdk() -> None:
     import subprocess
     import sys
 
-    from sagactl.bench.coldstart import LAMBDAS_DIR
+    from saga_bench.coldstart import LAMBDAS_DIR
 
     probe = (
         "import sys\nimport saga.providers.stripe_rules\n"

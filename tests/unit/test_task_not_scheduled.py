@@ -1,5 +1,5 @@
 """A Task whose wait ended (timed out, its execution stopped) before it was scheduled is not
-scheduled (sagactl.local.task_timeouts). moto prunes every evaluation in an ended frame, so its
+scheduled (local_aws.task_timeouts). moto prunes every evaluation in an ended frame, so its
 TimeoutSeconds was never pushed and TaskScheduled took the state input off the stack as
 `timeoutInSeconds`: GetExecutionHistory then failed with a 500 (`int()` of a dict in moto's
 serializer), and the Lambda was invoked all the same. Driven on moto's interpreter objects
@@ -21,7 +21,7 @@ from moto.stepfunctions.parser.asl.eval.evaluation_details import AWSExecutionDe
 from moto.stepfunctions.parser.asl.eval.event.event_manager import EventHistoryContext
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-from sagactl.local.task_timeouts import TaskNotScheduled, install_task_timeouts
+from local_aws.task_timeouts import TaskNotScheduled, install_task_timeouts
 
 ACCOUNT = "123456789012"
 FUNCTION_ARN = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:tool"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from local_aws.tables import StackTables
 from saga.errors import (
     OutcomeUnknown,
     RefundRejected,
@@ -29,7 +30,6 @@ from saga.ports.carrier import ShipmentReceipt, ShipmentRequest
 from saga.ports.payments import RefundReceipt, RefundRequest
 from saga.tools.refund import reconcile_refund
 from saga.tools.ship import reconcile_shipment
-from sagactl.local.tables import StackTables
 from tests.tools_harness import Delivery, ToolsEnv, make_case, tools_env
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sagactl import validate_aws
+from saga_build import validate_aws
 from tests.infra.synth import Synthesized
 
 
