@@ -71,7 +71,7 @@ local-up: venv
 	$(BIN)/sagactl local up$(if $(PORT), --port $(PORT))
 
 bench: venv
-	$(BIN)/python -m sagactl.bench
+	$(BIN)/python -m saga_bench
 
 # Before `cdk deploy`: AWS's own ValidateStateMachineDefinition on the synthesized definition
 # (DefinitionSubstitutions applied as CloudFormation will) with YOUR credentials, then cfn-lint.
@@ -80,10 +80,10 @@ bench: venv
 # checks a template you synthesized; REGION=eu-west-1 validates there (default: your AWS
 # configuration's region).
 validate-aws: venv
-	$(BIN)/python -m sagactl.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE)) $(if $(REGION),--region $(REGION)) \
+	$(BIN)/python -m saga_build.validate_aws $(if $(TEMPLATE),--template $(TEMPLATE)) $(if $(REGION),--region $(REGION)) \
 		$(if $(STAGE),--stage $(STAGE)) $(if $(OUTDIR),--outdir $(OUTDIR))
 
-# The fault campaign (issue 14, sagactl/campaign): N random cases from SEED through the real state
+# The fault campaign (issue 14, fault_campaign/): N random cases from SEED through the real state
 # machine in SHARDS processes, each with its own local AWS. Resumable: the same command continues a
 # stopped run (.campaign/seed-SEED-nN). The report and its chart go in that directory; only
 # REPORT=docs/campaign.md rewrites the committed evidence (docs/campaign.md, docs/campaign.png).
@@ -92,20 +92,20 @@ SEED ?= 1
 SHARDS ?= 3
 REPORT ?= .campaign/seed-$(SEED)-n$(N)/campaign.md
 campaign: venv
-	$(BIN)/python -m sagactl.campaign run --seed $(SEED) --cases $(N) --shards $(SHARDS) \
+	$(BIN)/python -m fault_campaign run --seed $(SEED) --cases $(N) --shards $(SHARDS) \
 		--report $(REPORT) --command "make campaign N=$(N) SEED=$(SEED) SHARDS=$(SHARDS)$(if \
 		$(filter command line,$(origin REPORT)), REPORT=$(REPORT))"
 
 # One case of a campaign again, alone in a fresh local account: make campaign-replay SEED=1 CASE=42
 campaign-replay: venv
-	$(BIN)/python -m sagactl.campaign replay --seed $(SEED) --case $(CASE)
+	$(BIN)/python -m fault_campaign replay --seed $(SEED) --case $(CASE)
 
-# Each plausible bug of sagactl/campaign/mutants.py in a scratch copy, against the suite and,
+# Each plausible bug of fault_campaign/mutants.py in a scratch copy, against the suite and,
 # on its own, the campaign slice of `make test`: docs/mutants.md has a column for each (all must
 # be killed). Long: hours for all of them (a killed mutant stops at its first failure).
 # MUTANTS="budget stock-condition" runs some (the others keep their earlier results).
 mutate: venv
-	$(BIN)/python -m sagactl.campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out docs/mutants.json \
+	$(BIN)/python -m fault_campaign mutate $(foreach m,$(MUTANTS),--only $(m)) --out docs/mutants.json \
 		--table docs/mutants.md
 
 clean:

@@ -13,5 +13,5 @@ AWS, with faults at every boundary, invariants checked over everything that happ
 - `report`: docs/campaign.md and its chart;
 - `mutants`, `mutate`: plausible bugs in the safety rules, applied one at a time to a copy.
 
-`python -m sagactl.campaign --help` (or `make campaign`) runs it.
+`python -m fault_campaign --help` (or `make campaign`) runs it.
 """

@@ -1,4 +1,4 @@
-"""python -m sagactl.campaign {run,shard,replay,report,mutate} (see `make campaign`)."""
+"""python -m fault_campaign {run,shard,replay,report,mutate} (see `make campaign`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
 
     directory = args.dir or DEFAULT_DIR / f"seed-{args.seed}-n{args.cases}"
     config = _config(args)
-    command = " ".join(["python -m sagactl.campaign", *sys.argv[1:]])
+    command = " ".join(["python -m fault_campaign", *sys.argv[1:]])
     status = orchestrate.run(directory, config, fail_fast=args.fail_fast)
     if args.report:
         from fault_campaign import report
@@ -95,7 +95,7 @@ def _mutate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sagactl.campaign", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fault_campaign", description=__doc__)
     commands = parser.add_subparsers(dest="command_name", required=True)
 
     run = commands.add_parser("run", help="run a campaign in shards (resumable)")

@@ -2,7 +2,7 @@
 
 For every reason: the case record and the escalation message say what the execution output
 says; the output's confirmed effects are exactly the forward actions the ledger recorded
-COMPLETED; the reason is honest for the case's plan (sagactl.campaign.honesty); no step after
+COMPLETED; the reason is honest for the case's plan (fault_campaign.honesty); no step after
 the one that escalated left an effect. Then per reason: what the ledger must hold for the step,
 and whether the reservation was compensated (released by the case's own release, the stock
 back) or the release was blocked where blocking is honest.

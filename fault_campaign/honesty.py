@@ -365,7 +365,7 @@ def render() -> str:
 
 
 BEGIN = (
-    "<!-- allowances: begin (generated from sagactl/campaign/honesty.py; a test keeps it equal) -->"
+    "<!-- allowances: begin (generated from fault_campaign/honesty.py; a test keeps it equal) -->"
 )
 END = "<!-- allowances: end -->"
 

@@ -1,6 +1,6 @@
 """The invariants, checked after every case (on every snapshot) and over every account.
 docs/invariants.md is their reader's page: per terminal outcome what must hold, and which
-fault makes each allowed alternative honest (sagactl.campaign.honesty).
+fault makes each allowed alternative honest (fault_campaign.honesty).
 
 Per snapshot here (docs/design.md §3-§5, §8):
 - at most one refund, one shipment, one reservation;
@@ -17,11 +17,11 @@ Per snapshot here (docs/design.md §3-§5, §8):
 - effects carry exactly the approved parameters (amount, currency, address text, SKU, quantity);
 - attempts and re-attempt rounds never exceed the stack's AttemptBudget; another request's
   record under the case's key, a resubmission with other parameters, and an action past its
-  budget: sagactl/campaign/key_checks.py;
+  budget: fault_campaign/key_checks.py;
 - the reconcile tool answers RETRY for the refund only while a re-attempt lands inside the
   payment provider's key retention, counted from the refund's first possible dispatch.
-Per execution and per outcome: sagactl/campaign/outcomes.py and escalated.py; a person's work
-(resolutions, redrive attempts, sweeps, time): sagactl/campaign/operator_checks.py.
+Per execution and per outcome: fault_campaign/outcomes.py and escalated.py; a person's work
+(resolutions, redrive attempts, sweeps, time): fault_campaign/operator_checks.py.
 Per account: stock conserved (initial - held reservations = available, never negative), every
 effect belongs to a case of the account, at most one per case.
 """
@@ -315,7 +315,7 @@ class CaseChecker:
     def _leases(self) -> None:
         """A lease outlives the attempt that holds it (§3.2): no delivery wrote over a record
         another delivery held while that one still ran, before its function timeout (what the
-        overlap nemesis saw: sagactl.campaign.overlap)."""
+        overlap nemesis saw: fault_campaign.overlap)."""
         overwritten = [f for f in self.run.fired if f.startswith(LIVE_OWNER_OVERWRITTEN)]
         self.checks.check(
             "lease_outlives_attempt",

@@ -107,7 +107,7 @@ class KeyChecker:
                 continue
             kind = classify(execution)
             # Stopped in the validation by a retried error (a planned fault on it: judged with
-            # the other stopped executions, sagactl.campaign.outcomes), it decided nothing.
+            # the other stopped executions, fault_campaign.outcomes), it decided nothing.
             undecided = kind == "FAILED_RESUMABLE" and stopped_at_validation(execution)
             digest = (snap.case_record or {}).get("digest")
             self.checks.check(

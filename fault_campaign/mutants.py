@@ -3,7 +3,7 @@
 `make mutate` applies them one at a time to a scratch copy of the tree and runs the fast suite
 and a campaign slice against it: every mutant must be killed by one of them. A mutant whose old
 text does not occur exactly once in its file is refused, loudly: code moved, and the list must
-be refreshed (`python -m sagactl.campaign mutate --check` lists what no longer applies).
+be refreshed (`python -m fault_campaign mutate --check` lists what no longer applies).
 """
 
 from __future__ import annotations

@@ -444,7 +444,7 @@ def _refused(mutants: list[Mutant]) -> list[str]:
 def _write_table(path: str, table: str) -> None:
     Path(path).write_text(
         "# Mutants: which check kills which bug\n\nWritten by `make mutate` "
-        "(sagactl/campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
+        "(fault_campaign/mutants.py). Each mutant is one plausible bug in a safety rule, "
         "applied alone to a scratch copy; the suite is `pytest -x` over every test but the "
         "campaign slice (the tests written for the mutant's rule first, the rest only if they "
         "pass), the campaign slice is the fixed-seed slice "
@@ -502,7 +502,7 @@ def main(args: argparse.Namespace) -> int:
     refused = _refused(mutants)
     if refused:
         print(
-            "mutate: these mutants no longer apply (refresh sagactl/campaign/mutants.py):",
+            "mutate: these mutants no longer apply (refresh fault_campaign/mutants.py):",
             file=sys.stderr,
         )
         for line in refused:

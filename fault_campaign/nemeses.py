@@ -5,7 +5,7 @@ Each is a dict in a case plan (`kind` + parameters), armed for one case at a tim
 - `crash` {effect, nth, answer, jump}: the tool dies right after its downstream call committed
   the effect (a TransactWriteItems that puts a refund or a shipment, updates a reservation to
   released, or puts a reservation), before it records anything: the local AWS answers that
-  request with a die directive (sagactl.local.invokes), the handler dies there in its worker
+  request with a die directive (local_aws.invokes), the handler dies there in its worker
   process, and with answer `exited` or `timed_out` (stacks.lambda_errors.Death) the local
   Lambda runtime answers as Lambda answers a process that crashed or ran out of time
   (Runtime.ExitError / Sandbox.Timedout, or Lambda.Unknown in a local AWS started with

@@ -14,17 +14,17 @@ redrive; `end`: after everything else) and what they do, in order:
 - `late`: the last delivery of each forward task and of the release arrives again, straight to
   its function (a task Step Functions timed out whose function still ran, a stray retry); after
   a resolution, the last delivery of the outcome's recording (RecordOutcome, Escalate) too;
-- `release`: a delivery the overlap nemesis still holds goes on (sagactl.campaign.overlap); in a
+- `release`: a delivery the overlap nemesis still holds goes on (fault_campaign.overlap); in a
   plan with this step, the person's earlier steps run while it waits (its lease may run out
   meanwhile: a resolution then settles its action, and its outcome lands after the decision,
   §3.10's backstop).
 
 Each step is recorded (`run.operator`) with what the operator's tools answered, and followed by a
-snapshot; the invariants (sagactl.campaign.operator_checks) judge them. The operator acts after
+snapshot; the invariants (fault_campaign.operator_checks) judge them. The operator acts after
 the faults of the case are over (its nemeses disarmed): what is tested is the person's decision
 and time, not one more fault on top. One more step comes from the overlap nemesis, not from the
 plan's `operator`: `resolve:in-flight`, a resolution while the case's execution is stopped and a
-delivery holds one of its actions (sagactl.campaign.overlap), with no snapshot of its own.
+delivery holds one of its actions (fault_campaign.overlap), with no snapshot of its own.
 """
 
 from __future__ import annotations

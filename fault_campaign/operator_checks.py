@@ -1,5 +1,5 @@
 """What must hold of a person's work (docs/design.md §3.7, §3.10, §5 item 6, §6): the operator
-nemesis's steps (sagactl.campaign.operator), judged against the snapshot each one left.
+nemesis's steps (fault_campaign.operator), judged against the snapshot each one left.
 
 - a resolution is taken only for an open case (ESCALATED, or its execution stopped with work
   left), refused otherwise (a live lease: `ActionInFlight`); it settles every action of the case
@@ -17,7 +17,7 @@ nemesis's steps (sagactl.campaign.operator), judged against the snapshot each on
 - an open action stays reported until settled: every sweep lists each open, unsettled action
   of the case whose lease ended more than the grace before it, and none that is settled or
   closed. (That nothing open disappears, across a jump past the retention too, is checked on
-  every snapshot: sagactl.campaign.invariants.)
+  every snapshot: fault_campaign.invariants.)
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class OperatorChecker:
 
     def _resolve_in_flight(self, event: Mapping[str, Any]) -> None:
         """The case's execution stopped while a delivery held one of its actions, its lease
-        live on the settling clock (§3.10's rule, skew included: sagactl.campaign.overlap): the
+        live on the settling clock (§3.10's rule, skew included: fault_campaign.overlap): the
         decision is refused with ActionInFlight and nothing is resolved. Settling it would let
         the delivery act on a resolved case (its dispatch, or its outcome, after the decision).
         Then the delivery completes: its effect and record are judged with every snapshot."""

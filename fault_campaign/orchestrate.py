@@ -68,7 +68,7 @@ def shard_environment(time_scale: float) -> dict[str, str]:
 
 def template_of(directory: Path) -> Path:
     """The stack synthesized once per run (python app.py with the campaign's context,
-    sagactl.campaign.approval.campaign_context), shared by every shard."""
+    fault_campaign.approval.campaign_context), shared by every shard."""
     from fault_campaign.approval import campaign_context
     from local_aws.synth import synthesize
 

@@ -1,11 +1,11 @@
 """The outcome invariants of a case's executions (docs/invariants.md lists them all): each ends
 in a class of the closed list, agreeing with the case record, the ledger, the effects, the
 stock and the escalation queue; every class other than COMPLETED is honest only where the
-case's plan holds a fault that makes it so (sagactl.campaign.honesty); at most one execution
+case's plan holds a fault that makes it so (fault_campaign.honesty); at most one execution
 runs forward; a clean case completes, a valid one is never rejected, one generated invalid
 always is. ESCALATED cases are
-judged in sagactl/campaign/escalated.py, what follows a person's decision in
-sagactl/campaign/operator_checks.py.
+judged in fault_campaign/escalated.py, what follows a person's decision in
+fault_campaign/operator_checks.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The overlap nemesis: two deliveries of one action in flight at once (docs/design.md §3.2-§3.4).
 
 A case plan's `{"kind": "overlap", "how", "step", "at"}` acts on the requests the step's tools
-send to the local AWS (its request hooks, sagactl.local.invokes), whose Lambda runs each
+send to the local AWS (its request hooks, local_aws.invokes), whose Lambda runs each
 invocation in a process of its own, concurrently. The step's first delivery A stops at the
 ledger boundary `at`: its claim, its downstream dispatch, or its outcome write (ReserveStock has
 one boundary: its transaction is all three). Its request waits in the local AWS, as a request
@@ -19,8 +19,8 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   `resolve` (A waits at its dispatch or its outcome write: it holds the action), a person
   resolves the stopped case in between, through the operator's code path: the decision must be
   refused while A's lease is live (§3.10, `ActionInFlight`); what the tool answered is recorded
-  with the operator's steps (`resolve:in-flight`, sagactl.campaign.operator_checks). At
-  `reconcile` (a shape's, sagactl.campaign.shapes), A is ReconcileStep's delivery for the step,
+  with the operator's steps (`resolve:in-flight`, fault_campaign.operator_checks). At
+  `reconcile` (a shape's, fault_campaign.shapes), A is ReconcileStep's delivery for the step,
   stopped at its first request: reconciliation holds no lease, so the stopped case is open and
   the person's decision is taken; the redriven delivery B then meets it (§3.10).
 - `stale`: A's dispatch is applied but its answer is lost (so A writes UNKNOWN), and that
@@ -28,9 +28,9 @@ delayed on the network, or a process stalled just before it sends, would; then, 
   action's record after the lease ran out (reconciliation settling it). The write must find the
   record no longer A's to write (§3.3: owner = this delivery, status IN_PROGRESS). With
   `until: "released"`, a write no other delivery releases waits for the person: the operator's
-  steps run while it is held, and its `release` step lets it go on (sagactl.campaign.operator).
+  steps run while it is held, and its `release` step lets it go on (fault_campaign.operator).
 
-- `delayed` (a shape's, sagactl.campaign.shapes; at `dispatch`): A's dispatch is sent, then
+- `delayed` (a shape's, fault_campaign.shapes; at `dispatch`): A's dispatch is sent, then
   delayed on the network past A's lease while its task times out; it lands at the instant
   another delivery's dispatch of the same action applied (the takeover after A's lease ran out
   looked the action up, found nothing in flight visible, and re-attempted). What is dispatched
@@ -47,7 +47,7 @@ its task's timeout; its lease must outlive that (§3.2, "a lease outlives the at
 it"). The nemesis watches for the contrary: another delivery's ledger write on A's record as
 seen IN_PROGRESS under A's claim, while A still runs and before its function timeout: a lease
 that ran out under a live owner. It is labelled `overlap:live-owner-overwritten:STEP` among the
-case's fired labels and judged by sagactl.campaign.invariants (`lease_outlives_attempt`).
+case's fired labels and judged by fault_campaign.invariants (`lease_outlives_attempt`).
 The meter (`OverlapMeter`) counts, per step, the deliveries of the case that were in flight at
 the same time as another delivery of the same action: what the campaign report shows.
 """
@@ -96,7 +96,7 @@ DELAYED = "delayed"  # a shape's form (module doc)
 RESOLVE_IN_FLIGHT = "resolve:in-flight"  # the operator's step a `resolve` abort records
 LIVE_OWNER_OVERWRITTEN = "overlap:live-owner-overwritten"  # what the nemesis saw (module doc)
 # A person's decision while the case is stopped: given the event so far, records what the
-# operator's tool answered (sagactl.campaign.runner).
+# operator's tool answered (fault_campaign.runner).
 Person = Callable[[dict[str, Any]], None]
 BOUNDARIES = ("claim", "dispatch", "outcome")
 AT_RECONCILIATION = "reconcile"  # an abort's: A is the step's reconciliation (module doc)
@@ -226,7 +226,7 @@ class Scenario:
     nemesis: dict[str, Any]
     case_id: str
     tables: Mapping[str, str]
-    fired: list[str]  # the case's fired labels (sagactl.campaign.nemeses.Armed.fired)
+    fired: list[str]  # the case's fired labels (fault_campaign.nemeses.Armed.fired)
     nemeses: list[dict[str, Any]]  # the case's nemeses: the lost answer joins them
     person: Person | None = None  # who resolves the stopped case (`resolve`)
     first: str | None = None  # A's request id
@@ -404,7 +404,7 @@ class Scenario:
             self.fired.append(f"overlap:unreleased:{self.step}")
 
     def _lost_answer(self) -> dict[str, Any]:
-        """A's dispatch is applied and answered with an error (sagactl.campaign.nemeses)."""
+        """A's dispatch is applied and answered with an error (fault_campaign.nemeses)."""
         return {
             "kind": "dynamodb",
             "table": EFFECT_TABLES[self.step],
@@ -671,7 +671,7 @@ def report_lines(summary: Mapping[str, Any]) -> list[str]:
         "process of its own, concurrently): a delivery counts when another delivery of the same "
         "action was in flight at some moment of its own; the step's tool and ReconcileStep's "
         f"reconciliation of it are deliveries of one action. {summary['total']} deliveries, "
-        f"{summary['fired']} overlap nemeses fired (sagactl/campaign/overlap.py).",
+        f"{summary['fired']} overlap nemeses fired (fault_campaign/overlap.py).",
         "",
         "| step | deliveries that overlapped another | cases |",
         "|---|---|---|",

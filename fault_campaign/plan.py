@@ -3,18 +3,18 @@
 - `case`: the execution input (approved, with `sandbox.faults`: the fault plan over every
   downstream, docs/design.md §8);
 - `expect_rejection`: the error ValidateCase must answer (a case generated invalid), else None;
-- `invalid`: which way a case generated invalid is invalid (sagactl.campaign.generator's
+- `invalid`: which way a case generated invalid is invalid (fault_campaign.generator's
   INVALID_KINDS: `digest`, `impostor`, `expired`, ...), else None;
 - `four_eyes`: how a case above its tenant's four-eyes threshold was signed (`two` distinct
   approvers, `once`, `twice` by one, `forged`: a co-signature changed, `two-names`: one signer
   as two approvers, one key material under two names), else None;
 - `twin_of`: the index of a case with equal parameters that runs just before this one;
-- `nemeses`: faults the sandbox cannot give (sagactl.campaign.nemeses), each a dict with `kind`;
+- `nemeses`: faults the sandbox cannot give (fault_campaign.nemeses), each a dict with `kind`;
 - `duplicate`: another execution of the case (`concurrent`, `later` after a jump, `same_name`,
   or `changed`: a resubmission with other parameters), or None;
 - `redrives`: what happens while the owning execution ends FAILED: per round a clock jump (at
   most 14 days after the close) and whether the cause is removed first;
-- `operator`: a person at work (sagactl.campaign.operator): `at` (`closed`: on the first close,
+- `operator`: a person at work (fault_campaign.operator): `at` (`closed`: on the first close,
   before any redrive; `end`: after everything else) and `steps` in order (`sweep`, `jump` by
   `jump_days`, `resolve`, `redrive:sagactl`, `redrive:plain`, `late`, `release`), or None.
 """

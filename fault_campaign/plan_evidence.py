@@ -1,4 +1,4 @@
-"""What a case's plan holds, as the honesty table (sagactl.campaign.honesty) asks it: the
+"""What a case's plan holds, as the honesty table (fault_campaign.honesty) asks it: the
 evidence an alternative is judged against, and predicates over it (a sandbox fault on the
 step's downstream, a crash on its effect, an invoke error on its tool, a DynamoDB fault on its
 tables, the stock before the case, the clock's jumps, a record's state where the design names
@@ -88,7 +88,7 @@ def invoke(tool: str | None = None, error: str | None = None) -> Callable[[Evide
 
 
 def overlap(how: str) -> Callable[[Evidence], bool]:
-    """The overlap nemesis in its form `how` at the step (sagactl.campaign.overlap)."""
+    """The overlap nemesis in its form `how` at the step (fault_campaign.overlap)."""
 
     def present(evidence: Evidence) -> bool:
         return any(

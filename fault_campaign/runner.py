@@ -14,7 +14,7 @@ The order of events for a plan:
 A planned `foreign_record` nemesis writes its ledger record before step 1 (the step's key used
 before with other parameters); a planned `legacy_retention` gives the step's record, if it is
 open at the first close, the retention the release before the open-record rule (§3.7) wrote.
-The operator (sagactl.campaign.operator) acts at the first close (before 3; a case it resolves
+The operator (fault_campaign.operator) acts at the first close (before 3; a case it resolves
 is not redriven by the runner) or after 4, each of its steps followed by a snapshot.
 """
 
@@ -54,7 +54,7 @@ class CaseRun:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)  # what happened at run time (for the report)
-    overlaps: dict[str, int] = field(default_factory=dict)  # per step (sagactl.campaign.overlap)
+    overlaps: dict[str, int] = field(default_factory=dict)  # per step (fault_campaign.overlap)
 
     @property
     def final(self) -> Snapshot:

@@ -197,7 +197,7 @@ def _reconciled_past_the_key_window(faults: dict[str, list[str]]) -> Shaped:
 def _delayed_release() -> dict[str, Any]:
     """A rejection, then a release whose transaction is delayed on the network past its
     delivery's lease: the next delivery takes the release over, finds the reservation HELD and
-    releases it, and only then the first transaction lands (sagactl.campaign.overlap,
+    releases it, and only then the first transaction lands (fault_campaign.overlap,
     `delayed`). The stock must come back once (§5.1)."""
     return {"kind": "overlap", "how": "delayed", "step": "release", "at": "dispatch"}
 

@@ -57,13 +57,13 @@ class CampaignConfig:
 
 def replay_command(plan: CasePlan, *, block_size: int) -> str:
     return (
-        f".venv/bin/python -m sagactl.campaign replay --seed {plan.seed} --case {plan.index} "
+        f".venv/bin/python -m fault_campaign replay --seed {plan.seed} --case {plan.index} "
         f"--block-size {block_size}"
     )
 
 
 def replay_plan_command(plan: CasePlan) -> str:
-    return f".venv/bin/python -m sagactl.campaign replay --plan-json {shlex.quote(plan.dumps())}"
+    return f".venv/bin/python -m fault_campaign replay --plan-json {shlex.quote(plan.dumps())}"
 
 
 def case_result(run: CaseRun, budget: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Public API:
 - `install_dynamodb_atomicity()`, `install_hooks()`: the emulator hooks, also for `mock_aws`.
 - `seed_inventory()`: sandbox stock.
 
-The names load on first use: a Lambda worker process (sagactl.local.lambda_worker) imports this
+The names load on first use: a Lambda worker process (local_aws.lambda_worker) imports this
 package without paying for moto.
 """
 

@@ -5,7 +5,7 @@ caller is that function) or inside `acting_as(role)` (a person's flow: a sagactl
 the role its job uses, docs/design.md §11). Everything else (the tests' own set-up, the
 executor, moto) is not recorded. botocore's one entry point for API calls is wrapped, so
 clients made and cached before recording started are seen too. A handler in a worker process
-sends each call to the server before making it (sagactl.local.lambda_worker), which records it
+sends each call to the server before making it (local_aws.lambda_worker), which records it
 here (`record_worker_call`).
 """
 

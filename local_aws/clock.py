@@ -7,10 +7,10 @@ redrive window), so everything in the local AWS that reads "now" reads ONE clock
 
 - `saga.clock.now()` (every `now` of the Lambda code), once `install_local_clock()` ran;
 - moto's Step Functions execution start/stop dates, history timestamps and `$$.State.EnteredTime`;
-- DynamoDB TTL deletion (sagactl/local/ttl.py) and the ClientRequestToken window
-  (sagactl/local/transaction_tokens.py);
+- DynamoDB TTL deletion (local_aws/ttl.py) and the ClientRequestToken window
+  (local_aws/transaction_tokens.py);
 - the Lambda worker processes, through the offset the clock shares with them (`shared_path`,
-  sagactl/local/shared_clock.py): every move is seen there at once.
+  local_aws/shared_clock.py): every move is seen there at once.
 
 Only `advance` moves it, and only forward. Retry sleeps, task timeouts and Lambda deadlines stay
 real (scaled) time: the clock jumps, it does not run faster. What listens to `on_advance` (TTL

@@ -5,7 +5,7 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_jsonata_evaluator()`: JSONata via jsonata-python;
 - `install_inprocess_lambda()`: Lambda invokes run the project's handlers: in worker processes,
   concurrently, in a local server; in this process, one at a time, in `mock_aws`
-  (sagactl.local.lambda_runtime);
+  (local_aws.lambda_runtime);
 - `install_dynamodb_atomicity()`: one lock around each DynamoDB request, as DynamoDB makes each
   single-item write (and each transaction) atomic; moto does not serialise concurrent requests;
 - `set_retry_time_scale()`: ASL Retry intervals really sleep; tests may scale them down;
@@ -14,24 +14,24 @@ Hooks (each idempotent, each usable alone, e.g. in in-process `mock_aws` tests):
 - `install_choice_state_assign()`: a Choice state's own Assign applies whatever rule matches;
 - `install_lambda_unknown_mapping()`: an answer without an error type is Lambda.Unknown, as on
   AWS (a function that died answers its own error type unless the server is started with
-  `crash_errors=CrashNaming.LAMBDA_UNKNOWN`: sagactl.local.lambda_errors);
-- `install_local_clock()`: one movable clock (sagactl/local/clock.py) for the Lambda code and
+  `crash_errors=CrashNaming.LAMBDA_UNKNOWN`: local_aws.lambda_errors);
+- `install_local_clock()`: one movable clock (local_aws/clock.py) for the Lambda code and
   moto's Step Functions timestamps;
 - `install_ttl_deletion()`: TTL-expired items are deleted when the clock is advanced
   (`delete_expired_items_now()` sweeps on demand);
 - `install_transaction_tokens()`: DynamoDB's ClientRequestToken contract for TransactWriteItems.
 - `install_dynamodb_validation()`: DynamoDB's request validation for the operations the code
-  uses (unused expression values and names, keys, enums...: sagactl.local.dynamodb_validation);
+  uses (unused expression values and names, keys, enums...: local_aws.dynamodb_validation);
 - `install_execution_name_validation()`: StartExecution refuses names Step Functions refuses;
-- `install_redrive()`: RedriveExecution, as Step Functions does it (sagactl.local.redrive);
+- `install_redrive()`: RedriveExecution, as Step Functions does it (local_aws.redrive);
 - `install_execution_events()`: execution status changes reach the stack's EventBridge rules
-  (sagactl.local.event_rules). Scheduled rules fire only in a server started with
-  `run_schedules=True` (sagactl.local.schedules).
+  (local_aws.event_rules). Scheduled rules fire only in a server started with
+  `run_schedules=True` (local_aws.schedules).
 - `install_get_public_key_arn()`: GetPublicKey answers the key's ARN, as KMS does;
 - `install_speedups()`: moto's per-request module listing and per-execution definition parse,
-  done once (sagactl.local.speedups).
+  done once (local_aws.speedups).
 - `install_task_timeouts()`: a Task's timeout can be fired on demand (`time_out_task`: a
-  delivery that hangs past it, without waiting for it: sagactl.local.task_timeouts).
+  delivery that hangs past it, without waiting for it: local_aws.task_timeouts).
 """
 
 from __future__ import annotations
@@ -288,9 +288,9 @@ class LocalServer:
     `mock_aws` resets also clear it: call `reset()` and re-provision after such use.
     `run_schedules` fires the scheduled EventBridge rules (off by default: a test's queue
     should hold only what the test caused). `crash_errors` names a function that died (default:
-    $SAGA_LOCAL_CRASH_ERRORS, else current names: sagactl.local.lambda_errors). Handlers run in
+    $SAGA_LOCAL_CRASH_ERRORS, else current names: local_aws.lambda_errors). Handlers run in
     worker processes, concurrently, within `lambda_concurrency` invocations in flight (default:
-    $SAGA_LOCAL_LAMBDA_CONCURRENCY, else 10: sagactl.local.lambda_pool); `lambda_workers=False`
+    $SAGA_LOCAL_LAMBDA_CONCURRENCY, else 10: local_aws.lambda_pool); `lambda_workers=False`
     runs them in this process, one at a time.
     """
 

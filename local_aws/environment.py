@@ -2,7 +2,7 @@
 
 Used by `sagactl local up`, by `make demo` and by the test fixtures (in-process, one server per
 test session; `reprovision()` gives each test a fresh account cheaply, its clock back at real
-time). `clock.advance(seconds)` moves the local AWS's one clock (sagactl/local/clock.py).
+time). `clock.advance(seconds)` moves the local AWS's one clock (local_aws/clock.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 On AWS, Step Functions puts an "Step Functions Execution Status Change" event on the default bus
 whenever an execution starts (RUNNING) and when it ends (SUCCEEDED, FAILED, TIMED_OUT, ABORTED);
 the rules of the stack (provisioned from the template into moto's EventBridge, see
-sagactl.local.provision) match it and deliver it to their targets. moto does neither: it emits
+local_aws.provision) match it and deliver it to their targets. moto does neither: it emits
 no such event, and its input transformer pastes values into the template unescaped. Here:
 
 - `install_execution_events()` makes moto's interpreter publish those events;
@@ -270,7 +270,7 @@ def publish(event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> int:
     delivered = 0
     for rule in list(event_bus.rules.values()):
         if rule.state != "ENABLED" or not rule.event_pattern.get_pattern():
-            continue  # disabled, or a schedule (sagactl.local.schedules)
+            continue  # disabled, or a schedule (local_aws.schedules)
         if not rule.event_pattern.matches_event(dict(event)):  # type: ignore[arg-type]
             continue
         for target in list(rule.targets):

@@ -4,7 +4,7 @@ Every Invoke the local Lambda serves is an `Invocation` while it runs: `current_
 in the thread serving the Invoke, `find_invocation(request_id)` anywhere; listeners hear when
 one starts and ends (the fault campaign counts the deliveries that overlapped in time).
 
-A handler's requests to the local AWS carry its invocation's id (sagactl.local.lambda_context).
+A handler's requests to the local AWS carry its invocation's id (local_aws.lambda_context).
 `HandlerRequests`, in front of moto's routing, gives each such request to the registered hooks
 before it is served (a hook may hold it, or move the clock) and after (a hook may answer that
 the handler dies right after it: the answer carries a die directive). Requests without the id

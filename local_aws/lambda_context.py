@@ -1,7 +1,7 @@
 """What a handler sees of the Lambda Python runtime, and how its answer is shaped.
 
 Shared by the two ways the local AWS runs a handler: a worker process per concurrent invocation
-(sagactl.local.lambda_worker, the default of a local server) and a call in the server's own
+(local_aws.lambda_worker, the default of a local server) and a call in the server's own
 process (`mock_aws` tests, `handlers_in_process`). It imports nothing heavy (no moto), so a
 worker's cold start pays only for the handler's own imports.
 

@@ -108,7 +108,7 @@ class WorkerGone(Exception):
 
 
 class Worker:
-    """One execution environment: a `sagactl.local.lambda_worker` process."""
+    """One execution environment: a `local_aws.lambda_worker` process."""
 
     def __init__(self, spec: EnvironmentSpec, clock_path: str) -> None:
         self.spec = spec

@@ -4,12 +4,12 @@ moto calls `LambdaFunction._invoke_lambda(event)` and expects `(payload, errored
 errored payload `{"errorType", "errorMessage", "stackTrace"}` becomes the Lambda FunctionError
 whose `errorType` the Step Functions interpreter uses as the error name, exactly as the Python
 Lambda runtime reports a raised exception (class name). Invoke's ClientContext reaches the
-handler as `context.client_context` (sagactl.local.client_context), which moto drops.
+handler as `context.client_context` (local_aws.client_context), which moto drops.
 
 Two ways to run a handler (docs/design.md §7):
 - in worker processes (`RuntimeSettings.workers`, the default of a local server: `sagactl local
   up`, the test fixtures, the campaign): invocations run concurrently, each in a warm
-  environment of its own (sagactl.local.lambda_pool), within the concurrency limits, killed and
+  environment of its own (local_aws.lambda_pool), within the concurrency limits, killed and
   answered `Sandbox.Timedout` past the function's timeout;
 - in this process, one at a time (`mock_aws` tests, whose state a worker could not reach, and
   `handlers_in_process()` for a test that patches handler code).
@@ -450,7 +450,7 @@ def _with_client_context(invoke: Callable[..., Any]) -> Callable[..., Any]:
     """moto's `LambdaFunction.invoke(body, request_headers, response_headers)`, with the
     request's ClientContext for the handler: refused as Lambda refuses it when it is not
     base64-encoded JSON, and given to synchronous invocations only. The invocation is
-    registered here, around every wrapper of `_invoke_lambda` (sagactl.local.invokes)."""
+    registered here, around every wrapper of `_invoke_lambda` (local_aws.invokes)."""
 
     @functools.wraps(invoke)
     def invoke_with_context(self: Any, body: Any, request_headers: Any, response: Any) -> Any:

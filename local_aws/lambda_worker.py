@@ -1,6 +1,6 @@
 """One Lambda execution environment of the local AWS: a process for one function configuration.
 
-The local AWS (sagactl.local.lambda_pool) starts it with the function's environment, sends it
+The local AWS (local_aws.lambda_pool) starts it with the function's environment, sends it
 the function (its init: the handler is imported once, with that environment, as Lambda's init
 phase does), then one invocation at a time over a socket, until it closes the socket. Like a
 Lambda container it is warm and reused, and it runs one invocation at a time; concurrent

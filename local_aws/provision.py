@@ -4,9 +4,9 @@
 resources
 are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (their code runs
 in-process, moto only holds a dummy zip), Step Functions state machines and EventBridge rules
-with their targets (moto stores them; sagactl.local.event_rules and sagactl.local.schedules make
+with their targets (moto stores them; local_aws.event_rules and local_aws.schedules make
 them fire), KMS keys (an approver's signing key gets its local, deterministic identity:
-sagactl.local.approval_keys) and their aliases. Every other resource type is skipped (logged at
+local_aws.approval_keys) and their aliases. Every other resource type is skipped (logged at
 debug level); references to it resolve to placeholder ARNs (a role's carry a RoleId too).
 """
 
@@ -337,7 +337,7 @@ class _Provisioner:
                     type=machine_type,
                 )["stateMachineArn"]
             except self.sfn.exceptions.InvalidDefinition as exc:
-                # Refused as AWS would refuse it (sagactl/local/definition_validation.py).
+                # Refused as AWS would refuse it (local_aws/definition_validation.py).
                 message = exc.response["Error"]["Message"]
                 raise TemplateError(f"state machine {logical_id}: {message}") from exc
             if arn != physical.ref:

@@ -2,7 +2,7 @@
 date, the clientTokens answered), its `redriveStatus` and reason, and DescribeExecution's fields.
 
 Times are read from `saga.clock.now()`: the one clock of the local AWS process, which the
-emulator may move. sagactl.local.redrive makes moto's interpreter redrive.
+emulator may move. local_aws.redrive makes moto's interpreter redrive.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 //   stdout: {"version": "<jsonata version>", "results": [...]} (one result per expression)
 // parse:    null, or {"code", "message", "position", "token"} of the parse error
 // evaluate: {"value": <json>}, {"undefined": true}, or {"error": {"code", "message"}}
-// $uuid and $hash are registered as sagactl/local/jsonata_eval.py registers them.
+// $uuid and $hash are registered as local_aws/jsonata_eval.py registers them.
 'use strict';
 
 const crypto = require('crypto');

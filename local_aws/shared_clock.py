@@ -1,4 +1,4 @@
-"""The local clock's offset shared with the Lambda worker processes (sagactl/local/clock.py).
+"""The local clock's offset shared with the Lambda worker processes (local_aws/clock.py).
 
 The server's `LOCAL_CLOCK` writes its offset into a small memory-mapped file every time it moves;
 each worker maps the same file and reads it on every `saga.clock.now()`, so a handler in a

@@ -1,7 +1,7 @@
 """The DynamoDB tables of a synthesized template, created in any DynamoDB client.
 
 The one table creator for every place that needs the stack's tables without CloudFormation: the
-local AWS provisions them (sagactl.local.provision), and the moto-backed tests and the ledger
+local AWS provisions them (local_aws.provision), and the moto-backed tests and the ledger
 benchmark create them under names of their own in moto's in-process `mock_aws`. What DynamoDB
 itself enforces is created as the template declares it: key schema, attribute definitions,
 indexes, streams, TTL, point-in-time recovery. Capacity settings mean nothing locally.

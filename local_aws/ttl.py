@@ -11,7 +11,7 @@ an item's TTL attribute"):
 
 `delete_expired_items(now)` applies these rules to every table of this process's moto. The local
 AWS runs it when its clock is advanced (before the advance returns, so tests are deterministic)
-and, in `sagactl local up`, on a periodic sweep as well (see sagactl/local/emulator.py).
+and, in `sagactl local up`, on a periodic sweep as well (see local_aws/emulator.py).
 """
 
 from __future__ import annotations

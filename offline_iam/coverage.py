@@ -1,7 +1,7 @@
 """Recorded calls against a role's policies: what AWS would deny, and what is allowed unused.
 
-`denials` evaluates every request a role's recorded calls make (sagactl.iam.requests) with
-sagactl.iam.evaluate; `unused_grants` lists each (action, resource) an Allow statement of the
+`denials` evaluates every request a role's recorded calls make (offline_iam.requests) with
+offline_iam.evaluate; `unused_grants` lists each (action, resource) an Allow statement of the
 role's identity policies names that no allowed request used: least privilege is "exactly the
 calls its flows make", checked in both directions.
 """

@@ -34,7 +34,7 @@ Sources:
   https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html
 
 Not modelled (none is used by this stack): permissions boundaries, session policies, SCPs /
-RCPs, grants, cross-account access, policy variables (refused by sagactl.iam.conditions).
+RCPs, grants, cross-account access, policy variables (refused by offline_iam.conditions).
 """
 
 from __future__ import annotations

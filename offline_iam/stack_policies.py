@@ -25,7 +25,7 @@ POLICY = "AWS::IAM::Policy"
 MANAGED_POLICY = "AWS::IAM::ManagedPolicy"
 KEY = "AWS::KMS::Key"
 # The resource part of the ARNs whose shape a policy's condition or pattern relies on (the
-# requests sagactl.iam.requests computes name tables so); other kinds get `<service>:<id>`.
+# requests offline_iam.requests computes name tables so); other kinds get `<service>:<id>`.
 _ARN_RESOURCE = {"AWS::DynamoDB::Table": "table/{}"}
 
 

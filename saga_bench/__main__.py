@@ -1,6 +1,6 @@
 """Saga benchmark: counts, not timings, for every example case in the local AWS.
 
-    python -m sagactl.bench            (or `make bench`)
+    python -m saga_bench            (or `make bench`)
 
 For each example case it runs the real state machine in the local emulator and reports its
 states, state transitions, Lambda invocations, DynamoDB requests and effects, and what a million
@@ -24,7 +24,7 @@ from sagactl.paths import PROJECT_ROOT
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sagactl.bench", description=__doc__.split("\n")[0]
+        prog="python -m saga_bench", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(

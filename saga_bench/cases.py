@@ -5,7 +5,7 @@ For each example case it runs the real state machine in the local emulator and r
 - Lambda invocations (TaskScheduled events of Lambda tasks, retries included),
 - DynamoDB requests made by the tools (every botocore call to DynamoDB in this process:
   the executor itself makes none, so these are the handlers' requests), and the request units
-  they were billed (sagactl.local.request_units), the saga's tables apart from the sandbox's
+  they were billed (local_aws.request_units), the saga's tables apart from the sandbox's
   and the ledger's index writes apart from its items',
 - KMS requests made by the tools (GetPublicKey of the approval keys: the signature itself is
   verified in the function, saga/signatures.py),
@@ -215,7 +215,7 @@ def format_costs(cases: list[CaseCounts]) -> str:
         f"{'idx WRU':>7} {'SFN $':>8} {'Lambda $':>8} {'DDB $':>7} {'total $':>8} "
         f"{'sandbox RRU/WRU':>15}"
     )
-    lines = ["cost per 1M cases, SFN + Lambda + DynamoDB (sagactl/bench/cost.py):", header]
+    lines = ["cost per 1M cases, SFN + Lambda + DynamoDB (saga_bench/cost.py):", header]
     for c in cases:
         k = c.cost
         sandbox = f"{k.sandbox_read_units:g}/{k.sandbox_write_units:g}"

@@ -1,6 +1,6 @@
 """Cold-start benchmark: each handler's import plus its first clients, against a bare handler.
 
-    python -m sagactl.bench.coldstart [--runs N]      (also part of `make bench`)
+    python -m saga_bench.coldstart [--runs N]      (also part of `make bench`)
 
 A Lambda cold start imports the handler module, then the first invocation builds its clients.
 Both are measured here, in a fresh interpreter per run (cwd `lambdas/`, the asset root, with a
@@ -255,7 +255,7 @@ class ColdStartRun:
 
 @dataclass(frozen=True)
 class CodeDirs:
-    """Where a handler's code is imported from instead of the checkout (sagactl/bench/deployed.py):
+    """Where a handler's code is imported from instead of the checkout (saga_bench/deployed.py):
     the function's code and the layer's packages, as Lambda mounts them (read-only: no bytecode
     is written)."""
 
@@ -407,7 +407,7 @@ def format_cold_starts(results: list[ColdStart], runs: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sagactl.bench.coldstart", description=__doc__.split("\n")[0]
+        prog="python -m saga_bench.coldstart", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=9, help="rounds (fresh interpreters each)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -2,9 +2,9 @@
 
 From what `make bench` counts for each example case in the local AWS (cases.py): the state
 transitions Step Functions bills (each state entered, plus the start), the Lambda invocations,
-and the DynamoDB request units the requests were billed (sagactl.local.request_units: item
+and the DynamoDB request units the requests were billed (local_aws.request_units: item
 sizes, read against write units, transactional items twice). Prices are AWS's list prices in
-us-east-1 (sagactl.deploy_cost.PRICES, each with its page), without free tiers. Assumptions,
+us-east-1 (saga_bench.deploy_cost.PRICES, each with its page), without free tiers. Assumptions,
 named where the figure is printed:
 
 - every invocation is billed BILLED_MS_PER_INVOCATION, at the configured memory (cdk.json
@@ -155,7 +155,7 @@ def assumptions(memory_mb: int) -> list[str]:
         "assumption: warm, a few DynamoDB requests and at most one downstream call",
         "DynamoDB units as billed: reads 1 per 4 KB strongly consistent (half eventually), "
         "writes 1 per 1 KB of the larger of the item before and after, every transactional "
-        "item twice, a failed conditional write still billed (sagactl/local/request_units.py)",
+        "item twice, a failed conditional write still billed (local_aws/request_units.py)",
         "index WRU: the ledger's open-actions index (projection ALL) is written when an item "
         "enters it, leaves it, changes its key (twice) or a projected attribute, 1 per 1 KB of "
         "the entry; a transaction's index writes twice (a reading: AWS does not say)",

@@ -1,6 +1,6 @@
 """Cold starts with the code laid out as Lambda mounts it, without and with shipped bytecode.
 
-    python -m sagactl.bench.deployed [--runs N]
+    python -m saga_bench.deployed [--runs N]
 
 The cold-start benchmark (coldstart.py) imports the handlers from this checkout and the
 dependencies from the virtualenv, whose bytecode Python wrote on first use. On Lambda the code
@@ -91,7 +91,7 @@ def deployed_layout(*, bytecode: bool) -> Iterator[CodeDirs]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sagactl.bench.deployed", description=__doc__.split("\n")[0]
+        prog="python -m saga_bench.deployed", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=5, help="rounds (fresh interpreters each)")
     args = parser.parse_args(argv)

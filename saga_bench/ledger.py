@@ -1,10 +1,10 @@
 """DynamoDB request counts per ledger path, measured against moto in-process.
 
-    python -m sagactl.bench.ledger
+    python -m saga_bench.ledger
 
 Counts come from botocore `before-call` event hooks on the ledger's client (one event per API
 call the ledger makes), so they are exact and independent of timing. The ledger table is the
-synthesized stack's (sagactl.local.tables), as in the tests. Nothing reaches AWS: the run sets
+synthesized stack's (local_aws.tables), as in the tests. Nothing reaches AWS: the run sets
 fake credentials and uses moto's in-process mock.
 """
 

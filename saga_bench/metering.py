@@ -24,7 +24,7 @@ def count_requests(service: str, client: Any | None = None) -> Iterator[Counter[
     """Counts the API calls to `service` (its signing name: "dynamodb", "kms") made inside the
     block, by operation: the calls of `client` (its botocore `before-call` events), or without
     one, the calls of the local AWS's Lambda handlers (they build their own clients, in worker
-    processes: sagactl.local.aws_calls)."""
+    processes: local_aws.aws_calls)."""
     counts: Counter[str] = Counter()
     lock = threading.Lock()
 

@@ -1,6 +1,6 @@
 """Write botocore's data reduced to what the Lambda code calls (lambdas/saga/botocore_models).
 
-    python -m sagactl.trim_models          (rewrites the files; a test checks they are current)
+    python -m saga_build.trim_models          (rewrites the files; a test checks they are current)
 
 Making a client from botocore's own data lists its ~400 service directories, parses the 1.2 MB
 endpoints.json and the service's whole model, most of it documentation and operations the
@@ -144,7 +144,7 @@ def license_files() -> dict[Path, str]:
         f"The files in this directory are data of botocore {botocore.version}\n"
         "(https://github.com/boto/botocore, botocore/data), licensed under the Apache License,\n"
         "Version 2.0 (LICENSE in this directory), changed by this project's\n"
-        "sagactl/trim_models.py: each service model reduced to the operations the Lambda code\n"
+        "saga_build/trim_models.py: each service model reduced to the operations the Lambda code\n"
         "calls, without documentation; endpoints.json reduced to those services.\n"
         "botocore's NOTICE follows.\n\n"
     )
@@ -161,9 +161,9 @@ def write() -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m sagactl.trim_models", description=__doc__).parse_args(
-        argv
-    )
+    argparse.ArgumentParser(
+        prog="python -m saga_build.trim_models", description=__doc__
+    ).parse_args(argv)
     for path in write():
         print(path.relative_to(PROJECT_ROOT))
     return 0

@@ -12,7 +12,7 @@ the resource will have (the caller's account and region, the stack's resource na
 CloudFormation generates are not known before deploy, so a Lambda function's ARN uses the name
 `<stack>-<logical id>`. Validation checks the definition's shape, not that resources exist.
 
-Usage: python -m sagactl.validate_aws [--template PATH] [--stack-name NAME] [--region REGION]
+Usage: python -m saga_build.validate_aws [--template PATH] [--stack-name NAME] [--region REGION]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Lambda's code directories (/var/task, /opt) are read-only: a module without byte
 is compiled from source on every cold start and the result thrown away. For this package's
 dependencies (pydantic, Powertools, and the pinned boto3 that shadows the runtime's) and the
 saga package that makes a cold start about 4x a bare boto3 handler's instead of about 1.3x
-(`python -m sagactl.bench.deployed`, its two tables). So both assets carry
+(`python -m saga_bench.deployed`, its two tables). So both assets carry
 `__pycache__/*.cpython-312.pyc`, compiled by a Python 3.12 interpreter (bytecode is specific to
 the minor version, not to the machine) as hash-based pycs (a zipped asset keeps no modification
 times to compare with):
@@ -14,7 +14,7 @@ times to compare with):
   can edit a package this small) runs as edited, never as stale bytecode;
 - the layer's are `unchecked-hash`: a published layer version cannot be edited, it is only ever
   built here, and checking would read and hash every module of pydantic, Powertools and
-  botocore at each cold start (about 10 ms, `python -m sagactl.bench.deployed`).
+  botocore at each cold start (about 10 ms, `python -m saga_bench.deployed`).
 
 The interpreter is `$SAGA_BYTECODE_PYTHON`, else the one running the synth when it is 3.12 (the
 venv `make venv` made with it: the suite, CI and the synth share one interpreter), else the
@@ -122,7 +122,7 @@ NO_BYTECODE = (
     f"No Python {LAMBDA_PYTHON_VERSION} interpreter found (set {ENVIRONMENT_VARIABLE} or put "
     f"python{LAMBDA_PYTHON_VERSION} on the PATH): the Lambda assets carry no bytecode, and every "
     "cold start compiles the saga package and its dependencies from source (about 4x a bare "
-    "boto3 handler's cold start instead of about 1.3x: python -m sagactl.bench.deployed)."
+    "boto3 handler's cold start instead of about 1.3x: python -m saga_bench.deployed)."
 )
 
 

@@ -1,7 +1,7 @@
 """The names Step Functions gives a Lambda task's failures that the function's code never raised
 (docs/design.md §4): one place for the workflow's routing (the definition names the crash
 family as CRASH_FAMILY and stacks/workflow_policy.py expands it; cdk.json's retry policies the
-same) and for the local runtime's answers (sagactl/local/lambda_runtime.py).
+same) and for the local runtime's answers (local_aws/lambda_runtime.py).
 
 - **Invoke-level faults** (`LAMBDA_INVOKE_ERRORS`): the invoke itself failed (the function did
   not run, or ran and its answer was lost on the way back). Step Functions' "Handle Lambda

@@ -151,7 +151,7 @@ def _region() -> str | None:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
 
 
-# botocore's data reduced to what the Lambda code calls (sagactl/trim_models.py writes it): each
+# botocore's data reduced to what the Lambda code calls (saga_build/trim_models.py writes it): each
 # service's model with only the operations called, and the root data botocore reads for a
 # client, endpoints.json reduced to these services. The Lambda code's clients come from a
 # session whose loader reads this directory alone: a first client of botocore's own loader lists

@@ -3,7 +3,7 @@
 
 sagactl.views.redrive holds the rules; this reads what they judge (the execution, its history,
 the failed step's ledger record) and sends RedriveExecution. The same call redrives on AWS and
-in the local AWS (sagactl.local.redrive emulates RedriveExecution there).
+in the local AWS (local_aws.redrive emulates RedriveExecution there).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ verify a signature with the keys the deployed functions trust.
 The approval's signature is made by KMS Sign (ECDSA_SHA_256) over the canonical message of
 saga.approvals, with the key the stack's `ApprovalKeys` output names for that approver of the
 case's tenant: on AWS only the approver's principal may call Sign on it (CloudTrail's Sign event
-records who), in the local AWS any credentials may (its keys are public: sagactl.local.
+records who), in the local AWS any credentials may (its keys are public: local_aws.
 approval_keys). Verification, here for `sagactl case check --deployed` as in the tools, is
 saga.approvals.ApprovalVerifier with the deployed functions' APPROVAL_KEYS.
 """

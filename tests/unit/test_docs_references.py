@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sagactl.paths import LAB_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("lambdas", "sagactl", "stacks", "tests", "docs", "examples")
+SOURCES = ("lambdas", "sagactl", *LAB_PACKAGES, "stacks", "tests", "docs", "examples")
 TOP_LEVEL = ("README.md", "Makefile", "app.py", "pyproject.toml")
 REFERENCE = re.compile(r"(\S*)design\.md\)?((?:[ ,]+§\d+(?:\.\d+)?(?:-§\d+(?:\.\d+)?)?)*)")
 SECTION = re.compile(r"§(\d+(?:\.\d+)?)")
