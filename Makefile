@@ -56,7 +56,8 @@ WORKERS ?= 3
 test: lint typecheck
 	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal
 
-# Long campaigns (more hypothesis examples, more concurrency rounds).
+# Long campaigns (more hypothesis examples, more concurrency rounds), and `pip install .` in a
+# fresh venv, offline, run against a local AWS (tests/cli/test_operator_install.py, ~2 min).
 test-long: venv
 	SAGA_LONG_TESTS=1 $(BIN)/pytest -q -m slow
 
