@@ -44,7 +44,7 @@ from local_aws.shared_clock import SharedOffset
 
 # Still importable from here, where they were: the protocol and its client are
 # sagactl.clock_client's (an operator command reads the local AWS's clock).
-from sagactl.clock_client import (  # noqa: F401  # noqa: F401  # noqa: F401
+from sagactl.clock_client import (  # noqa: F401
     ADVANCE_PATH,
     CLOCK_PATH,
     MAX_ADVANCE_SECONDS,

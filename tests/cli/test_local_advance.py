@@ -20,6 +20,7 @@ from local_aws.emulator import LOCAL_ACCOUNT_ID, sweep_ttl_until
 from local_aws.environment import LocalAws
 from local_aws.invokes import HandlerRequest, add_request_hook, remove_request_hook
 from local_aws.schedules import RuleScheduler
+from sagactl import clock_client
 from sagactl.cli import build_parser
 from sagactl.commands import local_clock as local_clock_command
 from sagactl.commands.local import DEFAULT_TTL_SWEEP_SECONDS
@@ -67,7 +68,7 @@ def test_advance_waits_for_a_slow_sweep_in_a_new_worker_and_says_what_it_waits_f
     """The jump fires the sweeper's schedule; the sweep starts a new worker process (which maps
     the clock) and outlasts the client's timeout. The command waits for it, says what it waits
     for, and reports the jump as done, never as a failure."""
-    monkeypatch.setattr(clock_module, "_HTTP_TIMEOUT_SECONDS", 1.0)  # silence longer fails
+    monkeypatch.setattr(clock_client, "_HTTP_TIMEOUT_SECONDS", 1.0)  # silence longer fails
     monkeypatch.setattr(clock_module, "HEARTBEAT_SECONDS", 0.2)
     monkeypatch.setattr(local_clock_command, "PROGRESS_AFTER_SECONDS", 0.5)
     scheduler = RuleScheduler(LOCAL_ACCOUNT_ID, saga.server.region, poll_seconds=3600)
