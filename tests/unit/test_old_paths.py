@@ -65,6 +65,23 @@ def test_every_old_path_is_the_new_module() -> None:
             assert module.__spec__ is not None and module.__spec__.name == new, old
 
 
+def test_no_module_is_left_at_an_old_path() -> None:
+    """A branch that added a module under an old directory (sagactl/local/stripe/, ...) merges
+    it there: it belongs in the new package, where the old path's alias finds it."""
+    old_files = [
+        *(f"{old.replace('.', '/')}/" for old in MOVED_PACKAGES.values()),
+        *(f"{old.replace('.', '/')}.py" for old in MOVED_MODULES.values()),
+    ]
+    listed = subprocess.run(
+        ["git", "ls-files", "--", *old_files],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert listed.stdout.split() == []
+
+
 def test_an_old_path_says_when_it_goes() -> None:
     code = "import warnings; warnings.simplefilter('error'); import sagactl.iam.evaluate"
     done = subprocess.run(
