@@ -51,6 +51,7 @@ class SagaStack(Stack):
             "cases": self.tables.cases,
             "inventory": self.tables.inventory,
             "reservations": self.tables.reservations,
+            "limits": self.tables.limits,
         }
         self.sandbox: SandboxDownstreams | None = None
         if config.sandbox:
@@ -134,6 +135,8 @@ class SagaStack(Stack):
             "LegacyDraftsTableName": self.tables.legacy_drafts.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
+            # The daily refund counters (docs/design.md §3.12).
+            "LimitsTableName": self.tables.limits.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.
             "AttemptBudget": str(config.ledger.attempt_budget),
             # The functions sagactl reads (trusted keys) and invokes (a sweep now), by name:

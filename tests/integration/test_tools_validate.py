@@ -33,7 +33,12 @@ def validate(
     env: ToolsEnv, case: dict[str, Any], execution: OwningExecution = OWNER
 ) -> ValidateResult:
     return validate_case(
-        case, tenants=TENANTS, cases=env.cases, execution=execution, approvals=env.approvals
+        case,
+        tenants=TENANTS,
+        cases=env.cases,
+        execution=execution,
+        approvals=env.approvals,
+        ceilings=env.ceilings,
     )
 
 

@@ -109,6 +109,7 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "tenants": {"acme": ("b@acme", "a@acme")},
         "approval_keys": {"acme": {"a@acme": {"current": "arn:k1", "retired": ["arn:k0"]}}},
         "approval_thresholds": {},
+        "refund_ceilings": {"acme": {"USD": 50_000}},
     }
     assert ValidateCaseEnvironment.render(values) == {
         "POWERTOOLS_SERVICE_NAME": "validate-case",
@@ -118,8 +119,10 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "CASES_TABLE": "cases",
         "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1","retired":["arn:k0"]}}}',
         "APPROVAL_THRESHOLDS": "{}",
+        "REFUND_CEILINGS": '{"acme":{"USD":50000}}',
     }
     rendered = ValidateCaseEnvironment.from_env(ValidateCaseEnvironment.render(values))
+    assert rendered.refund_ceilings == {"acme": {"USD": 50_000}}
     assert rendered.tenants() == {"acme": frozenset({"a@acme"})}
     assert rendered.trusted_keys()["acme"]["a@acme"] == ApproverKeys("arn:k1", ("arn:k0",))
     with pytest.raises(ConfigurationError, match=r"ValidateCaseEnvironment: .*CASES_TABLE"):
@@ -141,6 +144,8 @@ def test_an_undeployed_sandbox_table_is_named_when_a_use_needs_it() -> None:
             "PAYMENT_KEY_RETENTION_SECONDS": "60",
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
             "SANDBOX_TABLE": "sb",
+            "REFUND_CEILINGS": "{}",
+            "LIMITS_TABLE": "limits",
         }
     )
     with pytest.raises(ConfigurationError, match="PAYMENTS_TABLE is required"):
