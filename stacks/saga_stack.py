@@ -7,6 +7,7 @@ stack name, and the stack name carries the stage: two stages deploy side by side
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,13 @@ class SagaStack(Stack):
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self, config.approval_thresholds)
+        # The daily refund ceilings the deployed tools enforce (JSON: tenant -> currency -> minor
+        # units per UTC day, docs/design.md §3.12).
+        CfnOutput(
+            self,
+            "RefundCeilings",
+            value=json.dumps(config.refund_ceilings, sort_keys=True, separators=(",", ":")),
+        )
         self.people.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)

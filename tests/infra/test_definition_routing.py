@@ -20,7 +20,10 @@ from unittest.mock import ANY
 
 import pytest
 
-from saga.errors import DUPLICATE_OF_EXECUTION
+from saga.ceilings import limit_reached
+from saga.errors import DUPLICATE_OF_EXECUTION, BusinessRejection, RefundLimitReached, SagaError
+from sagactl.local import jsonata_eval
+from sagactl.local.jsonata_reference import evaluate_all
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 from stacks.workflow_policy import is_lambda_task, iter_states
 from tests.infra.synth import Synthesized
@@ -208,3 +211,59 @@ def test_a_settled_action_ends_the_execution_at_its_task(
             for error in handler["ErrorEquals"]
         }
         assert not handled & {"ActionSettled", "States.ALL", "States.TaskFailed"}, name
+
+
+def test_every_error_the_definition_names_is_one_a_tool_raises_or_aws_reports(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """A Catch or Retry matches an error by the name of its class (docs/design.md §4): a name
+    that is not a SagaError of saga.errors, nor Step Functions' or Lambda's, would never match."""
+    named = {
+        error
+        for state in states.values()
+        for handler in (*state.get("Retry", []), *state.get("Catch", []))
+        for error in handler["ErrorEquals"]
+    }
+    tools = {cls.__name__ for cls in _subclasses(SagaError)}
+    aws = {e for e in named if e.startswith("States.")} | set(LAMBDA_INVOKE_ERRORS)
+    assert named - tools - aws - set(LAMBDA_CRASH_ERRORS) == set()
+    assert "RefundLimitReached" in named and issubclass(RefundLimitReached, BusinessRejection)
+
+
+def _subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    return found.union(*(_subclasses(sub) for sub in found))
+
+
+@pytest.mark.parametrize("state", ["IssueRefund", "ReconcileStep"])
+def test_a_refund_the_daily_ceiling_refused_is_released_and_escalated_with_the_numbers(
+    states: dict[str, dict[str, Any]], state: str
+) -> None:
+    """RefundLimitReached (docs/design.md §3.12), raised by IssueRefund or replayed from the
+    ledger to ReconcileStep, routes like a refused refund: the reservation released, the case
+    escalated, here with reason REFUND_LIMIT_REACHED and the numbers the message ends with."""
+    (caught,) = [c for c in states[state]["Catch"] if "RefundLimitReached" in c["ErrorEquals"]]
+    assert (caught["ErrorEquals"], caught["Next"]) == (["RefundLimitReached"], "ReleaseReservation")
+    limit = limit_reached("acme", "USD", ceiling=10_000, used=9_800, asked=700, day="2026-03-01")
+    cause = json.dumps({"errorType": "RefundLimitReached", "errorMessage": limit.message})
+    states_value = {"errorOutput": {"Error": "RefundLimitReached", "Cause": cause}}
+    expression = caught["Assign"]["escalation"].removeprefix("{%").removesuffix("%}")
+    # As moto composes it: Step Functions' $parse declared, then $states.
+    text = (
+        "($parse := function($v){ $eval($v) }; "
+        f"$states := {json.dumps(states_value)}; {expression})"
+    )
+    escalation = jsonata_eval.evaluate(text)
+    (reference,) = evaluate_all([text])
+    assert reference.value == escalation, reference
+    assert escalation["reason"] == "REFUND_LIMIT_REACHED" and escalation["step"] == "refund"
+    assert escalation["detail"] == limit.message
+    assert escalation["limit"] == {
+        "ceiling": 10_000,
+        "used": 9_800,
+        "asked": 700,
+        "currency": "USD",
+        "day": "2026-03-01",
+    }
+    retried = {e for retrier in states[state]["Retry"] for e in retrier["ErrorEquals"]}
+    assert "RefundLimitReached" not in retried
