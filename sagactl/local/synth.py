@@ -74,12 +74,17 @@ def synthesize(
     project_root: Path = PROJECT_ROOT,
     stack_name: str | None = None,
     python: str = sys.executable,
+    context: dict[str, Any] | None = None,
 ) -> SynthesizedStack:
-    """Run `python app.py` with CDK_OUTDIR=outdir (no AWS access needed) and find the stack."""
+    """Run `python app.py` with CDK_OUTDIR=outdir (no AWS access needed) and find the stack.
+    `context` is given to the app as the CDK CLI gives `-c` values (CDK_CONTEXT_JSON): it
+    overrides cdk.json's."""
     app = project_root / "app.py"
     if not app.is_file():
         raise SynthError(f"no CDK app at {app}")
     env = with_pinned_node({**os.environ, "CDK_OUTDIR": str(outdir)})
+    if context:
+        env["CDK_CONTEXT_JSON"] = json.dumps(context)
     completed = subprocess.run(
         [python, str(app)],
         cwd=project_root,

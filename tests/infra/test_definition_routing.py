@@ -231,7 +231,7 @@ def test_every_error_the_definition_names_is_one_a_tool_raises_or_aws_reports(
 
 
 def _subclasses(cls: type) -> set[type]:
-    found = set(cls.__subclasses__())
+    found: set[type] = set(cls.__subclasses__())
     return found.union(*(_subclasses(sub) for sub in found))
 
 
