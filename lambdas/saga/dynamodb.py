@@ -139,5 +139,6 @@ def client_request_token(transact_items: list[TransactWriteItem], repeat: int = 
     DynamoDB cancelled (a transaction conflict: nothing written), which must not meet the first
     request's answer again.
     """
-    body = canonical_json(transact_items if not repeat else [transact_items, repeat])
-    return hashlib.sha256(body.encode()).hexdigest()[:36]
+    if repeat:
+        transact_items = [*transact_items, cast("TransactWriteItem", {"repeat": repeat})]
+    return hashlib.sha256(canonical_json(transact_items).encode()).hexdigest()[:36]

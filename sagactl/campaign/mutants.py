@@ -53,6 +53,11 @@ _POLICY = (
     "case's execution meets it (the tests evaluate recorded calls against them, §11)"
 )
 _SYNTH = "a limit checked when the stack is synthesized: no case's execution meets it"
+_CEILING = (
+    "the daily refund ceiling: no tenant of the campaign's stack (cdk.json) has one, so no "
+    "case's execution charges a counter"
+)
+_CEILING_TESTS = "tests/integration/test_refund_ceiling.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -745,6 +750,69 @@ MUTANTS: tuple[Mutant, ...] = (
         "LAMBDA_ENVIRONMENT_LIMIT = 65536",
         outside_slice=_SYNTH,
         tests=("tests/infra/test_environment_budget.py",),
+    ),
+    # The daily refund ceiling (§3.12).
+    Mutant(
+        "ceiling-charge-on-takeover",
+        "only a refund's first claim charges the day's counter: never a takeover (§3.12)",
+        "lambdas/saga/ledger/external.py",
+        "        return self.charge if record.unclaimed else None",
+        "        return self.charge",
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-give-back-other-day",
+        "a refused refund gives its amount back to the day it charged (§3.12)",
+        "lambdas/saga/ledger/outcome_writes.py",
+        "        day, amount = held.charged_day, held.charged_minor",
+        '        day, amount = __import__("saga.ceilings").ceilings.utc_day(self.clock()), '
+        "held.charged_minor",
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-headroom-is-ceiling",
+        "the counter admits a refund only while the day's total is at most ceiling - amount "
+        "(§3.12)",
+        "lambdas/saga/ledger/charges.py",
+        '            ":headroom": {"N": str(charge.headroom)},',
+        '            ":headroom": {"N": str(charge.ceiling_minor)},',
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-give-back-outside-the-write",
+        "the give-back is in the transaction that records the rejection (§3.12)",
+        "lambdas/saga/ledger/outcome_writes.py",
+        "            self.transact_through_conflicts("
+        "[failed, give_back_update(charge, day, amount)])",
+        '            self.client.update_item(**give_back_update(charge, day, amount)["Update"])\n'
+        "            self.transact_through_conflicts([failed])",
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-limit-retried-as-transient",
+        "a refund the ceiling refuses is recorded FAILED and replayed, never retried (§3.12)",
+        "lambdas/saga/ledger/store.py",
+        "            raise ChargeRefused(charge, "
+        'counter_total(reasons[1].get("Item")), day) from exc',
+        '            raise TransientError(f"the daily refund counter refused {key}; '
+        'retry") from exc',
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-validate-check-removed",
+        "ValidateCase refuses a refund above its tenant's daily ceiling, before the reservation "
+        "(§3.12)",
+        "lambdas/saga/tools/validate.py",
+        "        check_within_ceiling("
+        "ceilings, case.tenant_id, refund.currency, refund.amount_minor)",
+        "        pass",
+        outside_slice=_CEILING,
+        tests=("tests/integration/test_tools_validate.py",),
     ),
 )
 
