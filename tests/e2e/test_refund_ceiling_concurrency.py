@@ -30,7 +30,12 @@ import pytest
 
 from sagactl.campaign import nemeses
 from sagactl.local.approval_keys import sign_locally
-from sagactl.local.emulator import LocalServer, client_environment
+from sagactl.local.emulator import (
+    LocalServer,
+    client_environment,
+    retry_time_scale,
+    set_retry_time_scale,
+)
 from sagactl.local.environment import LocalAws, StackSource
 from sagactl.local.lambda_runtime import configure_runtime, current_runtime, restore_runtime
 from sagactl.local.template import load_template
@@ -93,7 +98,14 @@ def _roomy_timeouts() -> dict[str, Any]:
     workflow = {**context["workflow"], "lambda_task_timeout_seconds": 170}
     pending = {"IntervalSeconds": 20, "MaxAttempts": 12, "BackoffRate": 2.0, "MaxDelaySeconds": 90}
     retry = {**context["retry"], "pending": pending}
-    return {"functions": functions, "workflow": workflow, "retry": retry}
+    return {
+        "functions": functions,
+        "workflow": workflow,
+        "retry": retry,
+        # The local AWS is one process answering every worker: a downstream call may wait
+        # longer than cdk.json's 5 s for it.
+        "downstream_timeout_seconds": 60,
+    }
 
 
 ROOMY_TIMEOUTS = _roomy_timeouts()
@@ -103,7 +115,7 @@ ROOMY_TIMEOUTS = _roomy_timeouts()
 def concurrent_local(local_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Provision a synthesized stack in a fresh local account, with Lambda's account concurrency
     raised to the number of cases (as `sagactl local up --lambda-concurrency N`)."""
-    saved = current_runtime()
+    saved, scale = current_runtime(), retry_time_scale()
     opened: list[LocalAws] = []
 
     def open_local(synth: Synthesized, concurrency: int) -> LocalAws:
@@ -115,6 +127,10 @@ def concurrent_local(local_server: LocalServer, monkeypatch: pytest.MonkeyPatch)
         configure_runtime(
             local.endpoint, local.server.region, workers=True, concurrency=concurrency
         )
+        if concurrency >= ISSUE.cases:
+            # Retries wait their configured time: with many cases at once on a few cores a
+            # delivery can outlive a lease, and the pending retrier must outlast it for real.
+            set_retry_time_scale(1.0)
         opened.append(local)
         # Noon UTC on the next day: the cases' charges all fall on one UTC day, whenever the
         # test runs (the counter is per day; a run across midnight would have two).
@@ -126,6 +142,7 @@ def concurrent_local(local_server: LocalServer, monkeypatch: pytest.MonkeyPatch)
         yield open_local
     finally:
         restore_runtime(saved)
+        set_retry_time_scale(scale)
         for local in opened:
             local.clock.reset()
 

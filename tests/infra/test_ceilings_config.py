@@ -84,3 +84,11 @@ def test_the_refund_and_validation_carry_the_ceilings_and_only_the_refund_writes
     outputs = synthesized.template_json["Outputs"]
     assert outputs["LimitsTableName"]["Value"] == {"Ref": limits}
     assert outputs["RefundCeilings"]["Value"] == "{}"
+
+
+def test_the_readmes_example_is_a_configuration_synth_accepts() -> None:
+    readme = (CDK_JSON.parent / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```json refund-ceilings\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    example = json.loads(block)
+    config = SagaConfig.from_mapping(_context(**example))
+    assert config.refund_ceilings == {"acme": {"USD": 500_000, "EUR": 400_000}}
