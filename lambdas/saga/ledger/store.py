@@ -96,7 +96,7 @@ class LedgerStore(OutcomeWrites):
         `charge`, the record says the day it charges and the put goes with the counter's charge
         (`put_new_charged`): ChargeRefused when the day's total would pass the ceiling."""
         now = self.clock()
-        charged = (utc_day(now), charge.amount_minor) if charge is not None else None
+        day = utc_day(now)  # the ledger's clock: the day a charge goes to
         item = self.record(
             request,
             attempt,
@@ -109,11 +109,11 @@ class LedgerStore(OutcomeWrites):
                 now=now,
                 retention_seconds=self.policy.retention_seconds,
             ),
-            charged=charged,
+            charged=(day, charge.amount_minor) if charge is not None else None,
         )
-        if charge is None or charged is None:
+        if charge is None:
             return LedgerRecord.from_item(item), self.put_new(item)
-        return LedgerRecord.from_item(item), self.put_new_charged(item, charge, charged[0])
+        return LedgerRecord.from_item(item), self.put_new_charged(item, charge, day)
 
     def record(
         self,
