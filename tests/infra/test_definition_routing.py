@@ -9,7 +9,9 @@ scenario would show, checked on every state at once.
 - every Catch and Retry handles the names of a function that died all alike, or none of them;
 - every Lambda task retries the invoke-level faults AWS recommends retrying;
 - a new execution of a recorded case goes from ValidateCase to a Succeed state, never forward;
-- the shipment ends the execution with the case's outcome (written with it).
+- the shipment ends the execution with the case's outcome (written with it);
+- every error a Catch or Retry names is a tool's (saga.errors) or AWS's;
+- a refund the daily ceiling refused is released and escalated with its numbers (§3.12).
 """
 
 from __future__ import annotations
