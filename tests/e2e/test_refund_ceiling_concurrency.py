@@ -65,7 +65,9 @@ long_campaign = pytest.mark.skipif(
 )
 LOADS = [
     pytest.param(SMALL, id="4-cases"),
-    pytest.param(ISSUE, id="32-cases", marks=[pytest.mark.slow, pytest.mark.timeout(3600), long_campaign]),
+    pytest.param(
+        ISSUE, id="32-cases", marks=[pytest.mark.slow, pytest.mark.timeout(3600), long_campaign]
+    ),
 ]
 
 
