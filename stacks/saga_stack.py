@@ -7,6 +7,7 @@ stack name, and the stack name carries the stage: two stages deploy side by side
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ class SagaStack(Stack):
             "cases": self.tables.cases,
             "inventory": self.tables.inventory,
             "reservations": self.tables.reservations,
+            "limits": self.tables.limits,
         }
         self.sandbox: SandboxDownstreams | None = None
         if config.sandbox:
@@ -134,6 +136,8 @@ class SagaStack(Stack):
             "LegacyDraftsTableName": self.tables.legacy_drafts.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
+            # The daily refund counters (docs/design.md §3.12).
+            "LimitsTableName": self.tables.limits.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.
             "AttemptBudget": str(config.ledger.attempt_budget),
             # The functions sagactl reads (trusted keys) and invokes (a sweep now), by name:
@@ -150,6 +154,13 @@ class SagaStack(Stack):
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self, config.approval_thresholds)
+        # The daily refund ceilings the deployed tools enforce (JSON: tenant -> currency -> minor
+        # units per UTC day, docs/design.md §3.12).
+        CfnOutput(
+            self,
+            "RefundCeilings",
+            value=json.dumps(config.refund_ceilings, sort_keys=True, separators=(",", ":")),
+        )
         self.people.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)

@@ -36,6 +36,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from saga.approval_keys import TrustedKeys, parse_trusted_keys
+from saga.ceilings import parse_ceilings
 from saga.four_eyes import FOUR_EYES, parse_thresholds
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ TABLES = (
     "payments",
     "shipments",
     "sandbox",
+    "limits",
 )
 _CUSTOM = "configuration"  # the pydantic error type of this module's own checks
 
@@ -133,6 +135,17 @@ def parse_approval_thresholds(raw: str | Mapping[str, Any]) -> dict[str, dict[st
         raise ConfigurationError(f"{name}{separator}{exc}") from None
 
 
+def parse_refund_ceilings(raw: str | Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """REFUND_CEILINGS: `{"tenant": {"CURRENCY": minor units}}`, the most each tenant may
+    refund in a UTC day (saga.ceilings); `{}` when no tenant has a ceiling."""
+    name = variable("refund_ceilings")
+    try:
+        return parse_ceilings(_json_value(name, raw))
+    except ValueError as exc:
+        separator = "" if str(exc).startswith("[") else " "
+        raise ConfigurationError(f"{name}{separator}{exc}") from None
+
+
 def _checked(parse: Callable[[Any], Any]) -> BeforeValidator:
     """A field validator from a parser that raises ConfigurationError with its own message."""
 
@@ -152,6 +165,7 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 ApprovalKeysValue = Annotated[dict[str, dict[str, Any]], _checked(parse_approval_keys)]
 ThresholdsValue = Annotated[dict[str, dict[str, int]], _checked(parse_approval_thresholds)]
+CeilingsValue = Annotated[dict[str, dict[str, int]], _checked(parse_refund_ceilings)]
 
 
 class FunctionEnvironment(BaseModel):
@@ -368,9 +382,24 @@ class ApprovalVariables(FunctionEnvironment):
         return {tenant: frozenset(approvers) for tenant, approvers in self.approval_keys.items()}
 
 
+class RefundCeilingsVariables(FunctionEnvironment):
+    # The daily refund ceilings (saga.ceilings): ValidateCase refuses a refund above one,
+    # IssueRefund charges each refund's day against them.
+    refund_ceilings: CeilingsValue
+
+
+class LimitsVariables(RefundCeilingsVariables):
+    # The counters of the refunds charged per tenant, currency and UTC day.
+    limits_table: TableName
+
+
 # --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
 class ValidateCaseEnvironment(
-    CasesVariables, ApprovalVariables, PaymentsProviderVariables, SandboxVariables
+    CasesVariables,
+    ApprovalVariables,
+    PaymentsProviderVariables,
+    SandboxVariables,
+    RefundCeilingsVariables,
 ):
     """SANDBOX_TABLE only says whether the sandbox is deployed: with Stripe, a case asking for
     faults where there is none is refused (saga.providers.stripe_rules)."""
@@ -382,7 +411,9 @@ class ReserveStockEnvironment(
     pass
 
 
-class IssueRefundEnvironment(LedgerVariables, PaymentsVariables, CasesVariables, ApprovalVariables):
+class IssueRefundEnvironment(
+    LedgerVariables, PaymentsVariables, CasesVariables, ApprovalVariables, LimitsVariables
+):
     pass
 
 

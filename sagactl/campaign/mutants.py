@@ -58,6 +58,11 @@ _STRIPE = (
     "execution reaches it; its tests drive the real SDK against recorded Stripe answers (the "
     "campaign on a local Stripe-compatible server is issue 47's)"
 )
+_CEILING = (
+    "the daily refund ceiling: no tenant of the campaign's stack (cdk.json) has one, so no "
+    "case's execution charges a counter"
+)
+_CEILING_TESTS = "tests/integration/test_refund_ceiling.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -879,8 +884,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a takeover of a record an earlier release wrote with expires_at removes it: no open "
         "record carries a retention (§3.7)",
         "lambdas/saga/ledger/store.py",
-        "        sets += remember_dispatch(old, now, values) + _OPEN_KEEPS_NO_RETENTION\n",
-        "        sets += remember_dispatch(old, now, values)\n",
+        '            sets += ", charged_day = :charged_day, charged_minor = :charged_minor"\n'
+        "        sets += _OPEN_KEEPS_NO_RETENTION\n",
+        '            sets += ", charged_day = :charged_day, charged_minor = :charged_minor"\n',
         tests=("tests/integration/test_late_and_legacy_deliveries.py",),
     ),
     Mutant(
@@ -916,6 +922,69 @@ MUTANTS: tuple[Mutant, ...] = (
         '_codes("BHD IQD JOD KWD LYD OMR")',
         outside_slice="what an approver is shown; no case's execution displays an amount",
         tests=("tests/unit/test_approval_view.py",),
+    ),
+    # The daily refund ceiling (§3.12).
+    Mutant(
+        "ceiling-charge-on-takeover",
+        "only a refund's first claim charges the day's counter: never a takeover (§3.12)",
+        "lambdas/saga/ledger/external.py",
+        "        return self.charge if record.unclaimed else None",
+        "        return self.charge",
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-give-back-other-day",
+        "a refused refund gives its amount back to the day it charged (§3.12)",
+        "lambdas/saga/ledger/outcome_writes.py",
+        "        day, amount = held.charged_day, held.charged_minor",
+        '        day, amount = __import__("saga.ceilings").ceilings.utc_day(self.clock()), '
+        "held.charged_minor",
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-headroom-is-ceiling",
+        "the counter admits a refund only while the day's total is at most ceiling - amount "
+        "(§3.12)",
+        "lambdas/saga/ledger/charges.py",
+        '            ":headroom": {"N": str(charge.headroom)},',
+        '            ":headroom": {"N": str(charge.ceiling_minor)},',
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-give-back-outside-the-write",
+        "the give-back is in the transaction that records the rejection (§3.12)",
+        "lambdas/saga/ledger/outcome_writes.py",
+        "            self.transact_through_conflicts("
+        "[failed, give_back_update(charge, day, amount)])",
+        '            self.client.update_item(**give_back_update(charge, day, amount)["Update"])\n'
+        "            self.transact_through_conflicts([failed])",
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-limit-retried-as-transient",
+        "a refund the ceiling refuses is recorded FAILED and replayed, never retried (§3.12)",
+        "lambdas/saga/ledger/store.py",
+        "            raise ChargeRefused(charge, "
+        'counter_total(reasons[1].get("Item")), day) from exc',
+        '            raise TransientError(f"the daily refund counter refused {key}; '
+        'retry") from exc',
+        outside_slice=_CEILING,
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-validate-check-removed",
+        "ValidateCase refuses a refund above its tenant's daily ceiling, before the reservation "
+        "(§3.12)",
+        "lambdas/saga/tools/validate.py",
+        "        check_within_ceiling("
+        "ceilings, case.tenant_id, refund.currency, refund.amount_minor)",
+        "        pass",
+        outside_slice=_CEILING,
+        tests=("tests/integration/test_tools_validate.py",),
     ),
 )
 

@@ -70,10 +70,16 @@ class StackSource:
         return cls(load_template(stack.template_path), stack.stack_name)
 
     @classmethod
-    def synthesized(cls, outdir: Path | None = None, stack_name: str | None = None) -> StackSource:
-        """Synthesize the CDK app now (python app.py) into `outdir` (default: a temp dir)."""
+    def synthesized(
+        cls,
+        outdir: Path | None = None,
+        stack_name: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> StackSource:
+        """Synthesize the CDK app now (python app.py) into `outdir` (default: a temp dir), with
+        `context` over cdk.json's as `cdk -c` gives it."""
         directory = outdir or Path(tempfile.mkdtemp(prefix="saga-synth-"))
-        stack = synthesize(directory, stack_name=stack_name)
+        stack = synthesize(directory, stack_name=stack_name, context=context)
         return cls(load_template(stack.template_path), stack.stack_name)
 
 

@@ -137,6 +137,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("payments", (PUT,), sandbox_payments=True),
             TableAccess("cases", (GET,)),  # as for a reservation
             TableAccess("sandbox", (GET, PUT, UPDATE, DELETE), sandbox_payments=True),
+            # The daily refund counters: charged with the claim, given back with a rejection.
+            TableAccess("limits", (UPDATE,)),
         ),
         IssueRefundEnvironment,
     ),
@@ -257,6 +259,7 @@ def environment_values(
         "approval_keys": approval_keys.trusted_keys(),
         "approval_key_aliases": approval_keys.alias_prefix,
         "approval_thresholds": config.approval_thresholds,
+        "refund_ceilings": config.refund_ceilings,
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,

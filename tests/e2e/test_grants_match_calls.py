@@ -109,6 +109,7 @@ class Names:
             synth.logical_id(stack.tables.legacy_drafts): "table:legacy-drafts",
             synth.logical_id(stack.tables.inventory): "table:inventory",
             synth.logical_id(stack.tables.reservations): "table:reservations",
+            synth.logical_id(stack.tables.limits): "table:limits",
             synth.logical_id(stack.escalation.queue): "queue:escalation",
             synth.logical_id(stack.escalation.dead_letter_queue): "queue:escalation-dlq",
         }
@@ -701,14 +702,19 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
 @pytest.fixture(scope="module")
 def with_gateway(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The app synthesized with the agent gateway on (tests/infra/test_agent_gateway.py), a
-    target for four-eyes tenant hooli too."""
+    target for four-eyes tenant hooli too, and a daily refund ceiling for globex (docs/design.md
+    §3.12), generous enough for every scenario: its refunds charge the counter, and its refused
+    refund gives the amount back."""
     hooli = {
         "discovery_url": "https://idp.example.com/hooli/.well-known/openid-configuration",
         "allowed_clients": ["hooli-agent"],
     }
     tenants = {**AGENT_GATEWAY["tenants"], "hooli": hooli}  # type: ignore[dict-item]
     gateway = {**AGENT_GATEWAY, "tenants": tenants}
-    return synthesize(tmp_path_factory.mktemp("gateway"), {"agent_gateway": gateway})
+    return synthesize(
+        tmp_path_factory.mktemp("gateway"),
+        {"agent_gateway": gateway, "refund_ceilings": {"globex": {"USD": 1_000_000}}},
+    )
 
 
 @pytest.fixture

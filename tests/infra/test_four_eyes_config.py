@@ -132,6 +132,7 @@ def test_a_function_refuses_thresholds_for_a_tenant_with_fewer_than_two_approver
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "CASES_TABLE": "cases",
         "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1"}}}',
+        "REFUND_CEILINGS": "{}",
     }
     with pytest.raises(ConfigurationError, match=r"APPROVAL_THRESHOLDS\['acme'\]: four eyes"):
         ValidateCaseEnvironment.from_env(

@@ -30,6 +30,8 @@ ENVIRONMENT = {
     "CASES_TABLE": "cases",
     "APPROVAL_KEYS": '{"acme": {"supervisor@acme": {"current": "arn:k"}}}',
     "APPROVAL_THRESHOLDS": "{}",
+    "REFUND_CEILINGS": "{}",
+    "LIMITS_TABLE": "limits",
 }
 PI = "pi_3PgafyB7WZ01zgkW1ZFSgWqJ"
 
@@ -55,6 +57,7 @@ def validate(env: ToolsEnv, case: dict[str, Any], *, sandbox: bool = True) -> Va
         cases=env.cases,
         execution=OWNER,
         approvals=env.approvals,
+        ceilings=env.ceilings,
         case_rules=rules("stripe", sandbox=sandbox),
     )
 
@@ -136,6 +139,7 @@ def test_the_sandbox_deployment_accepts_what_stripe_would_refuse(env: ToolsEnv) 
         cases=env.cases,
         execution=OWNER,
         approvals=env.approvals,
+        ceilings=env.ceilings,
         case_rules=rules("sandbox", sandbox=True),
     )
 

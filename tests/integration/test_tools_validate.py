@@ -33,7 +33,12 @@ def validate(
     env: ToolsEnv, case: dict[str, Any], execution: OwningExecution = OWNER
 ) -> ValidateResult:
     return validate_case(
-        case, tenants=TENANTS, cases=env.cases, execution=execution, approvals=env.approvals
+        case,
+        tenants=TENANTS,
+        cases=env.cases,
+        execution=execution,
+        approvals=env.approvals,
+        ceilings=env.ceilings,
     )
 
 
@@ -170,3 +175,48 @@ def test_a_case_table_that_does_not_answer_is_a_transient_error_and_writes_nothi
     finally:
         env.client.meta.events.unregister("before-call.dynamodb.PutItem", throttle)
     assert env.items("CASES_TABLE") == []
+
+
+# --- the daily refund ceiling (docs/design.md §3.12) ---------------------------------------------
+def with_refund(amount: int, currency: str = "USD", case_id: str = "case-0001") -> dict[str, Any]:
+    refund = {"payment_reference": "pay-777", "amount_minor": amount, "currency": currency}
+    return raw_case(case_id, refund=refund)
+
+
+def test_a_refund_above_the_tenants_daily_ceiling_is_refused_for_good(env: ToolsEnv) -> None:
+    env.ceilings = {"acme": {"USD": 10_000, "EUR": 5_000}}
+    message = (
+        "the refund of 100.01 USD (10001 minor units) exceeds tenant acme's daily refund "
+        "ceiling for USD, 100.00 USD (10000 minor units): it can never be refunded in one day; "
+        "split it into cases within the ceiling, or raise refund_ceilings.acme.USD"
+    )
+    with pytest.raises(AuthorizationDenied) as refused:
+        validate(env, with_refund(10_001))
+    assert refused.value.message == message
+    assert env.items("CASES_TABLE") == []
+    # At the ceiling, and for a tenant without ceilings, the case is accepted.
+    validate(env, with_refund(10_000))
+    env.ceilings = {"globex": {"USD": 100}}
+    validate(env, with_refund(1_000_000, case_id="case-0002"))
+    assert len(env.items("CASES_TABLE")) == 2
+
+
+def test_a_currency_without_a_ceiling_is_refused_for_a_tenant_that_has_ceilings(
+    env: ToolsEnv,
+) -> None:
+    env.ceilings = {"acme": {"EUR": 50_000}}
+    with pytest.raises(AuthorizationDenied, match="none for USD: no USD refund may leave"):
+        validate(env, with_refund(1))
+    assert env.items("CASES_TABLE") == []
+
+
+def test_a_case_accepted_before_a_ceiling_was_lowered_goes_on(env: ToolsEnv) -> None:
+    """Its own execution's redrive of ValidateCase passes (IssueRefund's charge refuses the
+    refund then); a new execution of it is still a DUPLICATE, not a rejection."""
+    validate(env, with_refund(20_000))
+    env.ceilings = {"acme": {"USD": 10_000}}
+    again = validate(env, with_refund(20_000), OwningExecution(OWNER.arn, OWNER.started_at))
+    assert again.case["refund"]["amount_minor"] == 20_000
+    newcomer = OwningExecution(EXECUTION.replace(":case-0001", ":other"), "2026-12-01T00:00Z")
+    with pytest.raises(DuplicateExecution):
+        validate(env, with_refund(20_000), newcomer)

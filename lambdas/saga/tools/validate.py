@@ -15,6 +15,7 @@ from saga import clock as saga_clock
 from saga.acceptance import accept_new_case
 from saga.approvals import ApprovalVerifier
 from saga.cases import CaseRecords, OwningExecution
+from saga.ceilings import Ceilings, check_within_ceiling
 from saga.errors import ApprovalInvalid, AuthorizationDenied, DuplicateExecution
 from saga.four_eyes import ONE_APPROVER
 from saga.identity import Operation, action_request
@@ -70,10 +71,13 @@ def validate_case(
     cases: CaseRecords,
     execution: OwningExecution,
     approvals: ApprovalVerifier,
+    ceilings: Ceilings,
     case_rules: Callable[[Case], None] | None = None,
 ) -> ValidateResult:
     """The validated case; DuplicateExecution when another execution already owns this case
-    (its own retries and redrives pass: the case record binds the owning execution)."""
+    (its own retries and redrives pass: the case record binds the owning execution). A refund
+    above its tenant's daily ceiling (docs/design.md §3.12) is refused for good, before
+    anything is reserved: AuthorizationDenied with the numbers."""
 
     required = ONE_APPROVER  # how many approvers the case needs, as accepted now
 
@@ -93,6 +97,15 @@ def validate_case(
 
     case = checked_case(raw_case, tenants, verify_signature, case_rules)
     digest = approval_digest(case)
+    refund = case.refund
+    try:
+        check_within_ceiling(ceilings, case.tenant_id, refund.currency, refund.amount_minor)
+    except AuthorizationDenied:
+        # Accepted before with these parameters, the ceiling lowered since: its own execution
+        # goes on (IssueRefund's charge refuses it; the reservation is released, the case
+        # escalated), a new one is a DUPLICATE.
+        if not cases.accepted(case, digest):
+            raise
     # Written with the record, once: a case accepted before keeps the count on its record.
     owner = cases.create(case, digest, execution, approvals_required=required)
     if owner == execution:

@@ -45,6 +45,7 @@ from saga.settings import (
     FunctionEnvironment,
     InventoryVariables,
     LedgerVariables,
+    LimitsVariables,
     PaymentsProviderVariables,
     PaymentsVariables,
     SandboxVariables,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions.client import SFNClient
 
     from saga.cases import CaseRecords
+    from saga.ceilings import DailyCharge
     from saga.ledger import ActionLedger, Reconciliation
     from saga.models import Case, Step
     from saga.ports.carrier import Carrier
@@ -229,6 +231,21 @@ class Runtime:
 
         env = self.variables(LedgerVariables)
         return ActionLedger(env.ledger_table, self.client, env.ledger_policy())
+
+    def refund_charge(self, case: Case) -> DailyCharge | None:
+        """The case's refund as its tenant's daily ceiling charges it (REFUND_CEILINGS,
+        LIMITS_TABLE; docs/design.md §3.12); None for a tenant without ceilings."""
+        from saga.ceilings import daily_charge
+
+        env = self.variables(LimitsVariables)
+        return daily_charge(
+            env.refund_ceilings,
+            tenant_id=case.tenant_id,
+            currency=case.refund.currency,
+            amount_minor=case.refund.amount_minor,
+            table_name=env.limits_table,
+            retention_seconds=self.variables(LedgerVariables).retention_seconds,
+        )
 
     def cases(self) -> CaseRecords:
         from saga.cases import CaseRecords
