@@ -51,6 +51,9 @@ class SagaStack(Stack):
             "cases": self.tables.cases,
             "inventory": self.tables.inventory,
             "reservations": self.tables.reservations,
+            # ValidateCase reads a draft (docs/design.md §10); the people's roles name their own.
+            "drafts": self.tables.drafts,
+            "legacy_drafts": self.tables.legacy_drafts,
         }
         self.sandbox: SandboxDownstreams | None = None
         if config.sandbox:
@@ -99,11 +102,7 @@ class SagaStack(Stack):
             self,
             "People",
             config=config,
-            tables={
-                **table_map,
-                "drafts": self.tables.drafts,
-                "legacy_drafts": self.tables.legacy_drafts,
-            },
+            tables=table_map,
             escalation_queue=self.escalation.queue,
             state_machine=self.workflow.state_machine,
             approval_keys=self.approval_keys,

@@ -29,7 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from saga.identity import agent_readable_prefixes
+from saga.identity import agent_execution_patterns, agent_readable_patterns
 from stacks.config import SagaConfig
 from stacks.constructs.approvals import VERIFIER_ACTIONS, ApprovalKeys, id_part
 from stacks.constructs.common import acknowledge_executions, execution_arns
@@ -92,8 +92,9 @@ def tenant_only(tenant: str) -> dict[str, dict[str, list[str]]]:
 
 def agent_ids_only(tenant: str) -> dict[str, dict[str, list[str]]]:
     """Every partition key the request touches is one of the tenant's agent case ids (or an id
-    from before ids carried the tenant, which names none): the cases table's key."""
-    patterns = [f"{prefix}*" for prefix in agent_readable_prefixes(tenant)]
+    of the exact shape from before ids carried the tenant, which names none): the cases table's
+    key."""
+    patterns = list(agent_readable_patterns(tenant))
     return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}
 
 
@@ -176,14 +177,17 @@ class PeopleRoles(Construct):
             "only (execution:<machine name>:*): execution names are case ids, unknown at deploy.",
         )
         for tenant, agent in self.agents.items():
-            for prefix in agent_readable_prefixes(tenant):
-                acknowledge_executions(
-                    agent,
-                    state_machine,
-                    f"{prefix}*",
-                    f"An agent reads the executions of its tenant's agent cases only ({prefix}*: "
-                    "names are agent case ids, made per request; agt-* ids name no tenant).",
-                )
+            # cdk-nag flags `*` only: the old ids' exact pattern (`?`s) needs no acknowledgment.
+            for pattern in agent_execution_patterns(tenant):
+                if "*" in pattern:
+                    acknowledge_executions(
+                        agent,
+                        state_machine,
+                        pattern,
+                        f"An agent reads the executions of its tenant's agent cases only "
+                        f"({pattern}: names are agent case ids, made per request, and their "
+                        "revisions; the old agt-<32 hex> ids name no tenant).",
+                    )
 
     def _agent_role(
         self,
@@ -207,7 +211,7 @@ class PeopleRoles(Construct):
         self._allow(
             agent,
             ["states:DescribeExecution", "states:GetExecutionHistory"],
-            [execution_arns(state_machine, f"{p}*") for p in agent_readable_prefixes(tenant)],
+            [execution_arns(state_machine, p) for p in agent_execution_patterns(tenant)],
         )
         self._allow(agent, ["lambda:GetFunctionConfiguration"], [validate_case.function_arn])
         # Its tenant's approvers' keys only: it verifies its own drafts' approvals.

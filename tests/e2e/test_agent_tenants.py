@@ -206,8 +206,9 @@ def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
     """Drafts written by the code before ids carried the tenant (tests/legacy_drafts.py, into
     the old table under the old key): a retried proposal gets its old draft, never a second;
     the old draft is approved, started and followed to COMPLETED. Old ids carry no tenant, so
-    globex can run its own case under acme's old ids (completed, held running, escalated):
-    acme's agent is told CONFLICT, never globex's state."""
+    globex can start its own case under acme's old ids (to be finished, held at ValidateCase,
+    to be escalated): ValidateCase refuses each (no draft of globex holds the id) before any
+    effect, and acme's agent is told CONFLICT, never globex's state."""
     client, legacy_table = local_aws.client("dynamodb"), local_aws.outputs["LegacyDraftsTableName"]
     retried = agent_proposal("7200")
     old_id = legacy_drafts.propose(client, legacy_table, "acme", retried)
@@ -242,17 +243,18 @@ def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
     assert started["started"] is True and polled[-1]["status"] == "COMPLETED", polled[-1]
     assert payments_of(local_aws, retried["payment_reference"]) == 1
 
-    arns, answers = run_globex_under(local_aws, ids, monkeypatch, "IssueRefund", acme)
+    arns, answers = run_globex_under(local_aws, ids, monkeypatch, "ValidateCase", acme)
     assert_conflicts_only(answers)
     sfn = local_aws.client("stepfunctions")
-    outcomes = {
-        kind: json.loads(sfn.describe_execution(executionArn=arn)["output"])["outcome"]
-        for kind, arn in arns.items()
-    }
-    assert outcomes == {"completed": "COMPLETED", "escalated": "ESCALATED", "running": "COMPLETED"}
+    for kind, arn in arns.items():
+        described = sfn.describe_execution(executionArn=arn)
+        assert (described["status"], described.get("error")) == ("FAILED", "InvalidRequest"), kind
+        assert "no draft of tenant globex holds it" in described["cause"], described["cause"]
     for kind, ticket in TICKETS.items():
         assert payments_of(local_aws, agent_proposal(ticket)["payment_reference"]) == 0, kind
-    assert payments_of(local_aws, GLOBEX_PAYMENT.format(ticket=TICKETS["completed"])) == 1
+        assert payments_of(local_aws, GLOBEX_PAYMENT.format(ticket=ticket)) == 0, kind
+    for case_id in ids.values():
+        assert count(local_aws, "CasesTableName", case_id) == 0
     assert_conflicts_only(with_session(acme, get_and_start_each(ids)))
 
     async def globex_looks(session: ClientSession) -> dict[str, Any]:

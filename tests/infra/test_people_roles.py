@@ -99,6 +99,42 @@ def test_an_agent_role_reads_its_own_cases_and_no_other_tenants(synthesized: Syn
     assert set(reads("case-0001").values()) == {Decision.IMPLICIT_DENY}  # nobody's agent case
 
 
+def test_an_agent_role_reads_old_ids_of_their_exact_shape_only(synthesized: Synthesized) -> None:
+    """The old ids name no tenant, so every agent may read them; the grant is their shape, `agt-`
+    and 32 characters (IAM's `?` matches exactly one), and their revisions' executions
+    (`--r<N>`): another tenant's ordinary case whose id merely begins `agt-` stays out."""
+    policies = _policies(synthesized)
+    agent = _one(synthesized, "AWS::IAM::Role", "AcmeAgentRole")
+    machine = _one(synthesized, "AWS::StepFunctions::StateMachine", "WorkflowStateMachine")
+    cases = _one(synthesized, "AWS::DynamoDB::Table", "TablesCasesTable")
+    execution = f"arn:aws:states:{REGION_ACCOUNT}:execution:{machine}:{{}}"
+
+    def describe(name: str) -> Decision:
+        request = Request("states:DescribeExecution", execution.format(name))
+        return _decide(policies, agent, request, mfa=False)
+
+    def record(case_id: str) -> Decision:
+        params = {"TableName": cases, "Key": {"case_id": {"S": case_id}}}
+        return _decide(policies, agent, _dynamodb("GetItem", params, {cases: "case_id"}), mfa=False)
+
+    old = legacy_agent_case_id("globex", "TICKET-7")
+    assert (describe(old), record(old)) == (Decision.ALLOW, Decision.ALLOW)
+    assert describe(execution_name(old, 2)) is Decision.ALLOW
+    assert describe(execution_name(old, 12)) is Decision.ALLOW
+    for theirs in (
+        "agt-2024-0042",  # another tenant's case id, begun so
+        "agt-" + "0" * 31,  # one character short of the old shape
+        old + "0",  # one too many
+        old + "-x",
+        "agt-" + "0" * 40,
+    ):
+        assert (describe(theirs), record(theirs)) == (Decision.IMPLICIT_DENY,) * 2, theirs
+    # Revisions are executions' names only, never a case record's key. (An execution named
+    # `<old id>--r<anything>` is readable: IAM has no digits class. Its case id is under
+    # `agt-`, so ValidateCase refuses it before any effect, docs/design.md §10.)
+    assert record(execution_name(old, 2)) is Decision.IMPLICIT_DENY
+
+
 def test_a_drafts_execution_is_named_inside_its_tenants_agent_names() -> None:
     """A draft runs as revision 1 (saga.agent.drafts.DRAFT_REVISION), whose execution name is
     its case id, whatever the tenant's length; the IAM pattern relies on it."""
