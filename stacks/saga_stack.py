@@ -15,6 +15,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from stacks.config import SagaConfig
+from stacks.constructs.agent_config import AgentConfigs
 from stacks.constructs.agent_gateway import AgentGateway
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.escalation import Escalation
@@ -24,7 +25,7 @@ from stacks.constructs.sandbox import SandboxDownstreams
 from stacks.constructs.tables import SagaTables
 from stacks.constructs.tools import ToolFunctions, metrics_namespace
 from stacks.constructs.workflow import ASL_PATH, SagaWorkflow
-from stacks.environment_budget import check_environments
+from stacks.environment_budget import check_agent_configs, check_environments
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_CACHE = PROJECT_ROOT / ".build"
@@ -98,6 +99,14 @@ class SagaStack(Stack):
                 },
                 state_machine=self.workflow.state_machine,
             )
+        self.agent_configs = AgentConfigs(
+            self,
+            "AgentConfigs",
+            config=config,
+            tables=table_map,
+            state_machine=self.workflow.state_machine,
+            approval_keys=self.approval_keys,
+        )
         self.people = PeopleRoles(
             self,
             "People",
@@ -108,6 +117,7 @@ class SagaStack(Stack):
             approval_keys=self.approval_keys,
             validate_case=self.tools.functions[VALIDATE_CASE_ID],
             sweeper=self.tools.functions[SWEEPER_ID],
+            agent_configs=self.agent_configs,
         )
         self.monitoring = Monitoring(
             self,
@@ -150,7 +160,10 @@ class SagaStack(Stack):
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self, config.approval_thresholds)
         self.people.add_outputs(self)
+        self.agent_configs.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)
         # Lambda's 4 KB per environment, checked here rather than refused mid-deploy.
         self.environment_sizes = check_environments(self, self.tools.environments)
+        # SSM's 4 KB per standard parameter, likewise.
+        check_agent_configs(self, self.agent_configs.values)

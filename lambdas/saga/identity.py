@@ -242,19 +242,14 @@ def agent_readable_patterns(tenant_id: str) -> tuple[str, ...]:
     of characters, `?` exactly one): its own agent case ids, and the ids from before ids carried
     the tenant (which name none) in their exact length, `agt-` and 32 characters. IAM has no
     character classes, so `?` stands for each hex digit; the other ids of that length under
-    `agt-` are no case's: ValidateCase starts none without its draft (AGENT_ID_PREFIXES)."""
+    `agt-` are no case's: ValidateCase starts none without its draft (AGENT_ID_PREFIXES).
+    They are also the names of the drafts' executions, which run as revision 1, named by the
+    case id (§2): the tools read no other execution of theirs (a later revision's digest is
+    never the draft's, saga.agent.owned)."""
     return (
         f"{AGENT_CASE_PREFIX}{tenant_id}{AGENT_ID_DELIMITER}*",
         LEGACY_AGENT_CASE_PREFIX + "?" * LEGACY_AGENT_CODE_LENGTH,
     )
-
-
-def agent_execution_patterns(tenant_id: str) -> tuple[str, ...]:
-    """The names of those cases' executions: a draft runs as revision 1, named by its case id,
-    a later revision as `<case id>--r<revision>` (execution_name; an old id's revisions fit in
-    80 characters, so none is cut and hashed)."""
-    own, legacy = agent_readable_patterns(tenant_id)
-    return (own, legacy, f"{legacy}{REVISION_MARK}*")
 
 
 def in_agent_namespace(case_id: str) -> bool:

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import ClientSession, StdioServerParameters
 
+from saga.agent.config import agent_config_parameter
 from saga.agent.drafts import draft_case
 from saga.approvals import signed_message
 from saga.dynamodb import from_item
@@ -287,15 +288,21 @@ def test_agent_case_ids_of_tenants_never_meet(
 ) -> None:
     """acme, acme-eu (whose id extends acme's) and a tenant with a 63-character id propose the
     same request id: three cases, each id naming its tenant, each draft under its tenant in the
-    drafts table, each invisible to the others. The stack's outputs are given the two extra
-    tenants (the server serves the tenants the outputs name; nothing here is started)."""
+    drafts table, each invisible to the others. The two extra tenants get an agent
+    configuration as the stack writes one (the server serves a tenant whose parameter the
+    outputs name; nothing here is started)."""
     longest = "t" * 63
     stack = json.loads(outputs.read_text())
-    keys = json.loads(stack["ApprovalKeys"])
+    parameters = json.loads(stack["AgentConfigParameters"])
+    ssm = local_aws.client("ssm")
+    acme = json.loads(ssm.get_parameter(Name=parameters["acme"])["Parameter"]["Value"])
+    key = json.loads(stack["ApprovalKeys"])["acme"]["supervisor@acme"]
     for tenant in ("acme-eu", longest):
-        keys[tenant] = {f"ops@{tenant}": keys["acme"]["supervisor@acme"]}
+        parameters[tenant] = agent_config_parameter("wider", tenant)
+        config = {**acme, "tenant_id": tenant, "approval_keys": {f"ops@{tenant}": {"current": key}}}
+        ssm.put_parameter(Name=parameters[tenant], Value=json.dumps(config), Type="String")
     wider = tmp_path / "wider-outputs.json"
-    wider.write_text(json.dumps({**stack, "ApprovalKeys": json.dumps(keys)}))
+    wider.write_text(json.dumps({**stack, "AgentConfigParameters": json.dumps(parameters)}))
     tenants = ("acme", "acme-eu", longest)
 
     ids: dict[str, str] = {}

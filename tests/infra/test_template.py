@@ -58,6 +58,8 @@ def _tables_by_key(synth: Synthesized) -> dict[str, str]:
         "cases": stack.tables.cases,
         "inventory": stack.tables.inventory,
         "reservations": stack.tables.reservations,
+        "drafts": stack.tables.drafts,
+        "legacy_drafts": stack.tables.legacy_drafts,
     }
     if stack.sandbox is not None:
         tables |= {
