@@ -51,6 +51,7 @@ from sagactl.config import resolve_budget
 from sagactl.identifiers import check_tenant
 from sagactl.operations.escalations import caller_identity, open_escalations, resolve, show
 from sagactl.views.escalations import Escalation, EscalationView, ResolveReport
+from sagactl.views.untrusted import visible_lines
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
 
@@ -69,7 +70,7 @@ def command_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{len(found)} open escalation(s){scope}, oldest first:")
     for escalation in found:
-        print("\n".join(_escalation_lines(escalation)))
+        print(visible_lines(_escalation_lines(escalation)))
     print(RESOLVE_HINT)
     return 0
 
@@ -94,7 +95,7 @@ def command_show(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(view.to_json())
     else:
-        print("\n".join(show_lines(view, now=target.now())))
+        print(visible_lines(show_lines(view, now=target.now())))
     return 0
 
 
@@ -201,7 +202,7 @@ def command_resolve(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report.to_json())
     else:
-        print("\n".join(resolve_lines(report)))
+        print(visible_lines(resolve_lines(report)))
     return 0
 
 
