@@ -84,6 +84,11 @@ def test_a_refused_and_a_failed_execution_are_shown_written_out(
         shown_safely(as_json, shown=False)
         if case_id == "case-crashed":  # the cause as given: JSON writes \u001b, for programs
             assert "\\u001b" in as_json.out, as_json.out[-800:]
+    # The redrive plan quotes the failed state's cause (printed before it asks, then refused:
+    # no terminal to confirm on).
+    planned = sagactl("redrive", "case-crashed")
+    assert "RuntimeError" in planned.out, (planned.out, planned.err)
+    shown_safely(planned)
     # The refusal itself quotes the key it was given with repr.
     refused = sagactl("status", "case-hostile-key")
     assert "key '\\x1b]52;c;" in refused.out, refused.out[-1500:]
@@ -142,6 +147,14 @@ def test_an_escalated_case_and_its_stuck_action_are_shown_written_out(
         shown_safely(result)
     for argv in (("escalations", "show", case_id, "--json"), ("stuck", "--json")):
         shown_safely(sagactl(*argv), shown=False)
+    # A person's decision is text another person reads: resolving with one, then the views.
+    resolved = sagactl("escalations", "resolve", case_id, "--decision", HOSTILE)
+    assert resolved.code == 0, resolved.err
+    shown_safely(resolved)
+    for argv in (("status", case_id), ("escalations", "show", case_id)):
+        result = sagactl(*argv)
+        assert result.code == 0, (argv, result.err)
+        shown_safely(result)
 
 
 def test_the_error_printer_writes_out_what_an_error_quotes(
