@@ -18,15 +18,13 @@ import json
 
 from botocore.exceptions import ClientError
 
-from saga.agent.config import AgentConfig, agent_config_parameter
+from saga.agent.config import AGENT_CONFIG_OUTPUT, AgentConfig, agent_config_parameter
 from saga.agent.drafts import DraftStore
 from saga.agent.tools import AgentTools
 from saga.approval_keys import KmsPublicKeys
 from saga.cases import CaseRecords
 from sagactl.errors import NotFound, SagactlError, UsageError
 from sagactl.target import Target
-
-AGENT_CONFIG_OUTPUT = "AgentConfigParameters"
 
 
 def agent_config_name(target: Target, tenant: str) -> str:

@@ -20,11 +20,9 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from saga.agent.config import AgentConfig, agent_config_parameter
+from saga.agent.config import AGENT_CONFIG_OUTPUT, AgentConfig, agent_config_parameter
 from stacks.config import SagaConfig
 from stacks.constructs.approvals import ApprovalKeys, id_part
-
-AGENT_CONFIG_OUTPUT = "AgentConfigParameters"
 
 
 class AgentConfigs(Construct):

@@ -26,6 +26,9 @@ from saga.approvals import ApprovalVerifier
 from saga.four_eyes import FOUR_EYES, parse_thresholds
 from saga.models import TENANT_ID_PATTERN
 
+# The stack output naming each tenant's parameter (tenant -> name), for the operator and the local
+# AWS; on AWS an agent role cannot read the outputs and computes the name (agent_config_parameter).
+AGENT_CONFIG_OUTPUT = "AgentConfigParameters"
 # SSM's limit for a standard parameter's value (stacks/environment_budget.py checks it at synth).
 PARAMETER_VALUE_LIMIT = 4096
 
