@@ -145,15 +145,15 @@ def test_an_escalated_case_and_its_stuck_action_are_shown_written_out(
         result = sagactl(*argv)
         assert result.code == 0, (argv, result.err)
         shown_safely(result)
-    for argv in (("escalations", "show", case_id, "--json"), ("stuck", "--json")):
-        shown_safely(sagactl(*argv), shown=False)
+    for as_json in (("escalations", "show", case_id, "--json"), ("stuck", "--json")):
+        shown_safely(sagactl(*as_json), shown=False)
     # A person's decision is text another person reads: resolving with one, then the views.
     resolved = sagactl("escalations", "resolve", case_id, "--decision", HOSTILE)
     assert resolved.code == 0, resolved.err
     shown_safely(resolved)
-    for argv in (("status", case_id), ("escalations", "show", case_id)):
-        result = sagactl(*argv)
-        assert result.code == 0, (argv, result.err)
+    for view in ("status", "escalations show"):
+        result = sagactl(*view.split(), case_id)
+        assert result.code == 0, (view, result.err)
         shown_safely(result)
 
 
