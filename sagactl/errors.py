@@ -24,6 +24,8 @@ from botocore.exceptions import (
     NoRegionError,
 )
 
+from sagactl.views.untrusted import visible
+
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
@@ -241,5 +243,6 @@ def with_local_hint(message: str) -> str:
 def _report(args: argparse.Namespace, error_type: str, message: str, exit_code: int) -> int:
     if getattr(args, "json", False):
         print(json.dumps({"error": {"type": error_type, "message": message}}))
-    print(f"sagactl: {message}", file=sys.stderr)
+    # The message may quote a case or AWS (a refusal, a cause): shown, never obeyed.
+    print(f"sagactl: {visible(message)}", file=sys.stderr)
     return exit_code

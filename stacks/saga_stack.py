@@ -16,6 +16,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from stacks.config import SagaConfig
+from stacks.constructs.agent_config import AgentConfigs
 from stacks.constructs.agent_gateway import AgentGateway
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.escalation import Escalation
@@ -25,7 +26,7 @@ from stacks.constructs.sandbox import SandboxDownstreams
 from stacks.constructs.tables import SagaTables
 from stacks.constructs.tools import ToolFunctions, metrics_namespace
 from stacks.constructs.workflow import ASL_PATH, SagaWorkflow
-from stacks.environment_budget import check_environments
+from stacks.environment_budget import check_agent_configs, check_environments
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_CACHE = PROJECT_ROOT / ".build"
@@ -53,6 +54,9 @@ class SagaStack(Stack):
             "inventory": self.tables.inventory,
             "reservations": self.tables.reservations,
             "limits": self.tables.limits,
+            # ValidateCase reads a draft (docs/design.md §10); the people's roles name their own.
+            "drafts": self.tables.drafts,
+            "legacy_drafts": self.tables.legacy_drafts,
         }
         self.sandbox: SandboxDownstreams | None = None
         if config.sandbox:
@@ -97,20 +101,25 @@ class SagaStack(Stack):
                 },
                 state_machine=self.workflow.state_machine,
             )
+        self.agent_configs = AgentConfigs(
+            self,
+            "AgentConfigs",
+            config=config,
+            tables=table_map,
+            state_machine=self.workflow.state_machine,
+            approval_keys=self.approval_keys,
+        )
         self.people = PeopleRoles(
             self,
             "People",
             config=config,
-            tables={
-                **table_map,
-                "drafts": self.tables.drafts,
-                "legacy_drafts": self.tables.legacy_drafts,
-            },
+            tables=table_map,
             escalation_queue=self.escalation.queue,
             state_machine=self.workflow.state_machine,
             approval_keys=self.approval_keys,
             validate_case=self.tools.functions[VALIDATE_CASE_ID],
             sweeper=self.tools.functions[SWEEPER_ID],
+            agent_configs=self.agent_configs,
         )
         self.monitoring = Monitoring(
             self,
@@ -162,7 +171,10 @@ class SagaStack(Stack):
             value=json.dumps(config.refund_ceilings, sort_keys=True, separators=(",", ":")),
         )
         self.people.add_outputs(self)
+        self.agent_configs.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)
         # Lambda's 4 KB per environment, checked here rather than refused mid-deploy.
         self.environment_sizes = check_environments(self, self.tools.environments)
+        # SSM's 4 KB per standard parameter, likewise.
+        check_agent_configs(self, self.agent_configs.values)

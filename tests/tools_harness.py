@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from saga.agent.drafts import DraftStore
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client, kms_client
@@ -200,6 +201,15 @@ class ToolsEnv:
     @property
     def cases(self) -> CaseRecords:
         return CaseRecords(self.client, self.names["CASES_TABLE"], clock=self.clock)
+
+    @property
+    def drafts(self) -> DraftStore:
+        return DraftStore(
+            self.client,
+            self.names["DRAFTS_TABLE"],
+            legacy_table_name=self.names["LEGACY_DRAFTS_TABLE"],
+            clock=self.clock,
+        )
 
     def faults(self, case: Case, downstream: str) -> FaultSource:
         faults = case.sandbox.faults_for(downstream)

@@ -345,6 +345,12 @@ class CarrierVariables(DownstreamVariables):
     shipments_table: TableName | None = None  # the sandbox carrier's table
 
 
+class DraftsVariables(FunctionEnvironment):
+    drafts_table: TableName
+    # Drafts proposed before ids carried the tenant, keyed by case_id alone (docs/design.md §10).
+    legacy_drafts_table: TableName
+
+
 class ApprovalVariables(FunctionEnvironment):
     approval_keys: ApprovalKeysValue
     # Four eyes (saga.four_eyes): ValidateCase decides with them; a tool after it with the
@@ -396,13 +402,15 @@ class LimitsVariables(RefundCeilingsVariables):
 # --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
 class ValidateCaseEnvironment(
     CasesVariables,
+    DraftsVariables,
     ApprovalVariables,
     PaymentsProviderVariables,
     SandboxVariables,
     RefundCeilingsVariables,
 ):
     """SANDBOX_TABLE only says whether the sandbox is deployed: with Stripe, a case asking for
-    faults where there is none is refused (saga.providers.stripe_rules)."""
+    faults where there is none is refused (saga.providers.stripe_rules). The drafts tables: a
+    new case under an agent's case id starts only as that agent's draft (docs/design.md §10)."""
 
 
 class ReserveStockEnvironment(
@@ -446,12 +454,6 @@ class EscalationQueueVariables(FunctionEnvironment):
 
 class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables, EscalationQueueVariables):
     pass
-
-
-class DraftsVariables(FunctionEnvironment):
-    drafts_table: TableName
-    # Drafts proposed before ids carried the tenant, keyed by case_id alone (docs/design.md §10).
-    legacy_drafts_table: TableName
 
 
 def parse_agent_targets(raw: str | Mapping[str, Any]) -> dict[str, str]:

@@ -53,6 +53,7 @@ _POLICY = (
     "case's execution meets it (the tests evaluate recorded calls against them, §11)"
 )
 _SYNTH = "a limit checked when the stack is synthesized: no case's execution meets it"
+_VIEW = "what sagactl prints for a person: no case's execution reads its text views"
 _STRIPE = (
     "the Stripe adapter: the campaign's stack refunds through the sandbox provider, so no case's "
     "execution reaches it; its tests drive the real SDK against recorded Stripe answers (the "
@@ -985,6 +986,88 @@ MUTANTS: tuple[Mutant, ...] = (
         "        pass",
         outside_slice=_CEILING,
         tests=("tests/integration/test_tools_validate.py",),
+    ),
+    # --- issue 40: an agent learns nothing of other tenants; untrusted text drives no terminal --
+    Mutant(
+        "agent-legacy-ids-widened",
+        "an agent reads only the old agent ids' exact shape, agt- and 32 characters (§11)",
+        "lambdas/saga/identity.py",
+        '        LEGACY_AGENT_CASE_PREFIX + "?" * LEGACY_AGENT_CODE_LENGTH,',
+        '        LEGACY_AGENT_CASE_PREFIX + "*",',
+        outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
+    ),
+    Mutant(
+        "agent-id-without-draft",
+        "a new case runs under an agent's case id only as its tenant's draft (§10)",
+        "lambdas/saga/tools/validate.py",
+        "    require_agents_draft(case, drafts, cases)\n",
+        "",
+        outside_slice="the campaign's cases have ordinary case ids, never an agent's",
+        tests=("tests/integration/test_tools_validate.py",),
+    ),
+    Mutant(
+        "agent-reads-the-outputs",
+        "an agent role reads its tenant's configuration, not the stack's outputs (§11)",
+        "stacks/constructs/people.py",
+        "            reads_stack=False,  # the outputs name every tenant's approvers",
+        "            reads_stack=True,",
+        outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
+    ),
+    Mutant(
+        "terminal-escape-case-view",
+        "the case view (status, watch) shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/render.py",
+        "    return visible_lines(lines)",
+        '    return "\\n".join(lines)',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-escalations",
+        "the escalation worklist shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/escalations.py",
+        "        print(visible_lines(show_lines(view, now=target.now())))",
+        '        print("\\n".join(show_lines(view, now=target.now())))',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-timeline",
+        "watch's timeline shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/render.py",
+        '    return visible(f"  {_clock(entry.timestamp):<12}  {entry.text}")',
+        '    return f"  {_clock(entry.timestamp):<12}  {entry.text}"',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-stuck",
+        "the stuck actions' list shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/ledger.py",
+        '            visible(\n                f"  {action.status:<11}',
+        '            str(\n                f"  {action.status:<11}',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-errors",
+        "an error quoting a case or AWS is shown written out (sagactl.views.untrusted)",
+        "sagactl/errors.py",
+        '    print(f"sagactl: {visible(message)}", file=sys.stderr)',
+        '    print(f"sagactl: {message}", file=sys.stderr)',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-c1",
+        "U+009B (CSI in one character) and the other C1 controls are written out",
+        "sagactl/views/untrusted.py",
+        '_DRIVES_A_TERMINAL = re.compile("[\\x00-\\x1f\\x7f-\\x9f',
+        '_DRIVES_A_TERMINAL = re.compile("[\\x00-\\x1f\\x7f',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
     ),
 )
 

@@ -23,6 +23,7 @@ from sagactl.commands.common import (
 from sagactl.commands.render import emit_json
 from sagactl.errors import Refused, UsageError
 from sagactl.operations.records import set_stock, stock_held_under_way, stock_levels
+from sagactl.views.untrusted import visible
 
 
 def parse_stock(pairs: list[str] | None) -> dict[str, int]:
@@ -52,7 +53,7 @@ def command_show(args: argparse.Namespace) -> int:
         print("the inventory is empty: `sagactl inventory seed` sets stock levels")
     else:
         for sku, available in levels.items():
-            print(f"  {sku:<24} {available:>6} available")
+            print(visible(f"  {sku:<24} {available:>6} available"))
     return 0
 
 

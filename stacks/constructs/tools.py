@@ -107,8 +107,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "saga.handlers.validate_case.handler",
         "validate-case",
         "Validate, authorize and verify the signed approval; write the case record",
-        # The sandbox's name only: whether it is deployed (Stripe's rules refuse faults without).
-        (TableAccess("cases", (PUT,)), TableAccess("sandbox", ())),
+        (
+            # GetItem: whether a case ran under an agent's id that no draft holds (and a case
+            # whose approval no longer verifies was accepted before).
+            TableAccess("cases", (PUT, GET)),
+            # A new case under an agent's case id must be its tenant's draft (GetItem).
+            TableAccess("drafts", (GET,)),
+            TableAccess("legacy_drafts", (GET,)),
+            # The sandbox's name only: whether it is deployed (Stripe's rules refuse faults
+            # without).
+            TableAccess("sandbox", ()),
+        ),
         ValidateCaseEnvironment,
     ),
     ToolSpec(

@@ -12,7 +12,12 @@ resource) that the role's policies allow but no flow used.
 The local mode reads the stack's outputs from `.local/outputs.json`; on AWS sagactl reads them
 with CloudFormation DescribeStacks. Each role's flows therefore also run that discovery
 (`sagactl.target.aws_target`): the local AWS has no CloudFormation stack and answers "does not
-exist", but the request is recorded before it is sent, and it is what AWS authorizes.
+exist", but the request is recorded before it is sent, and it is what AWS authorizes. An agent
+role reads no outputs: `sagactl mcp --stack` reads its tenant's agent configuration parameter
+by the name the stack gives it, and that discovery runs too (the local AWS holds the
+parameter). The agent roles' old grants, which handed every tenant's approvers to each agent
+(the outputs, ValidateCase's environment), are shown gone, and another tenant's parameter
+denied.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from sagactl.iam.stack_policies import (
 from sagactl.local.approval_keys import co_sign_locally, sign_locally
 from sagactl.local.aws_calls import acting_as, recording_aws_calls
 from sagactl.local.environment import LocalAws
-from sagactl.operations.agent_tools import agent_tools
+from sagactl.operations.agent_tools import agent_config, agent_tools
 from sagactl.target import aws_target, local_target
 from tests import legacy_drafts
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
@@ -245,9 +250,16 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
                     flow.run(sagactl, saga, tmp_path)
                 except AssertionError as exc:
                     raise AssertionError(f"{flow.role}: {flow.title}: {exc}") from exc
+        stack_name = synthesized.saga.stack.stack_name
         for key in roles:  # how sagactl finds the stack's outputs on AWS
+            if key.startswith("agent "):  # `sagactl mcp --stack`: its tenant's parameter only
+                tenant = key.removeprefix("agent ")
+                with acting_as(key):
+                    on_aws = aws_target(stack_name, read_outputs=False)
+                    assert agent_config(on_aws, tenant).tenant_id == tenant
+                continue
             with acting_as(key), pytest.raises(SagactlError, match="does not exist"):
-                aws_target(synthesized.saga.stack.stack_name)
+                aws_target(stack_name)
     drafts = (
         f"arn:aws:dynamodb:us-east-1:{account.account_id}:table/{saga.outputs['DraftsTableName']}"
     )
@@ -288,6 +300,7 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
                 ("dynamodb:GetItem", False),
                 ("dynamodb:UpdateItem", False),
             }, key
+    problems += agents_read_no_other_tenant(saga.outputs, policies, roles, account)
     drafts_key = account.partition_keys[saga.outputs["DraftsTableName"]]
     if drafts_key != TENANT_FIRST_KEY:
         problems.insert(
@@ -298,6 +311,34 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
         )
     unique = list(dict.fromkeys(problems))
     assert not unique, "the people's roles differ from their flows:\n" + "\n".join(unique)
+
+
+def agents_read_no_other_tenant(
+    outputs: Mapping[str, str], policies: StackPolicies, roles: Mapping[str, str], account: Any
+) -> list[str]:
+    """What names every tenant's approvers is denied to each agent role (the stack's outputs,
+    ValidateCase's environment), and so is another tenant's agent configuration."""
+    region_account = f"us-east-1:{account.account_id}"
+    parameters = json.loads(outputs["AgentConfigParameters"])
+    function = outputs["ValidateCaseFunctionName"]
+    validate_case = f"arn:aws:lambda:{region_account}:function:{function}"
+    problems = []
+    for tenant in TENANT_APPROVERS:
+        role = policies.roles[roles[f"agent {tenant}"]]
+        requests = [
+            Request("cloudformation:DescribeStacks", next(iter(account.stack_ids.values()))),
+            Request("lambda:GetFunctionConfiguration", validate_case),
+            *(
+                Request("ssm:GetParameter", f"arn:aws:ssm:{region_account}:parameter{name}")
+                for other, name in parameters.items()
+                if other != tenant
+            ),
+        ]
+        for request in requests:
+            asked = replace(request, context=role.session_context(mfa=False))
+            if evaluate(policies.grants(role.logical_id), asked).allowed:
+                problems.append(f"OTHERS  agent {tenant}: {request.action} on {request.resource}")
+    return problems
 
 
 def other_tenants_denied(grants: Grants, request: Request, drafts: str) -> bool:

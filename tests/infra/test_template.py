@@ -62,6 +62,8 @@ def _tables_by_key(synth: Synthesized) -> dict[str, str]:
         "inventory": stack.tables.inventory,
         "reservations": stack.tables.reservations,
         "limits": stack.tables.limits,
+        "drafts": stack.tables.drafts,
+        "legacy_drafts": stack.tables.legacy_drafts,
     }
     if stack.sandbox is not None:
         tables |= {

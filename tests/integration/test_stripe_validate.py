@@ -28,6 +28,8 @@ ENVIRONMENT = {
     "POWERTOOLS_METRICS_NAMESPACE": "ns",
     "POWERTOOLS_LOG_LEVEL": "INFO",
     "CASES_TABLE": "cases",
+    "DRAFTS_TABLE": "drafts",
+    "LEGACY_DRAFTS_TABLE": "legacy-drafts",
     "APPROVAL_KEYS": '{"acme": {"supervisor@acme": {"current": "arn:k"}}}',
     "APPROVAL_THRESHOLDS": "{}",
     "REFUND_CEILINGS": "{}",
@@ -58,6 +60,7 @@ def validate(env: ToolsEnv, case: dict[str, Any], *, sandbox: bool = True) -> Va
         execution=OWNER,
         approvals=env.approvals,
         ceilings=env.ceilings,
+        drafts=env.drafts,
         case_rules=rules("stripe", sandbox=sandbox),
     )
 
@@ -140,6 +143,7 @@ def test_the_sandbox_deployment_accepts_what_stripe_would_refuse(env: ToolsEnv) 
         execution=OWNER,
         approvals=env.approvals,
         ceilings=env.ceilings,
+        drafts=env.drafts,
         case_rules=rules("sandbox", sandbox=True),
     )
 

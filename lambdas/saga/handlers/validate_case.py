@@ -31,6 +31,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             cases=runtime.cases(),
             execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
             approvals=runtime.approvals,
+            drafts=runtime.drafts(),
             ceilings=runtime.variables(RefundCeilingsVariables).refund_ceilings,
             case_rules=runtime.case_rules(),
         )

@@ -42,6 +42,7 @@ from saga.settings import (
     CasesVariables,
     ConfigurationError,
     DownstreamVariables,
+    DraftsVariables,
     FunctionEnvironment,
     InventoryVariables,
     LedgerVariables,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_stepfunctions.client import SFNClient
 
+    from saga.agent.drafts import DraftStore
     from saga.cases import CaseRecords
     from saga.ceilings import DailyCharge
     from saga.ledger import ActionLedger, Reconciliation
@@ -251,6 +253,12 @@ class Runtime:
         from saga.cases import CaseRecords
 
         return CaseRecords(self.client, self.variables(CasesVariables).cases_table)
+
+    def drafts(self) -> DraftStore:
+        from saga.agent.drafts import DraftStore
+
+        env = self.variables(DraftsVariables)
+        return DraftStore(self.client, env.drafts_table, legacy_table_name=env.legacy_drafts_table)
 
     def inventory(self, case: Case, operation: Operation) -> Inventory:
         """The inventory as `operation` (reserve or release) of the case reaches it."""
