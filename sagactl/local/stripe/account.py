@@ -170,11 +170,13 @@ class StripeAccount:
             return held is not None and held.answer is None
 
     # --- payments ------------------------------------------------------------------------------
-    def seed_payment(self, intent_id: str, amount: int, currency: str) -> None:
-        """A paid PaymentIntent with a fixed id (the example cases name it)."""
+    def seed_payment(
+        self, intent_id: str, amount: int, currency: str, *, disputed: bool = False
+    ) -> None:
+        """A PaymentIntent paid with a test card, with a fixed id (the example cases name it)."""
         with self.lock:
             payment = Payment(intent_id, amount, currency.lower(), self.now())
-            self._pay(payment, "pm_card_visa")
+            self._pay(payment, DISPUTED_CARD if disputed else "pm_card_visa")
 
     def _pay(self, payment: Payment, payment_method: str) -> None:
         payment.charge_id = "ch_" + payment.intent_id.removeprefix("pi_")
