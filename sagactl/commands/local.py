@@ -69,7 +69,7 @@ DEFAULT_TTL_SWEEP_SECONDS = 60.0
 SANDBOX, STRIPE = "sandbox", "stripe"
 # sagactl.local.stripe's defaults, repeated so that `--help` imports none of it.
 DEFAULT_STRIPE_PORT = 12111
-STRIPE_SECRET_NAME = "saga-local/stripe-api-key"
+STRIPE_SECRET_NAME = "saga-local/stripe-api-key"  # noqa: S105 (the secret's name, not a key)
 T = TypeVar("T")
 
 
@@ -110,9 +110,7 @@ def _stack_source(args: argparse.Namespace) -> Any:
     return source
 
 
-def _listen_error(
-    host: str, port: int, exc: OSError, *, flag: str = "--port"
-) -> LocalCommandError:
+def _listen_error(host: str, port: int, exc: OSError, *, flag: str = "--port") -> LocalCommandError:
     reason = exc.strerror or str(exc)
     if exc.errno == errno.EADDRINUSE:
         reason += f" (another program holds the port: stop it, or pass {flag})"
@@ -163,7 +161,7 @@ def command_up(args: argparse.Namespace) -> int:
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-        _serve(args, server, source, stop, server_seconds, stripe)
+        _serve(args, server, source, stop, server_seconds, stripe=stripe)
     finally:
         if stripe is not None:
             stripe.stop()
@@ -208,6 +206,7 @@ def _serve(
     source: Any,
     stop: threading.Event,
     server_seconds: float,
+    *,
     stripe: Any = None,
 ) -> None:
     """Provision the stack (wired to the local Stripe server with --payments stripe), say how

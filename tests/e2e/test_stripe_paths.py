@@ -111,7 +111,7 @@ def the_refund_is_recorded_once(saga: StripeSaga) -> None:
     assert made["metadata"] == {"business_ref": f"{saga.case_id}.refund", "case_id": saga.case_id}
 
 
-# --- make test -------------------------------------------------------------------------------------
+# --- make test ------------------------------------------------------------------------------------
 def test_happy_path_refunds_once_at_stripe(stripe_aws: StripeAws, tmp_path: Path) -> None:
     saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "happy-path"), tmp_path)
 
@@ -219,7 +219,9 @@ def test_when_stripe_cannot_tell_a_person_decides_and_nothing_is_undone(
     """503 from then on (the lookup cannot tell), or a 500 stored for the key and replayed to
     every re-attempt: the refund's outcome stays unknown; the case escalates with it UNKNOWN
     and keeps the reservation (the refund may exist), no refund was made."""
-    saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "happy-path", refund_faults=faults), tmp_path)
+    saga = StripeSaga(
+        stripe_aws, stripe_case(stripe_aws, "happy-path", refund_faults=faults), tmp_path
+    )
 
     assert saga.status == "SUCCEEDED"
     assert saga.path[-3:] == ["ReconcileStep", "AfterReconcile", *ESCALATED_END]
@@ -233,9 +235,7 @@ def test_when_stripe_cannot_tell_a_person_decides_and_nothing_is_undone(
 
 @pytest.mark.slow
 @long_only
-def test_the_reject_fault_is_a_refusal_stripe_stores(
-    stripe_aws: StripeAws, tmp_path: Path
-) -> None:
+def test_the_reject_fault_is_a_refusal_stripe_stores(stripe_aws: StripeAws, tmp_path: Path) -> None:
     saga = StripeSaga(
         stripe_aws, stripe_case(stripe_aws, "refund-rejected", refund_faults=["reject"]), tmp_path
     )
@@ -248,9 +248,7 @@ def test_the_reject_fault_is_a_refusal_stripe_stores(
 
 @pytest.mark.slow
 @long_only
-def test_a_rejected_shipment_keeps_the_stripe_refund(
-    stripe_aws: StripeAws, tmp_path: Path
-) -> None:
+def test_a_rejected_shipment_keeps_the_stripe_refund(stripe_aws: StripeAws, tmp_path: Path) -> None:
     saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "shipment-rejected"), tmp_path)
 
     assert saga.path == RELEASED_AT_SHIPMENT
@@ -260,9 +258,7 @@ def test_a_rejected_shipment_keeps_the_stripe_refund(
 
 @pytest.mark.slow
 @long_only
-def test_out_of_stock_never_reaches_stripe(
-    stripe_aws: StripeAws, tmp_path: Path
-) -> None:
+def test_out_of_stock_never_reaches_stripe(stripe_aws: StripeAws, tmp_path: Path) -> None:
     saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "out-of-stock"), tmp_path)
 
     assert saga.path == [*HAPPY_PATH[:2], *ESCALATED_END]
@@ -308,9 +304,7 @@ def test_a_case_with_refund_faults_is_refused_where_refunds_go_to_stripe_itself(
     """Without STRIPE_API_BASE (Stripe's own API) nobody acts out refund faults: ValidateCase
     refuses the case before any effect."""
     client = stripe_aws.local.client("lambda")
-    name = next(
-        n for n in stripe_aws.local.provisioned.functions.values() if "ValidateCase" in n
-    )  # type: ignore[union-attr]
+    name = next(n for n in stripe_aws.local.provisioned.functions.values() if "ValidateCase" in n)  # type: ignore[union-attr]
     variables = client.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
     variables.pop("STRIPE_API_BASE")
     client.update_function_configuration(FunctionName=name, Environment={"Variables": variables})

@@ -115,14 +115,16 @@ REFUND_FORM = (  # what the adapter sends for `request()`
 )
 
 
-# --- Stripe's rules ---------------------------------------------------------------------------------
+# --- Stripe's rules -------------------------------------------------------------------------------
 def test_a_repeat_with_the_same_key_replays_the_first_refund(server: LocalStripe) -> None:
     first = refund(server)
     again = refund(server)
 
     assert again == first and first.status == "succeeded"
     assert [r["id"] for r in server.refunds(CASE)] == [first.refund_id]
-    status, body, headers = raw(server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": KEY})
+    status, body, headers = raw(
+        server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": KEY}
+    )
     assert (status, body["id"], headers["idempotent-replayed"]) == (200, first.refund_id, "true")
     assert provider(server).find_refunds(REF) == [first]
 
@@ -156,7 +158,9 @@ def test_a_key_is_kept_24_hours_then_a_repeat_executes_again(
 def test_a_key_of_more_than_255_characters_is_refused_before_anything_is_stored(
     server: LocalStripe,
 ) -> None:
-    status, body, _ = raw(server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": "k" * 256})
+    status, body, _ = raw(
+        server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": "k" * 256}
+    )
 
     assert (status, body["error"]["type"]) == (400, "invalid_request_error")
     assert "255 characters" in body["error"]["message"]

@@ -147,7 +147,7 @@ def test_a_whole_answer_passes() -> None:
 def test_a_malformed_answer_is_refused_naming_what(
     status: int, body: dict[str, Any], problem: str
 ) -> None:
-    with pytest.raises(MalformedResponse, match="GET /v1/refunds/{refund}") as refused:
+    with pytest.raises(MalformedResponse, match=r"GET /v1/refunds/\{refund\}") as refused:
         check_refund_answer(status, body)
     assert problem in str(refused.value)
 
@@ -183,9 +183,7 @@ def _form(*names: str) -> dict[str, Any]:
 
 
 def _query(*names: str) -> dict[str, Any]:
-    return {
-        "parameters": [{"in": "query", "name": n, "schema": {"type": "string"}} for n in names]
-    }
+    return {"parameters": [{"in": "query", "name": n, "schema": {"type": "string"}} for n in names]}
 
 
 REF = "#/components/schemas/"
@@ -197,7 +195,9 @@ SPEC = {
         "/v1/payment_intents": {"post": _op(REF + "payment_intent", **_form("amount", "shipping"))},
         "/v1/refunds": {
             "get": _op(REF + "refund", **_query("payment_intent", "created")),
-            "post": _op(REF + "refund", **_form("amount", "payment_intent", "refund_application_fee")),
+            "post": _op(
+                REF + "refund", **_form("amount", "payment_intent", "refund_application_fee")
+            ),
         },
         "/v1/refunds/{refund}": {"get": _op(REF + "refund")},
     },

@@ -5,8 +5,9 @@ reservation, not by Stripe after it: its amount has no exact Stripe amount (stri
 its `payment_reference` names neither a PaymentIntent (`pi_...`) nor a Charge (`ch_...`), it
 asks for refund faults where nobody acts them out (Stripe's own API; only the local Stripe
 server does, at STRIPE_API_BASE: sagactl.local.stripe), or for any fault where the sandbox is
-not deployed. (Where refunds go to the sandbox's provider, saga.fault_plan.check_sandbox_faults
-refuses the faults only the local Stripe server acts out.) Each is an InvalidRequest naming the field and what to do; nothing is rewritten. No SDK here:
+not deployed. (Where refunds go to the sandbox's provider,
+saga.fault_plan.check_sandbox_faults refuses the faults only the local Stripe server acts out.)
+Each is an InvalidRequest naming the field and what to do; nothing is rewritten. No SDK here:
 ValidateCase never imports it.
 """
 
@@ -58,4 +59,3 @@ def check_stripe_case(case: Case, *, sandbox_deployed: bool, local_server: bool 
             "out no sandbox fault (only the local Stripe server of `sagactl local up --payments "
             "stripe` does); remove sandbox.faults.refund"
         )
-

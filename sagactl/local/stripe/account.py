@@ -444,9 +444,7 @@ def skeleton(description: StripeDescription, schema: Mapping[str, Any]) -> Any:
     if kind == "object":
         properties = schema.get("properties", {})
         return {name: skeleton(description, sub) for name, sub in properties.items()}
-    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": []}.get(
-        str(kind), None
-    )
+    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": []}.get(str(kind))
 
 
 def _metadata(value: Any) -> dict[str, str]:

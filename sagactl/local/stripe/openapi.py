@@ -21,7 +21,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from jsonschema import Draft4Validator
-from referencing import Registry, Resource
+from referencing import Registry
 from referencing.jsonschema import DRAFT4
 
 SUBSET_PATH: Final = Path(__file__).parent / "openapi" / "subset.json"
@@ -44,7 +44,7 @@ class MalformedResponse(AssertionError):
     the server, never sent."""
 
 
-# --- form-encoded deep objects ---------------------------------------------------------------------
+# --- form-encoded deep objects ------------------------------------------------------------------
 def decode_form(text: str) -> dict[str, Any]:
     """`a[b][0]=x&c=y` -> {"a": {"b": {"0": "x"}}, "c": "y"}: nested objects of text; a
     repeated key or a key both a value and an object is malformed."""
@@ -74,36 +74,42 @@ def coerce(value: Any, schema: Mapping[str, Any], resolve: Any) -> Any:
     schema = resolve(schema)
     alternatives = [resolve(s) for s in schema.get("anyOf") or schema.get("oneOf") or [schema]]
     if isinstance(value, dict):
-        for alternative in alternatives:
-            if alternative.get("type") == "array" and _is_index_object(value):
-                items = alternative.get("items", {})
-                return [coerce(value[k], items, resolve) for k in sorted(value, key=int)]
-        for alternative in alternatives:
-            if alternative.get("type", "object") == "object" and "enum" not in alternative:
-                properties = alternative.get("properties", {})
-                extra = alternative.get("additionalProperties")
-                return {
-                    key: coerce(
-                        item,
-                        properties.get(key, extra if isinstance(extra, Mapping) else {}),
-                        resolve,
-                    )
-                    for key, item in value.items()
-                }
-        return value
-    if not isinstance(value, str):
-        return value
-    if any(_accepts_text(a, value) for a in alternatives):
+        return _coerce_object(value, alternatives, resolve)
+    if not isinstance(value, str) or any(_accepts_text(a, value) for a in alternatives):
         return value
     for alternative in alternatives:
-        kind = alternative.get("type")
-        if kind == "integer" and _INTEGER.fullmatch(value):
-            return int(value)
-        if kind == "number" and _NUMBER.fullmatch(value):
-            return float(value)
-        if kind == "boolean" and value in ("true", "false"):
-            return value == "true"
+        typed = _typed_text(value, alternative.get("type"))
+        if typed is not None:
+            return typed
     return value
+
+
+def _coerce_object(value: dict[str, Any], alternatives: list[Any], resolve: Any) -> Any:
+    """An object of text: a list (an array's indexes) or an object, as an alternative says."""
+    for alternative in alternatives:
+        if alternative.get("type") == "array" and _is_index_object(value):
+            items = alternative.get("items", {})
+            return [coerce(value[k], items, resolve) for k in sorted(value, key=int)]
+    for alternative in alternatives:
+        if alternative.get("type", "object") == "object" and "enum" not in alternative:
+            properties = alternative.get("properties", {})
+            extra = alternative.get("additionalProperties")
+            other = extra if isinstance(extra, Mapping) else {}
+            return {
+                key: coerce(item, properties.get(key, other), resolve)
+                for key, item in value.items()
+            }
+    return value
+
+
+def _typed_text(value: str, kind: Any) -> int | float | bool | None:
+    if kind == "integer" and _INTEGER.fullmatch(value):
+        return int(value)
+    if kind == "number" and _NUMBER.fullmatch(value):
+        return float(value)
+    if kind == "boolean" and value in ("true", "false"):
+        return value == "true"
+    return None
 
 
 def _accepts_text(schema: Mapping[str, Any], value: str) -> bool:
@@ -125,7 +131,9 @@ def _json_schema(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     converted = {
-        key: (f"{_BASE}{value}" if key == "$ref" and isinstance(value, str) else _json_schema(value))
+        key: (
+            f"{_BASE}{value}" if key == "$ref" and isinstance(value, str) else _json_schema(value)
+        )
         for key, value in node.items()
         if key != "nullable"
     }
@@ -189,7 +197,7 @@ class Operation:
                     f"{self.method.upper()} {self.path} takes its parameters in the body"
                 )
             schema, params = body_schema, decoded_body
-        typed = coerce(params, schema, self._api.resolve)
+        typed: dict[str, Any] = coerce(params, schema, self._api.resolve)
         self._api.check(typed, schema, None)
         return typed
 
@@ -218,7 +226,7 @@ class StripeDescription:
         self._validators: dict[str, Draft4Validator] = {}
         converted = {"components": {"schemas": _json_schema(self._schemas)}}
         self._registry: Registry = Registry().with_resource(
-            _BASE, Resource(contents=converted, specification=DRAFT4)
+            _BASE, DRAFT4.create_resource(converted)
         )
         self.operations = tuple(
             Operation(method, path, operation, self)

@@ -46,6 +46,14 @@ from typing import Any, Final, ForwardRef, Literal, Union, get_args, get_origin
 SUBSET_PATH: Final = Path(__file__).parent / "openapi" / "subset.json"
 REF_PREFIX: Final = "#/components/schemas/"
 NOTHING: Final[dict[str, Any]] = {"not": {}, "description": "cut: the local server never fills it"}
+_PLAIN: Final[dict[Any, dict[str, Any]]] = {
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    typing.Any: {},
+    object: {},
+}
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,9 @@ class Operation:
 
 OPERATIONS: Final = (
     Operation("get", "/v1/charges/{charge}", "ChargeRetrieveParams", "charge"),
-    Operation("get", "/v1/payment_intents/{intent}", "PaymentIntentRetrieveParams", "payment_intent"),
+    Operation(
+        "get", "/v1/payment_intents/{intent}", "PaymentIntentRetrieveParams", "payment_intent"
+    ),
     Operation("post", "/v1/payment_intents", "PaymentIntentCreateParams", "payment_intent"),
     Operation("get", "/v1/refunds", "RefundListParams", "list:refund"),
     Operation("post", "/v1/refunds", "RefundCreateParams", "refund"),
@@ -92,7 +102,7 @@ SERVED_PARAMETERS: Final = {
 PATH_PARAMETER: Final = {"type": "string", "maxLength": 5000}
 
 
-# --- from the published description ---------------------------------------------------------------
+# --- from the published description ------------------------------------------------------------
 def cut_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The served operations of a full spec3.json, their schemas closed (the cuts above)."""
     schemas: Mapping[str, Any] = spec["components"]["schemas"]
@@ -102,7 +112,7 @@ def cut_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         _restrict_operation(operation, SERVED_PARAMETERS.get((op.method, op.path)))
         paths.setdefault(op.path, {})[op.method] = operation
     kept: dict[str, Any] = {}
-    pending = [name for name in _refs(paths)]
+    pending = list(_refs(paths))
     while pending:
         name = pending.pop()
         if name in kept:
@@ -164,7 +174,7 @@ def _restrict_operation(operation: dict[str, Any], served: frozenset[str] | None
             body["encoding"] = {k: v for k, v in body["encoding"].items() if k in served}
 
 
-# --- from the pinned SDK ----------------------------------------------------------------------------
+# --- from the pinned SDK --------------------------------------------------------------------------
 class _SdkTypes:
     """JSON schemas (OpenAPI 3.0 style) from the SDK's generated classes."""
 
@@ -203,32 +213,33 @@ class _SdkTypes:
         origin = get_origin(tp)
         if origin is Literal:
             return _literal(get_args(tp))
-        args = tuple(self._resolve(a, owner) for a in get_args(tp))
+        if tp in _PLAIN:
+            return dict(_PLAIN[tp])
+        if origin is None:
+            if isinstance(tp, type) and _is_typed_dict(tp):
+                return self.params(tp)
+            if isinstance(tp, type) and issubclass(tp, self.stripe_object):
+                return self._object(tp)
+            raise TypeError(f"{owner.__name__}.{field}: no schema for {tp!r}")
+        return self._generic(
+            origin, tuple(self._resolve(a, owner) for a in get_args(tp)), owner, field
+        )
+
+    def _generic(
+        self, origin: Any, args: tuple[Any, ...], owner: type, field: str
+    ) -> dict[str, Any]:
         if origin in (Union, types.UnionType):
             return self._union(args, owner, field)
         if origin is list:
             return {"type": "array", "items": self.schema(args[0], owner)}
         if origin is dict:
             return {"type": "object", "additionalProperties": self.schema(args[1], owner)}
-        if tp is str:
-            return {"type": "string"}
-        if tp is bool:
-            return {"type": "boolean"}
-        if tp is int:
-            return {"type": "integer"}
-        if tp is float:
-            return {"type": "number"}
-        if tp is typing.Any or tp is object:
-            return {}
-        if origin is not None and getattr(origin, "__name__", "") == "UntypedStripeObject":
+        name = getattr(origin, "__name__", "")
+        if name == "UntypedStripeObject":
             return {"type": "object", "additionalProperties": self.schema(args[0], owner)}
-        if origin is not None and getattr(origin, "__name__", "") == "ListObject":
+        if name == "ListObject":
             return _list(self.schema(args[0], owner))
-        if isinstance(tp, type) and _is_typed_dict(tp):
-            return self.params(tp)
-        if isinstance(tp, type) and issubclass(tp, self.stripe_object):
-            return self._object(tp)
-        raise TypeError(f"{owner.__name__}.{field}: no schema for {tp!r}")
+        raise TypeError(f"{owner.__name__}.{field}: no schema for {origin!r}{list(args)}")
 
     def _union(self, args: tuple[Any, ...], owner: type, field: str) -> dict[str, Any]:
         nullable = type(None) in args

@@ -14,25 +14,25 @@ amounts) are account.py's.
 (faults.py), each acted out as what Stripe or the network does, and what it means to the
 adapter (docs/design.md §3.12):
 
-| fault              | the server                                   | the adapter concludes          |
-|--------------------|----------------------------------------------|--------------------------------|
-| fail_before_commit | 500 before executing: nothing made or stored | uncertain (any 5xx is)         |
-| lose_response      | executes (and stores for the key), then      | uncertain; the lookup finds it |
-|                    | closes the connection without an answer      |                                |
-| reject             | 400 `charge_disputed`, stored for the key    | rejected                       |
-| timeout            | holds the request unexecuted until the       | uncertain; the lookup finds    |
-|                    | client gives up (its read timeout), drops it | nothing; the same key goes     |
-| unavailable        | 503 before executing, for this and every     | uncertain; the lookup cannot   |
-|                    | later request about the case's payment       | tell: a person decides         |
-| in_flight          | claims the key, drops the connection; the    | uncertain, then 409 or "not    |
-|                    | refund commits after the next 409 for the    | found"; the same key replays   |
-|                    | key or list of the payment, or half the key  | the refund once it committed   |
-|                    | retention after it was accepted              |                                |
-| server_error       | 500 after executing began: stored for the    | uncertain on every re-attempt  |
-|                    | key and replayed to it for 24 hours          | with the key                   |
-| rate_limited       | 429, nothing stored                          | not sent: the lease is given   |
-|                    |                                              | back                           |
-| key_in_use         | 409, as when another request holds the key   | uncertain (409 is)             |
+| fault              | the server                                  | the adapter concludes         |
+|--------------------|---------------------------------------------|-------------------------------|
+| fail_before_commit | 500 before executing: nothing made, stored  | uncertain (any 5xx is)        |
+| lose_response      | executes (stores the answer for the key),   | uncertain; the lookup finds   |
+|                    | closes the connection without an answer     | it                            |
+| reject             | 400 `charge_disputed`, stored for the key   | rejected                      |
+| timeout            | holds the request unexecuted until the      | uncertain; the lookup finds   |
+|                    | client gives up (its read timeout)          | nothing; the same key goes    |
+| unavailable        | 503 before executing, for this and every    | uncertain; the lookup cannot  |
+|                    | later request about the case's payment      | tell: a person decides        |
+| in_flight          | claims the key, drops the connection; the   | uncertain, then 409 or "not   |
+|                    | refund commits after the next 409 for the   | found"; the same key replays  |
+|                    | key or list of the payment, or half the key | the refund once it committed  |
+|                    | retention after it was accepted             |                               |
+| server_error       | 500 once executing: stored for the key and  | uncertain on every re-attempt |
+|                    | replayed to it for 24 hours                 | with the key                  |
+| rate_limited       | 429, nothing stored                         | not sent: the lease is given  |
+|                    |                                             | back                          |
+| key_in_use         | 409, as when another request holds the key  | uncertain (a 409 is)          |
 
 On a lookup every fault is "no answer" (the adapter cannot tell), and a lookup answered commits
 the payment's refund in flight. The server keeps its own state in memory; `reset()` empties it.
@@ -74,7 +74,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 12111  # stripe-mock's, the port Stripe's own local server uses
 LOCAL_API_KEY: Final = "sk_test_saga_local_stripe_server"
-MAX_HOLD_SECONDS: Final = 300.0  # `timeout` holds at most this long (a client always gives up first)
+MAX_HOLD_SECONDS: Final = (
+    300.0  # `timeout` holds at most this long (a client always gives up first)
+)
 IN_FLIGHT_COMMIT_SECONDS: Final = KEY_RETENTION_SECONDS // 2
 REFUNDS: Final = "/v1/refunds"
 # Faults the network or Stripe's front door acts out before the API executes anything.
@@ -426,7 +428,7 @@ class LocalStripe:
 
     # --- not Stripe's API: what a test or a person counts -------------------------------------
     def _local(self, path: str, query: Mapping[str, list[str]]) -> Outcome:
-        case_id = (query.get("case_id") or [None])[0]
+        case_id = query["case_id"][0] if query.get("case_id") else None
         if path == "/_local/refunds":
             refunds = self.refunds(case_id)
             return Outcome(200, {"object": "list", "data": refunds, "count": len(refunds)})

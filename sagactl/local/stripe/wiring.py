@@ -21,7 +21,7 @@ from sagactl.local.stripe.faults import ExecutionPlans
 from sagactl.local.stripe.server import LocalStripe
 from sagactl.paths import PROJECT_ROOT
 
-LOCAL_SECRET_NAME: Final = "saga-local/stripe-api-key"
+LOCAL_SECRET_NAME: Final = "saga-local/stripe-api-key"  # noqa: S105 (its name, not a key)
 STRIPE_API_BASE: Final = "STRIPE_API_BASE"
 OUTPUT: Final = "StripeApiBase"
 LOCAL_PRINCIPALS_ACCOUNT: Final = "123456789012"  # the local AWS's account
