@@ -73,6 +73,9 @@ def test_up_with_stripe_serves_the_refunds_and_the_examples_run(
             up.communicate()
 
     assert outputs["StripeApiBase"] == f"http://127.0.0.1:{stripe_port}"
+    assert "PaymentsTableName" not in outputs  # no refund lands in the sandbox's table
+    # the refund is Stripe's: the sandbox's refunds are not counted as if none were made
+    assert "  refunds     not deployed" in runs["happy-path"].stdout
     assert f"export StripeApiBase=http://127.0.0.1:{stripe_port}" in env_file
     for name, run in runs.items():
         expected = "ESCALATED" if name == "refund-disputed" else "COMPLETED"
