@@ -361,11 +361,9 @@ def _is_typed_dict(tp: type) -> bool:
 
 
 def _not_required(tp: Any) -> Any:
-    name = getattr(get_origin(tp), "_name", "") or getattr(tp, "_name", "")
-    if name in ("NotRequired", "Required") or type(tp).__name__ in ("_NotRequiredForm",):
-        return get_args(tp)[0]
-    origin = get_origin(tp)
-    if origin is not None and getattr(origin, "__name__", "") in ("NotRequired", "Required"):
+    """A TypedDict field's type without its NotRequired / Required wrapper (the class's
+    `__required_keys__` says which it was)."""
+    if get_origin(tp) in (typing.NotRequired, typing.Required):
         return get_args(tp)[0]
     return tp
 
