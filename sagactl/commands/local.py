@@ -101,7 +101,12 @@ def _stack_source(args: argparse.Namespace) -> Any:
 
         context = stripe_context()
     started = time.perf_counter()
-    with_context = f" with {' '.join(f'-c {k}=...' for k in context)}" if context else ""
+    with_context = (
+        f" with -c payments=stripe -c stripe_secret={context['stripe_secret']} (and each "
+        "four-eyes approver's own principal)"
+        if context
+        else ""
+    )
     print(f"synthesizing the CDK app into {outdir}{with_context} ...", file=sys.stderr)
     source = StackSource.synthesized(outdir, args.stack_name, context)
     print(
