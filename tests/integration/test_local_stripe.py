@@ -317,6 +317,29 @@ def test_lose_response_makes_the_refund_and_loses_its_answer(
     assert server.faults.calls(CASE) == 4
 
 
+def test_the_adapters_own_lookup_inside_a_refund_draws_a_fault_and_sends_no_refund(
+    server: LocalStripe, plans: StaticPlans
+) -> None:
+    """After a lost answer less than the amount is left, so a repeat looks for its own refund
+    before sending: that lookup is a call of its own. Drawing a 429 it cannot tell, so the
+    repeat sends nothing (not dispatched); the next repeat finds the refund and the key
+    replays it."""
+    with_faults(plans, "lose_response", "rate_limited")
+    with pytest.raises(DownstreamTimeout):
+        refund(server)
+    [made] = server.refunds(CASE)
+    keys_before = dict(server.account.keys)
+
+    with pytest.raises(DownstreamNotDispatched, match="not listed: HTTP 429"):
+        refund(server)  # the lookup could not tell: no refund request
+
+    assert server.faults.calls(CASE) == 2  # the refund, then the repeat's own lookup
+    assert server.account.keys == keys_before  # no refund request reached the key
+    assert refund(server).refund_id == made["id"]
+    assert server.faults.calls(CASE) == 4  # the next repeat: its lookup, its refund
+    assert len(server.refunds(CASE)) == 1
+
+
 def test_fail_before_commit_is_a_500_before_executing_nothing_stored(
     server: LocalStripe, plans: StaticPlans
 ) -> None:

@@ -8,10 +8,12 @@ in order, atomically (the Lambda runtime runs deliveries in parallel), `unavaila
 
 A call is what the port calls one (saga.ports.payments): a refund (`POST /v1/refunds`, its case
 in `metadata[case_id]`) or a lookup (the first page of `GET /v1/refunds` for a payment, its case
-the one whose refund names that payment). The payment read that opens a refund, and the further
-pages of a lookup, draw nothing: they belong to their call. A request whose case has no refund
-faults, or cannot be told (several cases with refund faults name one payment: the server says
-so, give each case its own payment), draws none.
+the one whose refund names that payment). The lookup the adapter makes inside a refund, when
+less is left to refund than the amount, is a lookup too: it draws, and a fault there leaves the
+refund unsent. The payment read that opens a refund, and the further pages of a lookup, draw
+nothing: they belong to their call. A request whose case has no refund faults, or cannot be told
+(several cases with refund faults name one payment: the server says so, give each case its own
+payment), draws none.
 """
 
 from __future__ import annotations
