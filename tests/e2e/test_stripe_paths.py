@@ -259,6 +259,61 @@ def test_a_rejected_shipment_keeps_the_stripe_refund(stripe_aws: StripeAws, tmp_
 
 @pytest.mark.slow
 @long_only
+def test_a_lost_carrier_answer_ships_once_after_one_stripe_refund(
+    stripe_aws: StripeAws, tmp_path: Path
+) -> None:
+    saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "lost-carrier-response"), tmp_path)
+
+    assert saga.status == "SUCCEEDED"
+    assert saga.path == [*HAPPY_PATH, "ReconcileStep", "AfterReconcile", "RecordOutcome"]
+    assert saga.output["outcome"] == "COMPLETED"
+    the_refund_is_recorded_once(saga)
+    assert saga.count_effects("ShipmentsTableName") == 1
+    assert saga.ledger_status(Operation.SHIP) == "COMPLETED"
+
+
+@pytest.mark.slow
+@long_only
+def test_carrier_unavailable_escalates_keeping_the_stripe_refund(
+    stripe_aws: StripeAws, tmp_path: Path
+) -> None:
+    """The shipment's outcome stays unknown: a person decides; the refund made at Stripe is a
+    confirmed effect, never undone."""
+    saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "carrier-unavailable"), tmp_path)
+
+    assert saga.status == "SUCCEEDED"
+    assert saga.path[-3:] == ["ReconcileStep", "AfterReconcile", *ESCALATED_END]
+    escalation = saga.output["escalation"]
+    assert (escalation["reason"], escalation["step"]) == ("OUTCOME_UNCERTAIN", "ship")
+    assert saga.output["compensations"] == []
+    the_refund_is_recorded_once(saga)
+    assert saga.count_effects("ShipmentsTableName") == 0
+    assert saga.ledger_status(Operation.SHIP) == "UNKNOWN"
+    assert saga.case_outcome() == "ESCALATED"
+
+
+@pytest.mark.slow
+@long_only
+def test_a_case_changed_after_its_approval_fails_before_reaching_stripe(
+    stripe_aws: StripeAws, tmp_path: Path
+) -> None:
+    case = stripe_case(stripe_aws, "happy-path")
+    case["refund"]["amount_minor"] = 1999  # not what was approved
+
+    saga = StripeSaga(stripe_aws, case, tmp_path)
+
+    assert saga.status == "FAILED"
+    assert saga.path == ["ValidateCase", "RejectCase"]
+    failed = saga.events("ExecutionFailed")[0]["executionFailedEventDetails"]
+    assert failed["error"] == "ApprovalMismatch"
+    assert "Traceback" not in failed["cause"]
+    for op in (Operation.RESERVE, Operation.REFUND, Operation.SHIP):
+        assert saga.ledger(op) is None
+    assert saga.refunds() == [] and saga.stripe.refunds() == []
+
+
+@pytest.mark.slow
+@long_only
 def test_out_of_stock_never_reaches_stripe(stripe_aws: StripeAws, tmp_path: Path) -> None:
     saga = StripeSaga(stripe_aws, stripe_case(stripe_aws, "out-of-stock"), tmp_path)
 
