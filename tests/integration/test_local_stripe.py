@@ -141,6 +141,45 @@ def test_the_same_key_with_other_parameters_is_an_idempotency_error_and_stores_n
     assert len(server.refunds()) == 1
 
 
+def test_a_concurrent_request_with_the_same_key_is_a_409_and_changes_nothing(
+    server: LocalStripe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fault: the first request is held while it executes; the second, with its key, is a
+    409 that stores nothing, and once the first finished the key replays its refund."""
+    executing, release = threading.Event(), threading.Event()
+    create = server.account.create_refund
+
+    def slow_create(params: Any) -> Any:
+        executing.set()
+        release.wait(5)
+        return create(params)
+
+    monkeypatch.setattr(server.account, "create_refund", slow_create)
+    first: list[tuple[int, dict[str, Any], dict[str, str]]] = []
+    thread = threading.Thread(
+        target=lambda: first.append(
+            raw(server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": KEY})
+        )
+    )
+    thread.start()
+    assert executing.wait(5)
+
+    status, body, headers = raw(
+        server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": KEY}
+    )
+    release.set()
+    thread.join()
+
+    assert (status, body["error"]["code"]) == (409, "idempotency_key_in_use")
+    assert "idempotent-replayed" not in headers
+    [(first_status, made, _)] = first
+    assert first_status == 200 and [r["id"] for r in server.refunds()] == [made["id"]]
+    status, again, headers = raw(
+        server, "POST", "/v1/refunds", REFUND_FORM, {"Idempotency-Key": KEY}
+    )
+    assert (status, again["id"], headers["idempotent-replayed"]) == (200, made["id"], "true")
+
+
 def test_a_key_is_kept_24_hours_then_a_repeat_executes_again(
     server: LocalStripe, clock: Clock
 ) -> None:
