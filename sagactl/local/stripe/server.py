@@ -8,7 +8,9 @@ request is decoded and validated against Stripe's description (openapi.py) befor
 on, and each answer before it is sent: a request the description refuses is Stripe's 400 and
 changes nothing; an answer it refuses is a bug of this server, answered 500 and kept in
 `problems` (the tests assert there are none). The account's rules (idempotency keys, refundable
-amounts) are account.py's.
+amounts) are account.py's. Not built on `localstripe` (PyPI, GPL-3.0): its server (read at
+github.com/adrienverge/localstripe ff8ccc4, 2026-05-19) has no idempotency layer (it ignores
+`Idempotency-Key`), and that layer is most of what the saga needs here.
 
 **Faults** (docs/design.md §8), drawn per call from the case's `sandbox.faults.refund`
 (faults.py), each acted out as what Stripe or the network does, and what it means to the
