@@ -15,7 +15,7 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from stacks.config import SagaConfig
+from stacks.config import SANDBOX_PAYMENTS, SagaConfig
 from stacks.constructs.agent_config import AgentConfigs
 from stacks.constructs.agent_gateway import AgentGateway
 from stacks.constructs.approvals import ApprovalKeys
@@ -156,10 +156,11 @@ class SagaStack(Stack):
         }
         if self.sandbox is not None:
             outputs |= {
-                "PaymentsTableName": self.sandbox.payments.table_name,
                 "ShipmentsTableName": self.sandbox.shipments.table_name,
                 "SandboxTableName": self.sandbox.control.table_name,
             }
+            if config.payments == SANDBOX_PAYMENTS:  # with Stripe no refund lands there
+                outputs["PaymentsTableName"] = self.sandbox.payments.table_name
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self, config.approval_thresholds)

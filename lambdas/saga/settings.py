@@ -320,15 +320,18 @@ class PaymentsProviderVariables(FunctionEnvironment):
     # Where refunds go (cdk context `payments`): the sandbox's provider unless a deployment
     # chose Stripe; the stack always sets it.
     payments_provider: PaymentsProvider = SANDBOX_PAYMENTS
+    # With payments_provider "stripe", optionally: another API base URL, a Stripe-compatible
+    # server that is not Stripe's (the local one of `sagactl local up --payments stripe`, which
+    # also acts out the cases' refund faults). The stack never sets it.
+    stripe_api_base: Annotated[str, Field(pattern=r"^https?://[^\s/]+$")] | None = None
 
 
 class PaymentsVariables(DownstreamVariables, PaymentsProviderVariables):
     payments_table: TableName | None = None  # the sandbox payment provider's table
     payment_key_retention_seconds: PositiveInt
     # With payments_provider "stripe": the Secrets Manager secret (name or ARN) holding the API
-    # key, and optionally another API base URL (a local Stripe-compatible server).
+    # key.
     stripe_secret: Text | None = None
-    stripe_api_base: Annotated[str, Field(pattern=r"^https?://[^\s/]+$")] | None = None
 
     @model_validator(mode="after")
     def _stripe_needs_its_secret(self) -> Self:

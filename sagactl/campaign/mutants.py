@@ -64,6 +64,12 @@ _CEILING = (
     "case's execution charges a counter"
 )
 _CEILING_TESTS = "tests/integration/test_refund_ceiling.py"
+_LOCAL_STRIPE = (
+    "the local Stripe server: the campaign's stack refunds through the sandbox provider, so no "
+    "case's execution reaches it (the campaign on it is issue 47's); its tests drive the real "
+    "adapter against it, and the Stripe e2e paths the state machine"
+)
+_LOCAL_STRIPE_TESTS = ("tests/integration/test_local_stripe.py",)
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -1068,6 +1074,80 @@ MUTANTS: tuple[Mutant, ...] = (
         '_DRIVES_A_TERMINAL = re.compile("[\\x00-\\x1f\\x7f',
         outside_slice=_VIEW,
         tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "local-stripe-key-replay-params",
+        "the local Stripe refuses a key reused with other parameters, as Stripe does (§7)",
+        "sagactl/local/stripe/account.py",
+        "            if held.endpoint != endpoint or held.params != dict(params):",
+        "            if False:",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-key-in-use",
+        "the local Stripe answers 409 to a key whose first request still executes (§7)",
+        "sagactl/local/stripe/account.py",
+        "            if held.answer is None:\n                return KeyVerdict(key_in_use(key))",
+        "            if held.answer is None:\n                return KeyVerdict(None)",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-key-retention",
+        "the local Stripe keeps an idempotency key 24 hours, no longer (§3.6, §7)",
+        "sagactl/local/stripe/account.py",
+        "self.clock() >= held.created + KEY_RETENTION_SECONDS",
+        "self.clock() > held.created + KEY_RETENTION_SECONDS",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-request-unvalidated",
+        "the local Stripe refuses a request Stripe's API description refuses (§7)",
+        "sagactl/local/stripe/openapi.py",
+        "        for error in _errors(self._validator(schema), value):",
+        "        for error in []:",
+        outside_slice=_LOCAL_STRIPE,
+        tests=(*_LOCAL_STRIPE_TESTS, "tests/unit/test_stripe_openapi.py"),
+    ),
+    Mutant(
+        "local-stripe-answer-unvalidated",
+        "the local Stripe never sends an answer Stripe's API description refuses (§7)",
+        "sagactl/local/stripe/server.py",
+        "                operation.check_response(outcome.status, outcome.body)",
+        "                pass",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-fault-cursor",
+        "a case's refund faults are drawn one per call, in order (§8)",
+        "sagactl/local/stripe/faults.py",
+        "            self._calls[case_id] = index + 1",
+        "            self._calls[case_id] = index",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "stripe-refund-faults-unacted",
+        "refund faults are refused where refunds go to Stripe's own API: nobody acts them out (§8)",
+        "lambdas/saga/providers/stripe_rules.py",
+        "    if faults.get(REFUND_DOWNSTREAM) and not local_server:",
+        "    if False:",
+        outside_slice=_STRIPE,
+        tests=("tests/integration/test_stripe_validate.py",),
+    ),
+    Mutant(
+        "sandbox-stripe-only-faults",
+        "the sandbox refuses the faults only the local Stripe server acts out (§8)",
+        "lambdas/saga/fault_plan.py",
+        "    if asked:",
+        "    if False:",
+        outside_slice=(
+            "a case the campaign never generates: its cases carry the six sandbox faults only"
+        ),
+        tests=("tests/integration/test_stripe_validate.py",),
     ),
 )
 

@@ -304,14 +304,21 @@ class Runtime:
 
     def case_rules(self) -> Callable[[Case], None] | None:
         """What ValidateCase refuses beyond the case contract, for the deployment's payment
-        provider: Stripe's rules (saga.providers.stripe_rules), none for the sandbox's."""
+        provider (saga.providers.stripe_rules)."""
         env = self.variables(PaymentsProviderVariables)
         if env.payments_provider != STRIPE_PAYMENTS:
-            return None
+            from saga.fault_plan import check_sandbox_faults
+
+            return lambda case: check_sandbox_faults(
+                case.case_id, case.sandbox.faults_for("refund")
+            )
         from saga.providers.stripe_rules import check_stripe_case
 
         sandbox_deployed = bool(self.variables(SandboxVariables).sandbox_table)
-        return lambda case: check_stripe_case(case, sandbox_deployed=sandbox_deployed)
+        local_server = env.stripe_api_base is not None
+        return lambda case: check_stripe_case(
+            case, sandbox_deployed=sandbox_deployed, local_server=local_server
+        )
 
     def carrier(self, case: Case) -> Carrier:
         from saga.sandbox.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
