@@ -15,25 +15,9 @@ from sagactl.local import jsonata_reference
 from sagactl.local.definition_validation import jsonata_expressions
 from sagactl.local.environment import LocalAws
 from sagactl.local.jsonata_reference import ParseError
+from tests.old_escape import CATCH_ALL, FIXED_TEXT, OLD_ESCAPE, OLD_ESCAPE_REFUSAL
 
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"
-FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
-OLD_ESCAPE = "' downstream by the action\\\\'s business reference.'"
-
-
-def catch_all(definition: str) -> str:
-    """Where the reconcile step's catch-all assigns its escalation (its place in the Catch list
-    moves when a catch is added before it)."""
-    catches = json.loads(definition)["States"]["ReconcileStep"]["Catch"]
-    (index,) = [i for i, c in enumerate(catches) if c["ErrorEquals"] == ["States.ALL"]]
-    return f"/States/ReconcileStep/Catch[{index}]/Assign/escalation"
-
-
-def old_escape_refusal(definition: str) -> str:
-    return (
-        "Invalid State Machine Definition: 'INVALID_JSONATA_EXPRESSION: "
-        f"Unsupported escape sequence: \\\"'\" at {catch_all(definition)}'"
-    )
 
 
 def deployed_definition(local: LocalAws) -> str:
@@ -63,9 +47,8 @@ def test_create_refuses_the_old_catch_all_and_creates_nothing(local_aws: LocalAw
     error = refusal(
         lambda: sfn.create_state_machine(name="broken", definition=broken, roleArn=ROLE)
     )
-    message = old_escape_refusal(deployed_definition(local_aws))
 
-    assert error == {"Code": "InvalidDefinition", "Message": message}
+    assert error == {"Code": "InvalidDefinition", "Message": OLD_ESCAPE_REFUSAL}
     assert sfn.list_state_machines()["stateMachines"] == before
 
 
@@ -78,7 +61,7 @@ def test_update_refuses_and_keeps_the_running_definition(local_aws: LocalAws) ->
         lambda: sfn.update_state_machine(stateMachineArn=arn, definition=with_old_escape(deployed))
     )
 
-    assert error == {"Code": "InvalidDefinition", "Message": old_escape_refusal(deployed)}
+    assert error == {"Code": "InvalidDefinition", "Message": OLD_ESCAPE_REFUSAL}
     assert deployed_definition(local_aws) == deployed
     sfn.update_state_machine(stateMachineArn=arn, definition=deployed)  # the valid one is taken
 
@@ -119,7 +102,7 @@ def test_validate_state_machine_definition_answers_in_aws_shape(local_aws: Local
             "severity": "ERROR",
             "code": "INVALID_JSONATA_EXPRESSION",
             "message": 'Unsupported escape sequence: \\"\'"',
-            "location": catch_all(deployed),
+            "location": CATCH_ALL,
         }
     ]
     assert capped["result"] == "FAIL" and capped["truncated"] is True
