@@ -63,8 +63,10 @@ def server(plans: StaticPlans, clock: Clock) -> Iterator[LocalStripe]:
         assert stripe.problems == []  # no answer the description refused was ever sent
 
 
-def provider(server: LocalStripe, payment: str = PAYMENT) -> StripePaymentProvider:
-    client = stripe_client(LOCAL_API_KEY, READ_TIMEOUT, server.url)
+def provider(
+    server: LocalStripe, payment: str = PAYMENT, timeout: float = READ_TIMEOUT
+) -> StripePaymentProvider:
+    client = stripe_client(LOCAL_API_KEY, timeout, server.url)
     return StripePaymentProvider(client, payment_reference=payment)
 
 
@@ -279,7 +281,9 @@ def test_refunds_are_listed_newest_first_a_page_at_a_time(server: LocalStripe) -
 
     server.handle = counting  # type: ignore[method-assign]
 
-    found = provider(server, "pi_3LocalManyRefunds000000001").find_refunds(REF)
+    # Three pages of 100 refunds, each validated against the description: a roomy timeout, so
+    # a loaded machine is not read as a lost answer.
+    found = provider(server, "pi_3LocalManyRefunds000000001", timeout=30).find_refunds(REF)
 
     ids = [r.id for r in reversed(server.account.refunds) if r.metadata["business_ref"] == REF]
     assert [receipt.refund_id for receipt in found] == ids  # the newest first
