@@ -435,8 +435,8 @@ CEILING_CURRENCY_CHANCE = 0.05
 
 
 def _ceiling_case(seed: int, index: int, raw: dict[str, Any]) -> str | None:
-    """Make `raw` the ceiling tenant's, or leave it (None). Its refund mostly a quarter to
-    three quarters of the day's ceiling, so that two or three fill a day (what passes is what
+    """Make `raw` the ceiling tenant's, or leave it (None). Its refund mostly 35% to 75% of the
+    day's ceiling, so that a second one in a day is often refused (what passes is what
     the counter says; the invariants check it from the campaign's own log of claims); the
     `invalid` kind of an amount above the ceiling or a currency without one, else ''."""
     rng = random.Random(f"{seed}:ceiling:{index}")
@@ -455,28 +455,48 @@ def _ceiling_case(seed: int, index: int, raw: dict[str, Any]) -> str | None:
         amount, kind = rng.randint(1, ceiling), "ceiling-currency"
     else:
         # A changed resubmission adds one (runner.changed_case): it stays within the ceiling.
-        amount = rng.randint(ceiling // 4, 3 * ceiling // 4)
+        amount = rng.randint(ceiling * 35 // 100, ceiling * 75 // 100)
     raw["refund"]["currency"] = currency
     raw["refund"]["amount_minor"] = amount
     return kind
 
 
 CEILING_NEXT_DAY_CHANCE = 0.15
+CEILING_THROTTLED_GIVE_BACK_CHANCE = 0.15
 _NEXT_DAY_SECONDS = 25 * 3600
 
 
-def _ceiling_next_day(seed: int, index: int) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
-    """For some of the ceiling tenant's cases (a stream of their own), a refund charged on one
-    UTC day and refused by the provider on the next: its retries fail before committing (the
-    record stays open, charged), the execution fails, and the redrive a day later meets the
-    provider's refusal. The amount must come back to the day it was charged (§3.12). Else
-    nothing ({}, [])."""
+def _ceiling_scenario(seed: int, index: int) -> dict[str, Any] | None:
+    """For some of the ceiling tenant's cases (a stream of their own), a scenario of the give-back
+    (§3.12), alone in the case (no other fault, nemesis, duplicate or person), else None:
+    - `next-day`: a refund charged on one UTC day and refused by the provider on the next: its
+      retries fail before committing (the record stays open, charged), the execution fails, and
+      the redrive a day later meets the refusal. The amount comes back to the day it charged;
+    - `throttled-give-back`: the provider refuses, and DynamoDB throttles the transaction that
+      records the refusal with the give-back (the claim was the case's first transaction on the
+      counters): nothing is written, the refund is looked up again and re-attempted, and the
+      counter keeps the amount of the refund that then happens."""
     rng = random.Random(f"{seed}:ceiling-next-day:{index}")
-    if rng.random() >= CEILING_NEXT_DAY_CHANCE:
-        return {}, []
-    deliveries = 4  # IssueRefund's retries in one run (cdk.json retry.tool: 3 retries)
-    faults = {"refund": ["fail_before_commit"] * deliveries + ["reject"]}
-    return faults, [{"jump": _NEXT_DAY_SECONDS, "heal": False}]
+    roll = rng.random()
+    if roll < CEILING_NEXT_DAY_CHANCE:
+        deliveries = 4  # IssueRefund's retries in one run (cdk.json retry.tool: 3 retries)
+        return {
+            "faults": {"refund": ["fail_before_commit"] * deliveries + ["reject"]},
+            "nemeses": [],
+            "redrives": [{"jump": _NEXT_DAY_SECONDS, "heal": False}],
+        }
+    if roll < CEILING_NEXT_DAY_CHANCE + CEILING_THROTTLED_GIVE_BACK_CHANCE:
+        throttle = {
+            "kind": "dynamodb",
+            "table": "limits",
+            "operation": "TransactWriteItems",
+            "error": "throttle",
+            "match": "case",
+            "skip": 1,
+            "count": 3,  # every attempt of the Lambda's client (saga.aws: 3 at most)
+        }
+        return {"faults": {"refund": ["reject"]}, "nemeses": [throttle], "redrives": []}
+    return None
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -560,11 +580,11 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     if shaped.operator is not None:  # a person's scenario: its own nemeses only
         nemeses, duplicate = list(shaped.nemeses), None
     redrives = _redrives(rng) if shaped.redrives is None else shaped.redrives
-    next_day = _ceiling_next_day(seed, index) if ceiling == "" else ({}, [])
-    if next_day[0]:  # the scenario alone: no other fault, nemesis, duplicate or person
-        case["sandbox"] = {"faults": next_day[0]}
-        nemeses, duplicate, redrives = [], None, next_day[1]
     person = shaped.operator if shaped.operator is not None else operator(extra)
+    scenario = _ceiling_scenario(seed, index) if ceiling == "" else None
+    if scenario is not None:  # the scenario alone: no other fault, nemesis, duplicate or person
+        case["sandbox"] = {"faults": scenario["faults"]}
+        nemeses, duplicate, redrives, person = scenario["nemeses"], None, scenario["redrives"], None
     return CasePlan(
         seed=seed,
         index=index,
@@ -576,5 +596,5 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         nemeses=nemeses,
         duplicate=duplicate,
         redrives=redrives,
-        operator=None if next_day[0] else person,
+        operator=person,
     )

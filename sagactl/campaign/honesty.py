@@ -68,8 +68,9 @@ CLOCK_JUMP = Fault(
 )
 LEDGER_FAULTS = Fault(
     "dynamodb:ledger",
-    "DynamoDB throttles, conflicts or loses the answer of ledger requests",
-    dynamodb("ledger"),
+    "DynamoDB throttles, conflicts or loses the answer of ledger requests (the daily refund "
+    "counters' transactions are the ledger's too)",
+    dynamodb("ledger", "limits"),
 )
 STEP_TABLE_FAULTS = Fault(
     "dynamodb:<step tables>",

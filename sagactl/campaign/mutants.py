@@ -58,10 +58,6 @@ _STRIPE = (
     "execution reaches it; its tests drive the real SDK against recorded Stripe answers (the "
     "campaign on a local Stripe-compatible server is issue 47's)"
 )
-_CEILING = (
-    "the daily refund ceiling: no tenant of the campaign's stack (cdk.json) has one, so no "
-    "case's execution charges a counter"
-)
 _CEILING_TESTS = "tests/integration/test_refund_ceiling.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -930,7 +926,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/external.py",
         "        return self.charge if record.unclaimed else None",
         "        return self.charge",
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -940,7 +935,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        day, amount = held.charged_day, held.charged_minor",
         '        day, amount = __import__("saga.ceilings").ceilings.utc_day(self.clock()), '
         "held.charged_minor",
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -950,7 +944,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/charges.py",
         '            ":headroom": {"N": str(charge.headroom)},',
         '            ":headroom": {"N": str(charge.ceiling_minor)},',
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -961,7 +954,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "[failed, give_back_update(charge, day, amount)])",
         '            self.client.update_item(**give_back_update(charge, day, amount)["Update"])\n'
         "            self.transact_through_conflicts([failed])",
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -972,7 +964,6 @@ MUTANTS: tuple[Mutant, ...] = (
         'counter_total(reasons[1].get("Item")), day) from exc',
         '            raise TransientError(f"the daily refund counter refused {key}; '
         'retry") from exc',
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -983,7 +974,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        check_within_ceiling("
         "ceilings, case.tenant_id, refund.currency, refund.amount_minor)",
         "        pass",
-        outside_slice=_CEILING,
         tests=("tests/integration/test_tools_validate.py",),
     ),
 )

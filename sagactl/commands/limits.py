@@ -32,7 +32,7 @@ def parse_day(text: str) -> str:
     try:
         if not _DAY.fullmatch(text):
             raise ValueError
-        datetime.strptime(text, "%Y-%m-%d")  # noqa: DTZ007 (a calendar day, no time)
+        datetime.strptime(text, "%Y-%m-%d")  # a day of the calendar, or ValueError
     except ValueError:
         raise UsageError(
             f"--day must be a UTC day as YYYY-MM-DD (e.g. 2026-03-01), got {text!r}"
