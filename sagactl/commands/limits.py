@@ -1,10 +1,11 @@
 """`sagactl limits [--tenant T] [--day YYYY-MM-DD]`: the daily refund ceilings and what is left.
 
 Each tenant's ceiling per currency (the stack's RefundCeilings output, cdk.json
-`refund_ceilings`), what that UTC day's counter says is used, and what is left (docs/design.md
-§3.12). The day defaults to today in UTC on the target's clock (the local AWS's, which
-`sagactl local advance` moves). A refund the provider refused gives its amount back to the day
-it was charged; nothing else does.
+`refund_ceilings`), what that UTC day's counter says is used, and what is left. The day
+defaults to today in UTC on the target's clock (the local AWS's, which `sagactl local advance`
+moves). A refund the provider refused gives its amount back to the day it was charged; nothing
+else does: not an escalation, not a person's resolution. A tenant the stack does not have is an
+error (exit 1), a malformed day a usage error (exit 2).
 """
 
 from __future__ import annotations
