@@ -473,9 +473,9 @@ def _ceiling_scenario(seed: int, index: int) -> dict[str, Any] | None:
       retries fail before committing (the record stays open, charged), the execution fails, and
       the redrive a day later meets the refusal. The amount comes back to the day it charged;
     - `throttled-give-back`: the provider refuses, and DynamoDB throttles the transaction that
-      records the refusal with the give-back (the claim was the case's first transaction on the
-      counters): nothing is written, the refund is looked up again and re-attempted, and the
-      counter keeps the amount of the refund that then happens."""
+      records the refusal with the give-back (the case's third ledger transaction): nothing is
+      written, and the refusal is recorded with its give-back by a later delivery, or the
+      refund re-attempted happens and the counter keeps its amount."""
     rng = random.Random(f"{seed}:ceiling-next-day:{index}")
     roll = rng.random()
     if roll < CEILING_NEXT_DAY_CHANCE:
@@ -488,11 +488,13 @@ def _ceiling_scenario(seed: int, index: int) -> dict[str, Any] | None:
     if roll < CEILING_NEXT_DAY_CHANCE + CEILING_THROTTLED_GIVE_BACK_CHANCE:
         throttle = {
             "kind": "dynamodb",
-            "table": "limits",
+            "table": "ledger",
             "operation": "TransactWriteItems",
             "error": "throttle",
             "match": "case",
-            "skip": 1,
+            # the case's third ledger transaction: after the reservation's and the refund's
+            # claim with its charge, the refusal's record (with its give-back)
+            "skip": 2,
             "count": 3,  # every attempt of the Lambda's client (saga.aws: 3 at most)
         }
         return {"faults": {"refund": ["reject"]}, "nemeses": [throttle], "redrives": []}
