@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sagactl.commands.sweep",
     "sagactl.commands.escalations",
     "sagactl.commands.inventory",
+    "sagactl.commands.limits",
     "sagactl.commands.mcp",
 )
 

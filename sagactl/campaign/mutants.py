@@ -59,10 +59,6 @@ _STRIPE = (
     "execution reaches it; its tests drive the real SDK against recorded Stripe answers (the "
     "campaign on a local Stripe-compatible server is issue 47's)"
 )
-_CEILING = (
-    "the daily refund ceiling: no tenant of the campaign's stack (cdk.json) has one, so no "
-    "case's execution charges a counter"
-)
 _CEILING_TESTS = "tests/integration/test_refund_ceiling.py"
 _LOCAL_STRIPE = (
     "the local Stripe server: the campaign's stack refunds through the sandbox provider, so no "
@@ -937,7 +933,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/external.py",
         "        return self.charge if record.unclaimed else None",
         "        return self.charge",
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -947,7 +942,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        day, amount = held.charged_day, held.charged_minor",
         '        day, amount = __import__("saga.ceilings").ceilings.utc_day(self.clock()), '
         "held.charged_minor",
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -957,7 +951,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambdas/saga/ledger/charges.py",
         '            ":headroom": {"N": str(charge.headroom)},',
         '            ":headroom": {"N": str(charge.ceiling_minor)},',
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -968,7 +961,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "[failed, give_back_update(charge, day, amount)])",
         '            self.client.update_item(**give_back_update(charge, day, amount)["Update"])\n'
         "            self.transact_through_conflicts([failed])",
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -979,7 +971,6 @@ MUTANTS: tuple[Mutant, ...] = (
         'counter_total(reasons[1].get("Item")), day) from exc',
         '            raise TransientError(f"the daily refund counter refused {key}; '
         'retry") from exc',
-        outside_slice=_CEILING,
         tests=(_CEILING_TESTS,),
     ),
     Mutant(
@@ -990,7 +981,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "        check_within_ceiling("
         "ceilings, case.tenant_id, refund.currency, refund.amount_minor)",
         "        pass",
-        outside_slice=_CEILING,
         tests=("tests/integration/test_tools_validate.py",),
     ),
     # --- issue 40: an agent learns nothing of other tenants; untrusted text drives no terminal --

@@ -60,7 +60,13 @@ from sagactl.operations.escalations import (
     resolve,
     show,
 )
-from sagactl.views.escalations import Escalation, EscalationView, QueueNote, ResolveReport
+from sagactl.views.escalations import (
+    Escalation,
+    EscalationView,
+    QueueNote,
+    ResolveReport,
+    limit_text,
+)
 from sagactl.views.untrusted import visible_lines
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
@@ -124,7 +130,11 @@ def _escalation_lines(escalation: Escalation, indent: str = "  ") -> list[str]:
     ]
     if escalation.detail:
         lines.append(f"{indent}  detail    {escalation.detail}")
+    if escalation.limit is not None:
+        lines.append(f"{indent}  limit     {limit_text(escalation.limit)}")
     lines.append(f"{indent}  decision  {escalation.decision_needed}")
+    if escalation.resolving:
+        lines.append(f"{indent}  resolving {escalation.resolving}")
     return lines
 
 

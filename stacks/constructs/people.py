@@ -1,7 +1,7 @@
 """The roles people assume to run sagactl against the stack, one per job (docs/design.md §11).
 
 - the operator (`OperatorRole`): start, status, watch, ledger, stuck, keep-open-actions,
-  redrive, escalations (list, show, resolve), sweep, inventory, `case check --deployed`;
+  redrive, escalations (list, show, resolve), sweep, inventory, limits, `case check --deployed`;
 - an approver per tenant and approver (`ApproverRoles`, created with the approver's key in
   stacks/constructs/approvals.py): `case approve FILE` and `case approve --case`; here it gets
   the drafts of its own tenant only (`dynamodb:LeadingKeys`, the drafts table's partition key
@@ -58,6 +58,7 @@ OPERATOR_TABLES: Mapping[str, Sequence[str]] = {
     "inventory": (SCAN, PUT),  # inventory show, inventory seed
     "payments": (SCAN,),  # status: the effects of a case in the sandbox downstreams
     "shipments": (SCAN,),
+    "limits": (GET,),  # limits: one day's counter per tenant and currency with a ceiling
 }
 # `stuck` queries the ledger's index of open actions (as the sweeper does).
 OPERATOR_INDEXES: Mapping[tuple[str, str], Sequence[str]] = {

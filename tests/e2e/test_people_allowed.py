@@ -112,6 +112,18 @@ def inspect(s: Sagactl, local: LocalAws, tmp: Path) -> None:
         ok(s("case", "check", str(path), "--deployed"))
 
 
+def limits(s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    """`limits`: cdk.json sets no ceiling, so this stack's outputs name none and the command
+    reads nothing; the outputs a stack with `refund_ceilings` has (RefundCeilings naming acme)
+    make it read the day's counter, the one table call it makes (docs/design.md §3.12)."""
+    ok(s("limits"))
+    outputs = json.loads(Path(_outputs_path()).read_text(encoding="utf-8"))
+    outputs["RefundCeilings"] = json.dumps({"acme": {"USD": 10_000}})
+    path = tmp / "outputs-with-a-ceiling.json"
+    path.write_text(json.dumps(outputs), encoding="utf-8")
+    ok(s("limits", "--outputs", str(path), "--tenant", "acme", "--json"))
+
+
 def escalations(s: Sagactl, local: LocalAws, tmp: Path) -> None:
     ok(s("escalations"))
     ok(s("escalations", "show", "case-carrier-unavailable"))
@@ -184,6 +196,7 @@ def flows() -> list[Flow]:
         Flow(
             "operator", "status, watch, ledger, stuck, keep-open-actions, inventory, check", inspect
         ),
+        Flow("operator", "the daily refund ceilings: used and left", limits),
         Flow("operator", "escalations: list, show, resolve", escalations),
         Flow("operator", "redrive, sweep", redrive_and_sweep),
     ]
