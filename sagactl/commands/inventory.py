@@ -70,9 +70,9 @@ def command_seed(args: argparse.Namespace) -> int:
         lines = [f"  {sku}: {_held_text(cases)}" for sku, cases in sorted(held.items())]
         raise Refused(
             "not seeded: reservations of cases under way hold stock, and their release would "
-            "give it back on top of the level you set:\n"
-            + "\n".join(lines)
-            + "\nseed once those cases have finished, or pass --force to set it anyway"
+            "give it back on top of the level you set:",
+            *lines,
+            "seed once those cases have finished, or pass --force to set it anyway",
         )
     set_stock(target, stock)
     if args.json:
