@@ -15,6 +15,7 @@ over the same signed fields, so a seed gives the same campaign up to those bytes
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 from collections.abc import Mapping
@@ -89,15 +90,33 @@ TWO_NAMES_MATERIAL = (FOUR_EYES_TENANT, FOUR_EYES_APPROVERS[0], 1)
 TWO_NAMES_KEY_ARN = f"arn:aws:kms:{DEFAULT_REGION}:{LOCAL_ACCOUNT_ID}:key/{TWO_NAMES_KEY_ID}"
 
 
+# The campaign's tenant with a daily refund ceiling (docs/design.md §3.12), its approver and
+# ceilings (minor units per UTC day): a few of its refunds fill a day, so the counter's refusal
+# is met often; any other currency it refunds in is refused at ValidateCase (fail closed).
+CEILING_TENANT = "vandelay"
+CEILING_APPROVER = "finance@vandelay"
+CEILINGS = {"USD": 10_000, "EUR": 8_000}
+
+
 def campaign_context() -> dict[str, Any]:
     """What the campaign's stack changes in cdk.json's context (`-c` keys): the four-eyes
-    tenant's third approver, signing with the controller's key material under another name."""
+    tenant's third approver, signing with the controller's key material under another name,
+    and a tenant of its own with a daily refund ceiling."""
     context = json.loads(CDK_JSON.read_text(encoding="utf-8"))["context"]
     tenants = {tenant: list(approvers) for tenant, approvers in context["tenants"].items()}
     tenants[FOUR_EYES_TENANT].append(TWO_NAMES_APPROVER)
+    tenants[CEILING_TENANT] = [CEILING_APPROVER]
     keys = {**context.get("approval_keys", {})}
     keys[f"{FOUR_EYES_TENANT}/{TWO_NAMES_APPROVER}"] = {"key_arn": TWO_NAMES_KEY_ARN}
-    return {"tenants": tenants, "approval_keys": keys}
+    ceilings = {**context.get("refund_ceilings", {}), CEILING_TENANT: dict(CEILINGS)}
+    return {"tenants": tenants, "approval_keys": keys, "refund_ceilings": ceilings}
+
+
+@functools.cache
+def campaign_ceilings() -> dict[str, dict[str, int]]:
+    """The daily refund ceilings of the campaign's stack (tenant -> currency -> minor units)."""
+    ceilings: dict[str, dict[str, int]] = campaign_context()["refund_ceilings"]
+    return ceilings
 
 
 def create_two_names_key(kms: Any, *, region: str = DEFAULT_REGION) -> str:

@@ -24,6 +24,7 @@ ESCALATION_REASONS = frozenset(
     {
         "OUT_OF_STOCK",
         "REFUND_REJECTED",
+        "REFUND_LIMIT_REACHED",
         "SHIPMENT_REJECTED",
         "REJECTED_AFTER_EFFECTS",
         "OUTCOME_UNCERTAIN",
@@ -35,6 +36,7 @@ ESCALATION_REASONS = frozenset(
 _REASONS: Mapping[str, tuple[str | None, str | None]] = {
     "OUT_OF_STOCK": ("reserve", "OutOfStock"),
     "REFUND_REJECTED": ("refund", "RefundRejected"),
+    "REFUND_LIMIT_REACHED": ("refund", "RefundLimitReached"),
     "SHIPMENT_REJECTED": ("ship", "ShipmentRejected"),
     "REJECTED_AFTER_EFFECTS": (None, None),
     "OUTCOME_UNCERTAIN": (None, None),
@@ -53,7 +55,7 @@ def as_list(value: Any) -> list[Any]:
 def compensates(reason: str, step: str | None) -> bool:
     """Whether the workflow must compensate the reservation (docs/design.md §5): a rejection
     of the refund or the shipment, by the downstream or by the key."""
-    return reason in ("REFUND_REJECTED", "SHIPMENT_REJECTED") or (
+    return reason in ("REFUND_REJECTED", "REFUND_LIMIT_REACHED", "SHIPMENT_REJECTED") or (
         reason == "REJECTED_AFTER_EFFECTS" and step in ("refund", "ship")
     )
 
@@ -83,6 +85,7 @@ class EscalationChecks:
             snap,
             step if reason != "OUT_OF_STOCK" else "reserve",
             label,
+            limit=escalation.get("limit"),
         )
         if error is not None and not self.outcome.expired(snap, str(step)):
             record = snap.ledger.get(str(step)) or {}

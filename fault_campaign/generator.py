@@ -18,6 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from fault_campaign.approval import (
+    CEILING_APPROVER,
+    CEILING_TENANT,
+    CEILINGS,
     PASSED_DEADLINE,
     SIGNED_AT,
     approve,
@@ -421,6 +424,83 @@ def _invalid_before(seed: int, index: int, block_size: int) -> int:
     return counts[index]
 
 
+# --- the daily refund ceiling (docs/design.md §3.12) ---------------------------------------------
+# Drawn from a stream of its own (`{seed}:ceiling:{index}`) for a valid case that no twin repeats:
+# the case becomes the ceiling tenant's, every other draw of the seed as it was.
+CEILING_CHANCE = 0.2
+# Of those: above the day's ceiling, or in a currency the tenant has none for (fail closed):
+# ValidateCase refuses both for good (AuthorizationDenied).
+CEILING_ABOVE_CHANCE = 0.08
+CEILING_CURRENCY_CHANCE = 0.05
+
+
+def _ceiling_case(seed: int, index: int, raw: dict[str, Any]) -> str | None:
+    """Make `raw` the ceiling tenant's, or leave it (None). Its refund mostly 35% to 75% of the
+    day's ceiling, so that a second one in a day is often refused (what passes is what
+    the counter says; the invariants check it from the campaign's own log of claims); the
+    `invalid` kind of an amount above the ceiling or a currency without one, else ''."""
+    rng = random.Random(f"{seed}:ceiling:{index}")
+    if rng.random() >= CEILING_CHANCE:
+        return None
+    raw["tenant_id"] = CEILING_TENANT
+    raw["approval"]["approved_by"] = CEILING_APPROVER
+    currency = rng.choice(sorted(CEILINGS))
+    ceiling = CEILINGS[currency]
+    roll = rng.random()
+    kind = ""
+    if roll < CEILING_ABOVE_CHANCE:
+        amount, kind = rng.randint(ceiling + 1, 3 * ceiling), "ceiling"
+    elif roll < CEILING_ABOVE_CHANCE + CEILING_CURRENCY_CHANCE:
+        currency = rng.choice(sorted(formats.CURRENCY_CODES - set(CEILINGS)))
+        amount, kind = rng.randint(1, ceiling), "ceiling-currency"
+    else:
+        # A changed resubmission adds one (runner.changed_case): it stays within the ceiling.
+        amount = rng.randint(ceiling * 35 // 100, ceiling * 75 // 100)
+    raw["refund"]["currency"] = currency
+    raw["refund"]["amount_minor"] = amount
+    return kind
+
+
+CEILING_NEXT_DAY_CHANCE = 0.15
+CEILING_THROTTLED_GIVE_BACK_CHANCE = 0.15
+_NEXT_DAY_SECONDS = 25 * 3600
+
+
+def _ceiling_scenario(seed: int, index: int) -> dict[str, Any] | None:
+    """For some of the ceiling tenant's cases (a stream of their own), a scenario of the give-back
+    (§3.12), alone in the case (no other fault, nemesis, duplicate or person), else None:
+    - `next-day`: a refund charged on one UTC day and refused by the provider on the next: its
+      retries fail before committing (the record stays open, charged), the execution fails, and
+      the redrive a day later meets the refusal. The amount comes back to the day it charged;
+    - `throttled-give-back`: the provider refuses, and DynamoDB throttles the transaction that
+      records the refusal with the give-back (the case's third ledger transaction): nothing is
+      written, and the refusal is recorded with its give-back by a later delivery, or the
+      refund re-attempted happens and the counter keeps its amount."""
+    rng = random.Random(f"{seed}:ceiling-next-day:{index}")
+    roll = rng.random()
+    if roll < CEILING_NEXT_DAY_CHANCE:
+        deliveries = 4  # IssueRefund's retries in one run (cdk.json retry.tool: 3 retries)
+        return {
+            "faults": {"refund": ["fail_before_commit"] * deliveries + ["reject"]},
+            "nemeses": [],
+            "redrives": [{"jump": _NEXT_DAY_SECONDS, "heal": False}],
+        }
+    if roll < CEILING_NEXT_DAY_CHANCE + CEILING_THROTTLED_GIVE_BACK_CHANCE:
+        throttle = {
+            "kind": "dynamodb",
+            "table": "ledger",
+            "operation": "TransactWriteItems",
+            "error": "throttle",
+            "match": "case",
+            # the case's third ledger transaction: after the reservation's and the refund's
+            # claim with its charge, the refusal's record (with its give-back)
+            "skip": 2,
+            "count": 3,  # every attempt of the Lambda's client (saga.aws: 3 at most)
+        }
+        return {"faults": {"refund": ["reject"]}, "nemeses": [throttle], "redrives": []}
+    return None
+
+
 # --- the plan ------------------------------------------------------------------------------------
 def is_twin(seed: int, index: int, block_size: int) -> bool:
     """Whether case `index` repeats the parameters of the case before it (same block only)."""
@@ -465,6 +545,7 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     expect: str | None = None
     four_eyes: str | None = None
     invalid: str | None = None
+    ceiling: str | None = None  # the ceiling tenant's case: '' valid, else its invalid kind
     # Drawn from a stream of its own, so every other draw of the seed is as it was.
     eyes = random.Random(f"{seed}:four-eyes:{index}")
     role = _role(seed, index, block_size, rng, eyes)
@@ -478,6 +559,10 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     elif role == "four-eyes":
         case, four_eyes, expect = four_eyes_case(eyes, raw)
     else:
+        repeated = is_twin(seed, index + 1, block_size)  # a twin repeats the drawn parameters
+        ceiling = None if role != "valid" or repeated else _ceiling_case(seed, index, raw)
+        if ceiling:  # refused for good before anything is reserved
+            invalid, expect = ceiling, "AuthorizationDenied"
         case = approve(raw)
     faults = _faults(rng)
     nemeses = _nemeses(rng, str(raw["reserve"]["sku"]))
@@ -496,6 +581,12 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
     duplicate = _duplicate(rng, rejected=expect is not None)
     if shaped.operator is not None:  # a person's scenario: its own nemeses only
         nemeses, duplicate = list(shaped.nemeses), None
+    redrives = _redrives(rng) if shaped.redrives is None else shaped.redrives
+    person = shaped.operator if shaped.operator is not None else operator(extra)
+    scenario = _ceiling_scenario(seed, index) if ceiling == "" else None
+    if scenario is not None:  # the scenario alone: no other fault, nemesis, duplicate or person
+        case["sandbox"] = {"faults": scenario["faults"]}
+        nemeses, duplicate, redrives, person = scenario["nemeses"], None, scenario["redrives"], None
     return CasePlan(
         seed=seed,
         index=index,
@@ -506,6 +597,6 @@ def generate(seed: int, index: int, *, block_size: int) -> CasePlan:
         twin_of=twin_of,
         nemeses=nemeses,
         duplicate=duplicate,
-        redrives=_redrives(rng) if shaped.redrives is None else shaped.redrives,
-        operator=operator(extra) if shaped.operator is None else shaped.operator,
+        redrives=redrives,
+        operator=person,
     )

@@ -21,6 +21,7 @@ from fault_campaign.plan_evidence import (
     Evidence,
     Fault,
     budget_spent,
+    ceiling_reached,
     crash,
     dynamodb,
     foreign,
@@ -67,8 +68,9 @@ CLOCK_JUMP = Fault(
 )
 LEDGER_FAULTS = Fault(
     "dynamodb:ledger",
-    "DynamoDB throttles, conflicts or loses the answer of ledger requests",
-    dynamodb("ledger"),
+    "DynamoDB throttles, conflicts or loses the answer of ledger requests (the daily refund "
+    "counters' transactions are the ledger's too)",
+    dynamodb("ledger", "limits"),
 )
 STEP_TABLE_FAULTS = Fault(
     "dynamodb:<step tables>",
@@ -126,6 +128,20 @@ ALLOWANCES: tuple[Allowance, ...] = (
                 "sandbox:refund:reject",
                 "the provider refuses the refund",
                 sandbox(("reject",), "refund"),
+            ),
+        ),
+    ),
+    Allowance(
+        "REFUND_LIMIT_REACHED",
+        "ESCALATED REFUND_LIMIT_REACHED: no refund, nothing charged, the reservation released "
+        "(or the release blocked)",
+        (
+            Fault(
+                "ceiling-reached",
+                "the tenant's refunds of the day, as the campaign's own log of claims adds them "
+                "up, leave less than the amount under its daily ceiling; the escalation's "
+                "numbers are those (docs/design.md §3.12)",
+                ceiling_reached,
             ),
         ),
     ),

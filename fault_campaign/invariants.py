@@ -33,13 +33,16 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fault_campaign.approval import campaign_ceilings
 from fault_campaign.checks import Checks, fields_of
 from fault_campaign.key_checks import KeyChecker
 from fault_campaign.observe import Snapshot
 from fault_campaign.operator_checks import OperatorChecker
 from fault_campaign.outcomes import OutcomeChecker
 from fault_campaign.overlap import LIVE_OWNER_OVERWRITTEN
-from fault_campaign.runner import CaseRun
+from fault_campaign.plan_evidence import LEDGER_RETENTION_SECONDS
+from fault_campaign.runner import CaseRun, refund_claims
+from saga.ceilings import counter_expires_at
 from saga.ledger.records import LedgerPolicy
 
 # operation -> (the Snapshot's list of its effects, the id field its downstream_ref names)
@@ -298,9 +301,72 @@ class CaseChecker:
         # which is never the owner (the case record binds the first).
         return self.case
 
+    def _counters(self, snap: Snapshot, seen: list[Snapshot]) -> None:
+        """The daily refund counters (§3.12), against the campaign's own log of claims: each
+        equals the refunds charged to it and not given back (the account's earlier cases' and
+        this case's records as seen so far), stays within its ceiling, and is gone only once
+        its TTL passed."""
+        expected = dict(self.run.counters_before)
+        for key, minor in refund_claims(self.case, seen).items():
+            expected[key] = expected.get(key, 0) + minor
+        for key in sorted({*expected, *snap.counters}):
+            counter = snap.counters.get(key)
+            want = expected.get(key, 0)
+            if counter is None:
+                day = key.rsplit("#", 1)[-1]
+                expired = snap.clock >= counter_expires_at(day, LEDGER_RETENTION_SECONDS)
+                self.checks.check(
+                    "ceiling_counter_agrees",
+                    want == 0 or expired,
+                    f"{snap.label}: no counter {key}, the log of claims says {want}",
+                )
+                continue
+            total = int(counter.get("total", 0))
+            self.checks.check(
+                "ceiling_counter_agrees",
+                total == want,
+                f"{snap.label}: counter {key} is {total}, the log of claims says {want} "
+                f"(before the case {self.run.counters_before.get(key, 0)})",
+            )
+            tenant, currency, _ = key.split("#")
+            ceiling = campaign_ceilings().get(tenant, {}).get(currency, 0)
+            self.checks.check(
+                "ceiling_never_exceeded",
+                0 <= total <= ceiling,
+                f"{snap.label}: counter {key} is {total}, the ceiling {ceiling}",
+            )
+
+    def _limit_reached(self) -> None:
+        """Every REFUND_LIMIT_REACHED escalation made no refund: none at that snapshot or any
+        later one, and the refund's record FAILED RefundLimitReached, charged nothing."""
+        refused_at: int | None = None
+        for index, snap in enumerate(self.run.snapshots):
+            for execution in snap.executions.values():
+                escalation = (execution.get("output") or {}).get("escalation") or {}
+                if escalation.get("reason") == "REFUND_LIMIT_REACHED" and refused_at is None:
+                    refused_at = index
+            if refused_at is None:
+                continue
+            record = snap.ledger.get("refund")
+            self.checks.check(
+                "limit_reached_no_refund",
+                not snap.refunds
+                and (
+                    record is None
+                    or (
+                        record.get("status") == "FAILED"
+                        and (record.get("error") or {}).get("type") == "RefundLimitReached"
+                        and not record.get("charged_day")
+                    )
+                ),
+                f"{snap.label}: escalated REFUND_LIMIT_REACHED, {len(snap.refunds)} refunds, "
+                f"the refund record {fields_of(record, 'status', 'error', 'charged_day')}",
+            )
+
     def all(self) -> None:
         for index, snap in enumerate(self.run.snapshots):
             self.snapshot(snap)
+            self._counters(snap, self.run.snapshots[: index + 1])
             self.outcomes.executions(
                 snap,
                 final=index == len(self.run.snapshots) - 1
@@ -308,6 +374,7 @@ class CaseChecker:
             )
         self.outcomes.same_name()
         self.outcomes.oracle()
+        self._limit_reached()
         self._leases()
         KeyChecker(self.run, self.budget, self.checks).all()
         OperatorChecker(self.run, self.checks, self.outcomes.allowed).all()

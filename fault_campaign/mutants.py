@@ -53,11 +53,19 @@ _POLICY = (
     "case's execution meets it (the tests evaluate recorded calls against them, §11)"
 )
 _SYNTH = "a limit checked when the stack is synthesized: no case's execution meets it"
+_VIEW = "what sagactl prints for a person: no case's execution reads its text views"
 _STRIPE = (
     "the Stripe adapter: the campaign's stack refunds through the sandbox provider, so no case's "
     "execution reaches it; its tests drive the real SDK against recorded Stripe answers (the "
     "campaign on a local Stripe-compatible server is issue 47's)"
 )
+_CEILING_TESTS = "tests/integration/test_refund_ceiling.py"
+_LOCAL_STRIPE = (
+    "the local Stripe server: the campaign's stack refunds through the sandbox provider, so no "
+    "case's execution reaches it (the campaign on it is issue 47's); its tests drive the real "
+    "adapter against it, and the Stripe e2e paths the state machine"
+)
+_LOCAL_STRIPE_TESTS = ("tests/integration/test_local_stripe.py",)
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -879,8 +887,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a takeover of a record an earlier release wrote with expires_at removes it: no open "
         "record carries a retention (§3.7)",
         "lambdas/saga/ledger/store.py",
-        "        sets += remember_dispatch(old, now, values) + _OPEN_KEEPS_NO_RETENTION\n",
-        "        sets += remember_dispatch(old, now, values)\n",
+        '            sets += ", charged_day = :charged_day, charged_minor = :charged_minor"\n'
+        "        sets += _OPEN_KEEPS_NO_RETENTION\n",
+        '            sets += ", charged_day = :charged_day, charged_minor = :charged_minor"\n',
         tests=("tests/integration/test_late_and_legacy_deliveries.py",),
     ),
     Mutant(
@@ -916,6 +925,219 @@ MUTANTS: tuple[Mutant, ...] = (
         '_codes("BHD IQD JOD KWD LYD OMR")',
         outside_slice="what an approver is shown; no case's execution displays an amount",
         tests=("tests/unit/test_approval_view.py",),
+    ),
+    # The daily refund ceiling (§3.12).
+    Mutant(
+        "ceiling-charge-on-takeover",
+        "only a refund's first claim charges the day's counter: never a takeover (§3.12)",
+        "lambdas/saga/ledger/external.py",
+        "        return self.charge if record.unclaimed else None",
+        "        return self.charge",
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-give-back-other-day",
+        "a refused refund gives its amount back to the day it charged (§3.12)",
+        "lambdas/saga/ledger/outcome_writes.py",
+        "        day, amount = held.charged_day, held.charged_minor",
+        '        day, amount = __import__("saga.ceilings").ceilings.utc_day(self.clock()), '
+        "held.charged_minor",
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-headroom-is-ceiling",
+        "the counter admits a refund only while the day's total is at most ceiling - amount "
+        "(§3.12)",
+        "lambdas/saga/ledger/charges.py",
+        '            ":headroom": {"N": str(charge.headroom)},',
+        '            ":headroom": {"N": str(charge.ceiling_minor)},',
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-give-back-outside-the-write",
+        "the give-back is in the transaction that records the rejection (§3.12)",
+        "lambdas/saga/ledger/outcome_writes.py",
+        "            self.transact_through_conflicts("
+        "[failed, give_back_update(charge, day, amount)])",
+        '            self.client.update_item(**give_back_update(charge, day, amount)["Update"])\n'
+        "            self.transact_through_conflicts([failed])",
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-limit-retried-as-transient",
+        "a refund the ceiling refuses is recorded FAILED and replayed, never retried (§3.12)",
+        "lambdas/saga/ledger/store.py",
+        "            raise ChargeRefused(charge, "
+        'counter_total(reasons[1].get("Item")), day) from exc',
+        '            raise TransientError(f"the daily refund counter refused {key}; '
+        'retry") from exc',
+        tests=(_CEILING_TESTS,),
+    ),
+    Mutant(
+        "ceiling-validate-check-removed",
+        "ValidateCase refuses a refund above its tenant's daily ceiling, before the reservation "
+        "(§3.12)",
+        "lambdas/saga/tools/validate.py",
+        "        check_within_ceiling("
+        "ceilings, case.tenant_id, refund.currency, refund.amount_minor)",
+        "        pass",
+        tests=("tests/integration/test_tools_validate.py",),
+    ),
+    # --- issue 40: an agent learns nothing of other tenants; untrusted text drives no terminal --
+    Mutant(
+        "agent-legacy-ids-widened",
+        "an agent reads only the old agent ids' exact shape, agt- and 32 characters (§11)",
+        "lambdas/saga/identity.py",
+        '        LEGACY_AGENT_CASE_PREFIX + "?" * LEGACY_AGENT_CODE_LENGTH,',
+        '        LEGACY_AGENT_CASE_PREFIX + "*",',
+        outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
+    ),
+    Mutant(
+        "agent-id-without-draft",
+        "a new case runs under an agent's case id only as its tenant's draft (§10)",
+        "lambdas/saga/tools/validate.py",
+        "    require_agents_draft(case, drafts, cases)\n",
+        "",
+        outside_slice="the campaign's cases have ordinary case ids, never an agent's",
+        tests=("tests/integration/test_tools_validate.py",),
+    ),
+    Mutant(
+        "agent-reads-the-outputs",
+        "an agent role reads its tenant's configuration, not the stack's outputs (§11)",
+        "stacks/constructs/people.py",
+        "            reads_stack=False,  # the outputs name every tenant's approvers",
+        "            reads_stack=True,",
+        outside_slice=_POLICY,
+        tests=("tests/infra/test_people_roles.py",),
+    ),
+    Mutant(
+        "terminal-escape-case-view",
+        "the case view (status, watch) shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/render.py",
+        "    return visible_lines(lines)",
+        '    return "\\n".join(lines)',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-escalations",
+        "the escalation worklist shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/escalations.py",
+        "        print(visible_lines(show_lines(view, now=target.now())))",
+        '        print("\\n".join(show_lines(view, now=target.now())))',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-timeline",
+        "watch's timeline shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/render.py",
+        '    return visible(f"  {_clock(entry.timestamp):<12}  {entry.text}")',
+        '    return f"  {_clock(entry.timestamp):<12}  {entry.text}"',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-stuck",
+        "the stuck actions' list shows untrusted text written out (sagactl.views.untrusted)",
+        "sagactl/commands/ledger.py",
+        '            visible(\n                f"  {action.status:<11}',
+        '            str(\n                f"  {action.status:<11}',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-errors",
+        "an error quoting a case or AWS is shown written out (sagactl.views.untrusted)",
+        "sagactl/errors.py",
+        '    print(f"sagactl: {visible_lines([message, *more_lines])}", file=sys.stderr)',
+        '    print(f"sagactl: {chr(10).join([message, *more_lines])}", file=sys.stderr)',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "terminal-escape-c1",
+        "U+009B (CSI in one character) and the other C1 controls are written out",
+        "sagactl/views/untrusted.py",
+        '_DRIVES_A_TERMINAL = re.compile("[\\x00-\\x1f\\x7f-\\x9f',
+        '_DRIVES_A_TERMINAL = re.compile("[\\x00-\\x1f\\x7f',
+        outside_slice=_VIEW,
+        tests=("tests/cli/test_untrusted_text.py",),
+    ),
+    Mutant(
+        "local-stripe-key-replay-params",
+        "the local Stripe refuses a key reused with other parameters, as Stripe does (§7)",
+        "local_aws/stripe/account.py",
+        "            if held.endpoint != endpoint or held.params != dict(params):",
+        "            if False:",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-key-in-use",
+        "the local Stripe answers 409 to a key whose first request still executes (§7)",
+        "local_aws/stripe/account.py",
+        "            if held.answer is None:\n                return KeyVerdict(key_in_use(key))",
+        "            if held.answer is None:\n                return KeyVerdict(None)",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-key-retention",
+        "the local Stripe keeps an idempotency key 24 hours, no longer (§3.6, §7)",
+        "local_aws/stripe/account.py",
+        "self.clock() >= held.created + KEY_RETENTION_SECONDS",
+        "self.clock() > held.created + KEY_RETENTION_SECONDS",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-request-unvalidated",
+        "the local Stripe refuses a request Stripe's API description refuses (§7)",
+        "local_aws/stripe/openapi.py",
+        "        for error in _errors(self._validator(schema), value):",
+        "        for error in []:",
+        outside_slice=_LOCAL_STRIPE,
+        tests=(*_LOCAL_STRIPE_TESTS, "tests/unit/test_stripe_openapi.py"),
+    ),
+    Mutant(
+        "local-stripe-answer-unvalidated",
+        "the local Stripe never sends an answer Stripe's API description refuses (§7)",
+        "local_aws/stripe/server.py",
+        "                operation.check_response(outcome.status, outcome.body)",
+        "                pass",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "local-stripe-fault-cursor",
+        "a case's refund faults are drawn one per call, in order (§8)",
+        "local_aws/stripe/faults.py",
+        "            self._calls[case_id] = index + 1",
+        "            self._calls[case_id] = index",
+        outside_slice=_LOCAL_STRIPE,
+        tests=_LOCAL_STRIPE_TESTS,
+    ),
+    Mutant(
+        "stripe-refund-faults-unacted",
+        "refund faults are refused where refunds go to Stripe's own API: nobody acts them out (§8)",
+        "lambdas/saga/providers/stripe_rules.py",
+        "    if faults.get(REFUND_DOWNSTREAM) and not local_server:",
+        "    if False:",
+        outside_slice=_STRIPE,
+        tests=("tests/integration/test_stripe_validate.py",),
+    ),
+    Mutant(
+        "sandbox-stripe-only-faults",
+        "the sandbox refuses the faults only the local Stripe server acts out (§8)",
+        "lambdas/saga/fault_plan.py",
+        "    if asked:",
+        "    if False:",
+        outside_slice=(
+            "a case the campaign never generates: its cases carry the six sandbox faults only"
+        ),
+        tests=("tests/integration/test_stripe_validate.py",),
     ),
 )
 

@@ -57,6 +57,7 @@ TABLE_OUTPUTS: Mapping[str, str] = {
     "payments": "PaymentsTableName",
     "shipments": "ShipmentsTableName",
     "sandbox": "SandboxTableName",
+    "limits": "LimitsTableName",
 }
 _DYNAMODB_ERRORS = {
     "throttle": (

@@ -35,6 +35,8 @@ class Snapshot:
     reservations: list[dict[str, Any]]
     executions: dict[str, dict[str, Any]]  # arn -> {description, path, errors, ...}
     stock: int | None = None  # the case's SKU, available
+    # The account's daily refund counters (docs/design.md §3.12): counter key -> item
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -317,4 +319,11 @@ class Observer:
             reservations=self._scan_case("ReservationsTableName", case_id),
             executions={arn: self.execution(arn) for arn in arns},
             stock=self.stock(sku) if sku else None,
+            counters=self.counters(),
         )
+
+    def counters(self) -> dict[str, dict[str, Any]]:
+        """Every daily refund counter of the account (a few items), by key."""
+        if "LimitsTableName" not in self.outputs:
+            return {}
+        return {str(c["counter_key"]): c for c in self.scan_all("LimitsTableName")}

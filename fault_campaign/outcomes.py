@@ -67,15 +67,25 @@ class OutcomeChecker:
 
     # -- helpers the checks share ----------------------------------------------------------
     def allowed(
-        self, name: str, key: str, snap: Snapshot | None, step: str | None, detail: str
+        self,
+        name: str,
+        key: str,
+        snap: Snapshot | None,
+        step: str | None,
+        detail: str,
+        *,
+        limit: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Check that the plan holds a fault that makes alternative `key` honest."""
+        """Check that the plan holds a fault that makes alternative `key` honest (`limit`: a
+        REFUND_LIMIT_REACHED escalation's numbers)."""
         evidence = Evidence(
             plan=self.run.plan,
             step=step,
             stock_before=self.run.stock_before,
             ledger=snap.ledger if snap is not None else None,
             budget=self.budget,
+            limit=limit,
+            counters_before=self.run.counters_before,
         )
         faults = enabling(key, evidence)
         return self.checks.check(
@@ -371,6 +381,19 @@ class OutcomeChecker:
         )
         if clean:
             first = self.run.snapshots[0].executions.get(self.run.owner_arn or "") or owner
+            escalation = (first.get("output") or {}).get("escalation") or {}
+            if escalation.get("reason") == "REFUND_LIMIT_REACHED":
+                # No fault, and the day's ceiling had no room for it: the log of claims says so.
+                self.allowed(
+                    "clean_case_completes",
+                    "REFUND_LIMIT_REACHED",
+                    None,
+                    "refund",
+                    f"a case without faults escalated REFUND_LIMIT_REACHED "
+                    f"{escalation.get('limit')}",
+                    limit=escalation.get("limit"),
+                )
+                return
             self.checks.check(
                 "clean_case_completes",
                 classify(first) == "COMPLETED",

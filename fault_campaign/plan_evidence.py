@@ -42,6 +42,10 @@ class Evidence:
     stock_before: int | None = None
     ledger: Mapping[str, Mapping[str, Any]] | None = None
     budget: int = 8
+    # A REFUND_LIMIT_REACHED escalation's numbers ({ceiling, used, asked, currency, day}), and
+    # the counters before the case as the campaign's log of claims says (runner.CaseRun).
+    limit: Mapping[str, Any] | None = None
+    counters_before: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,4 +159,29 @@ def budget_spent(evidence: Evidence) -> bool:
         bool(record)
         and max(int(record.get("attempts", 0)), int(record.get("reconcile_rounds", 0)))
         >= evidence.budget
+    )
+
+
+def ceiling_reached(evidence: Evidence) -> bool:
+    """The refusal's numbers are the case's and the log's: the amount asked is the case's, the
+    ceiling the tenant's for its currency, `used` what the account's earlier cases charged that
+    day and did not give back, and the two together exceed the ceiling (docs/design.md §3.12)."""
+    from fault_campaign.approval import campaign_ceilings
+    from saga.ceilings import counter_key
+
+    limit = evidence.limit or {}
+    case = evidence.plan.case
+    tenant, refund = str(case["tenant_id"]), case["refund"]
+    ceiling = campaign_ceilings().get(tenant, {}).get(str(refund["currency"]))
+    if ceiling is None or not isinstance(limit.get("used"), int):
+        return False
+    used = (evidence.counters_before or {}).get(
+        counter_key(tenant, str(refund["currency"]), str(limit.get("day"))), 0
+    )
+    return (
+        limit.get("asked") == refund["amount_minor"]
+        and limit.get("currency") == refund["currency"]
+        and limit.get("ceiling") == ceiling
+        and limit["used"] == used
+        and used + int(refund["amount_minor"]) > ceiling
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from fault_campaign.approval import approve
 from fault_campaign.nemeses import armed
 from fault_campaign.observe import Observer, Snapshot
 from fault_campaign.plan import MAX_REDRIVE_JUMP_SECONDS, CasePlan
+from saga.ceilings import counter_key
 
 REJECTIONS = frozenset(
     {"InvalidRequest", "AuthorizationDenied", "ApprovalMismatch", "ApprovalInvalid", "KeyConflict"}
@@ -55,10 +57,46 @@ class CaseRun:
     notes: list[str] = field(default_factory=list)
     labels: set[str] = field(default_factory=set)  # what happened at run time (for the report)
     overlaps: dict[str, int] = field(default_factory=dict)  # per step (fault_campaign.overlap)
+    # The daily refund counters before the case as the campaign's own log of claims says they
+    # stood (counter key -> minor units): the account's earlier cases' charges not given back
+    # (docs/design.md §3.12; `refund_claims`).
+    counters_before: dict[str, int] = field(default_factory=dict)
 
     @property
     def final(self) -> Snapshot:
         return self.snapshots[-1]
+
+
+def claim_charge(case: Mapping[str, Any], record: Mapping[str, Any]) -> tuple[str, int] | None:
+    """What a refund's ledger record holds charged on its day's counter and not given back:
+    (counter key, minor units), or None. A claim charged records `charged_day` and
+    `charged_minor`; only the provider's refusal, recorded FAILED RefundRejected by the
+    delivery that held the record (no person's decision on it), gave the amount back."""
+    day, minor = record.get("charged_day"), int(record.get("charged_minor") or 0)
+    if not day or not minor:
+        return None
+    refused = (record.get("error") or {}).get("type") == "RefundRejected"
+    if record.get("status") == "FAILED" and refused and not record.get("resolution"):
+        return None
+    refund = case["refund"]
+    return counter_key(str(case["tenant_id"]), str(refund["currency"]), str(day)), minor
+
+
+def refund_claims(case: Mapping[str, Any], snapshots: list[Snapshot]) -> dict[str, int]:
+    """The case's refund claims as its snapshots saw them, per counter key: each charged day's
+    record as last seen (the ledger's TTL may delete a closed record later, and a record that
+    expired may be claimed again on another day)."""
+    by_day: dict[str, Mapping[str, Any]] = {}
+    for snap in snapshots:
+        record = snap.ledger.get("refund")
+        if record is not None and record.get("charged_day"):
+            by_day[str(record["charged_day"])] = record
+    totals: dict[str, int] = {}
+    for kept in by_day.values():
+        charged = claim_charge(case, kept)
+        if charged is not None:
+            totals[charged[0]] = totals.get(charged[0], 0) + charged[1]
+    return totals
 
 
 def changed_case(case: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +115,9 @@ class CaseRunner:
         self.observer = observer
         self.local = observer.local
         self.timeout = timeout_seconds
+        # The campaign's own log of claims in this account: per counter key, the refunds its
+        # cases' records charged and did not give back (cases run one at a time).
+        self.claims: dict[str, int] = {}
 
     @functools.cached_property
     def operator_target(self) -> Any:
@@ -110,7 +151,12 @@ class CaseRunner:
         started = time.perf_counter()
         case = plan.case
         sku = str((case.get("reserve") or {}).get("sku", ""))
-        run = CaseRun(plan=plan, stock_before=self.observer.stock(sku), stock_after=None)
+        run = CaseRun(
+            plan=plan,
+            stock_before=self.observer.stock(sku),
+            stock_after=None,
+            counters_before=dict(self.claims),
+        )
         arns: list[str] = []
         duplicate = plan.duplicate or {}
         for nemesis in plan.nemeses:
@@ -143,7 +189,13 @@ class CaseRunner:
             run.overlaps = state.meter.overlaps() if state.meter is not None else {}
         run.stock_after = self.observer.stock(sku)
         run.seconds = time.perf_counter() - started
+        self._log_claims(run)
         return run
+
+    def _log_claims(self, run: CaseRun) -> None:
+        """The case's refund claims into the account's log (the next case's counters before)."""
+        for key, minor in refund_claims(run.plan.case, run.snapshots).items():
+            self.claims[key] = self.claims.get(key, 0) + minor
 
     def _legacy_retentions(self, plan: CasePlan, fired: list[str]) -> None:
         """Each planned `legacy_retention`: the record, if open, as the release before the

@@ -70,10 +70,16 @@ class StackSource:
         return cls(load_template(stack.template_path), stack.stack_name)
 
     @classmethod
-    def synthesized(cls, outdir: Path | None = None, stack_name: str | None = None) -> StackSource:
-        """Synthesize the CDK app now (python app.py) into `outdir` (default: a temp dir)."""
+    def synthesized(
+        cls,
+        outdir: Path | None = None,
+        stack_name: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> StackSource:
+        """Synthesize the CDK app now (python app.py) into `outdir` (default: a temp dir), with
+        `context` over cdk.json's (as `-c` gives it)."""
         directory = outdir or Path(tempfile.mkdtemp(prefix="saga-synth-"))
-        stack = synthesize(directory, stack_name=stack_name)
+        stack = synthesize(directory, stack_name=stack_name, context=context)
         return cls(load_template(stack.template_path), stack.stack_name)
 
 
@@ -86,6 +92,8 @@ class LocalAws:
     seed: bool = True
     stock: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_SANDBOX_STOCK))
     provisioned: ProvisionResult | None = None
+    # Outputs of what runs beside the stack (the local Stripe server's `StripeApiBase`).
+    extra_outputs: dict[str, str] = field(default_factory=dict)
     session: boto3.Session = field(init=False)
 
     def __post_init__(self) -> None:
@@ -110,7 +118,7 @@ class LocalAws:
         """The stack outputs (docs/design.md §8 keys) plus `Endpoint`."""
         if self.provisioned is None:
             raise RuntimeError("the stack is not provisioned")
-        return {**self.provisioned.outputs, "Endpoint": self.endpoint}
+        return {**self.provisioned.outputs, **self.extra_outputs, "Endpoint": self.endpoint}
 
     @property
     def environment(self) -> dict[str, str]:

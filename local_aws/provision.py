@@ -6,7 +6,8 @@ are created directly with boto3: DynamoDB tables, SQS queues, Lambda functions (
 in-process, moto only holds a dummy zip), Step Functions state machines and EventBridge rules
 with their targets (moto stores them; local_aws.event_rules and local_aws.schedules make
 them fire), KMS keys (an approver's signing key gets its local, deterministic identity:
-local_aws.approval_keys) and their aliases. Every other resource type is skipped (logged at
+local_aws.approval_keys) and their aliases, SSM String parameters (each tenant's agent
+configuration, read by `sagactl mcp`). Every other resource type is skipped (logged at
 debug level); references to it resolve to placeholder ARNs (a role's carry a RoleId too).
 """
 
@@ -42,6 +43,7 @@ STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
 RULE_TYPE = "AWS::Events::Rule"
 KMS_KEY_TYPE = "AWS::KMS::Key"
 KMS_ALIAS_TYPE = "AWS::KMS::Alias"
+PARAMETER_TYPE = "AWS::SSM::Parameter"
 EMULATED_TYPES = (
     *TABLE_TYPES,
     QUEUE_TYPE,
@@ -50,6 +52,7 @@ EMULATED_TYPES = (
     RULE_TYPE,
     KMS_KEY_TYPE,
     KMS_ALIAS_TYPE,
+    PARAMETER_TYPE,
 )
 # The parts of a rule target that EventBridge's PutTargets takes as they are.
 _TARGET_KEYS = (
@@ -92,6 +95,7 @@ class ProvisionResult:
     rules: dict[str, str] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # alias name -> key ARN
+    parameters: dict[str, str] = field(default_factory=dict)  # logical id -> parameter name
     skipped: dict[str, str] = field(default_factory=dict)
     # Resolves any template value in this account's terms (the IAM checks read the policies).
     resolver: ResolutionContext | None = None
@@ -135,6 +139,7 @@ class _Provisioner:
         self.events = session.client("events", endpoint_url=endpoint)
         self.iam = session.client("iam", endpoint_url=endpoint)
         self.kms = session.client("kms", endpoint_url=endpoint)
+        self.ssm = session.client("ssm", endpoint_url=endpoint)
         self.result = ProvisionResult(stack_name=stack_name, outputs={})
 
     # -- naming ---------------------------------------------------------------------------
@@ -193,6 +198,11 @@ class _Provisioner:
             name = self._name(logical_id, props.get("Name"))
             self.ctx.resources[logical_id] = PhysicalResource(
                 ref=name, attributes={"Arn": self._arn("events", f"rule/{name}")}
+            )
+        for logical_id, props in self._of_type(PARAMETER_TYPE):
+            name = str(self.ctx.resolve(props["Name"]))  # the stack names each one
+            self.ctx.resources[logical_id] = PhysicalResource(
+                ref=name, attributes={"Type": str(props.get("Type", "String"))}
             )
         for logical_id, resource in self.resources.items():
             if resource.get("Type") not in EMULATED_TYPES:
@@ -367,6 +377,23 @@ class _Provisioner:
                 self.events.put_targets(Rule=name, Targets=targets)
             self.result.rules[logical_id] = name
 
+    def create_parameters(self) -> None:
+        """SSM String parameters, once what their values name exists."""
+        for logical_id, raw_props in self._of_type(PARAMETER_TYPE):
+            props = self.ctx.resolve(raw_props)
+            if props.get("Type", "String") != "String":
+                raise TemplateError(f"parameter {logical_id}: only String parameters are emulated")
+            request: dict[str, Any] = {
+                "Name": str(props["Name"]),
+                "Value": str(props["Value"]),
+                "Type": "String",
+                "Tier": str(props.get("Tier", "Standard")),
+            }
+            if props.get("Description"):
+                request["Description"] = str(props["Description"])
+            self.ssm.put_parameter(**request)
+            self.result.parameters[logical_id] = request["Name"]
+
     def resolve_outputs(self) -> None:
         for key, output in self.template.get("Outputs", {}).items():
             try:
@@ -384,6 +411,7 @@ class _Provisioner:
         self.create_functions(role_arn)
         self.create_state_machines(role_arn)
         self.create_rules()
+        self.create_parameters()
         self.resolve_outputs()
         self.result.resolver = self.ctx
         return self.result

@@ -17,6 +17,9 @@ Authorization Reference pages describe them:
   its customer-managed key.
 - Lambda Invoke is `lambda:InvokeFunction`; Step Functions calls act on the state machine or
   the execution they name.
+- SSM GetParameter on the parameter's ARN, `parameter` followed by the name (a name that begins
+  with `/` adds none); a String parameter needs no KMS.
+  https://docs.aws.amazon.com/service-authorization/latest/reference/list_awssystemsmanager.html
 
 A call this module cannot map raises UnmappedCall: the check fails, naming it, rather than
 passing a call it did not evaluate.
@@ -224,6 +227,16 @@ def _secretsmanager(call: AwsCall, account: Account) -> list[Request]:
     return requests
 
 
+def _ssm(call: AwsCall, account: Account) -> list[Request]:
+    if call.operation != "GetParameter":
+        raise UnmappedCall(f"ssm:{call.operation} (sagactl reads one parameter)")
+    name = str(call.params["Name"])
+    if name.startswith("arn:"):
+        return [Request("ssm:GetParameter", name)]
+    separator = "" if name.startswith("/") else "/"
+    return [Request("ssm:GetParameter", _arn(call, account, "ssm", f"parameter{separator}{name}"))]
+
+
 _SERVICES: dict[str, Callable[[AwsCall, Account], list[Request]]] = {
     "dynamodb": _dynamodb,
     "sqs": _sqs,
@@ -233,6 +246,7 @@ _SERVICES: dict[str, Callable[[AwsCall, Account], list[Request]]] = {
     "cloudformation": _cloudformation,
     "sts": _sts,
     "secretsmanager": _secretsmanager,
+    "ssm": _ssm,
 }
 
 

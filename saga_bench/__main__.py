@@ -17,7 +17,14 @@ import json
 from dataclasses import asdict
 
 from local_aws.lambda_runtime import quiet_handlers
-from saga_bench.cases import format_cases, format_costs, format_requests, measure_cases
+from saga_bench.cases import (
+    CEILING_SUFFIX,
+    format_cases,
+    format_costs,
+    format_requests,
+    measure_cases,
+    measure_ceiling_cases,
+)
 from saga_bench.coldstart import format_cold_starts, measure_cold_starts
 from sagactl.paths import PROJECT_ROOT
 
@@ -41,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     handler_log = PROJECT_ROOT / ".local" / "bench-handlers.log"
     with quiet_handlers(handler_log):
         cases = measure_cases(args.time_scale)
+        # The same paths under a daily refund ceiling (docs/design.md §3.12): what it costs.
+        cases += measure_ceiling_cases(args.time_scale)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     cold_starts = measure_cold_starts(args.runs)
@@ -56,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_costs(cases))
     print()
     print(format_requests(next(c for c in cases if c.case == "happy-path")))
+    print()
+    print(format_requests(next(c for c in cases if c.case == "happy-path" + CEILING_SUFFIX)))
     print()
     print(format_cold_starts(cold_starts, args.runs))
     return 0

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local_aws.approval_keys import sign_locally
 from local_aws.emulator import client_environment
 from local_aws.environment import LocalAws, StackSource, run_local
 from local_aws.request_units import Billed, metering_request_units
@@ -66,6 +67,38 @@ def measure_cases(time_scale: float) -> list[CaseCounts]:
             case = json.loads(path.read_text(encoding="utf-8"))
             results.append(measure_case(local, path.stem, case))
     return results
+
+
+# The daily refund ceiling (docs/design.md §3.12) as the bench sets it: acme's USD refunds up to
+# the examples' 20.00 USD a day, so the happy path fills the day and one more refund is refused.
+BENCH_CEILINGS = {"acme": {"USD": 2000}}
+CEILING_SUFFIX = " +ceiling"
+
+
+def measure_ceiling_cases(time_scale: float) -> list[CaseCounts]:
+    """The refund's paths under a daily ceiling, each in a fresh account of a stack synthesized
+    with BENCH_CEILINGS: the happy path (its claim charges the counter in one transaction), a
+    second refund that day (refused: the limit recorded, the reservation released, escalated),
+    and a refund the provider rejects (the charge given back in its FAILED write)."""
+    source = StackSource.synthesized(context={"refund_ceilings": BENCH_CEILINGS})
+    happy = _example("happy-path")
+    second = sign_locally({**happy, "case_id": "case-limit-reached"})
+    results: list[CaseCounts] = []
+    with run_local(source, time_scale=time_scale) as local:
+        os.environ.update(client_environment(local.endpoint))
+        forget_public_keys()
+        for runs in (
+            [("happy-path", happy), ("limit-reached", second)],
+            [("refund-rejected", _example("refund-rejected"))],
+        ):
+            local.reprovision()
+            for name, case in runs:
+                results.append(measure_case(local, name + CEILING_SUFFIX, case))
+    return results
+
+
+def _example(name: str) -> dict[str, Any]:
+    return dict(json.loads((EXAMPLES_DIR / f"{name}.json").read_text(encoding="utf-8")))
 
 
 def measure_case(local: LocalAws, name: str, case: Mapping[str, Any]) -> CaseCounts:
@@ -253,7 +286,7 @@ def format_requests(counts: CaseCounts) -> str:
 
 def _short(table: str) -> str:
     """`ReplacementOrderSaga-dev-TablesLedgerTable...` as `Ledger`."""
-    for part in ("Ledger", "Cases", "Inventory", "Reservations", "Payments", "Shipments"):
+    for part in ("Ledger", "Cases", "Inventory", "Reservations", "Payments", "Shipments", "Limits"):
         if part in table:
             return part
     return "Sandbox" if "Sandbox" in table else table

@@ -205,6 +205,7 @@ def function_environments() -> dict[str, Function]:
             for tenant, approvers in config.tenants.items()
         },
         "approval_thresholds": config.approval_thresholds,
+        "refund_ceilings": config.refund_ceilings,
         "escalation_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/bench",
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,

@@ -204,6 +204,8 @@ FREE = {
     "AWS::SQS::Queue": "requests only",
     "AWS::Events::Rule": "scheduled and AWS service events on the default bus are free",
     "AWS::Logs::LogGroup": "$0.03 per GB-month stored (the sweeper's lines are above)",
+    "AWS::SSM::Parameter": "standard parameters (each tenant's agent configuration) and their "
+    "standard throughput are free",
 }
 
 

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import (
@@ -23,6 +23,8 @@ from botocore.exceptions import (
     NoCredentialsError,
     NoRegionError,
 )
+
+from sagactl.views.untrusted import visible_lines
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -100,9 +102,19 @@ def execution_exit_code(description: Mapping[str, Any]) -> int:
 
 
 class SagactlError(Exception):
-    """Base of every user-facing error: printed as `sagactl: <message>`, exit `exit_code`."""
+    """Base of every user-facing error: printed as `sagactl: <message>`, exit `exit_code`.
+    `more_lines` are lines sagactl made itself (a list under the message), each printed as a line;
+    a newline inside the message or a line is text it quotes, shown written out."""
 
     exit_code = EXIT_ERROR
+
+    def __init__(self, message: str = "", *more_lines: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.more_lines = more_lines
+
+    def __str__(self) -> str:
+        return "\n".join([self.message, *self.more_lines])
 
     @property
     def error_type(self) -> str:
@@ -185,7 +197,7 @@ def guarded(handler: Handler) -> Handler:
         try:
             return handler(args)
         except SagactlError as exc:
-            return _report(args, exc.error_type, str(exc), exc.exit_code)
+            return _report(args, exc.error_type, exc.message, exc.exit_code, exc.more_lines)
         except NoCredentialsError:
             return _report(
                 args,
@@ -238,8 +250,16 @@ def with_local_hint(message: str) -> str:
     return f"{message}; {hint}" if hint else message
 
 
-def _report(args: argparse.Namespace, error_type: str, message: str, exit_code: int) -> int:
+def _report(
+    args: argparse.Namespace,
+    error_type: str,
+    message: str,
+    exit_code: int,
+    more_lines: Sequence[str] = (),
+) -> int:
     if getattr(args, "json", False):
-        print(json.dumps({"error": {"type": error_type, "message": message}}))
-    print(f"sagactl: {message}", file=sys.stderr)
+        text = "\n".join([message, *more_lines])
+        print(json.dumps({"error": {"type": error_type, "message": text}}))
+    # The message may quote a case or AWS (a refusal, a cause): shown, never obeyed.
+    print(f"sagactl: {visible_lines([message, *more_lines])}", file=sys.stderr)
     return exit_code

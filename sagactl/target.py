@@ -188,12 +188,14 @@ def find_target(
     outputs: Path | None = None,
     stack: str = DEFAULT_STACK_NAME,
     region: str | None = None,
+    read_outputs: bool = True,
 ) -> Target:
-    """The local AWS when asked for (or AWS_ENDPOINT_URL is set), else the stack's account."""
+    """The local AWS when asked for (or AWS_ENDPOINT_URL is set), else the stack's account;
+    there without its outputs unless `read_outputs` (an agent's role may not read them)."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if local or endpoint:
         return local_target(local_outputs_path(outputs), endpoint_url=endpoint)
-    return aws_target(stack, region=region)
+    return aws_target(stack, region=region, read_outputs=read_outputs)
 
 
 def local_outputs_path(explicit: Path | None = None) -> Path:
@@ -247,9 +249,11 @@ def local_target_from_outputs(outputs: dict[str, str]) -> Target:
     )
 
 
-def aws_target(stack_name: str, *, region: str | None = None) -> Target:
+def aws_target(stack_name: str, *, region: str | None = None, read_outputs: bool = True) -> Target:
     session = boto3.Session(region_name=region) if region else boto3.Session()
     target = Target(session=session, outputs={}, local=False, stack_name=stack_name)
+    if not read_outputs:
+        return target
     try:
         stacks = target.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
     except ClientError as exc:

@@ -45,6 +45,7 @@ from pydantic_core import PydanticCustomError
 from saga.ledger import LedgerPolicy
 from saga.models import TENANT_ID_PATTERN
 from saga.settings import tenants_variable
+from stacks.ceilings_config import ceilings_value, check_ceilings
 from stacks.config_sections import (
     AgentGatewayConfig,
     ApproverKeyConfig,
@@ -192,6 +193,8 @@ class SagaConfig(ContextSection):
     approval_thresholds: Annotated[
         dict[str, dict[str, int]], BeforeValidator(thresholds_value)
     ] = {}
+    # Optional: per tenant a daily refund ceiling per currency in minor units (§3.12).
+    refund_ceilings: Annotated[dict[str, dict[str, int]], BeforeValidator(ceilings_value)] = {}
     # Optional: the agent tools behind AgentCore Gateway (off by default).
     agent_gateway: AgentGatewayConfig = AgentGatewayConfig()
     ledger: LedgerConfig
@@ -284,6 +287,7 @@ class SagaConfig(ContextSection):
             self.approver_keys,
             account_wide_allowed=self.sandbox_payments_only,
         )
+        check_ceilings(self.refund_ceilings, self.tenants, self.approval_thresholds)
         self._check_agent_gateway_tenants()
         self._check_pending_outlasts_a_lease()
         for key, class_name in self.task_retry_class.items():

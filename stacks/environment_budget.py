@@ -126,3 +126,22 @@ def check_environments(
                 "APPROVAL_KEYS)"
             )
     return sizes
+
+
+def check_agent_configs(stack: Stack, values: Mapping[str, str]) -> dict[str, int]:
+    """Each tenant's agent configuration (stacks/constructs/agent_config.py) fits a standard SSM
+    parameter (4 KB, "AWS Systems Manager endpoints and quotas"), references at their longest:
+    EnvironmentTooLarge naming the tenant otherwise."""
+    from saga.agent.config import PARAMETER_VALUE_LIMIT
+
+    resources = _resources(stack)
+    sizes: dict[str, int] = {}
+    for tenant, value in values.items():
+        size = sizes[tenant] = _length(stack, resources, stack.resolve(value))
+        if size > PARAMETER_VALUE_LIMIT:
+            raise EnvironmentTooLarge(
+                f"the agent configuration of tenant {tenant} would take up to {size} bytes, an "
+                f"SSM parameter holds {PARAMETER_VALUE_LIMIT}: fewer or shorter approver names, "
+                "or fewer brought keys (each is a full ARN)"
+            )
+    return sizes

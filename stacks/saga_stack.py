@@ -7,6 +7,7 @@ stack name, and the stack name carries the stage: two stages deploy side by side
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from stacks.config import SagaConfig
+from stacks.config import SANDBOX_PAYMENTS, SagaConfig
+from stacks.constructs.agent_config import AgentConfigs
 from stacks.constructs.agent_gateway import AgentGateway
 from stacks.constructs.approvals import ApprovalKeys
 from stacks.constructs.escalation import Escalation
@@ -24,7 +26,7 @@ from stacks.constructs.sandbox import SandboxDownstreams
 from stacks.constructs.tables import SagaTables
 from stacks.constructs.tools import ToolFunctions, metrics_namespace
 from stacks.constructs.workflow import ASL_PATH, SagaWorkflow
-from stacks.environment_budget import check_environments
+from stacks.environment_budget import check_agent_configs, check_environments
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_CACHE = PROJECT_ROOT / ".build"
@@ -51,6 +53,10 @@ class SagaStack(Stack):
             "cases": self.tables.cases,
             "inventory": self.tables.inventory,
             "reservations": self.tables.reservations,
+            "limits": self.tables.limits,
+            # ValidateCase reads a draft (docs/design.md §10); the people's roles name their own.
+            "drafts": self.tables.drafts,
+            "legacy_drafts": self.tables.legacy_drafts,
         }
         self.sandbox: SandboxDownstreams | None = None
         if config.sandbox:
@@ -95,20 +101,25 @@ class SagaStack(Stack):
                 },
                 state_machine=self.workflow.state_machine,
             )
+        self.agent_configs = AgentConfigs(
+            self,
+            "AgentConfigs",
+            config=config,
+            tables=table_map,
+            state_machine=self.workflow.state_machine,
+            approval_keys=self.approval_keys,
+        )
         self.people = PeopleRoles(
             self,
             "People",
             config=config,
-            tables={
-                **table_map,
-                "drafts": self.tables.drafts,
-                "legacy_drafts": self.tables.legacy_drafts,
-            },
+            tables=table_map,
             escalation_queue=self.escalation.queue,
             state_machine=self.workflow.state_machine,
             approval_keys=self.approval_keys,
             validate_case=self.tools.functions[VALIDATE_CASE_ID],
             sweeper=self.tools.functions[SWEEPER_ID],
+            agent_configs=self.agent_configs,
         )
         self.monitoring = Monitoring(
             self,
@@ -134,6 +145,8 @@ class SagaStack(Stack):
             "LegacyDraftsTableName": self.tables.legacy_drafts.table_name,
             "InventoryTableName": self.tables.inventory.table_name,
             "ReservationsTableName": self.tables.reservations.table_name,
+            # The daily refund counters (docs/design.md §3.12).
+            "LimitsTableName": self.tables.limits.table_name,
             # What the deployed tools enforce, so operators (sagactl) show the real budget.
             "AttemptBudget": str(config.ledger.attempt_budget),
             # The functions sagactl reads (trusted keys) and invokes (a sweep now), by name:
@@ -143,15 +156,26 @@ class SagaStack(Stack):
         }
         if self.sandbox is not None:
             outputs |= {
-                "PaymentsTableName": self.sandbox.payments.table_name,
                 "ShipmentsTableName": self.sandbox.shipments.table_name,
                 "SandboxTableName": self.sandbox.control.table_name,
             }
+            if config.payments == SANDBOX_PAYMENTS:  # with Stripe no refund lands there
+                outputs["PaymentsTableName"] = self.sandbox.payments.table_name
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)
         self.approval_keys.add_outputs(self, config.approval_thresholds)
+        # The daily refund ceilings the deployed tools enforce (JSON: tenant -> currency -> minor
+        # units per UTC day, docs/design.md §3.12).
+        CfnOutput(
+            self,
+            "RefundCeilings",
+            value=json.dumps(config.refund_ceilings, sort_keys=True, separators=(",", ":")),
+        )
         self.people.add_outputs(self)
+        self.agent_configs.add_outputs(self)
         if self.agent_gateway is not None:
             self.agent_gateway.add_outputs(self)
         # Lambda's 4 KB per environment, checked here rather than refused mid-deploy.
         self.environment_sizes = check_environments(self, self.tools.environments)
+        # SSM's 4 KB per standard parameter, likewise.
+        check_agent_configs(self, self.agent_configs.values)

@@ -13,6 +13,9 @@
   dropped again after the test, so no later test inherits it.
 - `fixture_local_aws`: the same for the small hand-written template in
   tests/e2e/local_stack_fixture.py (tests of the emulator itself).
+- `stripe_aws`: the same for the app synthesized with payments=stripe, its refunds going to one
+  local Stripe server per session (local_aws.stripe), emptied and wired for each test as
+  `sagactl local up --payments stripe` wires it.
 
 The server shares moto's in-process state with `mock_aws`: a `mock_aws` test wipes it, which is
 why every test that uses the local AWS gets a fresh provisioning. It shares moto's code too, so
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -54,6 +58,7 @@ from local_aws.emulator import (
 )
 from local_aws.environment import LocalAws, StackSource
 from local_aws.lambda_runtime import handlers_in_process
+from local_aws.stripe.server import LocalStripe
 from local_aws.tables import StackTables
 from local_aws.template import load_template
 from tests.infra.synth import Synthesized, synthesize
@@ -165,6 +170,57 @@ def local_aws(_saga_local: LocalAws, monkeypatch: pytest.MonkeyPatch) -> Iterato
         monkeypatch.setenv(name, value)
     yield _saga_local
     _saga_local.clock.reset()  # saga.clock stays installed in this process: back to real time
+
+
+@pytest.fixture(scope="session")
+def synthesized_stripe(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The CDK app with refunds through Stripe, as `sagactl local up --payments stripe`
+    synthesizes it (local_aws.stripe.wiring.stripe_context)."""
+    from local_aws.stripe.wiring import stripe_context
+
+    return synthesize(tmp_path_factory.mktemp("stripe-cdk.out"), stripe_context())
+
+
+@pytest.fixture(scope="session")
+def local_stripe_server(fake_aws_credentials: None) -> Iterator[LocalStripe]:
+    """One local Stripe server per session (a free loopback port), emptied for each test."""
+    with LocalStripe(port=0) as stripe:
+        yield stripe
+
+
+@pytest.fixture(scope="session")
+def _stripe_local(local_server: LocalServer, synthesized_stripe: Synthesized) -> LocalAws:
+    source = StackSource(
+        load_template(synthesized_stripe.template_path),
+        synthesized_stripe.saga.stack.stack_name,
+    )
+    return LocalAws(server=local_server, source=source)
+
+
+@dataclass(frozen=True)
+class StripeAws:
+    """The stack with payments=stripe in a fresh local account, and its local Stripe server."""
+
+    local: LocalAws
+    stripe: LocalStripe
+
+
+@pytest.fixture
+def stripe_aws(
+    _stripe_local: LocalAws, local_stripe_server: LocalStripe, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[StripeAws]:
+    """As `local_aws`, with refunds going to the local Stripe server (wired as `sagactl local up
+    --payments stripe` wires it: local_aws.stripe.wiring.attach). After the test, the
+    server must have sent no answer Stripe's description refuses."""
+    from local_aws.stripe.wiring import attach
+
+    _stripe_local.reprovision()
+    attach(_stripe_local, local_stripe_server)
+    for name, value in client_environment(_stripe_local.endpoint).items():
+        monkeypatch.setenv(name, value)
+    yield StripeAws(_stripe_local, local_stripe_server)
+    _stripe_local.clock.reset()
+    assert local_stripe_server.problems == []
 
 
 @pytest.fixture

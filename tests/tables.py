@@ -25,6 +25,7 @@ OUTPUT_OF_VARIABLE: Mapping[str, str] = {
     "PAYMENTS_TABLE": "PaymentsTableName",
     "SHIPMENTS_TABLE": "ShipmentsTableName",
     "SANDBOX_TABLE": "SandboxTableName",
+    "LIMITS_TABLE": "LimitsTableName",
 }
 
 

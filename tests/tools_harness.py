@@ -20,10 +20,12 @@ from moto import mock_aws
 
 from local_aws.approval_keys import create_local_key, local_key_arn, sign_locally
 from local_aws.tables import StackTables
+from saga.agent.drafts import DraftStore
 from saga.approval_keys import KmsPublicKeys, parse_trusted_keys
 from saga.approvals import ApprovalVerifier
 from saga.aws import dynamodb_client, kms_client
 from saga.cases import CaseRecords, OwningExecution
+from saga.ceilings import DailyCharge, counter_key, daily_charge
 from saga.dynamodb import from_item
 from saga.identity import Operation, action_id_for
 from saga.inventory import InventoryTables
@@ -58,6 +60,7 @@ TABLE_NAMES = {
     "PAYMENTS_TABLE": "t-payments",
     "SHIPMENTS_TABLE": "t-shipments",
     "SANDBOX_TABLE": "t-sandbox",
+    "LIMITS_TABLE": "t-limits",
 }
 STOCK = DEFAULT_STOCK
 TENANTS = {
@@ -169,6 +172,8 @@ class ToolsEnv:
     clock: FakeClock
     policy: LedgerPolicy
     names: dict[str, str] = field(default_factory=lambda: dict(TABLE_NAMES))
+    # The daily refund ceilings (saga.ceilings): none unless a test sets them.
+    ceilings: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def ledger(self) -> ActionLedger:
@@ -196,6 +201,15 @@ class ToolsEnv:
     @property
     def cases(self) -> CaseRecords:
         return CaseRecords(self.client, self.names["CASES_TABLE"], clock=self.clock)
+
+    @property
+    def drafts(self) -> DraftStore:
+        return DraftStore(
+            self.client,
+            self.names["DRAFTS_TABLE"],
+            legacy_table_name=self.names["LEGACY_DRAFTS_TABLE"],
+            clock=self.clock,
+        )
 
     def faults(self, case: Case, downstream: str) -> FaultSource:
         faults = case.sandbox.faults_for(downstream)
@@ -263,7 +277,28 @@ class ToolsEnv:
             execution_arn=execution_arn,
             ledger=self.ledger,
             provider=self.provider(case) if provider is None else provider,
+            charge=self.charge(case),
         )
+
+    def charge(self, case: Case) -> DailyCharge | None:
+        """The case's refund as `ceilings` charges it (as Runtime.refund_charge builds it)."""
+        return daily_charge(
+            self.ceilings,
+            tenant_id=case.tenant_id,
+            currency=case.refund.currency,
+            amount_minor=case.refund.amount_minor,
+            table_name=self.names["LIMITS_TABLE"],
+            retention_seconds=self.policy.retention_seconds,
+        )
+
+    def counter(self, tenant_id: str, currency: str, day: str) -> int | None:
+        """The daily refund counter's total (None: no counter item)."""
+        item = self.admin.get_item(
+            TableName=self.names["LIMITS_TABLE"],
+            Key={"counter_key": {"S": counter_key(tenant_id, currency, day)}},
+            ConsistentRead=True,
+        ).get("Item")
+        return int(item["total"]["N"]) if item else None
 
     def create_shipment(
         self, case: Case, attempt: Attempt | None = None, *, carrier: Carrier | None = None
@@ -380,6 +415,7 @@ class ToolsEnv:
             **self.names,
             "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
             "APPROVAL_THRESHOLDS": json.dumps(THRESHOLDS),
+            "REFUND_CEILINGS": json.dumps(self.ceilings),
             "ATTEMPT_BUDGET": str(self.policy.attempt_budget),
             "RETENTION_SECONDS": str(self.policy.retention_seconds),
             "LEASE_MARGIN_SECONDS": str(self.policy.lease_margin_seconds),

@@ -256,7 +256,7 @@ class ApprovalVerifier:
         owner = self._owner_of(named)
         whose = f"a key of {owner[1]!r} of tenant {owner[0]!r}" if owner else "not a trusted key"
         raise AuthorizationDenied(
-            f"case {approval.case_id}: key {approval.key_id} is {whose}, not a key of "
+            f"case {approval.case_id}: key {approval.key_id!r} is {whose}, not a key of "
             f"{approval.approved_by!r} for tenant {approval.tenant_id!r}"
         )
 

@@ -127,7 +127,7 @@ def cancellation_codes(exc: ClientError) -> list[str]:
 
 
 # --- transactions --------------------------------------------------------------------------------
-def client_request_token(transact_items: list[TransactWriteItem]) -> str:
+def client_request_token(transact_items: list[TransactWriteItem], repeat: int = 0) -> str:
     """TransactWriteItems idempotency token (<= 36 chars) that names exactly one request body.
 
     DynamoDB applies a token's transaction once and, for 10 minutes, answers the same token with
@@ -135,6 +135,10 @@ def client_request_token(transact_items: list[TransactWriteItem]) -> str:
     IdempotentParameterMismatch. So the token is derived from the whole body: the SDK's retry of
     one request (a lost response) is idempotent, and a different body (another delivery, or the
     same delivery deciding again from a record it found) can never reuse it. Between requests,
-    the conditions in the transaction decide.
+    the conditions in the transaction decide. `repeat` (> 0) names a deliberate repeat of a body
+    DynamoDB cancelled (a transaction conflict: nothing written), which must not meet the first
+    request's answer again.
     """
+    if repeat:
+        transact_items = [*transact_items, cast("TransactWriteItem", {"repeat": repeat})]
     return hashlib.sha256(canonical_json(transact_items).encode()).hexdigest()[:36]

@@ -127,6 +127,12 @@ class RefundRejected(BusinessRejection):
     """The payment provider refused the refund."""
 
 
+class RefundLimitReached(BusinessRejection):
+    """The refund would take its tenant's refunds of the day past the daily ceiling
+    (docs/design.md §3.12): nothing was refunded. Recorded FAILED like a provider's refusal, so
+    every repeat (a retry, a redrive) is refused again and never refunds behind it."""
+
+
 class ShipmentRejected(BusinessRejection):
     """The carrier refused the shipment."""
 

@@ -213,7 +213,11 @@ AGENT_ID_DELIMITER = "_"
 AGENT_CODE_LENGTH = 12
 # The ids the agent tools gave before they carried the tenant: `agt-` + 32 hex digits.
 LEGACY_AGENT_CASE_PREFIX = "agt-"
-_LEGACY_AGENT_CASE_ID = re.compile(r"agt-[0-9a-f]{32}")
+LEGACY_AGENT_CODE_LENGTH = 32
+_LEGACY_AGENT_CASE_ID = re.compile(rf"agt-[0-9a-f]{{{LEGACY_AGENT_CODE_LENGTH}}}")
+# Every case id that begins so is an agent's: ValidateCase starts a new case under one only
+# where a draft of the case's tenant holds it (saga.tools.validate, docs/design.md §10).
+AGENT_ID_PREFIXES = (AGENT_CASE_PREFIX, LEGACY_AGENT_CASE_PREFIX)
 
 
 def _request_hash(tenant_id: str, request_id: str) -> bytes:
@@ -233,11 +237,24 @@ def legacy_agent_case_id(tenant_id: str, request_id: str) -> str:
     return f"agt-{_request_hash(tenant_id, request_id).hex()[:32]}"
 
 
-def agent_readable_prefixes(tenant_id: str) -> tuple[str, ...]:
-    """How the case ids a tenant's agent may read begin (docs/design.md §11): its own agent case
-    ids, and the ids from before ids carried the tenant (which name none). They are also the
-    names of the drafts' executions: a draft runs as revision 1, named by its case id (§2)."""
-    return (f"{AGENT_CASE_PREFIX}{tenant_id}{AGENT_ID_DELIMITER}", LEGACY_AGENT_CASE_PREFIX)
+def agent_readable_patterns(tenant_id: str) -> tuple[str, ...]:
+    """The case ids a tenant's agent may read (docs/design.md §11), as IAM patterns (`*` any run
+    of characters, `?` exactly one): its own agent case ids, and the ids from before ids carried
+    the tenant (which name none) in their exact length, `agt-` and 32 characters. IAM has no
+    character classes, so `?` stands for each hex digit; the other ids of that length under
+    `agt-` are no case's: ValidateCase starts none without its draft (AGENT_ID_PREFIXES).
+    They are also the names of the drafts' executions, which run as revision 1, named by the
+    case id (§2): the tools read no other execution of theirs (a later revision's digest is
+    never the draft's, saga.agent.owned)."""
+    return (
+        f"{AGENT_CASE_PREFIX}{tenant_id}{AGENT_ID_DELIMITER}*",
+        LEGACY_AGENT_CASE_PREFIX + "?" * LEGACY_AGENT_CODE_LENGTH,
+    )
+
+
+def in_agent_namespace(case_id: str) -> bool:
+    """Whether `case_id` is under an agent's prefix (`agt_`, or `agt-` from before)."""
+    return case_id.startswith(AGENT_ID_PREFIXES)
 
 
 def is_legacy_agent_case_id(case_id: str) -> bool:

@@ -428,9 +428,15 @@ def parse_case(data: Any) -> Case:
 
 
 def describe_errors(exc: ValidationError) -> str:
-    """`refund.amount_minor: Input should be greater than or equal to 1; ...` (no input echo)."""
+    """`refund.amount_minor: Input should be greater than or equal to 1; ...` (no input echo).
+    A location that is not a field's name (an extra field's, as the caller wrote it) is quoted
+    with repr: its control characters reach an operator's terminal written out."""
     parts = []
     for error in exc.errors(include_url=False, include_input=False):
-        path = ".".join(str(item) for item in error["loc"]) or "<root>"
+        path = ".".join(_location(item) for item in error["loc"]) or "<root>"
         parts.append(f"{path}: {error['msg']}")
     return "; ".join(parts)
+
+
+def _location(item: str | int) -> str:
+    return str(item) if isinstance(item, int) or item.isidentifier() else repr(item)

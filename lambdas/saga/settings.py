@@ -36,6 +36,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from saga.approval_keys import TrustedKeys, parse_trusted_keys
+from saga.ceilings import parse_ceilings
 from saga.four_eyes import FOUR_EYES, parse_thresholds
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ TABLES = (
     "payments",
     "shipments",
     "sandbox",
+    "limits",
 )
 _CUSTOM = "configuration"  # the pydantic error type of this module's own checks
 
@@ -133,6 +135,17 @@ def parse_approval_thresholds(raw: str | Mapping[str, Any]) -> dict[str, dict[st
         raise ConfigurationError(f"{name}{separator}{exc}") from None
 
 
+def parse_refund_ceilings(raw: str | Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """REFUND_CEILINGS: `{"tenant": {"CURRENCY": minor units}}`, the most each tenant may
+    refund in a UTC day (saga.ceilings); `{}` when no tenant has a ceiling."""
+    name = variable("refund_ceilings")
+    try:
+        return parse_ceilings(_json_value(name, raw))
+    except ValueError as exc:
+        separator = "" if str(exc).startswith("[") else " "
+        raise ConfigurationError(f"{name}{separator}{exc}") from None
+
+
 def _checked(parse: Callable[[Any], Any]) -> BeforeValidator:
     """A field validator from a parser that raises ConfigurationError with its own message."""
 
@@ -152,6 +165,7 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 ApprovalKeysValue = Annotated[dict[str, dict[str, Any]], _checked(parse_approval_keys)]
 ThresholdsValue = Annotated[dict[str, dict[str, int]], _checked(parse_approval_thresholds)]
+CeilingsValue = Annotated[dict[str, dict[str, int]], _checked(parse_refund_ceilings)]
 
 
 class FunctionEnvironment(BaseModel):
@@ -306,15 +320,18 @@ class PaymentsProviderVariables(FunctionEnvironment):
     # Where refunds go (cdk context `payments`): the sandbox's provider unless a deployment
     # chose Stripe; the stack always sets it.
     payments_provider: PaymentsProvider = SANDBOX_PAYMENTS
+    # With payments_provider "stripe", optionally: another API base URL, a Stripe-compatible
+    # server that is not Stripe's (the local one of `sagactl local up --payments stripe`, which
+    # also acts out the cases' refund faults). The stack never sets it.
+    stripe_api_base: Annotated[str, Field(pattern=r"^https?://[^\s/]+$")] | None = None
 
 
 class PaymentsVariables(DownstreamVariables, PaymentsProviderVariables):
     payments_table: TableName | None = None  # the sandbox payment provider's table
     payment_key_retention_seconds: PositiveInt
     # With payments_provider "stripe": the Secrets Manager secret (name or ARN) holding the API
-    # key, and optionally another API base URL (a local Stripe-compatible server).
+    # key.
     stripe_secret: Text | None = None
-    stripe_api_base: Annotated[str, Field(pattern=r"^https?://[^\s/]+$")] | None = None
 
     @model_validator(mode="after")
     def _stripe_needs_its_secret(self) -> Self:
@@ -329,6 +346,12 @@ class PaymentsVariables(DownstreamVariables, PaymentsProviderVariables):
 
 class CarrierVariables(DownstreamVariables):
     shipments_table: TableName | None = None  # the sandbox carrier's table
+
+
+class DraftsVariables(FunctionEnvironment):
+    drafts_table: TableName
+    # Drafts proposed before ids carried the tenant, keyed by case_id alone (docs/design.md §10).
+    legacy_drafts_table: TableName
 
 
 class ApprovalVariables(FunctionEnvironment):
@@ -368,12 +391,29 @@ class ApprovalVariables(FunctionEnvironment):
         return {tenant: frozenset(approvers) for tenant, approvers in self.approval_keys.items()}
 
 
+class RefundCeilingsVariables(FunctionEnvironment):
+    # The daily refund ceilings (saga.ceilings): ValidateCase refuses a refund above one,
+    # IssueRefund charges each refund's day against them.
+    refund_ceilings: CeilingsValue
+
+
+class LimitsVariables(RefundCeilingsVariables):
+    # The counters of the refunds charged per tenant, currency and UTC day.
+    limits_table: TableName
+
+
 # --- one model per function (stacks/constructs/tools.py TOOL_SPECS) ------------------------------
 class ValidateCaseEnvironment(
-    CasesVariables, ApprovalVariables, PaymentsProviderVariables, SandboxVariables
+    CasesVariables,
+    DraftsVariables,
+    ApprovalVariables,
+    PaymentsProviderVariables,
+    SandboxVariables,
+    RefundCeilingsVariables,
 ):
     """SANDBOX_TABLE only says whether the sandbox is deployed: with Stripe, a case asking for
-    faults where there is none is refused (saga.providers.stripe_rules)."""
+    faults where there is none is refused (saga.providers.stripe_rules). The drafts tables: a
+    new case under an agent's case id starts only as that agent's draft (docs/design.md §10)."""
 
 
 class ReserveStockEnvironment(
@@ -382,7 +422,9 @@ class ReserveStockEnvironment(
     pass
 
 
-class IssueRefundEnvironment(LedgerVariables, PaymentsVariables, CasesVariables, ApprovalVariables):
+class IssueRefundEnvironment(
+    LedgerVariables, PaymentsVariables, CasesVariables, ApprovalVariables, LimitsVariables
+):
     pass
 
 
@@ -415,12 +457,6 @@ class EscalationQueueVariables(FunctionEnvironment):
 
 class RecordOutcomeEnvironment(CasesVariables, ApprovalVariables, EscalationQueueVariables):
     pass
-
-
-class DraftsVariables(FunctionEnvironment):
-    drafts_table: TableName
-    # Drafts proposed before ids carried the tenant, keyed by case_id alone (docs/design.md §10).
-    legacy_drafts_table: TableName
 
 
 def parse_agent_targets(raw: str | Mapping[str, Any]) -> dict[str, str]:

@@ -57,6 +57,9 @@ COMMANDS: dict[str, Command] = {
         "the escalation worklist: open cases, show one, resolve one with a decision",
     ),
     "inventory": Command("sagactl.commands.inventory", "show or seed the stock levels"),
+    "limits": Command(
+        "sagactl.commands.limits", "the daily refund ceilings: each ceiling, used, left"
+    ),
     "mcp": Command(
         "sagactl.commands.mcp",
         "serve the agent tools (propose, get, start a replacement) over MCP",

@@ -44,6 +44,7 @@ from sagactl.errors import InvalidCaseFile, UsageError
 from sagactl.operations.functions import deployed_tenants
 from sagactl.operations.signing import verify_deployed_signature
 from sagactl.paths import LOCAL_STATE_DIR
+from sagactl.views.untrusted import visible
 
 
 def tenants_for(args: argparse.Namespace) -> Tenants:
@@ -119,8 +120,10 @@ def command_new(args: argparse.Namespace) -> int:
         emit_json(summary)
     else:
         print(
-            f"wrote case {case['case_id']} to {written_to} (digest {summary['digest']}); "
-            f"an approver signs it with: sagactl case approve {written_to}"
+            visible(
+                f"wrote case {case['case_id']} to {written_to} (digest {summary['digest']}); "
+                f"an approver signs it with: sagactl case approve {written_to}"
+            )
         )
     return 0
 
@@ -147,9 +150,11 @@ def command_check(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"{args.file}: case {case.case_id} is valid, {case.approval.approved_by} may approve "
-            f"for tenant {case.tenant_id} ({tenants.source}), the approval digest matches and "
-            f"it is {signature}"
+            visible(
+                f"{args.file}: case {case.case_id} is valid, {case.approval.approved_by} may "
+                f"approve for tenant {case.tenant_id} ({tenants.source}), the approval digest "
+                f"matches and it is {signature}"
+            )
         )
     return 0
 

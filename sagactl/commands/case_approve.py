@@ -41,6 +41,7 @@ from sagactl.operations.signing import sign_approval, stack_thresholds
 from sagactl.paths import display_path
 from sagactl.target import Target
 from sagactl.views.approval import Signing, describe_case, describe_draft, still_needed
+from sagactl.views.untrusted import visible_lines
 
 # The two rules without a terminal, in the words `--help`, the README and the refusal use.
 NO_TERMINAL_RULE = (
@@ -116,7 +117,7 @@ def command_approve(args: argparse.Namespace) -> int:
     # What is signed, before it is: on stderr when stdout carries JSON (--json, -o -).
     shown_on = sys.stderr if args.json or output == "-" else sys.stdout
     shown = describe_case(prepared, start_by=start_by, approver=approver, signing=signing)
-    print("\n".join(shown), file=shown_on, flush=True)
+    print(visible_lines(shown), file=shown_on, flush=True)
     # A person at a terminal is asked; a script (stdin not a terminal) signs what it was given.
     if not args.yes and sys.stdin.isatty() and not _confirmed("approve and sign this case?"):
         print("not approved: nothing signed or written", file=shown_on)
@@ -193,7 +194,7 @@ def command_approve_draft(args: argparse.Namespace) -> int:
     signing = draft_signing(target, draft)
     refuse_signed(draft, signing, None)
     refuse_signed(draft, signing, approver)
-    shown = "\n".join(describe_draft(draft, approver, signing))
+    shown = visible_lines(describe_draft(draft, approver, signing))
     if not args.json:
         print(shown)
     elif not args.yes:  # stdout is for the JSON; whoever confirms still sees what they sign

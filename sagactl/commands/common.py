@@ -78,13 +78,15 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_target(args: argparse.Namespace) -> Target:
-    """The target the command's --local / --stack / --region / --outputs name."""
+def resolve_target(args: argparse.Namespace, *, read_outputs: bool = True) -> Target:
+    """The target the command's --local / --stack / --region / --outputs name (on AWS, with
+    the stack's outputs unless `read_outputs` is false)."""
     return find_target(
         local=bool(getattr(args, "local", False)),
         outputs=getattr(args, "outputs", None),
         stack=getattr(args, "stack", DEFAULT_STACK_NAME),
         region=getattr(args, "region", None),
+        read_outputs=read_outputs,
     )
 
 

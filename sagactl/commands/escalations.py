@@ -61,7 +61,14 @@ from sagactl.operations.escalations import (
     resolve,
     show,
 )
-from sagactl.views.escalations import Escalation, EscalationView, QueueNote, ResolveReport
+from sagactl.views.escalations import (
+    Escalation,
+    EscalationView,
+    QueueNote,
+    ResolveReport,
+    limit_text,
+)
+from sagactl.views.untrusted import visible_lines
 
 RESOLVE_HINT = 'resolve one with: sagactl escalations resolve CASE --decision "..."'
 
@@ -87,10 +94,10 @@ def command_list(args: argparse.Namespace) -> int:
     else:
         print(f"{len(found)} open escalation(s){scope}, oldest first:")
         for escalation in found:
-            print("\n".join(_escalation_lines(escalation)))
+            print(visible_lines(_escalation_lines(escalation)))
         print(RESOLVE_HINT)
     if queue is not None and queue.unowned:
-        print("\n".join(queue_lines(queue, scope)))
+        print(visible_lines(queue_lines(queue, scope)))
     return 0
 
 
@@ -124,7 +131,11 @@ def _escalation_lines(escalation: Escalation, indent: str = "  ") -> list[str]:
     ]
     if escalation.detail:
         lines.append(f"{indent}  detail    {escalation.detail}")
+    if escalation.limit is not None:
+        lines.append(f"{indent}  limit     {limit_text(escalation.limit)}")
     lines.append(f"{indent}  decision  {escalation.decision_needed}")
+    if escalation.resolving:
+        lines.append(f"{indent}  resolving {escalation.resolving}")
     return lines
 
 
@@ -134,7 +145,7 @@ def command_show(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(view.to_json())
     else:
-        print("\n".join(show_lines(view, now=target.now())))
+        print(visible_lines(show_lines(view, now=target.now())))
     return 0
 
 
@@ -241,7 +252,7 @@ def command_resolve(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report.to_json())
     else:
-        print("\n".join(resolve_lines(report)))
+        print(visible_lines(resolve_lines(report)))
     return 0
 
 

@@ -24,6 +24,7 @@ from sagactl.commands.common import (
 from sagactl.commands.render import emit_json
 from sagactl.errors import Refused, UsageError
 from sagactl.operations.records import set_stock, stock_held_under_way, stock_levels
+from sagactl.views.untrusted import visible
 
 
 def parse_stock(pairs: list[str] | None) -> dict[str, int]:
@@ -53,7 +54,7 @@ def command_show(args: argparse.Namespace) -> int:
         print("the inventory is empty: `sagactl inventory seed` sets stock levels")
     else:
         for sku, available in levels.items():
-            print(f"  {sku:<24} {available:>6} available")
+            print(visible(f"  {sku:<24} {available:>6} available"))
     return 0
 
 
@@ -70,9 +71,9 @@ def command_seed(args: argparse.Namespace) -> int:
         lines = [f"  {sku}: {_held_text(cases)}" for sku, cases in sorted(held.items())]
         raise Refused(
             "not seeded: reservations of cases under way hold stock, and their release would "
-            "give it back on top of the level you set:\n"
-            + "\n".join(lines)
-            + "\nseed once those cases have finished, or pass --force to set it anyway"
+            "give it back on top of the level you set:",
+            *lines,
+            "seed once those cases have finished, or pass --force to set it anyway",
         )
     set_stock(target, stock)
     if args.json:

@@ -38,6 +38,7 @@ from sagactl.operations.records import (
 from sagactl.operations.retention import keep_open_records
 from sagactl.target import Target
 from sagactl.views.case import actions_json, record_summary
+from sagactl.views.untrusted import visible, visible_lines
 
 
 def command_ledger(args: argparse.Namespace) -> int:
@@ -69,8 +70,9 @@ def _show_action(args: argparse.Namespace, target: Target, budget: int) -> int:
     if args.json:
         emit_json(summary)
     else:
-        print(args.action_key)
-        print("\n".join(record_lines(summary, indent="  ", now=target.now())))
+        print(
+            visible_lines([args.action_key, *record_lines(summary, indent="  ", now=target.now())])
+        )
     return 0
 
 
@@ -88,11 +90,12 @@ def _show_case(args: argparse.Namespace, target: Target, budget: int) -> int:
     if args.json:
         emit_json({"case_id": args.case, "tenant_id": tenant, "actions": actions_json(actions)})
     else:
-        print(f"case {args.case} (tenant {tenant}), budget {budget} attempts per action")
+        lines = [f"case {args.case} (tenant {tenant}), budget {budget} attempts per action"]
         now = target.now()
         for view in actions:
-            print(f"  {view.step:<8} {view.action_key}")
-            print("\n".join(record_lines(view.record, now=now)) if view.record else "    no record")
+            lines.append(f"  {view.step:<8} {view.action_key}")
+            lines += record_lines(view.record, now=now) if view.record else ["    no record"]
+        print(visible_lines(lines))
     return 0
 
 
@@ -107,8 +110,10 @@ def command_stuck(args: argparse.Namespace) -> int:
     print(f"{len(stuck)} stuck action(s):")
     for action in stuck:
         print(
-            f"  {action.status:<11} {action.action_key}  attempts {action.attempts}, "
-            f"stuck {action.stuck_seconds:.0f}s, case {action.case_id}"
+            visible(
+                f"  {action.status:<11} {action.action_key}  attempts {action.attempts}, "
+                f"stuck {action.stuck_seconds:.0f}s, case {action.case_id}"
+            )
         )
     return 0
 
@@ -124,9 +129,9 @@ def command_keep_open_actions(args: argparse.Namespace) -> int:
         "retention (TTL no longer deletes them before they are settled)"
     )
     for key in report.kept:
-        print(f"  {key}")
+        print(visible(f"  {key}"))
     for key in report.changed_meanwhile:
-        print(f"  {key}: closed or settled meanwhile, left as it is")
+        print(visible(f"  {key}: closed or settled meanwhile, left as it is"))
     return 0
 
 

@@ -67,6 +67,10 @@ LOST_STATE = (
 OUTPUTS_FILE_NAME = "outputs.json"
 HANDLER_LOG_NAME = "handlers.log"
 DEFAULT_TTL_SWEEP_SECONDS = 60.0
+SANDBOX, STRIPE = "sandbox", "stripe"
+# local_aws.stripe's defaults, repeated so that `--help` imports none of it.
+DEFAULT_STRIPE_PORT = 12111
+STRIPE_SECRET_NAME = "saga-local/stripe-api-key"  # noqa: S105 (the secret's name, not a key)
 T = TypeVar("T")
 
 
@@ -92,19 +96,30 @@ def _stack_source(args: argparse.Namespace) -> Any:
     if args.cloud_assembly is not None:
         return StackSource.from_cloud_assembly(args.cloud_assembly, args.stack_name)
     outdir = args.state_dir / "cdk.out"
+    context = None
+    if args.payments == STRIPE:
+        from local_aws.stripe.wiring import stripe_context
+
+        context = stripe_context()
     started = time.perf_counter()
-    print(f"synthesizing the CDK app into {outdir} ...", file=sys.stderr)
-    source = StackSource.synthesized(outdir, args.stack_name)
+    with_context = (
+        f" with -c payments=stripe -c stripe_secret={context['stripe_secret']} (and each "
+        "four-eyes approver's own principal)"
+        if context
+        else ""
+    )
+    print(f"synthesizing the CDK app into {outdir}{with_context} ...", file=sys.stderr)
+    source = StackSource.synthesized(outdir, args.stack_name, context)
     print(
         f"synthesized {source.stack_name} in {time.perf_counter() - started:.1f}s", file=sys.stderr
     )
     return source
 
 
-def _listen_error(host: str, port: int, exc: OSError) -> LocalCommandError:
+def _listen_error(host: str, port: int, exc: OSError, *, flag: str = "--port") -> LocalCommandError:
     reason = exc.strerror or str(exc)
     if exc.errno == errno.EADDRINUSE:
-        reason += " (another program holds the port: stop it, or pass --port)"
+        reason += f" (another program holds the port: stop it, or pass {flag})"
     return LocalCommandError(f"cannot listen on {host}:{port}: {reason}")
 
 
@@ -144,16 +159,51 @@ def command_up(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise _listen_error(args.host, args.port, exc) from None
     server_seconds = time.perf_counter() - started
+    stripe = None
     try:
+        if args.payments == STRIPE:
+            stripe = _start_stripe(args)
         source = _stack_source(args)
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-        _serve(args, server, source, stop, server_seconds)
+        _serve(args, server, source, stop, server_seconds, stripe=stripe)
     finally:
+        if stripe is not None:
+            stripe.stop()
         server.stop()
         remove_own_pid_file(state_dir)
     return 0
+
+
+def _start_stripe(args: argparse.Namespace) -> Any:
+    """The local Stripe server on its port (a busy one is reported before the synthesis)."""
+    from local_aws.stripe.server import LocalStripe
+
+    stripe = LocalStripe(args.host, args.stripe_port)
+    try:
+        stripe.start()
+    except OSError as exc:
+        raise _listen_error(args.host, args.stripe_port, exc, flag="--stripe-port") from None
+    return stripe
+
+
+def _attach_stripe(local: Any, stripe: Any) -> None:
+    """Wire the provisioned stack to the local Stripe server, or say why it cannot be; without
+    one, refuse a stack whose refunds go to Stripe (nothing would answer them)."""
+    from local_aws.stripe.wiring import StripeNotDeployed, attach, stripe_functions
+
+    if stripe is None:
+        if stripe_functions(local):
+            raise LocalCommandError(
+                f"the stack {local.source.stack_name} sends its refunds to Stripe: start it "
+                "with `sagactl local up --payments stripe`, which serves a local Stripe"
+            )
+        return
+    try:
+        attach(local, stripe)
+    except StripeNotDeployed as exc:
+        raise LocalCommandError(str(exc)) from None
 
 
 def _serve(
@@ -162,9 +212,12 @@ def _serve(
     source: Any,
     stop: threading.Event,
     server_seconds: float,
+    *,
+    stripe: Any = None,
 ) -> None:
-    """Provision the stack, say how to reach it, serve until `stop`. The handlers' own output
-    (JSON log lines, metrics) goes to the handler log, not into this shell."""
+    """Provision the stack (wired to the local Stripe server with --payments stripe), say how
+    to reach it, serve until `stop`. The handlers' own output (JSON log lines, metrics) goes to
+    the handler log, not into this shell."""
     from local_aws.environment import LocalAws
     from local_aws.lambda_runtime import quiet_handlers
 
@@ -176,6 +229,7 @@ def _serve(
         local = LocalAws(server=server, source=source, seed=args.seed)
         started = time.perf_counter()
         local.provision()
+        _attach_stripe(local, stripe)
         provision_seconds = time.perf_counter() - started
         outputs_path = state_dir / OUTPUTS_FILE_NAME
         local.write_outputs(outputs_path)
@@ -191,6 +245,13 @@ def _serve(
             f"{len(provisioned.rules)} EventBridge rule(s)",
             file=sys.stderr,
         )
+        if stripe is not None:
+            print(
+                f"local Stripe on {stripe.url} (API version {stripe.description.api_version}, "
+                f"its key in secret {STRIPE_SECRET_NAME}): {len(stripe.account.payments)} "
+                "test payments, the ones examples/stripe/ refund",
+                file=sys.stderr,
+            )
         print(f"outputs: {display_path(outputs_path)}", file=sys.stderr)
         if handler_log is not None:
             print(f"handler logs: {display_path(handler_log)}", file=sys.stderr)
@@ -199,7 +260,8 @@ def _serve(
             f'(or: eval "$({env_command(state_dir)})")',
             file=sys.stderr,
         )
-        print("then, for example: sagactl start examples/happy-path.json", file=sys.stderr)
+        example = "examples/stripe/happy-path.json" if stripe else "examples/happy-path.json"
+        print(f"then, for example: sagactl start {example}", file=sys.stderr)
         print("stop with Ctrl-C or `sagactl local down` (all local state is lost)", file=sys.stderr)
         sweep_ttl_until(
             stop,
@@ -338,6 +400,20 @@ def _register_up(local: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "its own; past it Invoke answers TooManyRequestsException, as Lambda does past its "
         f"quota; a function's reserved concurrency still applies); default: ${CONCURRENCY_ENV}, "
         f"else {DEFAULT_ACCOUNT_CONCURRENCY}",
+    )
+    up.add_argument(
+        "--payments",
+        choices=(SANDBOX, STRIPE),
+        default=SANDBOX,
+        help="where refunds go: the sandbox's provider (default), or Stripe: synthesize with "
+        "-c payments=stripe and serve a local Stripe server (local_aws/stripe) the refunds "
+        "go to, with test payments for examples/stripe/ and the cases' refund faults acted out",
+    )
+    up.add_argument(
+        "--stripe-port",
+        type=int,
+        default=DEFAULT_STRIPE_PORT,
+        help="with --payments stripe: the local Stripe server's port (default %(default)s)",
     )
     up.add_argument("--verbose", action="store_true", help="debug logging")
 

@@ -156,7 +156,8 @@ def command_mcp(args: argparse.Namespace) -> int:
     from sagactl.operations.agent_tools import agent_tools
 
     sock = listen(args.port) if args.http else None  # first: a busy port ends it at once
-    target = resolve_target(args)
+    # Not the stack's outputs: the agent's role reads its tenant's configuration only.
+    target = resolve_target(args, read_outputs=False)
     server = build_server(agent_tools(target, args.tenant))
     about = f"the agent tools for tenant {args.tenant}, against {_where(target)}"
     if sock is None:

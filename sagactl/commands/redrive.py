@@ -31,6 +31,7 @@ from sagactl.commands.render import emit_json, plan_lines
 from sagactl.config import resolve_budget
 from sagactl.errors import UsageError
 from sagactl.operations.redrive import plan_redrive, redrive
+from sagactl.views.untrusted import visible, visible_lines
 
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:
@@ -47,19 +48,20 @@ def command_redrive(args: argparse.Namespace) -> int:
     budget = resolve_budget(target, args.budget)
     plan = plan_redrive(target, args.case_id, budget=budget)
     if not args.json:
-        print("\n".join(plan_lines(plan)))
-    if not _confirmed(args, f"redrive case {args.case_id}?"):
+        print("\n".join(plan_lines(plan)))  # each line written out (plan_lines)
+    if not _confirmed(args, visible(f"redrive case {args.case_id}?")):
         print("not redriven", file=sys.stderr)
         return 1
     result = redrive(target, plan)
     if args.json:
         emit_json({"plan": plan.to_json(), "result": result})
         return 0
-    print(f"redriven: {result['execution_arn']} (redrive #{result['redrive']})")
-    if result.get("console_url"):
-        print(f"console: {result['console_url']}")
     local = " --local" if args.local else ""
-    print(f"follow it with: sagactl watch {args.case_id}{local}")
+    lines = [f"redriven: {result['execution_arn']} (redrive #{result['redrive']})"]
+    if result.get("console_url"):
+        lines.append(f"console: {result['console_url']}")
+    lines.append(f"follow it with: sagactl watch {args.case_id}{local}")
+    print(visible_lines(lines))
     return 0
 
 

@@ -13,6 +13,7 @@ from sagactl.views.case import CaseView
 from sagactl.views.plain import plain
 from sagactl.views.redrive import RedrivePlan
 from sagactl.views.timeline import TimelineEntry
+from sagactl.views.untrusted import visible, visible_lines
 
 
 def emit_json(value: Any, out: TextIO | None = None) -> None:
@@ -33,7 +34,7 @@ def _clock(timestamp: str) -> str:
 
 
 def entry_line(entry: TimelineEntry) -> str:
-    return f"  {_clock(entry.timestamp):<12}  {entry.text}"
+    return visible(f"  {_clock(entry.timestamp):<12}  {entry.text}")
 
 
 def timeline_lines(entries: Iterable[TimelineEntry]) -> list[str]:
@@ -67,7 +68,7 @@ def record_lines(record: dict[str, Any], indent: str = "    ", *, now: float) ->
     resolution = record.get("resolution")
     if resolution:
         lines.append(f"{indent}settled         by {resolution.get('by')} at {resolution.get('at')}")
-    return lines
+    return [visible(line) for line in lines]
 
 
 def case_view_text(view: CaseView, *, with_timeline: bool = True) -> str:
@@ -83,7 +84,7 @@ def case_view_text(view: CaseView, *, with_timeline: bool = True) -> str:
     lines += _compensation_lines(view)
     lines += _escalation_lines(view)
     lines += ["", f"outcome: {view.outcome or 'no case record'}" + _outcome_note(view)]
-    return "\n".join(lines)
+    return visible_lines(lines)
 
 
 def _header_lines(view: CaseView) -> list[str]:
@@ -218,4 +219,4 @@ def plan_lines(plan: RedrivePlan) -> list[str]:
             f"({action['remaining_budget']} left)"
         )
     lines.append(f"  redrive:      #{plan.redrive_count + 1}; states that succeeded are not rerun")
-    return lines
+    return [visible(line) for line in lines]

@@ -43,6 +43,7 @@ from sagactl.errors import (
 )
 from sagactl.operations.executions import start_case
 from sagactl.operations.signing import stack_tenants
+from sagactl.views.untrusted import visible_lines
 
 
 def start_exit_code(report: dict[str, Any]) -> int:
@@ -96,7 +97,7 @@ def command_start(args: argparse.Namespace) -> int:
         # with --watch, JSON Lines: the report, then watch's entries and the case
         (emit_json_line if args.watch else emit_json)(report)
     else:
-        print("\n".join(report_lines(report)))
+        print(visible_lines(report_lines(report)))
         if report["console_url"]:
             print(f"console: {report['console_url']}")
         elif code == 0 and not args.watch:

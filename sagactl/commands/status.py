@@ -33,6 +33,7 @@ from sagactl.operations.executions import (
 )
 from sagactl.target import Target
 from sagactl.views.timeline import build_entries
+from sagactl.views.untrusted import visible
 
 DEFAULT_INTERVAL_SECONDS = 1.0
 RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
@@ -68,7 +69,7 @@ def follow(
     if not as_json:
         name = execution_arn.rpartition(":")[2]
         named = "" if name == case_id else f" (execution {name})"
-        print(f"watching case {case_id}{named} (Ctrl-C stops watching, not the execution)")
+        print(visible(f"watching case {case_id}{named} (Ctrl-C stops watching, not the execution)"))
     while True:
         description = describe_execution(target, execution_arn)
         entries = build_entries(execution_history(target, execution_arn))

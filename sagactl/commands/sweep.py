@@ -25,6 +25,7 @@ from sagactl.commands.common import (
 )
 from sagactl.commands.render import emit_json
 from sagactl.operations.functions import sweep
+from sagactl.views.untrusted import visible_lines
 
 
 def sweep_lines(result: dict[str, Any]) -> list[str]:
@@ -51,7 +52,7 @@ def command_sweep(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        print("\n".join(sweep_lines(result)))
+        print(visible_lines(sweep_lines(result)))
     return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from saga.cases import CaseOutcome
 from saga.errors import ActionSettled
+from saga.formats import major_units
 from saga.ledger import OPEN_STATUSES, LedgerStatus
 from sagactl.errors import UsageError
 from sagactl.views.case import ActionView, rejection_text
@@ -58,9 +59,22 @@ class Escalation:
     execution_arn: str | None
     execution_status: str | None  # None for ESCALATED (its execution succeeded)
     redrive: dict[str, Any] | None = None  # stopped executions: can a redrive help, and why
+    # REFUND_LIMIT_REACHED (docs/design.md §3.12): the numbers {ceiling, used, asked, currency,
+    # day}, and what resolving such a case means
+    limit: dict[str, Any] | None = None
+    resolving: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+LIMIT_REACHED = "REFUND_LIMIT_REACHED"
+RESOLVING_LIMIT_REACHED = (
+    "resolving records your decision for good and closes the case: it refunds nothing and "
+    "gives nothing back to the day's ceiling (the refused refund charged nothing); a refund "
+    "you make by other means is not counted by the ceiling, which counts the saga's refunds "
+    "only (`sagactl limits` shows the day)"
+)
 
 
 @dataclass(frozen=True)
@@ -92,10 +106,32 @@ def assess_record(record: dict[str, Any]) -> Escalation | Closed | None:
             decision_needed=str(escalation.get("decision_needed") or "decide the case by hand"),
             execution_arn=record.get("execution_arn"),
             execution_status=None,
+            **_limit_fields(escalation),
         )
     if outcome not in (CaseOutcome.IN_PROGRESS, CaseOutcome.COMPENSATION_PENDING):
         return Closed(f"case {case_id} is {outcome}: there is nothing to decide")
     return None
+
+
+def _limit_fields(escalation: dict[str, Any]) -> dict[str, Any]:
+    """A REFUND_LIMIT_REACHED escalation's numbers and what resolving it means; else nothing."""
+    limit = escalation.get("limit")
+    if escalation.get("reason") != LIMIT_REACHED or not isinstance(limit, dict):
+        return {}
+    return {"limit": dict(limit), "resolving": RESOLVING_LIMIT_REACHED}
+
+
+def limit_text(limit: dict[str, Any]) -> str:
+    """`30.00 USD a day; 20.00 USD used on 2026-12-08 (UTC); 20.00 USD asked`."""
+    currency = str(limit.get("currency"))
+
+    def money(minor: Any) -> str:
+        return f"{major_units(int(minor), currency)} {currency}" if minor is not None else "?"
+
+    return (
+        f"ceiling {money(limit.get('ceiling'))} a day; {money(limit.get('used'))} used on "
+        f"{limit.get('day')} (UTC); {money(limit.get('asked'))} asked"
+    )
 
 
 def execution_gone(record: dict[str, Any], execution_arn: str) -> Escalation:

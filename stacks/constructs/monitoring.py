@@ -50,6 +50,7 @@ LEDGER_METRICS = (
     "KeyConflict",
     "LateReplay",
     "OutcomeAfterSettlement",  # an effect recorded next to a person's decision (§3.10)
+    "RefundLimitReached",  # a refund its tenant's daily ceiling refused (§3.12)
 )
 # Business outcomes emitted by ValidateCase, CreateShipment and RecordOutcome.
 CASE_METRICS = CASE_OUTCOMES

@@ -1,14 +1,16 @@
 """The roles people assume to run sagactl against the stack, one per job (docs/design.md §11).
 
 - the operator (`OperatorRole`): start, status, watch, ledger, stuck, keep-open-actions,
-  redrive, escalations (list, show, resolve), sweep, inventory, `case check --deployed`;
+  redrive, escalations (list, show, resolve), sweep, inventory, limits, `case check --deployed`;
 - an approver per tenant and approver (`ApproverRoles`, created with the approver's key in
   stacks/constructs/approvals.py): `case approve FILE` and `case approve --case`; here it gets
   the drafts of its own tenant only (`dynamodb:LeadingKeys`, the drafts table's partition key
   being the tenant), the drafts from before ids carried the tenant (keyed by case id alone: no
   condition can confine them) and the stack's outputs;
 - an agent role per tenant (`AgentRoles`): `sagactl mcp --tenant T` against the stack, the
-  drafts of that tenant only (and, read-only, the drafts from before).
+  drafts of that tenant only (and, read-only, the drafts from before), and its tenant's agent
+  configuration (one SSM parameter, stacks/constructs/agent_config.py): not the stack's
+  outputs nor ValidateCase's environment, which name every tenant's approvers.
 
 Each is allowed exactly the calls its flows make, recorded in the local AWS and evaluated
 against these policies (tests/e2e/test_people_allowed.py): a call AWS would deny fails that
@@ -29,8 +31,9 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from saga.identity import agent_readable_prefixes
+from saga.identity import agent_readable_patterns
 from stacks.config import SagaConfig
+from stacks.constructs.agent_config import AgentConfigs
 from stacks.constructs.approvals import VERIFIER_ACTIONS, ApprovalKeys, id_part
 from stacks.constructs.common import acknowledge_executions, execution_arns
 from stacks.constructs.tables import OPEN_ACTIONS_INDEX
@@ -55,6 +58,7 @@ OPERATOR_TABLES: Mapping[str, Sequence[str]] = {
     "inventory": (SCAN, PUT),  # inventory show, inventory seed
     "payments": (SCAN,),  # status: the effects of a case in the sandbox downstreams
     "shipments": (SCAN,),
+    "limits": (GET,),  # limits: one day's counter per tenant and currency with a ceiling
 }
 # `stuck` queries the ledger's index of open actions (as the sweeper does).
 OPERATOR_INDEXES: Mapping[tuple[str, str], Sequence[str]] = {
@@ -81,6 +85,8 @@ AGENT_LEGACY_DRAFT_ACTIONS = (GET,)
 APPROVAL_ATTRIBUTES = ("approval", "approved_at", "co_signed_at", "digest", "revision")
 UPDATE_RETURNS_WRITTEN_ONLY = ("NONE", "UPDATED_OLD", "UPDATED_NEW")
 READ_STACK = "cloudformation:DescribeStacks"  # sagactl finds the outputs on AWS with it
+# `sagactl mcp --tenant T` reads its tenant's agent configuration, nothing else of the stack's.
+READ_AGENT_CONFIG = "ssm:GetParameter"
 
 
 def tenant_only(tenant: str) -> dict[str, dict[str, list[str]]]:
@@ -92,8 +98,9 @@ def tenant_only(tenant: str) -> dict[str, dict[str, list[str]]]:
 
 def agent_ids_only(tenant: str) -> dict[str, dict[str, list[str]]]:
     """Every partition key the request touches is one of the tenant's agent case ids (or an id
-    from before ids carried the tenant, which names none): the cases table's key."""
-    patterns = [f"{prefix}*" for prefix in agent_readable_prefixes(tenant)]
+    of the exact shape from before ids carried the tenant, which names none): the cases table's
+    key."""
+    patterns = list(agent_readable_patterns(tenant))
     return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": patterns}}
 
 
@@ -125,6 +132,7 @@ class PeopleRoles(Construct):
         approval_keys: ApprovalKeys,
         validate_case: lambda_.IFunction,
         sweeper: lambda_.IFunction,
+        agent_configs: AgentConfigs,
     ) -> None:
         super().__init__(scope, construct_id)
         self._stack_id = Stack.of(self).stack_id
@@ -170,7 +178,7 @@ class PeopleRoles(Construct):
                 tables=tables,
                 state_machine=state_machine,
                 approval_keys=approval_keys,
-                validate_case=validate_case,
+                agent_config=agent_configs.arn(agent_configs.names[tenant]),
             )
             for tenant in sorted(config.tenants)
         }
@@ -182,14 +190,17 @@ class PeopleRoles(Construct):
             "only (execution:<machine name>:*): execution names are case ids, unknown at deploy.",
         )
         for tenant, agent in self.agents.items():
-            for prefix in agent_readable_prefixes(tenant):
-                acknowledge_executions(
-                    agent,
-                    state_machine,
-                    f"{prefix}*",
-                    f"An agent reads the executions of its tenant's agent cases only ({prefix}*: "
-                    "names are agent case ids, made per request; agt-* ids name no tenant).",
-                )
+            # cdk-nag flags `*` only: the old ids' exact pattern (`?`s) needs no acknowledgment.
+            for pattern in agent_readable_patterns(tenant):
+                if "*" in pattern:
+                    acknowledge_executions(
+                        agent,
+                        state_machine,
+                        pattern,
+                        f"An agent reads the executions of its tenant's agent cases only "
+                        f"({pattern}: names are agent case ids, made per request; the old "
+                        "agt-<32 hex> ids, which name no tenant, are granted by their shape).",
+                    )
 
     def _agent_role(
         self,
@@ -198,13 +209,15 @@ class PeopleRoles(Construct):
         tables: Mapping[str, dynamodb.ITable],
         state_machine: sfn.StateMachine,
         approval_keys: ApprovalKeys,
-        validate_case: lambda_.IFunction,
+        agent_config: str,
     ) -> iam.Role:
         agent = self._role(
             f"{id_part(tenant)}AgentRole",
             f"Serves the agent tools of tenant {tenant} (sagactl mcp)",
             mfa=False,
+            reads_stack=False,  # the outputs name every tenant's approvers
         )
+        self._allow(agent, [READ_AGENT_CONFIG], [agent_config])
         self._allow(agent, AGENT_DRAFT_ACTIONS, [tables["drafts"].table_arn], tenant_only(tenant))
         self._allow(agent, AGENT_LEGACY_DRAFT_ACTIONS, [tables["legacy_drafts"].table_arn])
         # Its own drafts' case records and executions only (§10: names are case ids).
@@ -213,9 +226,8 @@ class PeopleRoles(Construct):
         self._allow(
             agent,
             ["states:DescribeExecution", "states:GetExecutionHistory"],
-            [execution_arns(state_machine, f"{p}*") for p in agent_readable_prefixes(tenant)],
+            [execution_arns(state_machine, p) for p in agent_readable_patterns(tenant)],
         )
-        self._allow(agent, ["lambda:GetFunctionConfiguration"], [validate_case.function_arn])
         # Its tenant's approvers' keys only: it verifies its own drafts' approvals.
         self._allow(agent, VERIFIER_ACTIONS, approval_keys.key_arns(tenant))
         return agent
@@ -233,7 +245,9 @@ class PeopleRoles(Construct):
         self._allow(role, [GET], [legacy.table_arn])
         self._allow(role, [UPDATE], [legacy.table_arn], approval_only(("case_id",)))
 
-    def _role(self, construct_id: str, description: str, *, mfa: bool) -> iam.Role:
+    def _role(
+        self, construct_id: str, description: str, *, mfa: bool, reads_stack: bool = True
+    ) -> iam.Role:
         principal: iam.PrincipalBase = iam.AccountRootPrincipal()
         if mfa:
             principal = principal.with_conditions({"Bool": {"aws:MultiFactorAuthPresent": "true"}})
@@ -244,7 +258,8 @@ class PeopleRoles(Construct):
             description=description,
             max_session_duration=Duration.hours(1),
         )
-        self._allow(role, [READ_STACK], [self._stack_id])
+        if reads_stack:
+            self._allow(role, [READ_STACK], [self._stack_id])
         return role
 
     @staticmethod

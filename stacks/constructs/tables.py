@@ -1,4 +1,4 @@
-"""The saga's own tables: action ledger, cases, inventory, reservations.
+"""The saga's own tables: action ledger, cases, drafts, inventory, reservations, limits.
 
 Inventory and reservations belong here, not to the sandbox: the ReserveStock step is the
 same-account DynamoDB archetype (docs/design.md §1), written in one transaction with the ledger, so
@@ -51,7 +51,8 @@ def saga_table(
 
 
 class SagaTables(Construct):
-    """Ledger (TTL, PITR, sparse open-actions index), cases, drafts, inventory, reservations."""
+    """Ledger (TTL, PITR, sparse open-actions index), cases, drafts, inventory, reservations,
+    the daily refund counters (TTL)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: SagaConfig) -> None:
         super().__init__(scope, construct_id)
@@ -87,4 +88,16 @@ class SagaTables(Construct):
         self.inventory = saga_table(self, "InventoryTable", config=config, partition_key="sku")
         self.reservations = saga_table(
             self, "ReservationsTable", config=config, partition_key="reservation_id"
+        )
+        # The daily refund counters, one per tenant, currency and UTC day (docs/design.md
+        # §3.12): a table of their own, created whether or not a tenant has a ceiling, since
+        # the ledger is scanned and read as action records (the sweeper's index, sagactl
+        # ledger/stuck, keep-open-actions) and counters there would be read as actions. A
+        # counter expires (TTL) a day plus the ledger's retention after its day ends.
+        self.limits = saga_table(
+            self,
+            "LimitsTable",
+            config=config,
+            partition_key="counter_key",
+            ttl_attribute=TTL_ATTRIBUTE,
         )

@@ -107,8 +107,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "saga.handlers.validate_case.handler",
         "validate-case",
         "Validate, authorize and verify the signed approval; write the case record",
-        # The sandbox's name only: whether it is deployed (Stripe's rules refuse faults without).
-        (TableAccess("cases", (PUT,)), TableAccess("sandbox", ())),
+        (
+            # GetItem: whether a case ran under an agent's id that no draft holds (and a case
+            # whose approval no longer verifies was accepted before).
+            TableAccess("cases", (PUT, GET)),
+            # A new case under an agent's case id must be its tenant's draft (GetItem).
+            TableAccess("drafts", (GET,)),
+            TableAccess("legacy_drafts", (GET,)),
+            # The sandbox's name only: whether it is deployed (Stripe's rules refuse faults
+            # without).
+            TableAccess("sandbox", ()),
+        ),
         ValidateCaseEnvironment,
     ),
     ToolSpec(
@@ -137,6 +146,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             TableAccess("payments", (PUT,), sandbox_payments=True),
             TableAccess("cases", (GET,)),  # as for a reservation
             TableAccess("sandbox", (GET, PUT, UPDATE, DELETE), sandbox_payments=True),
+            # The daily refund counters: charged with the claim, given back with a rejection.
+            TableAccess("limits", (UPDATE,)),
         ),
         IssueRefundEnvironment,
     ),
@@ -257,6 +268,7 @@ def environment_values(
         "approval_keys": approval_keys.trusted_keys(),
         "approval_key_aliases": approval_keys.alias_prefix,
         "approval_thresholds": config.approval_thresholds,
+        "refund_ceilings": config.refund_ceilings,
         "escalation_queue_url": escalation_queue.queue_url,
         "stuck_grace_seconds": config.monitoring.stuck_grace_seconds,
         "sweep_every_seconds": config.monitoring.sweep_every_minutes * 60,

@@ -20,6 +20,7 @@ from fault_campaign.approval import (
     TWO_NAMES_APPROVER,
     TWO_NAMES_KEY_ARN,
     TWO_NAMES_MATERIAL,
+    campaign_ceilings,
     campaign_context,
     comparable,
 )
@@ -34,6 +35,7 @@ from local_aws.approval_keys import local_key_arn, local_public_key_der
 from saga.acceptance import accept_new_case
 from saga.approval_keys import ApproverKeys, PublicKey
 from saga.approvals import ApprovalVerifier
+from saga.ceilings import check_within_ceiling
 from saga.errors import ApprovalInvalid, SagaError
 from saga.models import Case, parse_case
 from saga.tools.validate import checked_case
@@ -95,7 +97,7 @@ class _LocalKeys:
     def public_key(self, key: str) -> PublicKey:
         if key == TWO_NAMES_KEY_ARN:
             return PublicKey(key, local_public_key_der(*TWO_NAMES_MATERIAL))
-        for tenant, approvers in cdk_config().tenants.items():
+        for tenant, approvers in _campaign_config().tenants.items():
             for approver in approvers:
                 if local_key_arn(tenant, approver) == key:
                     return PublicKey(key, local_public_key_der(tenant, approver))
@@ -141,13 +143,18 @@ def test_every_invalid_kind_comes_round_and_is_refused_with_the_error_it_expects
         kinds[plan.invalid] += 1
         assert f"invalid:{plan.invalid}" in plan.fault_classes()
         with pytest.raises(SagaError) as refused:
-            checked_case(plan.case, tenants, verify_signature)
+            case = checked_case(plan.case, tenants, verify_signature)
+            refund = case.refund
+            check_within_ceiling(
+                campaign_ceilings(), case.tenant_id, refund.currency, refund.amount_minor
+            )
         assert type(refused.value).__name__ == plan.expect_rejection, (plan.invalid, refused)
         if plan.invalid == "colleague":
             assert "is a key of 'cfo@hooli' of tenant 'hooli'" in str(refused.value)
     assert {kind: kinds[kind] >= 3 for kind in INVALID_KINDS} == dict.fromkeys(
         INVALID_KINDS, True
     ), kinds
+    assert kinds["ceiling"] and kinds["ceiling-currency"], kinds
 
 
 def test_four_eyes_cases_are_generated_each_way_and_verify_as_their_kind_says() -> None:

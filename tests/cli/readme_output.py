@@ -11,7 +11,8 @@ The convention (the README's author writes to it; tests/cli/test_readme_commands
 - Values that differ from run to run are compared by their shape, not their value (VARYING):
   times (`19:17:09.777`, `2026-11-29T19:17:07.102000+00:00`, `2026-11-29T19:17:26Z`),
   durations (`1.16s`), UUIDs (message and request ids, local key ids), the sandbox's refund and
-  shipment ids (`re_<32 hex>`, `shp_<32 hex>`) and epoch seconds (`"startDate": 1795979829.7`).
+  shipment ids (`re_<32 hex>`, `shp_<32 hex>`), the local Stripe server's ids (`re_`, `pi_`,
+  `ch_` and 24 letters and digits) and epoch seconds (`"startDate": 1795979829.7`).
   Each is replaced by a placeholder on both sides before the comparison, so the README can
   show realistic values.
 """
@@ -29,6 +30,7 @@ VARYING: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+\.\d+s\b"), "<duration>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     (re.compile(r"\b(re|shp)_[0-9a-f]{32}\b"), r"\1_<id>"),
+    (re.compile(r"\b(re|pi|ch)_[A-Za-z0-9]{24}\b"), r"\1_<stripe id>"),
     (re.compile(r'("startDate": )\d+(\.\d+)?'), r"\1<epoch>"),
 )
 

@@ -14,11 +14,9 @@ from local_aws.environment import LocalAws
 from stacks.workflow_policy import PLACEHOLDER
 from tests.cli.test_awscli import AWS_CLI, aws
 from tests.infra.synth import Synthesized
+from tests.old_escape import CATCH_ALL, FIXED_TEXT, OLD_ESCAPE, OLD_ESCAPE_REFUSAL
 from tests.project import run_in_project
 
-FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
-OLD_ESCAPE = "' downstream by the action\\\\'s business reference.'"
-CATCH_ALL = "/States/ReconcileStep/Catch[5]/Assign/escalation"
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"
 
 
@@ -48,8 +46,7 @@ def test_cli_create_and_update_are_refused_with_aws_error(
     definition = f"file://{broken_definition_file(local_aws, tmp_path)}"
     expected = (
         "An error occurred (InvalidDefinition) when calling the {operation} operation: "
-        "Invalid State Machine Definition: 'INVALID_JSONATA_EXPRESSION: "
-        f"Unsupported escape sequence: \\\"'\" at {CATCH_ALL}'"
+        + OLD_ESCAPE_REFUSAL
     )
 
     create = cli(

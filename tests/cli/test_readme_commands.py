@@ -6,7 +6,9 @@ Marker (agreed with the README author):
 - Every `$ sagactl ...` command in such a block must parse with sagactl's own parser: an unknown
   command or flag fails this test (README drift).
 - Blocks whose info string is `console local` are also RUN, in README order, against a fresh
-  local AWS (the real stack, its scheduled sweeper on): `$ sagactl ...` and `$ aws ...`
+  local AWS (the real stack, its scheduled sweeper on), and those whose info string is
+  `console local-stripe` against a fresh one of `sagactl local up --payments stripe` (the app
+  synthesized with payments=stripe, its local Stripe server): `$ sagactl ...` and `$ aws ...`
   commands, with AWS_ENDPOINT_URL, fake credentials and SAGA_LOCAL_OUTPUTS set, each stack
   output exported under its own name (`$StateMachineArn`, `$LedgerTableName`, ...), cwd = the
   project root. Each must exit 0, unless the line ends with `# exit N`, and print what the
@@ -81,20 +83,21 @@ def _block_commands(body: str, run: bool, first_line: int) -> list[Command]:
     return commands
 
 
-def readme_commands(text: str) -> list[Command]:
+def readme_commands(text: str, marker: str = "local") -> list[Command]:
+    """The `console` blocks' commands; those of blocks marked `marker` are to be run."""
     commands: list[Command] = []
     for block in _FENCE.finditer(text):
         info = block.group("info").strip().split()
         if not info or info[0] != "console":
             continue
         first_line = text[: block.start("body")].count("\n") + 1
-        commands += _block_commands(block.group("body"), "local" in info[1:], first_line)
+        commands += _block_commands(block.group("body"), marker in info[1:], first_line)
     return [c for c in commands if c.text.split()[0] in ("sagactl", "aws")]
 
 
-def _documented_commands() -> list[Command]:
+def _documented_commands(marker: str = "local") -> list[Command]:
     """The README's commands; a README without any would silently test nothing, so it fails."""
-    commands = readme_commands(README.read_text(encoding="utf-8"))
+    commands = readme_commands(README.read_text(encoding="utf-8"), marker)
     assert any(c.text.startswith("sagactl") for c in commands), (
         "README.md has no ```console blocks with `$ sagactl ...` lines "
         "(see this module's docstring for the marker)"
@@ -163,6 +166,21 @@ def test_documented_local_commands_run_and_print_what_the_readme_shows(
     runnable = [c for c in _documented_commands() if _runnable(c)]
     assert runnable, "README.md has no ```console local blocks to run"
     local_aws: LocalAws = request.getfixturevalue("local_aws")  # only when there is work
+    _run_against(local_aws, runnable, tmp_path)
+
+
+def test_documented_local_stripe_commands_run_and_print_what_the_readme_shows(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The `console local-stripe` blocks, against the stack of `sagactl local up --payments
+    stripe` and its local Stripe server."""
+    runnable = [c for c in _documented_commands("local-stripe") if _runnable(c)]
+    assert runnable, "README.md has no ```console local-stripe blocks to run"
+    stripe_aws = request.getfixturevalue("stripe_aws")
+    _run_against(stripe_aws.local, runnable, tmp_path)
+
+
+def _run_against(local_aws: LocalAws, runnable: list[Command], tmp_path: Path) -> None:
     outputs = tmp_path / "outputs.json"
     local_aws.write_outputs(outputs)
     env = {

@@ -23,7 +23,11 @@ from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from local_aws.aws_calls import acting_as, recording_aws_calls
 from local_aws.environment import LocalAws
+from saga.approval_keys import parse_trusted_keys
+from sagactl.operations.agent_tools import agent_tools
+from sagactl.target import local_target
 from tests.cli.sagactl_helpers import Sagactl
 from tests.e2e.mcp_agent import Session, call, count, follow, server, with_session
 from tests.tools_harness import agent_proposal
@@ -227,3 +231,29 @@ def test_the_http_server_refuses_a_request_for_another_host(http_server: str) ->
     with httpx2.Client(trust_env=False, timeout=30) as http:
         response = http.post(http_server, json=request, headers=headers)
     assert response.status_code == 421, response.text
+
+
+def test_the_server_reads_its_tenants_configuration_and_nothing_of_another_tenant(
+    local_aws: LocalAws, outputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sagactl mcp --tenant T` serves with T's agent configuration parameter (provisioned from
+    the template as the stack writes it): the keys and thresholds ValidateCase trusts for T,
+    and no other tenant's approvers. A tenant without one is refused before anything serves."""
+    target = local_target(outputs)
+    with recording_aws_calls() as calls, acting_as("agent hooli"):
+        tools = agent_tools(target, "hooli")
+    assert [(c.service, c.operation) for c in calls] == [("ssm", "GetParameter")]
+    validate_case = local_aws.client("lambda").get_function_configuration(
+        FunctionName=local_aws.outputs["ValidateCaseFunctionName"]
+    )["Environment"]["Variables"]
+    trusted = parse_trusted_keys(
+        validate_case["APPROVAL_KEYS"], validate_case["APPROVAL_KEY_ALIASES"]
+    )
+    assert tools.approvals.trusted == {"hooli": trusted["hooli"]}
+    assert tools.approvals.thresholds == {
+        "hooli": json.loads(validate_case["APPROVAL_THRESHOLDS"])["hooli"]
+    }
+    refused = Sagactl(capsys)("mcp", "--tenant", "initech", "--outputs", str(outputs))
+    assert refused.code == 2, refused.err
+    assert "tenant 'initech' is not configured" in refused.err
+    assert "acme, globex, hooli" in refused.err

@@ -22,6 +22,7 @@ from mcp import ClientSession, StdioServerParameters
 
 from local_aws.approval_keys import local_key_arn, local_private_key, sign_locally
 from local_aws.environment import LocalAws
+from saga.agent.config import agent_config_parameter
 from saga.agent.drafts import draft_case
 from saga.approvals import signed_message
 from saga.dynamodb import from_item
@@ -206,8 +207,9 @@ def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
     """Drafts written by the code before ids carried the tenant (tests/legacy_drafts.py, into
     the old table under the old key): a retried proposal gets its old draft, never a second;
     the old draft is approved, started and followed to COMPLETED. Old ids carry no tenant, so
-    globex can run its own case under acme's old ids (completed, held running, escalated):
-    acme's agent is told CONFLICT, never globex's state."""
+    globex can start its own case under acme's old ids (to be finished, held at ValidateCase,
+    to be escalated): ValidateCase refuses each (no draft of globex holds the id) before any
+    effect, and acme's agent is told CONFLICT, never globex's state."""
     client, legacy_table = local_aws.client("dynamodb"), local_aws.outputs["LegacyDraftsTableName"]
     retried = agent_proposal("7200")
     old_id = legacy_drafts.propose(client, legacy_table, "acme", retried)
@@ -242,17 +244,18 @@ def test_drafts_proposed_before_the_upgrade_keep_working_and_stay_acmes(
     assert started["started"] is True and polled[-1]["status"] == "COMPLETED", polled[-1]
     assert payments_of(local_aws, retried["payment_reference"]) == 1
 
-    arns, answers = run_globex_under(local_aws, ids, monkeypatch, "IssueRefund", acme)
+    arns, answers = run_globex_under(local_aws, ids, monkeypatch, "ValidateCase", acme)
     assert_conflicts_only(answers)
     sfn = local_aws.client("stepfunctions")
-    outcomes = {
-        kind: json.loads(sfn.describe_execution(executionArn=arn)["output"])["outcome"]
-        for kind, arn in arns.items()
-    }
-    assert outcomes == {"completed": "COMPLETED", "escalated": "ESCALATED", "running": "COMPLETED"}
+    for kind, arn in arns.items():
+        described = sfn.describe_execution(executionArn=arn)
+        assert (described["status"], described.get("error")) == ("FAILED", "InvalidRequest"), kind
+        assert "no draft of tenant globex holds it" in described["cause"], described["cause"]
     for kind, ticket in TICKETS.items():
         assert payments_of(local_aws, agent_proposal(ticket)["payment_reference"]) == 0, kind
-    assert payments_of(local_aws, GLOBEX_PAYMENT.format(ticket=TICKETS["completed"])) == 1
+        assert payments_of(local_aws, GLOBEX_PAYMENT.format(ticket=ticket)) == 0, kind
+    for case_id in ids.values():
+        assert count(local_aws, "CasesTableName", case_id) == 0
     assert_conflicts_only(with_session(acme, get_and_start_each(ids)))
 
     async def globex_looks(session: ClientSession) -> dict[str, Any]:
@@ -285,15 +288,21 @@ def test_agent_case_ids_of_tenants_never_meet(
 ) -> None:
     """acme, acme-eu (whose id extends acme's) and a tenant with a 63-character id propose the
     same request id: three cases, each id naming its tenant, each draft under its tenant in the
-    drafts table, each invisible to the others. The stack's outputs are given the two extra
-    tenants (the server serves the tenants the outputs name; nothing here is started)."""
+    drafts table, each invisible to the others. The two extra tenants get an agent
+    configuration as the stack writes one (the server serves a tenant whose parameter the
+    outputs name; nothing here is started)."""
     longest = "t" * 63
     stack = json.loads(outputs.read_text())
-    keys = json.loads(stack["ApprovalKeys"])
+    parameters = json.loads(stack["AgentConfigParameters"])
+    ssm = local_aws.client("ssm")
+    acme = json.loads(ssm.get_parameter(Name=parameters["acme"])["Parameter"]["Value"])
+    key = json.loads(stack["ApprovalKeys"])["acme"]["supervisor@acme"]
     for tenant in ("acme-eu", longest):
-        keys[tenant] = {f"ops@{tenant}": keys["acme"]["supervisor@acme"]}
+        parameters[tenant] = agent_config_parameter("wider", tenant)
+        config = {**acme, "tenant_id": tenant, "approval_keys": {f"ops@{tenant}": {"current": key}}}
+        ssm.put_parameter(Name=parameters[tenant], Value=json.dumps(config), Type="String")
     wider = tmp_path / "wider-outputs.json"
-    wider.write_text(json.dumps({**stack, "ApprovalKeys": json.dumps(keys)}))
+    wider.write_text(json.dumps({**stack, "AgentConfigParameters": json.dumps(parameters)}))
     tenants = ("acme", "acme-eu", longest)
 
     ids: dict[str, str] = {}

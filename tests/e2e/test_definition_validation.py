@@ -15,15 +15,9 @@ from local_aws import jsonata_reference
 from local_aws.definition_validation import jsonata_expressions
 from local_aws.environment import LocalAws
 from local_aws.jsonata_reference import ParseError
+from tests.old_escape import CATCH_ALL, FIXED_TEXT, OLD_ESCAPE, OLD_ESCAPE_REFUSAL
 
 ROLE = "arn:aws:iam::123456789012:role/saga-local-execution-role"
-FIXED_TEXT = '\\" downstream by the action\'s business reference.\\"'
-OLD_ESCAPE = "' downstream by the action\\\\'s business reference.'"
-CATCH_ALL = "/States/ReconcileStep/Catch[5]/Assign/escalation"
-OLD_ESCAPE_REFUSAL = (
-    "Invalid State Machine Definition: 'INVALID_JSONATA_EXPRESSION: "
-    f"Unsupported escape sequence: \\\"'\" at {CATCH_ALL}'"
-)
 
 
 def deployed_definition(local: LocalAws) -> str:

@@ -50,6 +50,7 @@ from saga.approval_keys import forget_public_keys
 from saga.identity import Operation
 from stacks.constructs.agent_gateway import AGENT_TOOLS_SPEC, target_name
 from stacks.constructs.tools import TOOL_SPECS
+from tests import legacy_drafts
 from tests.e2e.held_functions import validate_case_held
 from tests.e2e.test_saga_paths import complete_under_another_approval
 from tests.infra.synth import Synthesized, synthesize
@@ -109,6 +110,7 @@ class Names:
             synth.logical_id(stack.tables.legacy_drafts): "table:legacy-drafts",
             synth.logical_id(stack.tables.inventory): "table:inventory",
             synth.logical_id(stack.tables.reservations): "table:reservations",
+            synth.logical_id(stack.tables.limits): "table:limits",
             synth.logical_id(stack.escalation.queue): "queue:escalation",
             synth.logical_id(stack.escalation.dead_letter_queue): "queue:escalation-dlq",
         }
@@ -448,6 +450,21 @@ def agent_replacements(monkeypatch: pytest.MonkeyPatch) -> Callable[[LocalAws], 
     return scenario
 
 
+def agent_ids_without_a_draft(local: LocalAws) -> None:
+    """ValidateCase reads the draft of a new case under an agent's case id, in the table its id
+    names, and the case record where no draft holds it (docs/design.md §10): an old draft
+    started through the gateway, and a case started directly under an agent's id, refused."""
+    request = {**PROPOSAL, "request_id": "grants-old"}
+    client, table = local.client("dynamodb"), local.outputs["LegacyDraftsTableName"]
+    old_id = legacy_drafts.propose(client, table, "acme", request)
+    approve_proposed(local, old_id, TENANT_APPROVERS["acme"])
+    started = gateway_call(local, "acme", "start_replacement", {"case_id": old_id})
+    local.wait_for_execution(started["execution_arn"])
+    done = gateway_call(local, "acme", "get_replacement", {"case_id": old_id})
+    assert done["status"] == "COMPLETED", done
+    expect(example("happy-path", "agt-g-no-draft"), "FAILED", "ValidateCase")(local)
+
+
 def four_eyes(monkeypatch: pytest.MonkeyPatch) -> Callable[[LocalAws], None]:
     """Tenant hooli's two approvers (four eyes, docs/design.md §9): each function reads both
     keys. Through the state machine, with a lost refund answer and a rejected shipment (so
@@ -549,6 +566,7 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
     return [
         ("happy path", expect(example("happy-path"), "SUCCEEDED", "CreateShipment")),
         ("agent tools through each tenant's gateway target", agent_replacements(monkeypatch)),
+        ("agent case ids: an old draft, an id without a draft", agent_ids_without_a_draft),
         ("four eyes: two approvers' keys", four_eyes(monkeypatch)),
         (
             "lost refund response",
@@ -701,14 +719,19 @@ def scenarios(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Scenario]]:
 @pytest.fixture(scope="module")
 def with_gateway(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The app synthesized with the agent gateway on (tests/infra/test_agent_gateway.py), a
-    target for four-eyes tenant hooli too."""
+    target for four-eyes tenant hooli too, and a daily refund ceiling for globex (docs/design.md
+    §3.12), generous enough for every scenario: its refunds charge the counter, and its refused
+    refund gives the amount back."""
     hooli = {
         "discovery_url": "https://idp.example.com/hooli/.well-known/openid-configuration",
         "allowed_clients": ["hooli-agent"],
     }
     tenants = {**AGENT_GATEWAY["tenants"], "hooli": hooli}  # type: ignore[dict-item]
     gateway = {**AGENT_GATEWAY, "tenants": tenants}
-    return synthesize(tmp_path_factory.mktemp("gateway"), {"agent_gateway": gateway})
+    return synthesize(
+        tmp_path_factory.mktemp("gateway"),
+        {"agent_gateway": gateway, "refund_ceilings": {"globex": {"USD": 1_000_000}}},
+    )
 
 
 @pytest.fixture

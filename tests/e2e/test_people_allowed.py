@@ -12,7 +12,12 @@ resource) that the role's policies allow but no flow used.
 The local mode reads the stack's outputs from `.local/outputs.json`; on AWS sagactl reads them
 with CloudFormation DescribeStacks. Each role's flows therefore also run that discovery
 (`sagactl.target.aws_target`): the local AWS has no CloudFormation stack and answers "does not
-exist", but the request is recorded before it is sent, and it is what AWS authorizes.
+exist", but the request is recorded before it is sent, and it is what AWS authorizes. An agent
+role reads no outputs: `sagactl mcp --stack` reads its tenant's agent configuration parameter
+by the name the stack gives it, and that discovery runs too (the local AWS holds the
+parameter). The agent roles' old grants, which handed every tenant's approvers to each agent
+(the outputs, ValidateCase's environment), are shown gone, and another tenant's parameter
+denied.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from saga.approval_keys import forget_public_keys
 from sagactl.commands.mcp import call_tool
 from sagactl.config import cdk_config
 from sagactl.errors import SagactlError
-from sagactl.operations.agent_tools import agent_tools
+from sagactl.operations.agent_tools import agent_config, agent_tools
 from sagactl.target import aws_target, local_target
 from tests import legacy_drafts
 from tests.cli.sagactl_helpers import Sagactl, example, saga, sagactl
@@ -105,6 +110,18 @@ def inspect(s: Sagactl, local: LocalAws, tmp: Path) -> None:
         path = tmp / f"{tenant}-checked.json"
         path.write_text(json.dumps(signed), encoding="utf-8")
         ok(s("case", "check", str(path), "--deployed"))
+
+
+def limits(s: Sagactl, local: LocalAws, tmp: Path) -> None:
+    """`limits`: cdk.json sets no ceiling, so this stack's outputs name none and the command
+    reads nothing; the outputs a stack with `refund_ceilings` has (RefundCeilings naming acme)
+    make it read the day's counter, the one table call it makes (docs/design.md §3.12)."""
+    ok(s("limits"))
+    outputs = json.loads(Path(_outputs_path()).read_text(encoding="utf-8"))
+    outputs["RefundCeilings"] = json.dumps({"acme": {"USD": 10_000}})
+    path = tmp / "outputs-with-a-ceiling.json"
+    path.write_text(json.dumps(outputs), encoding="utf-8")
+    ok(s("limits", "--outputs", str(path), "--tenant", "acme", "--json"))
 
 
 def escalations(s: Sagactl, local: LocalAws, tmp: Path) -> None:
@@ -179,6 +196,7 @@ def flows() -> list[Flow]:
         Flow(
             "operator", "status, watch, ledger, stuck, keep-open-actions, inventory, check", inspect
         ),
+        Flow("operator", "the daily refund ceilings: used and left", limits),
         Flow("operator", "escalations: list, show, resolve", escalations),
         Flow("operator", "redrive, sweep", redrive_and_sweep),
     ]
@@ -245,9 +263,16 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
                     flow.run(sagactl, saga, tmp_path)
                 except AssertionError as exc:
                     raise AssertionError(f"{flow.role}: {flow.title}: {exc}") from exc
+        stack_name = synthesized.saga.stack.stack_name
         for key in roles:  # how sagactl finds the stack's outputs on AWS
+            if key.startswith("agent "):  # `sagactl mcp --stack`: its tenant's parameter only
+                tenant = key.removeprefix("agent ")
+                with acting_as(key):
+                    on_aws = aws_target(stack_name, read_outputs=False)
+                    assert agent_config(on_aws, tenant).tenant_id == tenant
+                continue
             with acting_as(key), pytest.raises(SagactlError, match="does not exist"):
-                aws_target(synthesized.saga.stack.stack_name)
+                aws_target(stack_name)
     drafts = (
         f"arn:aws:dynamodb:us-east-1:{account.account_id}:table/{saga.outputs['DraftsTableName']}"
     )
@@ -288,6 +313,7 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
                 ("dynamodb:GetItem", False),
                 ("dynamodb:UpdateItem", False),
             }, key
+    problems += agents_read_no_other_tenant(saga.outputs, policies, roles, account)
     drafts_key = account.partition_keys[saga.outputs["DraftsTableName"]]
     if drafts_key != TENANT_FIRST_KEY:
         problems.insert(
@@ -298,6 +324,34 @@ def test_every_person_flow_is_allowed_and_every_grant_is_used(
         )
     unique = list(dict.fromkeys(problems))
     assert not unique, "the people's roles differ from their flows:\n" + "\n".join(unique)
+
+
+def agents_read_no_other_tenant(
+    outputs: Mapping[str, str], policies: StackPolicies, roles: Mapping[str, str], account: Any
+) -> list[str]:
+    """What names every tenant's approvers is denied to each agent role (the stack's outputs,
+    ValidateCase's environment), and so is another tenant's agent configuration."""
+    region_account = f"us-east-1:{account.account_id}"
+    parameters = json.loads(outputs["AgentConfigParameters"])
+    function = outputs["ValidateCaseFunctionName"]
+    validate_case = f"arn:aws:lambda:{region_account}:function:{function}"
+    problems = []
+    for tenant in TENANT_APPROVERS:
+        role = policies.roles[roles[f"agent {tenant}"]]
+        requests = [
+            Request("cloudformation:DescribeStacks", next(iter(account.stack_ids.values()))),
+            Request("lambda:GetFunctionConfiguration", validate_case),
+            *(
+                Request("ssm:GetParameter", f"arn:aws:ssm:{region_account}:parameter{name}")
+                for other, name in parameters.items()
+                if other != tenant
+            ),
+        ]
+        for request in requests:
+            asked = replace(request, context=role.session_context(mfa=False))
+            if evaluate(policies.grants(role.logical_id), asked).allowed:
+                problems.append(f"OTHERS  agent {tenant}: {request.action} on {request.resource}")
+    return problems
 
 
 def other_tenants_denied(grants: Grants, request: Request, drafts: str) -> bool:

@@ -124,7 +124,22 @@ def cli_synth(variant: Variant, tmp: Path) -> CliSynth:
     return CliSynth(variant, outdir, done.stdout, done.stderr, done.returncode)
 
 
-@pytest.fixture(scope="module", params=VARIANTS, ids=[v.name for v in VARIANTS])
+# `make test` synthesizes the first two (no AWS configuration; an explicit account and region);
+# the others, a minute or more each on 2 cores, run in `make test-long` (SAGA_LONG_TESTS=1).
+IN_MAKE_TEST = 2
+_LONG = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get("SAGA_LONG_TESTS") != "1", reason="long: SAGA_LONG_TESTS=1 (make test-long)"
+    ),
+]
+VARIANT_PARAMS = [
+    pytest.param(variant, id=variant.name, marks=[] if index < IN_MAKE_TEST else _LONG)
+    for index, variant in enumerate(VARIANTS)
+]
+
+
+@pytest.fixture(scope="module", params=VARIANT_PARAMS)
 def synths(
     request: pytest.FixtureRequest,
     synthesized: Synthesized,

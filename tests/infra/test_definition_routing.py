@@ -12,6 +12,8 @@ scenario would show, checked on every state at once.
 - the shipment ends the execution with the case's outcome (written with it);
 - an execution that meets a person's decision ends with the one error the failed-execution rule
   excludes (ActionSettled), whether a task fails with it or a Catch ends at a Fail state.
+- every error a Catch or Retry names is a tool's (saga.errors) or AWS's;
+- a refund the daily ceiling refused is released and escalated with its numbers (§3.12).
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from unittest.mock import ANY
 
 import pytest
 
-from saga.errors import DUPLICATE_OF_EXECUTION, ActionSettled
+from local_aws import jsonata_eval
+from local_aws.jsonata_reference import evaluate_all
+from saga.ceilings import limit_reached
+from saga.errors import (
+    DUPLICATE_OF_EXECUTION,
+    ActionSettled,
+    BusinessRejection,
+    RefundLimitReached,
+    SagaError,
+)
 from stacks.constructs.escalation import RESOLVED_CASE_ERROR
 from stacks.lambda_errors import LAMBDA_CRASH_ERRORS, LAMBDA_INVOKE_ERRORS
 from stacks.workflow_policy import is_lambda_task, iter_states
@@ -247,3 +258,59 @@ def test_an_execution_that_meets_a_decision_ends_with_the_error_the_rule_exclude
     # No other Fail state claims the decision's error.
     decided = {name for name, state in states.items() if state.get("Error") == settled}
     assert decided == {target for _, target in caught}
+
+
+def test_every_error_the_definition_names_is_one_a_tool_raises_or_aws_reports(
+    states: dict[str, dict[str, Any]],
+) -> None:
+    """A Catch or Retry matches an error by the name of its class (docs/design.md §4): a name
+    that is not a SagaError of saga.errors, nor Step Functions' or Lambda's, would never match."""
+    named = {
+        error
+        for state in states.values()
+        for handler in (*state.get("Retry", []), *state.get("Catch", []))
+        for error in handler["ErrorEquals"]
+    }
+    tools = {cls.__name__ for cls in _subclasses(SagaError)}
+    aws = {e for e in named if e.startswith("States.")} | set(LAMBDA_INVOKE_ERRORS)
+    assert named - tools - aws - set(LAMBDA_CRASH_ERRORS) == set()
+    assert "RefundLimitReached" in named and issubclass(RefundLimitReached, BusinessRejection)
+
+
+def _subclasses(cls: type) -> set[type]:
+    found: set[type] = set(cls.__subclasses__())
+    return found.union(*(_subclasses(sub) for sub in found))
+
+
+@pytest.mark.parametrize("state", ["IssueRefund", "ReconcileStep"])
+def test_a_refund_the_daily_ceiling_refused_is_released_and_escalated_with_the_numbers(
+    states: dict[str, dict[str, Any]], state: str
+) -> None:
+    """RefundLimitReached (docs/design.md §3.12), raised by IssueRefund or replayed from the
+    ledger to ReconcileStep, routes like a refused refund: the reservation released, the case
+    escalated, here with reason REFUND_LIMIT_REACHED and the numbers the message ends with."""
+    (caught,) = [c for c in states[state]["Catch"] if "RefundLimitReached" in c["ErrorEquals"]]
+    assert (caught["ErrorEquals"], caught["Next"]) == (["RefundLimitReached"], "ReleaseReservation")
+    limit = limit_reached("acme", "USD", ceiling=10_000, used=9_800, asked=700, day="2026-03-01")
+    cause = json.dumps({"errorType": "RefundLimitReached", "errorMessage": limit.message})
+    states_value = {"errorOutput": {"Error": "RefundLimitReached", "Cause": cause}}
+    expression = caught["Assign"]["escalation"].removeprefix("{%").removesuffix("%}")
+    # As moto composes it: Step Functions' $parse declared, then $states.
+    text = (
+        "($parse := function($v){ $eval($v) }; "
+        f"$states := {json.dumps(states_value)}; {expression})"
+    )
+    escalation = jsonata_eval.evaluate(text)
+    (reference,) = evaluate_all([text])
+    assert reference.value == escalation, reference
+    assert escalation["reason"] == "REFUND_LIMIT_REACHED" and escalation["step"] == "refund"
+    assert escalation["detail"] == limit.message
+    assert escalation["limit"] == {
+        "ceiling": 10_000,
+        "used": 9_800,
+        "asked": 700,
+        "currency": "USD",
+        "day": "2026-03-01",
+    }
+    retried = {e for retrier in states[state]["Retry"] for e in retrier["ErrorEquals"]}
+    assert "RefundLimitReached" not in retried

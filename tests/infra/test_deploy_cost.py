@@ -47,5 +47,5 @@ def test_a_stack_without_the_sandbox_has_three_tables_fewer(
 ) -> None:
     with_sandbox = render(synthesized.template_json, "a")
     without = render(synthesized_without_sandbox.template_json, "b")
-    assert "| `AWS::DynamoDB::Table` | 9 |" in with_sandbox
-    assert "| `AWS::DynamoDB::Table` | 6 |" in without
+    assert "| `AWS::DynamoDB::Table` | 10 |" in with_sandbox
+    assert "| `AWS::DynamoDB::Table` | 7 |" in without

@@ -131,7 +131,10 @@ def test_a_function_refuses_thresholds_for_a_tenant_with_fewer_than_two_approver
         "POWERTOOLS_METRICS_NAMESPACE": "ns",
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "CASES_TABLE": "cases",
+        "DRAFTS_TABLE": "drafts",
+        "LEGACY_DRAFTS_TABLE": "legacy-drafts",
         "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1"}}}',
+        "REFUND_CEILINGS": "{}",
     }
     with pytest.raises(ConfigurationError, match=r"APPROVAL_THRESHOLDS\['acme'\]: four eyes"):
         ValidateCaseEnvironment.from_env(

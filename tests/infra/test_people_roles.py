@@ -19,8 +19,10 @@ from local_aws.aws_calls import AwsCall
 from offline_iam.evaluate import Decision, Request, evaluate
 from offline_iam.requests import Account, authorization_requests
 from offline_iam.stack_policies import StackPolicies, offline_resolver, stack_policies
+from saga.agent.config import agent_config_parameter
 from saga.agent.drafts import DraftStore
 from saga.identity import agent_case_id, execution_name, legacy_agent_case_id
+from stacks.constructs.approvals import id_part
 from tests.infra.synth import Synthesized
 
 ACCOUNT = "123456789012"
@@ -99,6 +101,38 @@ def test_an_agent_role_reads_its_own_cases_and_no_other_tenants(synthesized: Syn
     assert set(reads("case-0001").values()) == {Decision.IMPLICIT_DENY}  # nobody's agent case
 
 
+def test_an_agent_role_reads_old_ids_of_their_exact_shape_only(synthesized: Synthesized) -> None:
+    """The old ids name no tenant, so every agent may read them; the grant is their shape, `agt-`
+    and 32 characters (IAM's `?` matches exactly one): another tenant's ordinary case whose id
+    merely begins `agt-` stays out. The tools read a draft's execution by its case id (revision
+    1), no later revision's (its digest is never the draft's)."""
+    policies = _policies(synthesized)
+    agent = _one(synthesized, "AWS::IAM::Role", "AcmeAgentRole")
+    machine = _one(synthesized, "AWS::StepFunctions::StateMachine", "WorkflowStateMachine")
+    cases = _one(synthesized, "AWS::DynamoDB::Table", "TablesCasesTable")
+    execution = f"arn:aws:states:{REGION_ACCOUNT}:execution:{machine}:{{}}"
+
+    def describe(name: str) -> Decision:
+        request = Request("states:DescribeExecution", execution.format(name))
+        return _decide(policies, agent, request, mfa=False)
+
+    def record(case_id: str) -> Decision:
+        params = {"TableName": cases, "Key": {"case_id": {"S": case_id}}}
+        return _decide(policies, agent, _dynamodb("GetItem", params, {cases: "case_id"}), mfa=False)
+
+    old = legacy_agent_case_id("globex", "TICKET-7")
+    assert (describe(old), record(old)) == (Decision.ALLOW, Decision.ALLOW)
+    for theirs in (
+        "agt-2024-0042",  # another tenant's case id, begun so
+        "agt-" + "0" * 31,  # one character short of the old shape
+        old + "0",  # one too many
+        old + "-x",
+        "agt-" + "0" * 40,
+        execution_name(old, 2),
+    ):
+        assert (describe(theirs), record(theirs)) == (Decision.IMPLICIT_DENY,) * 2, theirs
+
+
 def test_a_drafts_execution_is_named_inside_its_tenants_agent_names() -> None:
     """A draft runs as revision 1 (saga.agent.drafts.DRAFT_REVISION), whose execution name is
     its case id, whatever the tenant's length; the IAM pattern relies on it."""
@@ -156,3 +190,48 @@ def test_an_approver_role_stores_an_approval_and_cannot_rewrite_a_draft(
     if not legacy:  # another tenant's draft is out of reach altogether
         other = _approval_update(table, theirs)
         assert decide(other) is not Decision.ALLOW
+
+
+def test_an_agent_role_reads_its_tenants_configuration_and_no_other_tenants(
+    synthesized: Synthesized,
+) -> None:
+    """`sagactl mcp --tenant T` reads T's agent configuration parameter and nothing that names
+    another tenant's approvers: not another tenant's parameter, not the stack's outputs
+    (DescribeStacks), not ValidateCase's environment (GetFunctionConfiguration)."""
+    policies = _policies(synthesized)
+    stack = synthesized.saga.stack
+    validate = _one(synthesized, "AWS::Lambda::Function", "ValidateCaseFunction")
+    resolver = offline_resolver(synthesized.template_json, stack.stack_name)
+    stack_id = str(resolver.pseudo("AWS::StackId"))
+
+    def parameter(tenant: str) -> Request:
+        name = agent_config_parameter(stack.stack_name, tenant)
+        call = AwsCall("test", "role", "ssm", "GetParameter", {"Name": name}, "us-east-1")
+        [request] = authorization_requests(call, Account(ACCOUNT, {}))
+        return request
+
+    tenants = ("acme", "globex", "hooli")
+    for tenant in tenants:
+        agent = _one(synthesized, "AWS::IAM::Role", f"{id_part(tenant)}AgentRole")
+        decide = {
+            "own": _decide(policies, agent, parameter(tenant), mfa=False),
+            "outputs": _decide(
+                policies, agent, Request("cloudformation:DescribeStacks", stack_id), mfa=False
+            ),
+            "ValidateCase": _decide(
+                policies,
+                agent,
+                Request(
+                    "lambda:GetFunctionConfiguration",
+                    f"arn:aws:lambda:{REGION_ACCOUNT}:function:{validate}",
+                ),
+                mfa=False,
+            ),
+            **{
+                other: _decide(policies, agent, parameter(other), mfa=False)
+                for other in tenants
+                if other != tenant
+            },
+        }
+        assert decide.pop("own") is Decision.ALLOW, tenant
+        assert set(decide.values()) == {Decision.IMPLICIT_DENY}, (tenant, decide)

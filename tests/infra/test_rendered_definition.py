@@ -24,11 +24,7 @@ from local_aws.definition_validation import (
 from local_aws.jsonata_reference import parse_errors
 from stacks.workflow_policy import iter_states
 from tests.infra.synth import Synthesized
-
-# The ReconcileStep catch-all's text before the fix: JSONata has no \' escape (S0103).
-OLD_ESCAPE = """' downstream by the action\\\\'s business reference.'"""
-FIXED_TEXT = '''\\" downstream by the action's business reference.\\"'''
-CATCH_ALL = "/States/ReconcileStep/Catch[5]/Assign/escalation"
+from tests.old_escape import CATCH_ALL, FIXED_TEXT, OLD_ESCAPE
 
 
 def rendered_text(synthesized: Synthesized) -> str:

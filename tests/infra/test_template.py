@@ -26,6 +26,8 @@ DESIGN_OUTPUT_KEYS = {
     "PaymentsTableName",
     "ShipmentsTableName",
     "EscalationQueueUrl",
+    "LimitsTableName",
+    "RefundCeilings",
 }
 RETRIER_FIELDS = {
     "ErrorEquals",
@@ -59,6 +61,9 @@ def _tables_by_key(synth: Synthesized) -> dict[str, str]:
         "cases": stack.tables.cases,
         "inventory": stack.tables.inventory,
         "reservations": stack.tables.reservations,
+        "limits": stack.tables.limits,
+        "drafts": stack.tables.drafts,
+        "legacy_drafts": stack.tables.legacy_drafts,
     }
     if stack.sandbox is not None:
         tables |= {
@@ -94,6 +99,7 @@ def test_ledger_table_has_key_ttl_pitr_and_sparse_open_actions_index(
         ("tables.cases", "case_id", None, False, True),
         ("tables.inventory", "sku", None, False, True),
         ("tables.reservations", "reservation_id", None, False, True),
+        ("tables.limits", "counter_key", None, True, True),
         ("sandbox.payments", "refund_id", None, False, False),
         ("sandbox.shipments", "shipment_id", None, False, False),
         ("sandbox.control", "pk", None, True, False),
@@ -124,7 +130,7 @@ def test_dev_tables_are_deleted_with_the_stack_and_have_no_physical_names(
     synthesized: Synthesized,
 ) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
-    assert len(tables) == 9  # the sandbox's three, and the drafts tables old and new
+    assert len(tables) == 10  # the sandbox's three, the drafts tables old and new, limits
     for table in tables.values():
         assert table["DeletionPolicy"] == "Delete"
         assert "TableName" not in table["Properties"], "names come from the stage's stack"
@@ -149,7 +155,15 @@ def test_without_sandbox_only_the_sandbox_tables_and_their_grants_go(
         for p in synth.resources("AWS::DynamoDB::Table").values()
     )
     # cases, legacy drafts; the drafts table's partition key is the tenant
-    assert keys == ["action_key", "case_id", "case_id", "reservation_id", "sku", "tenant_id"]
+    assert keys == [
+        "action_key",
+        "case_id",
+        "case_id",
+        "counter_key",
+        "reservation_id",
+        "sku",
+        "tenant_id",
+    ]
     for function in synth.resources("AWS::Lambda::Function").values():
         variables = function["Properties"]["Environment"]["Variables"]
         assert not {"PAYMENTS_TABLE", "SHIPMENTS_TABLE", "SANDBOX_TABLE"} & set(variables)

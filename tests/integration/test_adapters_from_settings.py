@@ -43,6 +43,8 @@ def table_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "DOWNSTREAM_TIMEOUT_SECONDS": "3",
         "APPROVAL_KEYS": APPROVAL_KEYS_JSON,
         "APPROVAL_THRESHOLDS": "{}",
+        "REFUND_CEILINGS": "{}",
+        "LIMITS_TABLE": "env-limits",
     }.items():
         monkeypatch.setenv(name, value)
 

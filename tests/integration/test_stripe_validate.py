@@ -1,6 +1,7 @@
 """ValidateCase in a deployment whose refunds go to Stripe: what Stripe cannot refund exactly is
 refused before anything is written (saga.providers.stripe_rules), as the function wires it from
-its environment; the sandbox deployment refuses none of it."""
+its environment; the sandbox deployment refuses none of it, only the faults that the local
+Stripe server alone acts out."""
 
 from __future__ import annotations
 
@@ -28,17 +29,28 @@ ENVIRONMENT = {
     "POWERTOOLS_METRICS_NAMESPACE": "ns",
     "POWERTOOLS_LOG_LEVEL": "INFO",
     "CASES_TABLE": "cases",
+    "DRAFTS_TABLE": "drafts",
+    "LEGACY_DRAFTS_TABLE": "legacy-drafts",
     "APPROVAL_KEYS": '{"acme": {"supervisor@acme": {"current": "arn:k"}}}',
     "APPROVAL_THRESHOLDS": "{}",
+    "REFUND_CEILINGS": "{}",
+    "LIMITS_TABLE": "limits",
 }
 PI = "pi_3PgafyB7WZ01zgkW1ZFSgWqJ"
 
 
-def rules(provider: str, *, sandbox: bool) -> Callable[[Case], None] | None:
+LOCAL_STRIPE = "http://127.0.0.1:12111"
+
+
+def rules(
+    provider: str, *, sandbox: bool, api_base: str | None = None
+) -> Callable[[Case], None] | None:
     """ValidateCase's rules as its Runtime builds them from its environment."""
     environ = {**ENVIRONMENT, "PAYMENTS_PROVIDER": provider}
     if sandbox:
         environ["SANDBOX_TABLE"] = "sandbox"
+    if api_base is not None:
+        environ["STRIPE_API_BASE"] = api_base
     return Runtime(ValidateCaseEnvironment.from_env(environ)).case_rules()
 
 
@@ -48,14 +60,23 @@ def env(stack_tables: StackTables) -> Iterator[ToolsEnv]:
         yield tools
 
 
-def validate(env: ToolsEnv, case: dict[str, Any], *, sandbox: bool = True) -> ValidateResult:
+def validate(
+    env: ToolsEnv,
+    case: dict[str, Any],
+    *,
+    sandbox: bool = True,
+    provider: str = "stripe",
+    api_base: str | None = None,
+) -> ValidateResult:
     return validate_case(
         case,
         tenants=TENANTS,
         cases=env.cases,
         execution=OWNER,
         approvals=env.approvals,
-        case_rules=rules("stripe", sandbox=sandbox),
+        ceilings=env.ceilings,
+        drafts=env.drafts,
+        case_rules=rules(provider, sandbox=sandbox, api_base=api_base),
     )
 
 
@@ -63,9 +84,15 @@ def refund(reference: str = PI, amount: int = 2000, currency: str = "USD") -> di
     return {"payment_reference": reference, "amount_minor": amount, "currency": currency}
 
 
-def test_the_sandbox_deployment_has_no_provider_rules() -> None:
-    assert rules("sandbox", sandbox=True) is None
-    assert rules("sandbox", sandbox=False) is None
+@pytest.mark.parametrize("fault", ["server_error", "rate_limited", "key_in_use"])
+def test_the_sandbox_deployment_refuses_the_faults_only_the_local_stripe_server_acts_out(
+    env: ToolsEnv, fault: str
+) -> None:
+    case = raw_case(faults={"refund": ["lose_response", fault]})
+
+    with pytest.raises(InvalidRequest, match=rf"sandbox.faults.refund: {fault}: only the local"):
+        validate(env, case, provider="sandbox")
+    assert env.case_record("case-0001") is None
 
 
 @pytest.mark.parametrize(
@@ -116,6 +143,19 @@ def test_refund_faults_are_refused_even_with_the_sandbox(env: ToolsEnv) -> None:
     assert env.case_record("case-0001") is None
 
 
+@pytest.mark.parametrize("fault", ["in_flight", "server_error", "rate_limited", "key_in_use"])
+def test_refund_faults_pass_where_the_local_stripe_server_acts_them_out(
+    env: ToolsEnv, fault: str
+) -> None:
+    """STRIPE_API_BASE names a server other than Stripe's (`sagactl local up --payments
+    stripe` sets it): that server acts out the case's refund faults."""
+    case = raw_case(refund=refund(), faults={"refund": ["lose_response", fault]})
+
+    validate(env, case, api_base=LOCAL_STRIPE)
+
+    assert env.case_record("case-0001") is not None
+
+
 def test_other_faults_pass_with_the_sandbox_and_are_refused_without(env: ToolsEnv) -> None:
     faulty = raw_case(refund=refund(), faults={"shipment": ["timeout"]})
 
@@ -136,6 +176,8 @@ def test_the_sandbox_deployment_accepts_what_stripe_would_refuse(env: ToolsEnv) 
         cases=env.cases,
         execution=OWNER,
         approvals=env.approvals,
+        ceilings=env.ceilings,
+        drafts=env.drafts,
         case_rules=rules("sandbox", sandbox=True),
     )
 

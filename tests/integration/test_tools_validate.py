@@ -19,10 +19,12 @@ from saga.errors import (
     KeyConflict,
     TransientError,
 )
-from saga.models import ValidateResult
+from saga.identity import agent_case_id, legacy_agent_case_id
+from saga.models import ValidateResult, approval_digest, parse_case
 from saga.settings import parse_tenants
 from saga.tools.validate import validate_case
-from tests.tools_harness import TENANTS_JSON, ToolsEnv, raw_case, tools_env
+from tests import legacy_drafts
+from tests.tools_harness import TENANTS_JSON, ToolsEnv, agent_proposal, raw_case, tools_env
 
 TENANTS = parse_tenants(TENANTS_JSON)
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:ReplacementOrder:case-0001"
@@ -33,7 +35,13 @@ def validate(
     env: ToolsEnv, case: dict[str, Any], execution: OwningExecution = OWNER
 ) -> ValidateResult:
     return validate_case(
-        case, tenants=TENANTS, cases=env.cases, execution=execution, approvals=env.approvals
+        case,
+        tenants=TENANTS,
+        cases=env.cases,
+        execution=execution,
+        approvals=env.approvals,
+        ceilings=env.ceilings,
+        drafts=env.drafts,
     )
 
 
@@ -170,3 +178,109 @@ def test_a_case_table_that_does_not_answer_is_a_transient_error_and_writes_nothi
     finally:
         env.client.meta.events.unregister("before-call.dynamodb.PutItem", throttle)
     assert env.items("CASES_TABLE") == []
+
+
+# --- the daily refund ceiling (docs/design.md §3.12) ---------------------------------------------
+def with_refund(amount: int, currency: str = "USD", case_id: str = "case-0001") -> dict[str, Any]:
+    refund = {"payment_reference": "pay-777", "amount_minor": amount, "currency": currency}
+    return raw_case(case_id, refund=refund)
+
+
+def test_a_refund_above_the_tenants_daily_ceiling_is_refused_for_good(env: ToolsEnv) -> None:
+    env.ceilings = {"acme": {"USD": 10_000, "EUR": 5_000}}
+    message = (
+        "the refund of 100.01 USD (10001 minor units) exceeds tenant acme's daily refund "
+        "ceiling for USD, 100.00 USD (10000 minor units): it can never be refunded in one day; "
+        "split it into cases within the ceiling, or raise refund_ceilings.acme.USD"
+    )
+    with pytest.raises(AuthorizationDenied) as refused:
+        validate(env, with_refund(10_001))
+    assert refused.value.message == message
+    assert env.items("CASES_TABLE") == []
+    # At the ceiling, and for a tenant without ceilings, the case is accepted.
+    validate(env, with_refund(10_000))
+    env.ceilings = {"globex": {"USD": 100}}
+    validate(env, with_refund(1_000_000, case_id="case-0002"))
+    assert len(env.items("CASES_TABLE")) == 2
+
+
+def test_a_currency_without_a_ceiling_is_refused_for_a_tenant_that_has_ceilings(
+    env: ToolsEnv,
+) -> None:
+    env.ceilings = {"acme": {"EUR": 50_000}}
+    with pytest.raises(AuthorizationDenied, match="none for USD: no USD refund may leave"):
+        validate(env, with_refund(1))
+    assert env.items("CASES_TABLE") == []
+
+
+def test_a_case_accepted_before_a_ceiling_was_lowered_goes_on(env: ToolsEnv) -> None:
+    """Its own execution's redrive of ValidateCase passes (IssueRefund's charge refuses the
+    refund then); a new execution of it is still a DUPLICATE, not a rejection."""
+    validate(env, with_refund(20_000))
+    env.ceilings = {"acme": {"USD": 10_000}}
+    again = validate(env, with_refund(20_000), OwningExecution(OWNER.arn, OWNER.started_at))
+    assert again.case["refund"]["amount_minor"] == 20_000
+    newcomer = OwningExecution(EXECUTION.replace(":case-0001", ":other"), "2026-12-01T00:00Z")
+    with pytest.raises(DuplicateExecution):
+        validate(env, with_refund(20_000), newcomer)
+
+
+# --- agent case ids (docs/design.md §10) -------------------------------------------------------
+def _acme_draft(env: ToolsEnv, request_id: str) -> str:
+    """acme's agent proposed `request_id`: its draft, as the agent tools write it."""
+    case_id = agent_case_id("acme", request_id)
+    env.drafts.create(
+        case_id=case_id,
+        tenant_id="acme",
+        request_id=request_id,
+        digest="sha256:" + "0" * 64,
+        parameters={key: raw_case()[key] for key in ("order", "reserve", "refund", "shipment")},
+    )
+    return case_id
+
+
+def _old_draft(env: ToolsEnv, tenant: str, ticket: str) -> str:
+    """A draft `tenant`'s agent proposed before ids carried the tenant (`agt-` + 32 hex)."""
+    return legacy_drafts.propose(
+        env.admin, env.names["LEGACY_DRAFTS_TABLE"], tenant, agent_proposal(ticket)
+    )
+
+
+@pytest.mark.parametrize(
+    "whose",
+    ["ordinary id begun agt-", "old shape, no draft", "agt_ id, no draft", "globex's old draft"],
+)
+def test_a_new_case_under_an_agents_id_without_its_draft_is_refused_unrecorded(
+    env: ToolsEnv, whose: str
+) -> None:
+    """acme's case under an agent's id that no draft of acme holds: every agent role may read
+    the old ids' cases and their executions (§11), so it would show its customer to them."""
+    case_id = {
+        "ordinary id begun agt-": "agt-2024-0042",
+        "old shape, no draft": legacy_agent_case_id("acme", "ticket-9"),
+        "agt_ id, no draft": agent_case_id("acme", "ticket-9"),
+        "globex's old draft": _old_draft(env, "globex", "9"),
+    }[whose]
+    _acme_draft(env, "ticket-10")  # another draft of acme's proves nothing for this id
+    with pytest.raises(InvalidRequest, match="no draft of tenant acme holds it"):
+        validate(env, raw_case(case_id))
+    assert env.items("CASES_TABLE") == []
+
+
+def test_an_agents_draft_starts_under_its_id_old_or_new(env: ToolsEnv) -> None:
+    for case_id in (_acme_draft(env, "ticket-11"), _old_draft(env, "acme", "12")):
+        assert validate(env, raw_case(case_id)).case["case_id"] == case_id
+        record = env.case_record(case_id)
+        assert record is not None and record["tenant_id"] == "acme"
+
+
+def test_a_case_recorded_under_an_agt_id_before_the_rule_goes_on(env: ToolsEnv) -> None:
+    """Not new: acme's own case ran under `agt-2024-0042` before ValidateCase asked for a
+    draft; its owning execution's retries and redrives still pass, a new execution is its
+    DUPLICATE as any case's."""
+    case = parse_case(raw_case("agt-2024-0042"))
+    env.cases.create(case, approval_digest(case), OWNER, approvals_required=1)
+    assert validate(env, raw_case("agt-2024-0042")).case["case_id"] == "agt-2024-0042"
+    newcomer = OwningExecution(EXECUTION.replace(":case-0001", ":agt-2024-0042--r1"), "2027")
+    with pytest.raises(DuplicateExecution):
+        validate(env, raw_case("agt-2024-0042"), newcomer)

@@ -113,3 +113,23 @@ def test_a_case_rejected_at_validation_is_rejected_before_any_effect(
 
     assert (answer["status"], answer["redrive_pending"]) == ("FAILED", False)
     assert answer["next"] == "it was rejected before any effect; nothing was done"
+
+
+def test_a_case_the_daily_ceiling_refused_says_so_with_the_numbers() -> None:
+    """get_replacement on a REFUND_LIMIT_REACHED escalation (docs/design.md §3.12): the reason
+    and the numbers the case record keeps, in minor units; another reason has no `limit`."""
+    limit = {"ceiling": 3000, "used": 2000, "asked": 2000, "currency": "USD", "day": "2026-12-08"}
+    escalation = {
+        "reason": "REFUND_LIMIT_REACHED",
+        "step": "refund",
+        "detail": "refund of 20.00 USD (2000 minor units) refused: ...",
+        "limit": limit,
+        "decision_needed": "Nothing was refunded: ...",
+    }
+    record = {**(_record("ESCALATED") or {}), "escalation": escalation}
+    for answer in (closed_status(_succeeded(), record), recorded_status(record)):
+        assert answer["status"] == "ESCALATED"
+        assert answer["reason"] == "REFUND_LIMIT_REACHED"
+        assert answer["limit"] == limit
+    rejected = {**record, "escalation": {**escalation, "reason": "REFUND_REJECTED"}}
+    assert "limit" not in closed_status(_succeeded(), rejected)

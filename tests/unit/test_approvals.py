@@ -239,6 +239,12 @@ def test_a_key_nobody_configured_is_denied_whatever_its_signature() -> None:
     case["approval"]["key_id"] = "arn:aws:kms:us-east-1:999999999999:key/forged"
     with pytest.raises(AuthorizationDenied, match="is not a trusted key"):
         forward(verifier(), approval_of(case))
+    # The signature does not cover key_id: the refusal quotes it with repr, so what it carries
+    # reaches an operator's terminal written out (sagactl.views.untrusted).
+    case["approval"]["key_id"] = "\x1b]52;c;eA==\x07\u202e"
+    with pytest.raises(AuthorizationDenied) as refused:
+        forward(verifier(), approval_of(case))
+    assert "key '\\x1b]52;c;eA==\\x07\\u202e' is not a trusted key" in str(refused.value)
 
 
 def test_a_retired_key_verifies_cases_under_way_but_approves_no_new_case() -> None:

@@ -104,11 +104,14 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "powertools_metrics_namespace": "ns",
         "powertools_log_level": "INFO",
         "cases_table": "cases",
+        "drafts_table": "drafts",
+        "legacy_drafts_table": "legacy-drafts",
         "ledger_table": "not-declared-by-validate",
         "attempt_budget": 8,
         "tenants": {"acme": ("b@acme", "a@acme")},
         "approval_keys": {"acme": {"a@acme": {"current": "arn:k1", "retired": ["arn:k0"]}}},
         "approval_thresholds": {},
+        "refund_ceilings": {"acme": {"USD": 50_000}},
     }
     assert ValidateCaseEnvironment.render(values) == {
         "POWERTOOLS_SERVICE_NAME": "validate-case",
@@ -116,11 +119,15 @@ def test_the_stack_renders_exactly_the_declared_variables() -> None:
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "PYDANTIC_DISABLE_PLUGINS": "__all__",
         "CASES_TABLE": "cases",
+        "DRAFTS_TABLE": "drafts",
+        "LEGACY_DRAFTS_TABLE": "legacy-drafts",
         "APPROVAL_KEYS": '{"acme":{"a@acme":{"current":"arn:k1","retired":["arn:k0"]}}}',
         "APPROVAL_THRESHOLDS": "{}",
         "PAYMENTS_PROVIDER": "sandbox",
+        "REFUND_CEILINGS": '{"acme":{"USD":50000}}',
     }
     rendered = ValidateCaseEnvironment.from_env(ValidateCaseEnvironment.render(values))
+    assert rendered.refund_ceilings == {"acme": {"USD": 50_000}}
     assert rendered.tenants() == {"acme": frozenset({"a@acme"})}
     assert rendered.trusted_keys()["acme"]["a@acme"] == ApproverKeys("arn:k1", ("arn:k0",))
     with pytest.raises(ConfigurationError, match=r"ValidateCaseEnvironment: .*CASES_TABLE"):
@@ -142,6 +149,8 @@ def test_an_undeployed_sandbox_table_is_named_when_a_use_needs_it() -> None:
             "PAYMENT_KEY_RETENTION_SECONDS": "60",
             "DOWNSTREAM_TIMEOUT_SECONDS": "5",
             "SANDBOX_TABLE": "sb",
+            "REFUND_CEILINGS": "{}",
+            "LIMITS_TABLE": "limits",
         }
     )
     with pytest.raises(ConfigurationError, match="PAYMENTS_TABLE is required"):
@@ -198,6 +207,8 @@ def test_refunds_to_stripe_need_the_key_secret_and_only_they() -> None:
         "CASES_TABLE": "cases",
         "PAYMENT_KEY_RETENTION_SECONDS": "86400",
         "DOWNSTREAM_TIMEOUT_SECONDS": "5",
+        "REFUND_CEILINGS": "{}",
+        "LIMITS_TABLE": "limits",
     }
     assert IssueRefundEnvironment.from_env(env).payments_provider == "sandbox"
     with pytest.raises(ConfigurationError, match=r"PAYMENTS_PROVIDER is stripe: .*STRIPE_SECRET"):

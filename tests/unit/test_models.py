@@ -185,3 +185,15 @@ def test_attempt_id_is_per_delivery_and_payload_parses() -> None:
             {"case": raw_case(), "attempt": info.model_dump(), "step": "release"},
             what="payload",
         )
+
+
+def test_a_field_the_case_model_refuses_is_named_with_repr_when_not_a_name() -> None:
+    """An extra field's name is the caller's text: quoted with repr, so a control sequence in it
+    reaches an operator's terminal (the execution's cause) written out."""
+    case = {**raw_case(), "\x1b[2J\u202e": 1, "note": 2}
+    with pytest.raises(InvalidRequest) as refused:
+        parse_case(case)
+    message = str(refused.value)
+    assert "'\\x1b[2J\\u202e': Extra inputs are not permitted" in message
+    assert "note: Extra inputs are not permitted" in message  # a name stays as it is
+    assert "\x1b" not in message and "\u202e" not in message

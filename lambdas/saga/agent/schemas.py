@@ -132,7 +132,9 @@ DESCRIPTIONS: dict[str, str] = {
     GET: (
         "Read where a replacement case stands: APPROVAL_PENDING (a person must approve it), "
         "APPROVED (call start_replacement), RUNNING (with the current step), COMPLETED, "
-        "ESCALATED (a person must decide: reason and decision needed are given), FAILED "
+        "ESCALATED (a person must decide: reason and decision needed are given; "
+        "REFUND_LIMIT_REACHED: nothing was refunded, the tenant's daily refund ceiling had no "
+        "room, with `limit` {ceiling, used, asked, currency, day} in minor units), FAILED "
         "(whether a person's redrive is pending) or RESOLVED (a person decided: the decision, "
         "who and when; final). Safe to call as often as you like."
     ),

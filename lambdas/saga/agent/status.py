@@ -72,15 +72,25 @@ def closed_status(execution: Mapping[str, Any], record: Mapping[str, Any] | None
     }
 
 
+# The numbers of a REFUND_LIMIT_REACHED escalation (docs/design.md §3.12), as the case record
+# keeps them: the tenant's daily ceiling, what the day had used, the refund asked, in minor units.
+LIMIT_FIELDS = ("ceiling", "used", "asked", "currency", "day")
+
+
 def escalated_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:
     escalation = record.get("escalation") or {}
-    return {
+    status = {
         "status": "ESCALATED",
         "execution_arn": arn,
         "reason": escalation.get("reason"),
         "decision_needed": escalation.get("decision_needed"),
         "next": "a person decides (sagactl escalations); do not propose it again",
     }
+    limit = escalation.get("limit")
+    if escalation.get("reason") == "REFUND_LIMIT_REACHED" and isinstance(limit, Mapping):
+        # Nothing was refunded: the tenant's daily refund ceiling had no room for it.
+        status["limit"] = {name: limit.get(name) for name in LIMIT_FIELDS}
+    return status
 
 
 def resolved_status(record: Mapping[str, Any], arn: str) -> dict[str, Any]:

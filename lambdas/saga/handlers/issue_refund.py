@@ -32,5 +32,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         execution_arn=payload.attempt.execution,
         ledger=runtime.ledger(),
         provider=runtime.payment_provider(case),
+        charge=runtime.refund_charge(case),
     )
     return result.model_dump(mode="json")

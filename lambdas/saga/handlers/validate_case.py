@@ -13,7 +13,7 @@ from saga.errors import DuplicateExecution
 from saga.metric_names import CASES_DUPLICATE
 from saga.models import ValidatePayload, parse_model
 from saga.observability import logger, metrics
-from saga.settings import ValidateCaseEnvironment
+from saga.settings import RefundCeilingsVariables, ValidateCaseEnvironment
 from saga.tools.validate import validate_case
 from saga.tools.wiring import Runtime
 
@@ -31,6 +31,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             cases=runtime.cases(),
             execution=OwningExecution(payload.attempt.execution, payload.attempt.started),
             approvals=runtime.approvals,
+            drafts=runtime.drafts(),
+            ceilings=runtime.variables(RefundCeilingsVariables).refund_ceilings,
             case_rules=runtime.case_rules(),
         )
     except DuplicateExecution as duplicate:

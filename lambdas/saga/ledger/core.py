@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from saga.errors import ActionPending, ActionSettled, OutcomeUnknown
+from saga.ceilings import DailyCharge
+from saga.errors import ActionPending, ActionSettled, BusinessRejection, OutcomeUnknown
 from saga.identity import ActionRequest
 from saga.ledger.decisions import Decision, answer, decide, reattempt_refusal, settled_text
 from saga.ledger.observer import LedgerEvent, LedgerObserver
@@ -88,6 +89,30 @@ class LedgerCore:
         except LeaseLost as lost:
             self.observe(LedgerEvent.LEASE_LOST, request, lost.current)
             raise OutcomeUnknown(str(lost)) from lost
+        return self._recorded(request, attempt, status, written)
+
+    def fail_giving_back(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        held: LedgerRecord,
+        rejection: BusinessRejection,
+        charge: DailyCharge,
+    ) -> LedgerRecord:
+        """`finish` FAILED for a refund the provider refused, with its charge given back to the
+        day it was charged, in the same write (store.fail_giving_back, §3.12)."""
+        try:
+            written = self.store.fail_giving_back(
+                request, attempt, held, rejection.to_record(), charge
+            )
+        except LeaseLost as lost:
+            self.observe(LedgerEvent.LEASE_LOST, request, lost.current)
+            raise OutcomeUnknown(str(lost)) from lost
+        return self._recorded(request, attempt, LedgerStatus.FAILED, written)
+
+    def _recorded(
+        self, request: ActionRequest, attempt: Attempt, status: LedgerStatus, written: LedgerRecord
+    ) -> LedgerRecord:
         if written.resolution is not None:
             self.observe(LedgerEvent.OUTCOME_AFTER_SETTLEMENT, request, written)
             raise ActionSettled(

@@ -3,7 +3,10 @@ or take the record over and look the action up before anything is sent again (do
 §3.2-§3.6).
 
 Request counts: a first delivery is 2 DynamoDB requests (the claim, the outcome); a replay of a
-COMPLETED action is 1 (the claim whose condition fails returns the record).
+COMPLETED action is 1 (the claim whose condition fails returns the record). Under a daily refund
+ceiling (§3.12) the claim is a transaction with the counter's charge (still one request), a
+refused charge is recorded FAILED (a second request), and the provider's refusal gives the
+charge back in its FAILED write.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from saga.ceilings import DailyCharge
 from saga.errors import BusinessRejection, OutcomeUnknown, ReplayWindowExpired, TransientError
 from saga.identity import ActionRequest
+from saga.ledger.charges import ChargeRefused
 from saga.ledger.core import MAX_DECISION_ROUNDS, Operations, ask, contended
 from saga.ledger.decisions import TAKEOVERS, Decision
 from saga.ledger.observer import LedgerEvent
@@ -43,6 +48,14 @@ class _Delivery:
     reconcile: Lookup
     window_seconds: float | None
     companion: CompanionWrite | None
+    charge: DailyCharge | None  # the daily refund ceiling's charge (§3.12), with the first claim
+
+    def first_claim_charge(self, record: LedgerRecord) -> DailyCharge | None:
+        """The charge a takeover of `record` makes: only a placeholder no delivery claimed is
+        charged by its takeover; a record claimed before was charged by its claim (or claimed
+        before its tenant had a ceiling), and a takeover, a retry or a redrive never charges
+        again."""
+        return self.charge if record.unclaimed else None
 
 
 class ExternalEffects(Operations):
@@ -55,11 +68,17 @@ class ExternalEffects(Operations):
         reconcile: Lookup,
         reattempt_window_seconds: float | None,
         companion: CompanionWrite | None = None,
+        charge: DailyCharge | None = None,
     ) -> ActionOutcome:
         """ActionLedger.execute."""
         core = self.core
-        run = _Delivery(request, attempt, effect, reconcile, reattempt_window_seconds, companion)
-        held, existing = core.store.claim(request, attempt)
+        run = _Delivery(
+            request, attempt, effect, reconcile, reattempt_window_seconds, companion, charge
+        )
+        try:
+            held, existing = core.store.claim(request, attempt, charge)
+        except ChargeRefused as refused:
+            existing = self._record_refusal(run, refused, over=None)  # raises when recorded
         if existing is None:
             core.observe(Decision.CLAIMED, request, None)
             if held.first_dispatch_at is None:
@@ -79,7 +98,13 @@ class ExternalEffects(Operations):
                 return self._completed_before(run, found)
             if decision not in TAKEOVERS:
                 return self._completed_before(run, core.answer(decision, request, record))
-            taken, current = core.store.take_over(request, attempt, record)
+            try:
+                taken, current = core.store.take_over(
+                    request, attempt, record, run.first_claim_charge(record)
+                )
+            except ChargeRefused as refused:
+                record = self._record_refusal(run, refused, over=record)  # raises when recorded
+                continue
             if taken is None:
                 if current is None:
                     raise ReplayWindowExpired(
@@ -92,6 +117,32 @@ class ExternalEffects(Operations):
                 return self._dispatch(run, taken)
             return self._reconcile_then_dispatch(run, taken)
         raise contended(request.key)
+
+    def _record_refusal(
+        self, run: _Delivery, refused: ChargeRefused, *, over: LedgerRecord | None
+    ) -> LedgerRecord:
+        """A charge the ceiling refused, recorded FAILED (RefundLimitReached, with the numbers)
+        where the claim found no record, or over the placeholder as seen: a second conditional
+        write, since the cancelled transaction wrote nothing. Raised once written, so every
+        repeat replays it and a redrive never refunds behind it. Nothing was dispatched: no
+        delivery claimed the action. Returns the record met instead (written meanwhile)."""
+        core = self.core
+        request, attempt = run.request, run.attempt
+        error = refused.charge.refused(refused.used, refused.day)
+        item = core.store.record(
+            request,
+            attempt,
+            core.clock(),
+            LedgerStatus.FAILED,
+            attempts=1 if over is None else over.attempts + 1,
+            error=error.to_record(),
+            carried=over,
+        )
+        existing = core.store.put_new(item, over=over)
+        if existing is None:
+            core.observe(LedgerEvent.LIMIT_REACHED, request, LedgerRecord.from_item(item))
+            raise error
+        return existing
 
     def _completed_before(self, run: _Delivery, outcome: ActionOutcome) -> ActionOutcome:
         """An outcome this delivery did not write (a replay, a lookup's): the companion's
@@ -134,7 +185,11 @@ class ExternalEffects(Operations):
         try:
             done = effect()
         except BusinessRejection as rejection:
-            core.finish(request, attempt, LedgerStatus.FAILED, error=rejection.to_record())
+            if run.charge is not None and held.charged_day is not None:
+                # The provider refused for good: its charge comes back with the record (§3.12).
+                core.fail_giving_back(request, attempt, held, rejection, run.charge)
+            else:
+                core.finish(request, attempt, LedgerStatus.FAILED, error=rejection.to_record())
             raise
         except TransientError:
             # Only a failure that provably sent nothing is a TransientError.

@@ -33,12 +33,16 @@ def record_item(
     reconcile_rounds: int = 0,
     first_dispatch_at: float | None = None,
     escalated: bool = False,
+    charged: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """A whole record. `carried`: the record it replaces (keeps its history fields).
-    `expires_at`: its retention, None for an open record (§3.7)."""
+    `expires_at`: its retention, None for an open record (§3.7). `charged`: the UTC day and
+    amount its first claim charges to the daily refund counter (§3.12)."""
     if carried is not None:
         reconcile_rounds = carried.reconcile_rounds
         first_dispatch_at = carried.first_dispatch_at
+        if carried.charged_day is not None:
+            charged = (carried.charged_day, carried.charged_minor or 0)
     item: dict[str, Any] = {
         "action_key": {"S": request.key},
         "status": {"S": status.value},
@@ -61,6 +65,9 @@ def record_item(
         item["reconcile_rounds"] = {"N": str(reconcile_rounds)}
     if owner:
         item["owner"] = {"S": attempt.attempt_id}
+    if charged is not None:
+        item["charged_day"] = {"S": charged[0]}
+        item["charged_minor"] = {"N": str(charged[1])}
     if status in OPEN_STATUSES:
         item["open_status"] = {"S": status.value}
     if result is not None:

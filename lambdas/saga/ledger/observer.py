@@ -26,6 +26,8 @@ class LedgerEvent(StrEnum):
     RECONCILED = "reconciled"  # the downstream's evidence was recorded
     # an outcome recorded on an action a person settled while this delivery held it (§3.10)
     OUTCOME_AFTER_SETTLEMENT = "outcome_after_settlement"
+    # a refund refused by its tenant's daily ceiling, recorded FAILED (§3.12)
+    LIMIT_REACHED = "limit_reached"
 
 
 class LedgerObserver(Protocol):
@@ -49,6 +51,7 @@ METRIC_BY_NAME: dict[str, str] = {
     LedgerEvent.UNKNOWN: "OutcomeUnknown",
     LedgerEvent.LEASE_LOST: "OutcomeUnknown",
     LedgerEvent.OUTCOME_AFTER_SETTLEMENT: "OutcomeAfterSettlement",
+    LedgerEvent.LIMIT_REACHED: "RefundLimitReached",
 }
 
 

@@ -40,6 +40,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from saga import clock as saga_clock
+from saga.ceilings import DailyCharge
 from saga.dynamodb import TransactWriteItem
 from saga.errors import ActionPending, ActionSettled, BusinessRejection, SagaError
 from saga.identity import ActionRequest
@@ -120,6 +121,7 @@ class ActionLedger:
         reconcile: Callable[[], Reconciliation],
         reattempt_window_seconds: float | None = None,
         companion: CompanionWrite | None = None,
+        charge: DailyCharge | None = None,
     ) -> ActionOutcome:
         """Run `effect` at most once for the action, or replay / reject per docs/design.md §3.
 
@@ -142,6 +144,13 @@ class ActionLedger:
         delivery writes, after the record when the outcome was recorded before (a replay), and
         never before it; its failed condition is raised as its `refused` error once the record
         is written.
+
+        `charge`: the daily refund ceiling (§3.12). The first claim (the put of a new record, or
+        the takeover of a placeholder no delivery claimed) charges the day's counter in the same
+        transaction and records the day; a refusal is recorded FAILED (RefundLimitReached) and
+        raised, and replayed to every repeat; a BusinessRejection of the effect gives the amount
+        back to the day charged, in its FAILED write. Takeovers, replays, retries and redrives
+        never charge again.
         """
         return self._external.execute(
             request,
@@ -150,6 +159,7 @@ class ActionLedger:
             reconcile=reconcile,
             reattempt_window_seconds=reattempt_window_seconds,
             companion=companion,
+            charge=charge,
         )
 
     def execute_transaction(

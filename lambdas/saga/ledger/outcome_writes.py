@@ -3,6 +3,9 @@
 - COMPLETED, FAILED, UNKNOWN: conditional updates on this delivery owning the IN_PROGRESS record
   (`finish`); COMPLETED with another table's write in one TransactWriteItems (`complete_with`),
   or that write alone after a completion recorded before (`write_companion`);
+- FAILED with the daily refund counter's give-back in one TransactWriteItems
+  (`fail_giving_back`, §3.12), and transactions repeated through conflicts
+  (`transact_through_conflicts`);
 - a given-back lease (`release`): the delivery sent nothing;
 - the one retention rule (`_expiry`): a closed record expires, an open one never.
 
@@ -13,10 +16,12 @@ is LeaseLost. LedgerStore (store.py) adds the claim, the takeover and reconcilia
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga.ceilings import DailyCharge
 from saga.dynamodb import (
     TRANSACTION_CANCELLED,
     TransactWriteItem,
@@ -30,6 +35,7 @@ from saga.dynamodb import (
 )
 from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import ActionRequest
+from saga.ledger.charges import CONFLICT_ROUNDS, conflicted, full_jitter_pause, give_back_update
 from saga.ledger.items import OWNED, Outcome, names, outcome_update
 from saga.ledger.observer import LedgerEvent
 from saga.ledger.records import (
@@ -91,6 +97,7 @@ class OutcomeWrites:
         self.client = client
         self.policy = policy
         self.clock = clock
+        self.pause: Callable[[int], None] = full_jitter_pause  # between conflicted repeats
 
     def transact(self, transact_items: list[TransactWriteItem]) -> None:
         """One TransactWriteItems whose token is a digest of its body (docs/design.md §3.9).
@@ -99,6 +106,24 @@ class OutcomeWrites:
             TransactItems=transact_items,
             ClientRequestToken=client_request_token(transact_items),
         )
+
+    def transact_through_conflicts(self, transact_items: list[TransactWriteItem]) -> None:
+        """`transact`, sent again after a full-jitter pause while DynamoDB cancels it for a
+        conflict with another transaction (nothing was written, so a repeat is safe), at most
+        CONFLICT_ROUNDS times (§3.12: every refund of a tenant and currency writes one counter).
+        Each repeat has its own token: a cancelled request may have bound the first. Raises
+        what the last answer was: the caller decides from it (a conflict still: contended)."""
+        for repeat in range(CONFLICT_ROUNDS):
+            try:
+                self.client.transact_write_items(
+                    TransactItems=transact_items,
+                    ClientRequestToken=client_request_token(transact_items, repeat),
+                )
+                return
+            except ClientError as exc:
+                if repeat + 1 == CONFLICT_ROUNDS or not conflicted(exc):
+                    raise
+            self.pause(repeat)
 
     # --- a delivery's outcome -----------------------------------------------------------------
     def finish(
@@ -198,6 +223,62 @@ class OutcomeWrites:
         except BotoCoreError as exc:
             raise _unrecorded(request, LedgerStatus.COMPLETED, exc) from exc
         return now
+
+    def fail_giving_back(
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        held: LedgerRecord,
+        error: dict[str, str],
+        charge: DailyCharge,
+    ) -> LedgerRecord:
+        """FAILED (as `finish` writes it) and the charged amount back to the counter of the day
+        `held` says it charged, in ONE TransactWriteItems (§3.12): the amount comes back iff the
+        rejection is recorded, once. The record afterwards. A repeat of the same rejection
+        write (a lost response) finds its own FAILED and gives nothing again; a counter TTL
+        deleted or holding less, or conflicts past the rounds: the rejection is recorded alone
+        and the counter keeps the amount (stricter, never looser); a person's settlement met
+        meanwhile: recorded with the decision (§3.10), nothing given back. Raises LeaseLost and
+        OutcomeUnknown as `finish` does."""
+        day, amount = held.charged_day, held.charged_minor
+        if day is None or not amount:
+            return self.finish(request, attempt, LedgerStatus.FAILED, error=error)
+        now = self.clock()
+        outcome = Outcome(LedgerStatus.FAILED, error=error)
+        update = self._outcome_update(request, attempt, outcome, now, settled=False)
+        failed = cast(
+            "TransactWriteItem",
+            {"Update": {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+        )
+        try:
+            self.transact_through_conflicts([failed, give_back_update(charge, day, amount)])
+        except ClientError as exc:
+            if error_code(exc) != TRANSACTION_CANCELLED:
+                raise _unrecorded(request, LedgerStatus.FAILED, exc) from exc
+            reasons = [*cancellation_reasons(exc), {}]
+            if reasons[0].get("Code") != _CONDITION_CHECK:
+                # The counter refused the give-back, or conflicts outlasted the rounds.
+                return self.finish(request, attempt, LedgerStatus.FAILED, error=error)
+            current = record_or_none(reasons[0].get("Item"))
+            if (
+                current is not None
+                and current.owner == attempt.attempt_id
+                and current.status is LedgerStatus.FAILED
+            ):
+                return current  # our own rejection, committed with its give-back before
+            if _settled_while_held(current, attempt):
+                return self._write_outcome(request, attempt, outcome, settled=True)
+            raise _lease_lost(request, attempt, LedgerStatus.FAILED, current) from exc
+        except BotoCoreError as exc:
+            raise _unrecorded(request, LedgerStatus.FAILED, exc) from exc
+        # A transaction answers no attributes: the record is the one held, as just failed.
+        return replace(
+            held,
+            status=LedgerStatus.FAILED,
+            error=dict(error),
+            updated_at=now,
+            expires_at=self._expiry(LedgerStatus.FAILED, now),
+        )
 
     def write_companion(self, companion: CompanionWrite) -> None:
         """The companion's update alone (after the COMPLETED record): raises its `refused` error

@@ -169,6 +169,10 @@ class LedgerRecord:
     # Written before deliveries recorded `claimed_at` and `first_dispatch_at`: a given-back lease
     # then did not prove that nothing was sent (a 409 "in progress" gave it back).
     legacy: bool = False
+    # The UTC day and amount its first claim charged to the tenant's daily refund counter
+    # (docs/design.md §3.12); None: nothing charged (no ceiling, or not claimed yet).
+    charged_day: str | None = None
+    charged_minor: int | None = None
     item: Item = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -197,6 +201,8 @@ class LedgerRecord:
             resolution=values.get("resolution"),
             escalated_at=_optional_float(values.get("escalated_at")),
             legacy="claimed_at" not in values,
+            charged_day=_optional_str(values.get("charged_day")),
+            charged_minor=_optional_int(values.get("charged_minor")),
             item=dict(item),
         )
 
@@ -210,6 +216,12 @@ class LedgerRecord:
             and self.owner is not None
             and not self.lease_live(now)
         )
+
+    @property
+    def unclaimed(self) -> bool:
+        """No delivery has claimed it and nothing is charged for it: a placeholder reconciliation
+        wrote where it found no record (§3.8). Its first claim is the takeover (§3.12)."""
+        return self.attempts == 0 and self.charged_day is None
 
     def may_have_dispatched_since(self, now: float) -> float | None:
         """The earliest claim time of a delivery that may have reached the downstream, or None

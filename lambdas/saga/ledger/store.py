@@ -3,7 +3,9 @@ decided here: every write holds only while the record is as its caller saw it, a
 it found.
 
 - the claim: one `PutItem` on `attribute_not_exists(action_key)`, ALL_OLD on failure (the
-  old record is the whole answer, no second read);
+  old record is the whole answer, no second read); for a refund under a daily ceiling, that
+  put and the counter's charge in one TransactWriteItems (§3.12), as is the takeover of a
+  placeholder no delivery claimed;
 - a whole record over the one seen (a takeover inside a transaction, a recorded failure);
 - a takeover: a conditional update on the owner, the lease, the status and the attempt count;
 - reconciliation's writes on the record as seen: found or unknown (`settle_seen`), a counted
@@ -18,21 +20,34 @@ that could not be recorded is OutcomeUnknown.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga.ceilings import DailyCharge, utc_day
 from saga.dynamodb import (
+    TRANSACTION_CANCELLED,
     TransactWriteItem,
+    cancellation_codes,
+    cancellation_reasons,
     condition_failed_item,
+    error_code,
     is_condition_failure,
     number,
     to_attr,
 )
 from saga.errors import OutcomeUnknown, TransientError
 from saga.identity import ActionRequest
+from saga.ledger.charges import ChargeRefused, charge_update, counter_total
 from saga.ledger.decisions import earlier_record_may_have_expired
-from saga.ledger.items import names, put_condition, record_item, remember_dispatch, same_as_seen
+from saga.ledger.items import (
+    CLAIM_CONDITION,
+    names,
+    put_condition,
+    record_item,
+    remember_dispatch,
+    same_as_seen,
+)
 from saga.ledger.outcome_writes import (
     LeaseLost,
     NotCommitted,
@@ -47,10 +62,11 @@ from saga.ledger.records import (
     LedgerStatus,
 )
 
-__all__ = ["LeaseLost", "LedgerStore", "NotCommitted", "SettledMeanwhile"]
+__all__ = ["ChargeRefused", "LeaseLost", "LedgerStore", "NotCommitted", "SettledMeanwhile"]
 
 # Appended to the SET of every update that leaves a record open (§3.7).
 _OPEN_KEEPS_NO_RETENTION = " REMOVE expires_at"
+_CONDITION_CHECK = "ConditionalCheckFailed"  # a transaction item's cancellation reason
 
 
 class LedgerStore(OutcomeWrites):
@@ -72,12 +88,15 @@ class LedgerStore(OutcomeWrites):
 
     # --- whole records -------------------------------------------------------------------------
     def claim(
-        self, request: ActionRequest, attempt: Attempt
+        self, request: ActionRequest, attempt: Attempt, charge: DailyCharge | None = None
     ) -> tuple[LedgerRecord, LedgerRecord | None]:
         """The claim PutItem: (the record written, None) when claimed; else (the record this
         claim would have written, the record already there). A ledger that cannot be reached
-        (after botocore's retries) raises TransientError: nothing was dispatched."""
+        (after botocore's retries) raises TransientError: nothing was dispatched. With a
+        `charge`, the record says the day it charges and the put goes with the counter's charge
+        (`put_new_charged`): ChargeRefused when the day's total would pass the ceiling."""
         now = self.clock()
+        day = utc_day(now)  # the ledger's clock: the day a charge goes to
         item = self.record(
             request,
             attempt,
@@ -90,8 +109,11 @@ class LedgerStore(OutcomeWrites):
                 now=now,
                 retention_seconds=self.policy.retention_seconds,
             ),
+            charged=(day, charge.amount_minor) if charge is not None else None,
         )
-        return LedgerRecord.from_item(item), self.put_new(item)
+        if charge is None:
+            return LedgerRecord.from_item(item), self.put_new(item)
+        return LedgerRecord.from_item(item), self.put_new_charged(item, charge, day)
 
     def record(
         self,
@@ -130,11 +152,69 @@ class LedgerStore(OutcomeWrites):
             raise TransientError(f"ledger write for {key} failed: {exc}") from exc
         return None
 
+    def put_new_charged(
+        self, item: dict[str, Any], charge: DailyCharge, day: str
+    ) -> LedgerRecord | None:
+        """`put_new` of a claim and the charge of `day`'s counter in ONE TransactWriteItems
+        (§3.12), repeated through conflicts: None = both written; otherwise the record that was
+        there (nothing charged). ChargeRefused when the counter's condition failed (the day's
+        total would pass the ceiling), or without a request when the refund alone exceeds it
+        (a ceiling lowered since ValidateCase accepted the case): nothing written."""
+        key = item["action_key"]["S"]
+        if charge.headroom < 0:
+            raise ChargeRefused(charge, None, day)
+        claim: TransactWriteItem = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": item,
+                "ConditionExpression": CLAIM_CONDITION,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        try:
+            self.transact_through_conflicts([claim, charge_update(charge, day)])
+        except ClientError as exc:
+            found = self._charged_write_refused(key, exc, charge, day)
+            if found is None:
+                raise TransientError(f"ledger claim of {key} met a record that vanished") from exc
+            return found
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger write for {key} failed: {exc}") from exc
+        return None
+
+    def _charged_write_refused(
+        self, key: str, exc: ClientError, charge: DailyCharge, day: str
+    ) -> LedgerRecord | None:
+        """What a cancelled charged write (a claim, a placeholder's takeover) met: the record
+        (the ledger's condition failed; None: it returned none), or ChargeRefused (the
+        counter's); anything else wrote nothing and is TransientError."""
+        if error_code(exc) != TRANSACTION_CANCELLED:
+            # Nothing was dispatched: safe to repeat (a lost answer left at most an open record
+            # this delivery held, which the next delivery takes over and looks up).
+            raise TransientError(f"ledger write for {key} failed: {exc}") from exc
+        reasons = [*cancellation_reasons(exc), {}, {}]
+        if reasons[0].get("Code") == _CONDITION_CHECK:
+            old = reasons[0].get("Item")  # ALL_OLD: absent only if the record vanished since
+            return LedgerRecord.from_item(old) if old else None
+        if reasons[1].get("Code") == _CONDITION_CHECK:
+            raise ChargeRefused(charge, counter_total(reasons[1].get("Item")), day) from exc
+        codes = ", ".join(cancellation_codes(exc))
+        raise TransientError(
+            f"ledger write for {key} cancelled ({codes}); nothing was written: retry"
+        ) from exc
+
     # --- a delivery's updates ------------------------------------------------------------------
     def take_over(
-        self, request: ActionRequest, attempt: Attempt, old: LedgerRecord
+        self,
+        request: ActionRequest,
+        attempt: Attempt,
+        old: LedgerRecord,
+        charge: DailyCharge | None = None,
     ) -> tuple[LedgerRecord | None, LedgerRecord | None]:
-        """Conditional takeover: (new record, None) if won, else (None, the current record)."""
+        """Conditional takeover: (new record, None) if won, else (None, the current record).
+        With a `charge` (the record is a placeholder no delivery claimed, §3.12), the takeover
+        is the first claim: it charges the day's counter in the same transaction (ChargeRefused
+        when the day's total would pass the ceiling)."""
         now = self.clock()
         values: dict[str, Any] = {
             ":me": {"S": attempt.attempt_id},
@@ -150,8 +230,18 @@ class LedgerStore(OutcomeWrites):
             "claimed_at = :now"
         )
         # The owner before us may have reached the downstream: remember it for good.
-        sets += remember_dispatch(old, now, values) + _OPEN_KEEPS_NO_RETENTION
+        sets += remember_dispatch(old, now, values)
+        if charge is not None:
+            day = utc_day(now)
+            values[":charged_day"] = {"S": day}
+            values[":charged_minor"] = {"N": str(charge.amount_minor)}
+            sets += ", charged_day = :charged_day, charged_minor = :charged_minor"
+        sets += _OPEN_KEEPS_NO_RETENTION
         condition = "#status = :old_status" + same_as_seen(old, values)
+        if charge is not None:
+            return self._take_over_charged(
+                request, old, sets=sets, condition=condition, values=values, charge=charge, day=day
+            )
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
@@ -181,6 +271,54 @@ class LedgerStore(OutcomeWrites):
         except BotoCoreError as exc:
             raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
         return LedgerRecord.from_item(response["Attributes"]), None
+
+    def _take_over_charged(
+        self,
+        request: ActionRequest,
+        old: LedgerRecord,
+        *,
+        sets: str,
+        condition: str,
+        values: dict[str, Any],
+        charge: DailyCharge,
+        day: str,
+    ) -> tuple[LedgerRecord | None, LedgerRecord | None]:
+        """The takeover's update and the counter's charge in one transaction. A transaction
+        answers no attributes: the record returned is the one seen as the update left it."""
+        if charge.headroom < 0:
+            raise ChargeRefused(charge, None, day)
+        takeover: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"action_key": {"S": request.key}},
+            "UpdateExpression": sets,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#status": "status", "#owner": "owner"},
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        try:
+            self.transact_through_conflicts(
+                [cast("TransactWriteItem", {"Update": takeover}), charge_update(charge, day)]
+            )
+        except ClientError as exc:
+            return None, self._charged_write_refused(request.key, exc, charge, day)
+        except BotoCoreError as exc:
+            raise TransientError(f"ledger takeover of {request.key} failed: {exc}") from exc
+        item = {name: value for name, value in old.item.items() if name != "expires_at"}
+        item |= {
+            "owner": values[":me"],
+            "lease_expires_at": values[":lease"],
+            "attempts": {"N": str(old.attempts + 1)},
+            "status": values[":in_progress"],
+            "open_status": values[":in_progress"],
+            "updated_at": values[":now"],
+            "claimed_at": values[":now"],
+            "charged_day": values[":charged_day"],
+            "charged_minor": values[":charged_minor"],
+        }
+        if ":since" in values:
+            item.setdefault("first_dispatch_at", values[":since"])
+        return LedgerRecord.from_item(item), None
 
     # --- reconciliation's writes, on the record as seen ----------------------------------------
     def settle_seen(

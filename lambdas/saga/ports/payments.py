@@ -43,7 +43,7 @@ class PaymentProvider(Protocol):
     keeps the key (24 h at Stripe). After that only the business reference protects the action:
     the tool reconciles with `find_refunds(business_ref)` instead of sending again.
 
-    Stripe's adapter is saga.providers.stripe_provider (docs/design.md §3.12): one client per
+    Stripe's adapter is saga.providers.stripe_provider (docs/design.md §3.13): one client per
     container with zero automatic retries (a repeat is the ledger's and the workflow's
     decision, never the SDK's) and explicit connect and read timeouts that fit inside the
     Lambda timeout; its HTTP client tells a request not sent from one that may have left.

@@ -1,11 +1,14 @@
-"""What ValidateCase refuses in a deployment whose refunds go to Stripe (docs/design.md §8).
+"""What ValidateCase refuses for the deployment's payment provider (docs/design.md §8).
 
-A case Stripe could not refund exactly must be refused before the reservation, not by Stripe
-after it: its amount has no exact Stripe amount (stripe_currencies), its `payment_reference`
-names neither a PaymentIntent (`pi_...`) nor a Charge (`ch_...`), it asks for refund faults
-(only the sandbox provider acts them out), or it asks for any fault where the sandbox is not
-deployed. Each is an InvalidRequest naming the field and what to do; nothing is rewritten.
-No SDK here: ValidateCase never imports it.
+Where refunds go to Stripe, a case Stripe could not refund exactly must be refused before the
+reservation, not by Stripe after it: its amount has no exact Stripe amount (stripe_currencies),
+its `payment_reference` names neither a PaymentIntent (`pi_...`) nor a Charge (`ch_...`), it
+asks for refund faults where nobody acts them out (Stripe's own API; only the local Stripe
+server does, at STRIPE_API_BASE: local_aws.stripe), or for any fault where the sandbox is
+not deployed. (Where refunds go to the sandbox's provider,
+saga.fault_plan.check_sandbox_faults refuses the faults only the local Stripe server acts out.)
+Each is an InvalidRequest naming the field and what to do; nothing is rewritten. No SDK here:
+ValidateCase never imports it.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ def payment_parameter(reference: str) -> str | None:
     return None
 
 
-def check_stripe_case(case: Case, *, sandbox_deployed: bool) -> None:
-    """Refuse a case Stripe cannot refund exactly as approved (InvalidRequest)."""
+def check_stripe_case(case: Case, *, sandbox_deployed: bool, local_server: bool = False) -> None:
+    """Refuse a case Stripe cannot refund exactly as approved (InvalidRequest); `local_server`:
+    refunds go to a Stripe-compatible server other than Stripe's (STRIPE_API_BASE), the local
+    one, which acts out the case's refund faults."""
     refund = case.refund
     if payment_parameter(refund.payment_reference) is None:
         raise InvalidRequest(
@@ -48,8 +53,9 @@ def check_stripe_case(case: Case, *, sandbox_deployed: bool) -> None:
             f"case {case.case_id}: sandbox.faults {sorted(faults)}: this deployment has no "
             "sandbox (refunds go to Stripe); remove sandbox.faults"
         )
-    if faults.get(REFUND_DOWNSTREAM):
+    if faults.get(REFUND_DOWNSTREAM) and not local_server:
         raise InvalidRequest(
             f"case {case.case_id}: sandbox.faults.refund: refunds go to Stripe here, which acts "
-            "out no sandbox fault; remove sandbox.faults.refund"
+            "out no sandbox fault (only the local Stripe server of `sagactl local up --payments "
+            "stripe` does); remove sandbox.faults.refund"
         )

@@ -4,10 +4,15 @@ The action key goes to the provider as its idempotency key, so a repeat inside t
 key retention is one refund. After any uncertain delivery the ledger looks the refund up by
 business reference (the action id) before anything is sent again; "not found" allows a repeat
 only while the provider still deduplicates the key, since a request in flight may still commit.
+
+Under a daily refund ceiling (`charge`, docs/design.md §3.12) the refund's first claim charges
+its tenant's counter for the day in the same transaction; a refund the ceiling refuses is
+RefundLimitReached, recorded and replayed like the provider's refusal.
 """
 
 from __future__ import annotations
 
+from saga.ceilings import DailyCharge
 from saga.errors import OutcomeUnknown, RefundRejected, SagaError
 from saga.identity import ActionRequest, Operation, action_request
 from saga.ledger import ActionLedger, Attempt, EffectResult, Reconciliation
@@ -24,6 +29,7 @@ def issue_refund(
     execution_arn: str | None,
     ledger: ActionLedger,
     provider: PaymentProvider,
+    charge: DailyCharge | None = None,
 ) -> StepResult:
     request = action_request(case, Operation.REFUND, execution_arn=execution_arn)
     outcome = ledger.execute(
@@ -32,6 +38,7 @@ def issue_refund(
         effect=lambda: _refund(case, request, provider),
         reconcile=lambda: reconcile_refund(request.reference, provider),
         reattempt_window_seconds=provider.idempotency_window_seconds,
+        charge=charge,
     )
     return StepResult.of(outcome)
 

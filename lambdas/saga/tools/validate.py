@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from saga import clock as saga_clock
 from saga.acceptance import accept_new_case
 from saga.approvals import ApprovalVerifier
 from saga.cases import CaseRecords, OwningExecution
-from saga.errors import ApprovalInvalid, AuthorizationDenied, DuplicateExecution
+from saga.ceilings import Ceilings, check_within_ceiling
+from saga.errors import ApprovalInvalid, AuthorizationDenied, DuplicateExecution, InvalidRequest
 from saga.four_eyes import ONE_APPROVER
-from saga.identity import Operation, action_request
+from saga.identity import Operation, action_request, in_agent_namespace
 from saga.models import (
     ActionRef,
     Case,
@@ -27,6 +28,9 @@ from saga.models import (
     parse_case,
     verify_approval,
 )
+
+if TYPE_CHECKING:
+    from saga.agent.drafts import DraftStore
 
 
 def authorize(case: Case, tenants: Mapping[str, frozenset[str]]) -> None:
@@ -63,6 +67,30 @@ def checked_case(
     return case
 
 
+def require_agents_draft(case: Case, drafts: DraftStore, cases: CaseRecords) -> None:
+    """A new case under an agent's case id (`agt_<tenant>_...`, or `agt-...` from before ids
+    carried the tenant) is a draft of its tenant, as the agent tools start it: InvalidRequest
+    otherwise, before anything is written (docs/design.md §10). The agent roles read every case
+    under their ids (§11), so no other case may run under one: another tenant's ordinary case
+    id that happens to begin `agt-` would hand its customer's address to every agent. "New":
+    no case record of this tenant holds the id yet; a case that ran under it (its DUPLICATE, a
+    later revision, a case from before this rule) goes on as before. One GetItem of the draft
+    per agent case, and of the case record only when there is no such draft."""
+    if not in_agent_namespace(case.case_id):
+        return
+    draft = drafts.get(case.case_id)  # None for an id no draft can have (saga.agent.drafts)
+    if draft is not None and draft.get("tenant_id") == case.tenant_id:
+        return
+    record = cases.get(case.case_id)
+    if record is not None and record.get("tenant_id") == case.tenant_id:
+        return
+    raise InvalidRequest(
+        f"case id {case.case_id} is an agent's case id (agt_<tenant>_... or agt-<32 hex "
+        f"digits>) and no draft of tenant {case.tenant_id} holds it: only the agent tools start "
+        "cases under these ids; choose another case id"
+    )
+
+
 def validate_case(
     raw_case: Any,
     *,
@@ -70,10 +98,14 @@ def validate_case(
     cases: CaseRecords,
     execution: OwningExecution,
     approvals: ApprovalVerifier,
+    drafts: DraftStore,
+    ceilings: Ceilings,
     case_rules: Callable[[Case], None] | None = None,
 ) -> ValidateResult:
     """The validated case; DuplicateExecution when another execution already owns this case
-    (its own retries and redrives pass: the case record binds the owning execution)."""
+    (its own retries and redrives pass: the case record binds the owning execution). A refund
+    above its tenant's daily ceiling (docs/design.md §3.12) is refused for good, before
+    anything is reserved: AuthorizationDenied with the numbers."""
 
     required = ONE_APPROVER  # how many approvers the case needs, as accepted now
 
@@ -92,7 +124,17 @@ def validate_case(
                 raise
 
     case = checked_case(raw_case, tenants, verify_signature, case_rules)
+    require_agents_draft(case, drafts, cases)
     digest = approval_digest(case)
+    refund = case.refund
+    try:
+        check_within_ceiling(ceilings, case.tenant_id, refund.currency, refund.amount_minor)
+    except AuthorizationDenied:
+        # Accepted before with these parameters, the ceiling lowered since: its own execution
+        # goes on (IssueRefund's charge refuses it; the reservation is released, the case
+        # escalated), a new one is a DUPLICATE.
+        if not cases.accepted(case, digest):
+            raise
     # Written with the record, once: a case accepted before keeps the count on its record.
     owner = cases.create(case, digest, execution, approvals_required=required)
     if owner == execution:

@@ -42,9 +42,11 @@ from saga.settings import (
     CasesVariables,
     ConfigurationError,
     DownstreamVariables,
+    DraftsVariables,
     FunctionEnvironment,
     InventoryVariables,
     LedgerVariables,
+    LimitsVariables,
     PaymentsProviderVariables,
     PaymentsVariables,
     SandboxVariables,
@@ -57,7 +59,9 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_stepfunctions.client import SFNClient
 
+    from saga.agent.drafts import DraftStore
     from saga.cases import CaseRecords
+    from saga.ceilings import DailyCharge
     from saga.ledger import ActionLedger, Reconciliation
     from saga.models import Case, Step
     from saga.ports.carrier import Carrier
@@ -230,10 +234,31 @@ class Runtime:
         env = self.variables(LedgerVariables)
         return ActionLedger(env.ledger_table, self.client, env.ledger_policy())
 
+    def refund_charge(self, case: Case) -> DailyCharge | None:
+        """The case's refund as its tenant's daily ceiling charges it (REFUND_CEILINGS,
+        LIMITS_TABLE; docs/design.md §3.12); None for a tenant without ceilings."""
+        from saga.ceilings import daily_charge
+
+        env = self.variables(LimitsVariables)
+        return daily_charge(
+            env.refund_ceilings,
+            tenant_id=case.tenant_id,
+            currency=case.refund.currency,
+            amount_minor=case.refund.amount_minor,
+            table_name=env.limits_table,
+            retention_seconds=self.variables(LedgerVariables).retention_seconds,
+        )
+
     def cases(self) -> CaseRecords:
         from saga.cases import CaseRecords
 
         return CaseRecords(self.client, self.variables(CasesVariables).cases_table)
+
+    def drafts(self) -> DraftStore:
+        from saga.agent.drafts import DraftStore
+
+        env = self.variables(DraftsVariables)
+        return DraftStore(self.client, env.drafts_table, legacy_table_name=env.legacy_drafts_table)
 
     def inventory(self, case: Case, operation: Operation) -> Inventory:
         """The inventory as `operation` (reserve or release) of the case reaches it."""
@@ -279,14 +304,21 @@ class Runtime:
 
     def case_rules(self) -> Callable[[Case], None] | None:
         """What ValidateCase refuses beyond the case contract, for the deployment's payment
-        provider: Stripe's rules (saga.providers.stripe_rules), none for the sandbox's."""
+        provider (saga.providers.stripe_rules)."""
         env = self.variables(PaymentsProviderVariables)
         if env.payments_provider != STRIPE_PAYMENTS:
-            return None
+            from saga.fault_plan import check_sandbox_faults
+
+            return lambda case: check_sandbox_faults(
+                case.case_id, case.sandbox.faults_for("refund")
+            )
         from saga.providers.stripe_rules import check_stripe_case
 
         sandbox_deployed = bool(self.variables(SandboxVariables).sandbox_table)
-        return lambda case: check_stripe_case(case, sandbox_deployed=sandbox_deployed)
+        local_server = env.stripe_api_base is not None
+        return lambda case: check_stripe_case(
+            case, sandbox_deployed=sandbox_deployed, local_server=local_server
+        )
 
     def carrier(self, case: Case) -> Carrier:
         from saga.sandbox.carrier import DOWNSTREAM as CARRIER_DOWNSTREAM
