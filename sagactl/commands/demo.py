@@ -130,6 +130,14 @@ SCENARIOS: tuple[Scenario, ...] = (
         "COMPLETED",
         default=False,
     ),
+    Scenario(
+        "second-refund",
+        "a second refund of acme's day: completed here (no ceiling); refused under one, "
+        "docs/ceilings.md",
+        "SUCCEEDED",
+        "COMPLETED",
+        default=False,
+    ),
 )
 # Every example file is a scenario (tests/cli/test_demo.py); `make demo` runs the defaults.
 SCENARIO_KEYS = tuple(scenario.key for scenario in SCENARIOS)

@@ -102,6 +102,7 @@ def test_the_emulator_evaluates_every_saga_expression_as_the_reference_does(
         "lost-refund-response": "SUCCEEDED",
         "out-of-stock": "SUCCEEDED",
         "refund-rejected": "SUCCEEDED",
+        "second-refund": "SUCCEEDED",
         "shipment-rejected": "SUCCEEDED",
         "rejected": "FAILED",
     }
