@@ -11,35 +11,10 @@ would be dead configuration).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from saga.formats import currency_problem
-from stacks.context import from_json, invalid, refused
+from stacks.context import minor_units_by_tenant, refused
 
-
-def ceilings_value(value: Any) -> dict[str, dict[str, int]]:
-    """The section's own values: an object of tenants, each an object of currencies, each a
-    positive integer of minor units (`-c` gives the whole section as JSON)."""
-    value = from_json(value)
-    if not isinstance(value, Mapping):
-        raise invalid(f"must be an object {{tenant: {{CURRENCY: minor units}}}}, got {value!r}")
-    ceilings: dict[str, dict[str, int]] = {}
-    for tenant, limits in value.items():
-        where = f"context 'refund_ceilings.{tenant}'"
-        if not isinstance(limits, Mapping) or not limits:
-            raise refused(f"{where} must be a non-empty object {{CURRENCY: minor units}}")
-        ceilings[tenant] = {}
-        for currency, limit in limits.items():
-            problem = currency_problem(currency)
-            if problem is not None:
-                raise refused(f"{where}: {currency!r} {problem}")
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                raise refused(
-                    f"context 'refund_ceilings.{tenant}.{currency}' must be a positive integer "
-                    f"of minor units, got {limit!r}"
-                )
-            ceilings[tenant][currency] = limit
-    return ceilings
+ceilings_value = minor_units_by_tenant("refund_ceilings")
 
 
 def check_ceilings(

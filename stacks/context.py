@@ -11,11 +11,13 @@ that names its keys itself. A missing required key reaches its own check as None
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
+
+from saga.formats import currency_problem
 
 # pydantic error types of these checks: the words after "context '<key>' ", or a whole message.
 _AT_KEY = "context_value"
@@ -74,6 +76,36 @@ def positive_int(maximum: int | None = None) -> BeforeValidator:
         return value
 
     return BeforeValidator(check)
+
+
+def minor_units_by_tenant(section: str) -> Callable[[Any], dict[str, dict[str, int]]]:
+    """The parser of a section of amounts (approval_thresholds, refund_ceilings): an object of
+    tenants, each a non-empty object of currencies, each a positive integer of minor units (`-c`
+    gives the whole section as JSON)."""
+
+    def parse(value: Any) -> dict[str, dict[str, int]]:
+        value = from_json(value)
+        if not isinstance(value, Mapping):
+            raise invalid(f"must be an object {{tenant: {{CURRENCY: minor units}}}}, got {value!r}")
+        amounts: dict[str, dict[str, int]] = {}
+        for tenant, limits in value.items():
+            where = f"context '{section}.{tenant}'"
+            if not isinstance(limits, Mapping) or not limits:
+                raise refused(f"{where} must be a non-empty object {{CURRENCY: minor units}}")
+            amounts[tenant] = {}
+            for currency, limit in limits.items():
+                problem = currency_problem(currency)
+                if problem is not None:
+                    raise refused(f"{where}: {currency!r} {problem}")
+                if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                    raise refused(
+                        f"context '{section}.{tenant}.{currency}' must be a positive integer "
+                        f"of minor units, got {limit!r}"
+                    )
+                amounts[tenant][currency] = limit
+        return amounts
+
+    return parse
 
 
 def boolean(value: Any) -> bool:

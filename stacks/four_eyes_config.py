@@ -23,38 +23,13 @@ policy, which synth cannot read.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from saga.approval_keys import key_uuid
-from saga.formats import currency_problem
 from saga.four_eyes import FOUR_EYES
 from stacks.config_sections import ApproverKeyConfig, PrincipalName
-from stacks.context import from_json, invalid, refused
+from stacks.context import minor_units_by_tenant, refused
 
-
-def thresholds_value(value: Any) -> dict[str, dict[str, int]]:
-    """The section's own values: an object of tenants, each an object of currencies, each a
-    positive integer of minor units (`-c` gives the whole section as JSON)."""
-    value = from_json(value)
-    if not isinstance(value, Mapping):
-        raise invalid(f"must be an object {{tenant: {{CURRENCY: minor units}}}}, got {value!r}")
-    thresholds: dict[str, dict[str, int]] = {}
-    for tenant, limits in value.items():
-        where = f"context 'approval_thresholds.{tenant}'"
-        if not isinstance(limits, Mapping) or not limits:
-            raise refused(f"{where} must be a non-empty object {{CURRENCY: minor units}}")
-        thresholds[tenant] = {}
-        for currency, limit in limits.items():
-            problem = currency_problem(currency)
-            if problem is not None:
-                raise refused(f"{where}: {currency!r} {problem}")
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                raise refused(
-                    f"context 'approval_thresholds.{tenant}.{currency}' must be a positive "
-                    f"integer of minor units, got {limit!r}"
-                )
-            thresholds[tenant][currency] = limit
-    return thresholds
+thresholds_value = minor_units_by_tenant("approval_thresholds")
 
 
 def check_thresholds_name_four_eyes_tenants(

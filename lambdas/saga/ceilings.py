@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga.errors import AuthorizationDenied, RefundLimitReached
-from saga.formats import currency_problem, major_units
+from saga.formats import major_units, minor_units_by_tenant
 
 Ceilings = Mapping[str, Mapping[str, int]]  # tenant -> currency -> minor units per UTC day
 SECONDS_PER_DAY = 86_400
@@ -31,26 +31,8 @@ LIMIT_MARK = " limit: "
 
 
 def parse_ceilings(raw: str | Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """`{"tenant": {"CUR": minor units}}`: each ceiling a positive integer, each currency a
-    circulating ISO 4217 code. Raises ValueError naming what is wrong."""
-    value: Any = json.loads(raw) if isinstance(raw, str) else raw
-    if not isinstance(value, Mapping):
-        raise ValueError('must be a JSON object {"tenant": {"CURRENCY": minor units}}')
-    ceilings: dict[str, dict[str, int]] = {}
-    for tenant, limits in value.items():
-        if not isinstance(limits, Mapping) or not limits:
-            raise ValueError(f"[{tenant!r}] must map currencies to ceilings in minor units")
-        ceilings[str(tenant)] = {}
-        for currency, limit in limits.items():
-            if currency_problem(currency) is not None:
-                raise ValueError(f"[{tenant!r}][{currency!r}]: {currency_problem(currency)}")
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                raise ValueError(
-                    f"[{tenant!r}][{currency!r}] must be a positive integer of minor units, "
-                    f"got {limit!r}"
-                )
-            ceilings[str(tenant)][str(currency)] = limit
-    return ceilings
+    """`{"tenant": {"CUR": minor units}}`; ValueError naming what is wrong."""
+    return minor_units_by_tenant(raw, "ceilings")
 
 
 def ceiling_for(ceilings: Ceilings, tenant_id: str, currency: str) -> int | None:

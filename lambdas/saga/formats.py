@@ -18,9 +18,10 @@ Source of the code lists: ISO 4217 amendment list and ISO 3166-1 as of 2026-11.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 
 def _codes(text: str) -> frozenset[str]:
@@ -131,3 +132,27 @@ def address_problems(address: Mapping[str, object]) -> dict[str, str]:
         if problem is not None:
             problems[field] = problem
     return problems
+
+
+def minor_units_by_tenant(raw: str | Mapping[str, Any], amounts: str) -> dict[str, dict[str, int]]:
+    """`{"tenant": {"CUR": minor units}}` (approval thresholds, refund ceilings: `amounts` names
+    them in the messages): each amount a positive integer, each currency a circulating ISO 4217
+    code. Raises ValueError naming what is wrong."""
+    value: Any = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, Mapping):
+        raise ValueError('must be a JSON object {"tenant": {"CURRENCY": minor units}}')
+    parsed: dict[str, dict[str, int]] = {}
+    for tenant, limits in value.items():
+        if not isinstance(limits, Mapping) or not limits:
+            raise ValueError(f"[{tenant!r}] must map currencies to {amounts} in minor units")
+        parsed[str(tenant)] = {}
+        for currency, limit in limits.items():
+            if currency_problem(currency) is not None:
+                raise ValueError(f"[{tenant!r}][{currency!r}]: {currency_problem(currency)}")
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError(
+                    f"[{tenant!r}][{currency!r}] must be a positive integer of minor units, "
+                    f"got {limit!r}"
+                )
+            parsed[str(tenant)][str(currency)] = limit
+    return parsed

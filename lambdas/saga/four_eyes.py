@@ -14,11 +14,10 @@ is under way never strands it (nor lets it through with fewer).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from saga.formats import currency_problem, major_units
+from saga.formats import major_units, minor_units_by_tenant
 
 ONE_APPROVER = 1
 FOUR_EYES = 2  # two distinct approvers
@@ -58,26 +57,8 @@ def recorded_approvals_required(record: Mapping[str, Any] | None) -> int:
 
 
 def parse_thresholds(raw: str | Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """`{"tenant": {"CUR": minor units}}`: each threshold a positive integer, each currency a
-    circulating ISO 4217 code. Raises ValueError naming what is wrong."""
-    value: Any = json.loads(raw) if isinstance(raw, str) else raw
-    if not isinstance(value, Mapping):
-        raise ValueError('must be a JSON object {"tenant": {"CURRENCY": minor units}}')
-    thresholds: dict[str, dict[str, int]] = {}
-    for tenant, limits in value.items():
-        if not isinstance(limits, Mapping) or not limits:
-            raise ValueError(f"[{tenant!r}] must map currencies to thresholds in minor units")
-        thresholds[str(tenant)] = {}
-        for currency, limit in limits.items():
-            if currency_problem(currency) is not None:
-                raise ValueError(f"[{tenant!r}][{currency!r}]: {currency_problem(currency)}")
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                raise ValueError(
-                    f"[{tenant!r}][{currency!r}] must be a positive integer of minor units, "
-                    f"got {limit!r}"
-                )
-            thresholds[str(tenant)][str(currency)] = limit
-    return thresholds
+    """`{"tenant": {"CUR": minor units}}`; ValueError naming what is wrong."""
+    return minor_units_by_tenant(raw, "thresholds")
 
 
 def threshold_text(thresholds: Thresholds, tenant_id: str, currency: str) -> str:
