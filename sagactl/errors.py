@@ -108,9 +108,9 @@ class SagactlError(Exception):
 
     exit_code = EXIT_ERROR
 
-    def __init__(self, message: str = "", *more_lines: str) -> None:
+    def __init__(self, message: object = "", *more_lines: str) -> None:
         super().__init__(message)
-        self.message = message
+        self.message = str(message)  # an exception passed on is shown as its text
         self.more_lines = more_lines
 
     def __str__(self) -> str:
