@@ -66,6 +66,7 @@ from local_aws.lambda_runtime import (
     install_inprocess_lambda,
     restore_runtime,
 )
+from local_aws.loopback import DEFAULT_HOST, require_loopback
 from local_aws.patching import wrap_once
 from local_aws.redrive import install_redrive
 from local_aws.schedules import RuleScheduler
@@ -78,7 +79,6 @@ from sagactl.clock_client import SCHEDULED_RULES_EFFECT
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4566
 DEFAULT_REGION = "us-east-1"
 LOCAL_ACCOUNT_ID = "123456789012"  # moto's default account
@@ -306,8 +306,7 @@ class LocalServer:
         lambda_workers: bool = True,
         lambda_concurrency: int | None = None,
     ) -> None:
-        if not host.startswith("127.") and host not in ("localhost", "::1"):
-            raise ValueError(f"the local AWS listens on loopback only, not {host!r}")
+        require_loopback(host, "the local AWS")
         self.host = host
         self.requested_port = port
         self.region = region

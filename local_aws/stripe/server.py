@@ -59,6 +59,7 @@ from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
 from local_aws.clock import LOCAL_CLOCK
+from local_aws.loopback import DEFAULT_HOST, require_loopback
 from local_aws.stripe.account import (
     KEY_RETENTION_SECONDS,
     MAX_KEY_LENGTH,
@@ -73,7 +74,6 @@ from saga import fault_plan
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 12111  # stripe-mock's, the port Stripe's own local server uses
 LOCAL_API_KEY: Final = "sk_test_saga_local_stripe_server"
 MAX_HOLD_SECONDS: Final = (
@@ -133,8 +133,7 @@ class LocalStripe:
         clock: Callable[[], float] = LOCAL_CLOCK.now,
         description: StripeDescription | None = None,
     ) -> None:
-        if not host.startswith("127.") and host not in ("localhost", "::1"):
-            raise ValueError(f"the local Stripe server listens on loopback only, not {host!r}")
+        require_loopback(host, "the local Stripe server")
         self.host = host
         self.requested_port = port
         self.api_key = api_key

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,7 @@ from local_aws.environment import LocalAws, StackSource
 from local_aws.template import load_template
 from sagactl.cli import build_parser
 from sagactl.paths import PROJECT_ROOT
-from tests.cli.readme_output import compare, explain
-from tests.cli.test_readme_commands import README_ENDPOINT, Command, readme_commands
+from tests.cli.test_readme_commands import readme_commands, run_and_compare
 from tests.infra.synth import synthesize
 
 PAGE = PROJECT_ROOT / "docs" / "ceilings.md"
@@ -82,27 +80,6 @@ def test_the_ceiling_flow_runs_as_the_page_shows(
     try:
         for command in readme_commands(text):
             if command.run:
-                _run_and_compare(command, env, local.endpoint)
+                run_and_compare(command, env, local.endpoint, PAGE.name)
     finally:
         local.clock.reset()
-
-
-def _run_and_compare(command: Command, env: dict[str, str], endpoint: str) -> None:
-    completed = subprocess.run(
-        ["bash", "-c", command.text],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    printed = completed.stdout.replace(endpoint, README_ENDPOINT).splitlines()
-    where = f"{PAGE.name}:{command.line}: `{command.text}`"
-    assert completed.returncode == command.expected_exit, (
-        f"{where} exited {completed.returncode} (expected {command.expected_exit}):\n"
-        + "\n".join(printed[-40:])
-    )
-    mismatch = compare(list(command.output), printed)
-    assert mismatch is None, f"{where}: {explain(mismatch, list(command.output), printed)}"

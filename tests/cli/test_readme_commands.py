@@ -200,12 +200,16 @@ def _run_against(local_aws: LocalAws, runnable: list[Command], tmp_path: Path) -
     scheduler.tick()  # the rules' first period starts now
     try:
         for command in runnable:
-            _run_and_compare(command, env, local_aws.endpoint)
+            run_and_compare(command, env, local_aws.endpoint)
     finally:
         local_aws.server.stop_schedules()
 
 
-def _run_and_compare(command: Command, env: dict[str, str], endpoint: str) -> None:
+def run_and_compare(
+    command: Command, env: dict[str, str], endpoint: str, page: str = "README.md"
+) -> None:
+    """Run a documented command as a user's shell does; its exit code and its output (the local
+    AWS's endpoint read as the page's) must be what `page` shows."""
     completed = subprocess.run(
         ["bash", "-c", command.text],
         cwd=PROJECT_ROOT,
@@ -217,7 +221,7 @@ def _run_and_compare(command: Command, env: dict[str, str], endpoint: str) -> No
         check=False,
     )
     printed = completed.stdout.replace(endpoint, README_ENDPOINT).splitlines()
-    where = f"README.md:{command.line}: `{command.text}`"
+    where = f"{page}:{command.line}: `{command.text}`"
     assert completed.returncode == command.expected_exit, (
         f"{where} exited {completed.returncode} (expected {command.expected_exit}):\n"
         + "\n".join(printed[-40:])
